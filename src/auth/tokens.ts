@@ -1,0 +1,54 @@
+import { SignJWT, jwtVerify } from 'jose';
+import { PERMISSIONS, type Permission } from './access.js';
+
+/** The claims kvb puts in a temporary token (besides iat and exp). */
+export interface TokenClaims {
+  bkt: string;
+  pfx: string;
+  perm: Permission[];
+  gen: number;
+  exp: number;
+}
+
+const ALGORITHM = 'HS256';
+const encoder = new TextEncoder();
+
+export async function mintToken(
+  signingKey: string,
+  claims: { bucket: string; prefix: string; permissions: Permission[]; generation: number },
+  ttlSeconds: number,
+  nowSeconds = Math.floor(Date.now() / 1000),
+): Promise<string> {
+  return new SignJWT({ bkt: claims.bucket, pfx: claims.prefix, perm: claims.permissions, gen: claims.generation })
+    .setProtectedHeader({ alg: ALGORITHM, typ: 'JWT' })
+    .setIssuedAt(nowSeconds)
+    .setExpirationTime(nowSeconds + ttlSeconds)
+    .sign(encoder.encode(signingKey));
+}
+
+/** A JWT is three base64url parts; anything else is never treated as a token. */
+export function looksLikeJwt(credential: string): boolean {
+  return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(credential);
+}
+
+/**
+ * Verifies signature (HS256 only), expiry, not-before and the claim shapes. Returns the claims
+ * or undefined. Whether the token belongs to this bucket and generation is checked by the caller.
+ */
+export async function verifyToken(token: string, signingKey: string): Promise<TokenClaims | undefined> {
+  try {
+    const { payload } = await jwtVerify(token, encoder.encode(signingKey), {
+      algorithms: [ALGORITHM],
+      requiredClaims: ['exp', 'iat'],
+    });
+    const { bkt, pfx, perm, gen, exp, iat } = payload as Record<string, unknown>;
+    if (typeof bkt !== 'string' || typeof pfx !== 'string' || pfx.length === 0) return undefined;
+    if (typeof gen !== 'number' || typeof exp !== 'number' || typeof iat !== 'number') return undefined;
+    if (!Array.isArray(perm) || !perm.every((p) => (PERMISSIONS as readonly unknown[]).includes(p))) return undefined;
+    // A token issued in the future was not made by this server's clock.
+    if (iat > Date.now() / 1000 + 60) return undefined;
+    return { bkt, pfx, perm: perm as Permission[], gen, exp };
+  } catch {
+    return undefined;
+  }
+}

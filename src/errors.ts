@@ -1,0 +1,49 @@
+/**
+ * The one table of error kinds: HTTP status, the spec's envelope message, and the
+ * CLI exit code that a failure of that kind maps to.
+ */
+export const ERRORS = {
+  bad_request: { status: 400, exitCode: 1 },
+  unauthorized: { status: 401, exitCode: 3 },
+  forbidden: { status: 403, exitCode: 3 },
+  not_found: { status: 404, exitCode: 2 },
+  method_not_allowed: { status: 405, exitCode: 1 },
+  not_acceptable: { status: 406, exitCode: 1 },
+  internal_error: { status: 500, exitCode: 5 },
+  service_unavailable: { status: 503, exitCode: 5 },
+} as const;
+
+export type ErrorMessage = keyof typeof ERRORS;
+
+export interface ErrorEnvelope {
+  error: { code: number; message: ErrorMessage };
+}
+
+/** An error the caller can act on; `detail` is a human-readable reason (never a secret). */
+export class KvbError extends Error {
+  readonly status: number;
+  constructor(
+    readonly kind: ErrorMessage,
+    readonly detail: string = kind,
+  ) {
+    super(detail);
+    this.name = 'KvbError';
+    this.status = ERRORS[kind].status;
+  }
+}
+
+export const badRequest = (detail: string) => new KvbError('bad_request', detail);
+
+/** The envelope message for any HTTP status: statuses outside the spec's table fold into the nearest class. */
+export function messageForStatus(status: number): ErrorMessage {
+  for (const [message, { status: s }] of Object.entries(ERRORS)) {
+    if (s === status) return message as ErrorMessage;
+  }
+  if (status === 503 || status === 502 || status === 504) return 'service_unavailable';
+  if (status >= 500) return 'internal_error';
+  return 'bad_request';
+}
+
+export function envelope(kind: ErrorMessage): ErrorEnvelope {
+  return { error: { code: ERRORS[kind].status, message: kind } };
+}

@@ -1,0 +1,62 @@
+import { type KeyRole, type PolicyFlags } from '../auth/access.js';
+import type { TokenClaims } from '../auth/tokens.js';
+import type { BucketRecord, Store } from '../store/store.js';
+
+/** A bucket's record plus the verification results computed against exactly this record. */
+export interface CachedBucket {
+  record: BucketRecord;
+  flags: PolicyFlags;
+  loadedAt: number;
+  /** Credential digest -> roles it matched (empty set: matched nothing). */
+  keyRoles: Map<string, ReadonlySet<KeyRole>>;
+  /** Token -> verified claims, or null when it failed verification. */
+  tokens: Map<string, TokenClaims | null>;
+}
+
+const MAX_BUCKETS = 10_000;
+/** Per bucket: beyond this many distinct credentials or tokens, the maps start over. */
+export const MAX_VERIFICATIONS = 1_000;
+
+/**
+ * Bucket policies and credential checks, cached so the hot path does no slow hashing.
+ * On this instance, every change goes through `invalidate`, so a rotated key or a deleted
+ * bucket is never served. When the store is shared with other instances, entries also expire
+ * after `maxAgeMs`, which bounds how long another instance's change can go unseen.
+ */
+export class BucketCache {
+  private readonly entries = new Map<string, CachedBucket>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly maxAgeMs: number,
+  ) {}
+
+  async get(id: string): Promise<CachedBucket | undefined> {
+    const now = Date.now();
+    const hit = this.entries.get(id);
+    if (hit && now - hit.loadedAt < this.maxAgeMs) return hit;
+    const record = await this.store.getBucket(id);
+    if (!record) {
+      this.entries.delete(id);
+      return undefined;
+    }
+    const cached: CachedBucket = {
+      record,
+      flags: {
+        hasSecretKey: record.secretKeyHash !== null,
+        hasReadKey: record.readKeyHash !== null,
+        hasWriteKey: record.writeKeyHash !== null,
+      },
+      loadedAt: now,
+      keyRoles: new Map(),
+      tokens: new Map(),
+    };
+    if (this.entries.size >= MAX_BUCKETS) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(id, cached);
+    return cached;
+  }
+
+  invalidate(id: string): void {
+    this.entries.delete(id);
+  }
+}

@@ -1,0 +1,100 @@
+import type { FastifyRequest } from 'fastify';
+import { KvbError, badRequest } from '../errors.js';
+
+/** Largest TTL in seconds: fits a signed 32-bit integer, about 68 years. */
+export const MAX_TTL_SECONDS = 2147483647;
+
+type Query = Record<string, string | string[] | undefined>;
+
+export function queryOf(request: FastifyRequest): Query {
+  return (request.query ?? {}) as Query;
+}
+
+/** One query parameter as a single string; a repeated parameter is ambiguous, so 400. */
+export function singleParam(query: Query, name: string): string | undefined {
+  const value = query[name];
+  if (Array.isArray(value)) throw badRequest(`query parameter ${name} is given more than once`);
+  return value;
+}
+
+/** A non-negative decimal integer from text (no sign, no spaces, no exponent), within [min, max]. */
+export function parseInteger(text: string, name: string, min: number, max: number): number {
+  if (!/^\d{1,16}$/.test(text) || Number(text) < min || Number(text) > max) {
+    throw badRequest(`${name} must be an integer from ${min} to ${max}`);
+  }
+  return Number(text);
+}
+
+export function optionalInteger(query: Query, name: string, min: number, max: number): number | undefined {
+  const text = singleParam(query, name);
+  return text === undefined ? undefined : parseInteger(text, name, min, max);
+}
+
+/** `true`/`false`/`1`/`0`, and a bare `?flag` (empty value) means true. */
+export function booleanParam(query: Query, name: string): boolean {
+  const text = singleParam(query, name);
+  if (text === undefined) return false;
+  switch (text.toLowerCase()) {
+    case '':
+    case 'true':
+    case '1':
+      return true;
+    case 'false':
+    case '0':
+      return false;
+    default:
+      throw badRequest(`${name} must be true or false`);
+  }
+}
+
+/** Expiry instant (ms) for a TTL in seconds; 0 means none. */
+export function expiryFor(ttlSeconds: number, now: number): number | null {
+  return ttlSeconds === 0 ? null : now + ttlSeconds * 1000;
+}
+
+/** The path of the raw request URL (no query), exactly as the client sent it (still percent-encoded). */
+export function rawPath(request: FastifyRequest): string {
+  const url = request.raw.url ?? '/';
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
+}
+
+const API_PREFIX = '/api/v1/';
+
+/** Splits `/api/v1/{bucket}/{key...}` into the decoded bucket id and the still-encoded key. */
+export function splitKeyPath(request: FastifyRequest): { bucket: string; encodedKey: string } {
+  const path = rawPath(request);
+  const rest = path.slice(API_PREFIX.length);
+  const slash = rest.indexOf('/');
+  const bucketSegment = slash === -1 ? rest : rest.slice(0, slash);
+  return { bucket: decodeBucket(bucketSegment), encodedKey: slash === -1 ? '' : rest.slice(slash + 1) };
+}
+
+export function decodeBucket(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw badRequest('bucket id has malformed percent-encoding');
+  }
+}
+
+/** A form field that must appear at most once. */
+export function formField(body: Record<string, unknown>, name: string): string | undefined {
+  const value = body[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw badRequest(`form field ${name} is given more than once`);
+  return value;
+}
+
+export function formBody(request: FastifyRequest, allowed: readonly string[]): Record<string, unknown> {
+  const body = request.body;
+  if (body === undefined || body === null) return {};
+  if (typeof body !== 'object') throw badRequest('expected an application/x-www-form-urlencoded body');
+  for (const name of Object.keys(body)) {
+    if (!allowed.includes(name)) throw badRequest(`unknown form field ${name}`);
+  }
+  return body as Record<string, unknown>;
+}
+
+export const methodNotAllowed = (allow: string[]) =>
+  Object.assign(new KvbError('method_not_allowed', `allowed methods: ${allow.join(', ')}`), { allow });

@@ -1,0 +1,145 @@
+import { randomUUID } from 'node:crypto';
+import formbody from '@fastify/formbody';
+import type { FastifyInstance } from 'fastify';
+import { anonymousAccess } from '../../auth/access.js';
+import { hashCredential } from '../../auth/credential-hash.js';
+import { KvbError, badRequest } from '../../errors.js';
+import type { BucketChanges, BucketRecord } from '../../store/store.js';
+import { authorize, openBucket, principalFor } from '../access-control.js';
+import { credentialMatches } from '../operator-key.js';
+import type { ServerContext } from '../server-context.js';
+import { MAX_TTL_SECONDS, decodeBucket, formBody, formField, parseInteger } from '../request-input.js';
+import { bucketSchemas } from './schemas.js';
+
+const FORM_LIMIT = 16 * 1024;
+const CREATE_FIELDS = ['email', 'secret_key', 'read_key', 'write_key', 'signing_key', 'default_ttl'] as const;
+const PATCH_FIELDS = ['secret_key', 'read_key', 'write_key', 'signing_key', 'default_ttl'];
+
+const bucketId = (params: unknown) => decodeBucket((params as { bucket: string }).bucket);
+
+/** A credential value from a PATCH body: a non-empty string or a number sets it, null clears it. */
+function credentialValue(name: string, value: unknown): string | null {
+  if (value === null) return null;
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  if (typeof value === 'string' && value.length > 0) return value;
+  throw badRequest(`${name} must be a non-empty string, a number or null`);
+}
+
+const hashOrNull = (value: string | null) => (value === null ? null : hashCredential(value));
+
+/** Bucket creation (form) and the policy routes: GET, HEAD, PATCH, DELETE on /api/v1/{bucket}. */
+export async function bucketRoutes(app: FastifyInstance, { store, buckets, config }: ServerContext): Promise<void> {
+  // Forms are parsed only where the spec uses them: in this plugin, creation.
+  await app.register(async (forms) => {
+    forms.removeAllContentTypeParsers();
+    await forms.register(formbody, { bodyLimit: FORM_LIMIT });
+
+    const create = async (request: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply) => {
+      if (config.bucketCreationKey !== undefined && !credentialMatches(request, config.bucketCreationKey)) {
+        throw new KvbError('unauthorized', 'creating a bucket needs the operator bucket-creation key');
+      }
+      const body = formBody(request, CREATE_FIELDS);
+      const field = (name: (typeof CREATE_FIELDS)[number]) => formField(body, name) || undefined;
+      const email = field('email');
+      if (!email || email.length > 254 || !email.includes('@')) throw badRequest('email is required (1 to 254 characters with an @)');
+      const secretKey = field('secret_key');
+      if (config.requireSecretKey && !secretKey) throw badRequest('this server requires a secret_key for every bucket');
+      const ttlText = field('default_ttl');
+      const [secretKeyHash, readKeyHash, writeKeyHash] = await Promise.all([
+        hashOrNull(secretKey ?? null),
+        hashOrNull(field('read_key') ?? null),
+        hashOrNull(field('write_key') ?? null),
+      ]);
+      const record: BucketRecord = {
+        id: randomUUID(),
+        email,
+        secretKeyHash,
+        readKeyHash,
+        writeKeyHash,
+        signingKey: field('signing_key') ?? null,
+        signingKeyGeneration: 0,
+        defaultTtl: ttlText === undefined ? config.defaultTtl : parseInteger(ttlText, 'default_ttl', 0, MAX_TTL_SECONDS),
+      };
+      await store.createBucket(record);
+      return reply
+        .code(201)
+        .header('location', `/api/v1/${record.id}`)
+        .type('text/plain; charset=utf-8')
+        .send(record.id);
+    };
+    forms.post('/api/v1/', { schema: bucketSchemas.create }, create);
+    forms.post('/api/v1', { schema: { ...bucketSchemas.create, hide: true } }, create);
+  });
+
+  app.get('/api/v1/:bucket', { schema: bucketSchemas.policy }, async (request) => {
+    const { bucket, principal } = await openBucket(buckets, bucketId(request.params), request);
+    authorize(bucket, principal, 'manage');
+    const { record, flags } = bucket;
+    return {
+      default_ttl: record.defaultTtl,
+      has_secret_key: flags.hasSecretKey,
+      has_read_key: flags.hasReadKey,
+      has_write_key: flags.hasWriteKey,
+      has_signing_key: record.signingKey !== null,
+      signing_key_generation: record.signingKeyGeneration,
+      anonymous_access: anonymousAccess(flags),
+    };
+  });
+
+  // The spec: 404 unless the bucket exists and the caller has admin access, whatever the reason.
+  app.head('/api/v1/:bucket', { schema: bucketSchemas.head }, async (request, reply) => {
+    const bucket = await buckets.get(bucketId(request.params));
+    const principal = bucket && (await principalFor(bucket, request).catch(() => undefined));
+    if (!bucket || !principal) return reply.code(404).send();
+    try {
+      authorize(bucket, principal, 'manage');
+    } catch {
+      return reply.code(404).send();
+    }
+    return reply.code(200).send();
+  });
+
+  app.patch('/api/v1/:bucket', { schema: bucketSchemas.update }, async (request, reply) => {
+    const id = bucketId(request.params);
+    const { bucket, principal } = await openBucket(buckets, id, request);
+    authorize(bucket, principal, 'manage');
+    const body = request.body;
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('body must be a JSON object');
+    const fields = body as Record<string, unknown>;
+    for (const name of Object.keys(fields)) {
+      if (!PATCH_FIELDS.includes(name)) throw badRequest(`unknown field ${name}`);
+    }
+    const changes: BucketChanges = {};
+    if ('secret_key' in fields) {
+      if (fields.secret_key === null) throw badRequest('secret_key cannot be cleared');
+      changes.secretKeyHash = await hashCredential(credentialValue('secret_key', fields.secret_key)!);
+    }
+    if ('read_key' in fields) changes.readKeyHash = await hashOrNull(credentialValue('read_key', fields.read_key));
+    if ('write_key' in fields) changes.writeKeyHash = await hashOrNull(credentialValue('write_key', fields.write_key));
+    if ('signing_key' in fields) changes.signingKey = credentialValue('signing_key', fields.signing_key);
+    if ('default_ttl' in fields) {
+      const ttl = fields.default_ttl;
+      if (ttl === null) changes.defaultTtl = 0;
+      else if (typeof ttl === 'number' && Number.isInteger(ttl) && ttl >= 0 && ttl <= MAX_TTL_SECONDS) changes.defaultTtl = ttl;
+      else throw badRequest(`default_ttl must be an integer from 0 to ${MAX_TTL_SECONDS}, or null`);
+    }
+    if (Object.keys(changes).length > 0) {
+      const updated = await store.updateBucket(id, changes);
+      buckets.invalidate(id);
+      if (!updated) throw new KvbError('not_found', 'no such bucket');
+    }
+    return reply.code(204).send();
+  });
+
+  const remove = async (request: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply) => {
+    const id = bucketId(request.params);
+    const { bucket, principal } = await openBucket(buckets, id, request);
+    authorize(bucket, principal, 'manage');
+    const deleted = await store.deleteBucket(id);
+    buckets.invalidate(id);
+    if (!deleted) throw new KvbError('not_found', 'no such bucket');
+    return reply.code(204).send();
+  };
+  app.delete('/api/v1/:bucket', { schema: bucketSchemas.delete }, remove);
+  app.delete('/api/v1/:bucket/', { schema: { ...bucketSchemas.delete, hide: true } }, remove);
+}

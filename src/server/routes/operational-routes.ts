@@ -1,0 +1,62 @@
+import type { FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
+import { VERSION } from '../../version.js';
+import type { ServerContext } from '../server-context.js';
+
+const healthSchema = {
+  type: 'object',
+  properties: {
+    status: { type: 'string', enum: ['ok', 'degraded'] },
+    storage: { type: 'string', enum: ['ok', 'error'] },
+    version: { type: 'string' },
+  },
+};
+const READY_TIMEOUT_MS = 2000;
+
+/** `/health`, `/ready`, `/metrics` and `/api-docs/openapi.json`, at the root. */
+export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext & { metrics: Registry }): Promise<void> {
+  app.get(
+    '/health',
+    {
+      exposeHeadRoute: true,
+      schema: { tags: ['operations'], summary: 'Liveness (storage is not probed)', response: { 200: healthSchema } },
+    },
+    async () => ({ status: 'ok', storage: 'ok', version: VERSION }),
+  );
+
+  app.get(
+    '/ready',
+    {
+      exposeHeadRoute: true,
+      schema: {
+        tags: ['operations'],
+        summary: 'Readiness: probes storage',
+        response: { 200: healthSchema, 503: { ...healthSchema, description: 'Storage unreachable' } },
+      },
+    },
+    async (_request, reply) => {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          ctx.store.ping(),
+          new Promise((_, reject) => {
+            timer = setTimeout(() => reject(new Error('storage ping timed out')), READY_TIMEOUT_MS);
+          }),
+        ]);
+        return { status: 'ok', storage: 'ok', version: VERSION };
+      } catch (err) {
+        app.log.warn({ err }, 'readiness check failed');
+        return reply.code(503).send({ status: 'degraded', storage: 'error', version: VERSION });
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  );
+
+  app.get('/metrics', { schema: { tags: ['operations'], summary: 'Prometheus metrics' } }, async (_request, reply) => {
+    const text = await ctx.metrics.metrics();
+    return reply.type(ctx.metrics.contentType).send(text);
+  });
+
+  app.get('/api-docs/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+}

@@ -1,0 +1,270 @@
+import BetterSqlite3 from 'better-sqlite3';
+import { type Compilable, Kysely, SqliteDialect, sql } from 'kysely';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { prefixUpperBound } from '../values/keys.js';
+import { isValueType, type StoredValue } from '../values/value-type.js';
+import { migrateToLatest } from './migrations.js';
+import { type Database, bucketFromRow } from './schema.js';
+import type { BucketChanges, BucketRecord, Entry, EntryUpdate, ListQuery, ListedEntry, Store, TxnOp } from './store.js';
+
+export interface SqliteOptions {
+  /** A file path, or ':memory:'. */
+  path: string;
+  /** 'full' fsyncs every commit (power-loss safe); 'normal' is safe against process crashes. */
+  durability: 'normal' | 'full';
+}
+
+/** A named parameter for better-sqlite3 (`@name`), so compiled statements bind by name. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a placeholder stands for a value of any column type
+const param = (name: string) => sql<any>`${sql.raw(`@${name}`)}`;
+
+interface EntryRow {
+  type: string;
+  value: Buffer;
+  expires_at: number | null;
+}
+
+function toEntry(row: EntryRow): Entry {
+  if (!isValueType(row.type)) throw new Error(`corrupt row: unknown value type ${row.type}`);
+  return { type: row.type, data: row.value, expiresAt: row.expires_at };
+}
+
+const isLive = (row: { expires_at: number | null }, now: number) => row.expires_at === null || row.expires_at > now;
+
+/**
+ * SQLite through better-sqlite3. Kysely builds every query and runs the migrations; the queries
+ * are compiled once and run as cached prepared statements, because Kysely's own SQLite driver
+ * re-prepares each statement on every call. better-sqlite3 is synchronous, so every method
+ * runs to completion without interleaving: a read-modify-write inside `transaction()` is atomic.
+ */
+export class SqliteStore implements Store {
+  readonly backend = 'sqlite';
+  readonly shared = false;
+  private readonly statements = new Map<string, BetterSqlite3.Statement>();
+
+  private constructor(
+    private readonly raw: BetterSqlite3.Database,
+    private readonly db: Kysely<Database>,
+  ) {}
+
+  static async open(options: SqliteOptions): Promise<SqliteStore> {
+    if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
+    const raw = new BetterSqlite3(options.path);
+    raw.pragma('journal_mode = WAL');
+    raw.pragma(`synchronous = ${options.durability === 'full' ? 'FULL' : 'NORMAL'}`);
+    raw.pragma('busy_timeout = 5000');
+    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
+    await migrateToLatest(db as Kysely<unknown>, 'sqlite');
+    return new SqliteStore(raw, db);
+  }
+
+  /** Compiles a Kysely query once and caches the prepared statement under `name`. */
+  private prepared(name: string, build: () => Compilable): BetterSqlite3.Statement {
+    let statement = this.statements.get(name);
+    if (!statement) {
+      statement = this.raw.prepare(build().compile().sql);
+      this.statements.set(name, statement);
+    }
+    return statement;
+  }
+
+  async createBucket(b: BucketRecord): Promise<void> {
+    this.prepared('createBucket', () =>
+      this.db.insertInto('buckets').values({
+        id: param('id'),
+        email: param('email'),
+        secret_key_hash: param('secretKeyHash'),
+        read_key_hash: param('readKeyHash'),
+        write_key_hash: param('writeKeyHash'),
+        signing_key: param('signingKey'),
+        signing_key_generation: param('signingKeyGeneration'),
+        default_ttl: param('defaultTtl'),
+        created_at: param('createdAt'),
+      }),
+    ).run({ ...b, createdAt: Date.now() });
+  }
+
+  async getBucket(id: string): Promise<BucketRecord | undefined> {
+    const row = this.prepared('getBucket', () =>
+      this.db.selectFrom('buckets').selectAll().where('id', '=', param('id')),
+    ).get({ id }) as Database['buckets'] | undefined;
+    return row && bucketFromRow(row);
+  }
+
+  async updateBucket(id: string, changes: BucketChanges): Promise<boolean> {
+    // Rare and shaped by the request, so compiled per call rather than cached.
+    const query = this.db
+      .updateTable('buckets')
+      .set((eb) => ({
+        ...(changes.secretKeyHash !== undefined && { secret_key_hash: changes.secretKeyHash }),
+        ...(changes.readKeyHash !== undefined && { read_key_hash: changes.readKeyHash }),
+        ...(changes.writeKeyHash !== undefined && { write_key_hash: changes.writeKeyHash }),
+        ...(changes.defaultTtl !== undefined && { default_ttl: changes.defaultTtl }),
+        ...(changes.signingKey !== undefined && {
+          signing_key: changes.signingKey,
+          signing_key_generation: eb('signing_key_generation', '+', 1),
+        }),
+        id: eb.ref('id'),
+      }))
+      .where('id', '=', id)
+      .compile();
+    return this.raw.prepare(query.sql).run(...(query.parameters as unknown[])).changes > 0;
+  }
+
+  async deleteBucket(id: string): Promise<boolean> {
+    const deleteEntries = this.prepared('deleteBucketEntries', () =>
+      this.db.deleteFrom('entries').where('bucket_id', '=', param('id')),
+    );
+    const deleteBucket = this.prepared('deleteBucket', () =>
+      this.db.deleteFrom('buckets').where('id', '=', param('id')),
+    );
+    return this.raw.transaction(() => {
+      deleteEntries.run({ id });
+      return deleteBucket.run({ id }).changes > 0;
+    })();
+  }
+
+  private readEntry(bucket: string, key: Buffer): EntryRow | undefined {
+    return this.prepared('getEntry', () =>
+      this.db
+        .selectFrom('entries')
+        .select(['type', 'value', 'expires_at'])
+        .where('bucket_id', '=', param('bucket'))
+        .where('key', '=', param('key')),
+    ).get({ bucket, key }) as EntryRow | undefined;
+  }
+
+  private writeEntry(bucket: string, key: Buffer, type: string, value: Buffer, expiresAt: number | null): void {
+    this.prepared('setEntry', () =>
+      this.db
+        .insertInto('entries')
+        .values({
+          bucket_id: param('bucket'),
+          key: param('key'),
+          type: param('type'),
+          value: param('value'),
+          expires_at: param('expiresAt'),
+        })
+        .onConflict((oc) =>
+          oc.columns(['bucket_id', 'key']).doUpdateSet((eb) => ({
+            type: eb.ref('excluded.type'),
+            value: eb.ref('excluded.value'),
+            expires_at: eb.ref('excluded.expires_at'),
+          })),
+        ),
+    ).run({ bucket, key, type, value, expiresAt });
+  }
+
+  private removeEntry(bucket: string, key: Buffer): EntryRow | undefined {
+    return this.prepared('deleteEntry', () =>
+      this.db
+        .deleteFrom('entries')
+        .where('bucket_id', '=', param('bucket'))
+        .where('key', '=', param('key'))
+        .returning(['type', 'value', 'expires_at']),
+    ).get({ bucket, key }) as EntryRow | undefined;
+  }
+
+  async getEntry(bucket: string, key: string, now: number): Promise<Entry | undefined> {
+    const row = this.readEntry(bucket, Buffer.from(key));
+    return row && isLive(row, now) ? toEntry(row) : undefined;
+  }
+
+  async setEntry(bucket: string, key: string, value: StoredValue, expiresAt: number | null): Promise<void> {
+    this.writeEntry(bucket, Buffer.from(key), value.type, value.data, expiresAt);
+  }
+
+  async deleteEntry(bucket: string, key: string, now: number): Promise<boolean> {
+    const row = this.removeEntry(bucket, Buffer.from(key));
+    return row !== undefined && isLive(row, now);
+  }
+
+  async updateEntry(bucket: string, key: string, now: number, update: EntryUpdate): Promise<Entry> {
+    const keyBytes = Buffer.from(key);
+    return this.raw.transaction(() => {
+      const row = this.readEntry(bucket, keyBytes);
+      const next = update(row && isLive(row, now) ? toEntry(row) : undefined);
+      this.writeEntry(bucket, keyBytes, next.type, next.data, next.expiresAt);
+      return next;
+    })();
+  }
+
+  async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
+    const prefix = Buffer.from(q.prefix);
+    const upper = q.prefix ? prefixUpperBound(prefix) : undefined;
+    const after = q.after === undefined ? undefined : Buffer.from(q.after);
+    const shape = `list:${q.reverse ? 'desc' : 'asc'}:${q.withValues ? 'v' : 'k'}:${upper ? 'u' : ''}:${after ? 'a' : ''}`;
+    const statement = this.prepared(shape, () => {
+      let query = this.db
+        .selectFrom('entries')
+        .select(q.withValues ? ['key', 'type', 'value', 'expires_at'] : ['key'])
+        .where('bucket_id', '=', param('bucket'))
+        .where('key', '>=', param('prefix'))
+        .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', param('now'))]));
+      if (upper) query = query.where('key', '<', param('upper'));
+      if (after) query = query.where('key', q.reverse ? '<' : '>', param('after'));
+      return query
+        .orderBy('key', q.reverse ? 'desc' : 'asc')
+        .limit(param('limit'))
+        .offset(param('offset'));
+    });
+    const rows = statement.all({
+      bucket,
+      prefix,
+      now,
+      limit: q.limit,
+      offset: q.offset,
+      ...(upper && { upper }),
+      ...(after && { after }),
+    }) as Array<EntryRow & { key: Buffer }>;
+    return rows.map((row) => ({
+      key: row.key.toString('utf8'),
+      ...(q.withValues && { entry: toEntry(row) }),
+    }));
+  }
+
+  async commit(bucket: string, ops: TxnOp[]): Promise<void> {
+    this.raw.transaction(() => {
+      for (const op of ops) {
+        const key = Buffer.from(op.key);
+        if (op.op === 'set') this.writeEntry(bucket, key, op.value.type, op.value.data, op.expiresAt);
+        else this.removeEntry(bucket, key);
+      }
+    })();
+  }
+
+  async sweepExpired(now: number, batch: number): Promise<number> {
+    return this.prepared('sweep', () =>
+      this.db
+        .deleteFrom('entries')
+        .where(
+          sql.ref('rowid'),
+          'in',
+          this.db
+            .selectFrom('entries')
+            .select(sql.ref('rowid').as('rowid'))
+            .where('expires_at', '<=', param('now'))
+            .limit(param('batch')),
+        ),
+    ).run({ now, batch }).changes;
+  }
+
+  async countEntries(): Promise<number> {
+    const row = this.prepared('count', () =>
+      this.db.selectFrom('entries').select((eb) => eb.fn.countAll().as('n')),
+    ).get() as { n: number };
+    return row.n;
+  }
+
+  async ping(): Promise<void> {
+    this.raw.prepare('select 1').get();
+  }
+
+  async close(): Promise<void> {
+    if (this.raw.open) {
+      this.raw.pragma('wal_checkpoint(TRUNCATE)');
+      this.raw.close();
+    }
+  }
+}

@@ -1,0 +1,21 @@
+/** The five stored value types, as named in the Kvb-Type header and the database. */
+export const VALUE_TYPES = ['json', 'text', 'int64', 'float64', 'bytes'] as const;
+export type ValueType = (typeof VALUE_TYPES)[number];
+
+/** A value as stored: its type and its canonical bytes (UTF-8 text for every type but bytes). */
+export interface StoredValue {
+  type: ValueType;
+  data: Buffer;
+}
+
+export const CONTENT_TYPES: Record<ValueType, string> = {
+  json: 'application/json',
+  text: 'text/plain; charset=utf-8',
+  int64: 'text/plain; charset=utf-8',
+  float64: 'text/plain; charset=utf-8',
+  bytes: 'application/octet-stream',
+};
+
+export function isValueType(s: string): s is ValueType {
+  return (VALUE_TYPES as readonly string[]).includes(s);
+}
