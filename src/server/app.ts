@@ -52,6 +52,9 @@ export async function buildApp(store: Store, config: ServerConfig): Promise<Fast
     exposeHeadRoutes: false,
     return503OnClosing: false,
     bodyLimit: 16 * 1024,
+    // A slow or idle client cannot hold a connection for long: headers must arrive within 15 s
+    // (checked every second), a whole request within 30 s, an idle keep-alive lasts 65 s.
+    http: { headersTimeout: 15_000, connectionsCheckingInterval: 1_000 },
     requestTimeout: 30_000,
     connectionTimeout: 0,
     keepAliveTimeout: 65_000,

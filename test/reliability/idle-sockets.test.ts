@@ -1,0 +1,52 @@
+import { type Socket, connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RunningServer, startServer } from '../helpers/server.js';
+
+describe('slow and idle clients', () => {
+  let server: RunningServer;
+  beforeAll(async () => {
+    server = await startServer();
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  it('200 idle sockets do not stop the server serving others', async () => {
+    const { hostname, port } = new URL(server.url);
+    const sockets: Socket[] = await Promise.all(
+      Array.from(
+        { length: 200 },
+        () =>
+          new Promise<Socket>((resolve, reject) => {
+            const socket = connect(Number(port), hostname, () => resolve(socket));
+            socket.on('error', reject);
+          }),
+      ),
+    );
+    // Half of them start a request and never finish its headers.
+    sockets.slice(0, 100).forEach((s) => s.write('GET /health HTTP/1.1\r\nHost: x\r\n'));
+    try {
+      const started = Date.now();
+      const results = await Promise.all(Array.from({ length: 20 }, () => fetch(`${server.url}/health`)));
+      expect(results.every((r) => r.status === 200)).toBe(true);
+      expect(Date.now() - started).toBeLessThan(5000);
+    } finally {
+      sockets.forEach((s) => s.destroy());
+    }
+  });
+
+  it('a request whose headers never finish is cut off by the headers timeout', { timeout: 60_000 }, async () => {
+    const { hostname, port } = new URL(server.url);
+    const closed = await new Promise<boolean>((resolve) => {
+      const socket = connect(Number(port), hostname, () => socket.write('GET /health HTTP/1.1\r\nHost: x\r\n'));
+      socket.resume(); // read (and drop) the 400 so that 'close' can fire
+      socket.on('close', () => resolve(true));
+      socket.on('error', () => resolve(true));
+      setTimeout(() => {
+        socket.destroy();
+        resolve(false);
+      }, 30_000);
+    });
+    expect(closed).toBe(true);
+  });
+});
