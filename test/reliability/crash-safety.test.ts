@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startServer } from '../helpers/server.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
  * Durability: writes the server acknowledged survive a `kill -9`, transactions are
@@ -12,8 +12,13 @@ describe('crash safety (kill -9 under write load)', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'kvb-crash-'));
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
+  let server: RunningServer | undefined;
+  afterAll(async () => {
+    await server?.stop({ keepData: true });
+  });
+
   it('keeps every acknowledged write across three crashes', { timeout: 90_000 }, async () => {
-    let server = await startServer({ dataDir });
+    server = await startServer({ dataDir });
     const bucket = await (await fetch(`${server.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'crash@test' }) })).text();
     const ackedSets = new Map<string, string>();
     const ackedTxns: number[] = [];
@@ -23,7 +28,8 @@ describe('crash safety (kill -9 under write load)', () => {
     let sequence = 0;
 
     for (let round = 0; round < 3; round++) {
-      const base = `${server.api}/${bucket}`;
+      const current = server;
+      const base = `${current.api}/${bucket}`;
       let running = true;
       const worker = async (id: number) => {
         while (running) {
@@ -51,7 +57,7 @@ describe('crash safety (kill -9 under write load)', () => {
       };
       const workers = Array.from({ length: 16 }, (_, i) => worker(i));
       await new Promise((resolve) => setTimeout(resolve, 1500));
-      await server.stop({ keepData: true, signal: 'SIGKILL' });
+      await current.stop({ keepData: true, signal: 'SIGKILL' });
       running = false;
       await Promise.all(workers);
       server = await startServer({ dataDir });
@@ -76,6 +82,5 @@ describe('crash safety (kill -9 under write load)', () => {
       const present = [0, 1, 2, 3, 4].filter((i) => keys.has(`txn-${n}-${i}`)).length;
       expect([0, 5], `txn ${n} is all or nothing`).toContain(present);
     }
-    await server.stop({ keepData: true });
   });
 });
