@@ -4,6 +4,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { prefixUpperBound } from '../values/keys.js';
 import { isValueType, type StoredValue } from '../values/value-type.js';
+import { type CachedRow, EntryCache } from './entry-cache.js';
 import { migrateToLatest } from './migrations.js';
 import { type Database, bucketFromRow } from './schema.js';
 import type { BucketChanges, BucketRecord, Entry, EntryUpdate, ListQuery, ListedEntry, Store, TxnOp } from './store.js';
@@ -50,6 +51,14 @@ export class SqliteStore implements Store {
   readonly shared = false;
   private readonly statements = new Map<string, BetterSqlite3.Statement>();
   private pendingWrites: PendingWrite[] = [];
+  /**
+   * Reads are served from memory when possible: this process is the file's only writer, and the
+   * cache learns every write after it commits. Bounded to 100k entries and 64 MiB of values.
+   */
+  private readonly cache = new EntryCache(100_000, 64 * 1024 * 1024);
+  /** Cache changes made by the write running now; applied only once its batch commits. */
+  private touched: Array<[string, CachedRow | null]> = [];
+  private clearCacheAfterCommit = false;
 
   private constructor(
     private readonly raw: BetterSqlite3.Database,
@@ -87,20 +96,35 @@ export class SqliteStore implements Store {
     const batch = this.pendingWrites;
     this.pendingWrites = [];
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+    const committed: Array<[string, CachedRow | null]> = [];
+    const invalid: string[] = [];
     try {
       this.raw.transaction(() => {
         for (const { run } of batch) {
+          this.touched = [];
           try {
             outcomes.push({ ok: true, value: run() });
+            committed.push(...this.touched);
           } catch (error) {
             outcomes.push({ ok: false, error });
+            invalid.push(...this.touched.map(([id]) => id));
           }
         }
       })();
     } catch (error) {
+      // Nothing was written; forget what the batch touched, in case it was cached meanwhile.
+      for (const [id] of committed) this.cache.delete(id);
       for (const { reject } of batch) reject(error);
       return;
+    } finally {
+      this.touched = [];
     }
+    if (this.clearCacheAfterCommit) {
+      this.cache.clear();
+      this.clearCacheAfterCommit = false;
+    }
+    for (const [id, row] of committed) this.cache.set(id, row);
+    for (const id of invalid) this.cache.delete(id);
     batch.forEach(({ resolve, reject }, i) => {
       const outcome = outcomes[i]!;
       if (outcome.ok) resolve(outcome.value as never);
@@ -176,6 +200,7 @@ export class SqliteStore implements Store {
     );
     return this.write(() =>
       this.atomically(() => {
+        this.clearCacheAfterCommit = true;
         deleteEntries.run({ id });
         return deleteBucket.run({ id }).changes > 0;
       }),
@@ -193,6 +218,7 @@ export class SqliteStore implements Store {
   }
 
   private writeEntry(bucket: string, key: Buffer, type: string, value: Buffer, expiresAt: number | null): void {
+    this.touched.push([EntryCache.id(bucket, key.toString('utf8')), { type, value, expires_at: expiresAt }]);
     this.prepared('setEntry', () =>
       this.db
         .insertInto('entries')
@@ -214,6 +240,7 @@ export class SqliteStore implements Store {
   }
 
   private removeEntry(bucket: string, key: Buffer): EntryRow | undefined {
+    this.touched.push([EntryCache.id(bucket, key.toString('utf8')), null]);
     return this.prepared('deleteEntry', () =>
       this.db
         .deleteFrom('entries')
@@ -224,7 +251,12 @@ export class SqliteStore implements Store {
   }
 
   async getEntry(bucket: string, key: string, now: number): Promise<Entry | undefined> {
-    const row = this.readEntry(bucket, Buffer.from(key));
+    const id = EntryCache.id(bucket, key);
+    let row = this.cache.get(id);
+    if (row === undefined) {
+      row = this.readEntry(bucket, Buffer.from(key)) ?? null;
+      this.cache.set(id, row);
+    }
     return row && isLive(row, now) ? toEntry(row) : undefined;
   }
 
