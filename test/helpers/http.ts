@@ -1,0 +1,36 @@
+import { expect } from 'vitest';
+
+export interface Answer {
+  status: number;
+  headers: Headers;
+  body: Buffer;
+  text: string;
+  json: () => unknown;
+}
+
+/** One HTTP request with fetch, the whole body read as bytes. */
+export async function call(url: string, init: RequestInit & { token?: string } = {}): Promise<Answer> {
+  const headers = new Headers(init.headers);
+  if (init.token) headers.set('authorization', `Bearer ${init.token}`);
+  const res = await fetch(url, { ...init, headers });
+  const body = Buffer.from(await res.arrayBuffer());
+  return { status: res.status, headers: res.headers, body, text: body.toString('utf8'), json: () => JSON.parse(body.toString('utf8')) };
+}
+
+/** Creates a bucket with the given form fields; returns its id. */
+export async function createBucket(api: string, fields: Record<string, string> = {}): Promise<string> {
+  const res = await call(`${api}/`, { method: 'POST', body: new URLSearchParams({ email: 'test@example.com', ...fields }) });
+  expect(res.status, res.text).toBe(201);
+  return res.text;
+}
+
+/** Asserts the spec's error envelope with the given status and message. */
+export function expectError(answer: Answer, status: number, message: string): void {
+  expect(answer.status, answer.text).toBe(status);
+  expect(answer.json()).toEqual({ error: { code: status, message } });
+}
+
+export const json = (value: unknown): RequestInit => ({
+  body: JSON.stringify(value),
+  headers: { 'content-type': 'application/json' },
+});
