@@ -30,7 +30,8 @@ export function expectError(answer: Answer, status: number, message: string): vo
   expect(answer.json()).toEqual({ error: { code: status, message } });
 }
 
-export const json = (value: unknown): RequestInit => ({
+/** A JSON request body, with any other headers (Authorization, …) merged in. */
+export const json = (value: unknown, headers: Record<string, string> = {}): RequestInit => ({
   body: JSON.stringify(value),
-  headers: { 'content-type': 'application/json' },
+  headers: { ...headers, 'content-type': 'application/json' },
 });
