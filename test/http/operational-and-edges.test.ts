@@ -1,0 +1,125 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { VERSION } from '../../src/version.js';
+import { call, createBucket, expectError } from '../helpers/http.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
+
+let server: RunningServer;
+beforeAll(async () => {
+  server = await startServer();
+});
+afterAll(async () => {
+  await server.stop();
+});
+
+describe('Operational endpoints (root)', () => {
+  it('GET /health is always ok with the version', async () => {
+    const res = await call(`${server.url}/health`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(res.json()).toEqual({ status: 'ok', storage: 'ok', version: VERSION });
+  });
+  it('GET /ready probes storage and answers the same shape', async () => {
+    const res = await call(`${server.url}/ready`);
+    expect(res.status).toBe(200);
+    expect(res.json()).toEqual({ status: 'ok', storage: 'ok', version: VERSION });
+  });
+  it('GET /metrics is Prometheus text with request counts by route pattern, latency, keys stored and process metrics', async () => {
+    const bucket = await createBucket(server.api);
+    await call(`${server.api}/${bucket}/some-key`, { method: 'POST', body: 'v' });
+    await call(`${server.api}/${bucket}/some-key`);
+    const res = await call(`${server.url}/metrics`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect(res.text).toMatch(/^kvb_http_requests_total\{method="GET",route="\/api\/v1\/:bucket\/\*",status="200"\} \d+$/m);
+    expect(res.text).toMatch(/^kvb_http_request_duration_seconds_bucket\{le="0\.001",method="POST",route="\/api\/v1\/:bucket\/\*",status="200"\} \d+$/m);
+    expect(res.text).toMatch(/^kvb_keys_stored \d+$/m);
+    expect(res.text).toMatch(/^process_resident_memory_bytes \d+/m);
+    expect(res.text).toMatch(/^nodejs_eventloop_lag_seconds /m);
+    // Keys and bucket ids never become label values.
+    expect(res.text).not.toContain('some-key');
+    expect(res.text).not.toContain(bucket);
+  });
+  it('/api-docs/openapi.json is an OpenAPI 3 document with the version /health reports', async () => {
+    const res = await call(`${server.url}/api-docs/openapi.json`);
+    expect(res.status).toBe(200);
+    const doc = res.json() as { openapi: string; info: { version: string }; paths: Record<string, unknown> };
+    expect(doc.openapi).toMatch(/^3\./);
+    expect(doc.info.version).toBe(VERSION);
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/health', '/ready', '/api/v1/', '/api/v1/{bucket}', '/api/v1/{bucket}/{key}']));
+  });
+  it('/swagger-ui/ serves the explorer page', async () => {
+    const res = await call(`${server.url}/swagger-ui/`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(res.text).toContain('swagger-ui');
+  });
+});
+
+describe('HTTP edges', () => {
+  it('an unknown route is 404 in the envelope', async () => {
+    expectError(await call(`${server.url}/nowhere`), 404, 'not_found');
+    expectError(await call(`${server.url}/api/v2/x`), 404, 'not_found');
+  });
+  it('an unknown bucket is 404', async () => {
+    expectError(await call(`${server.api}/00000000-0000-4000-8000-000000000000/k`), 404, 'not_found');
+    expectError(await call(`${server.api}/00000000-0000-4000-8000-000000000000`), 404, 'not_found');
+  });
+  it.each([
+    ['PUT', '/api/v1/', 'POST'],
+    ['GET', '/api/v1/', 'POST'],
+    ['PUT', '/api/v1/b', 'GET, HEAD, POST, PATCH, DELETE'],
+    ['POST', '/api/v1/b/', 'GET, DELETE'],
+    ['POST', '/health', 'GET, HEAD'],
+    ['DELETE', '/metrics', 'GET'],
+  ])('%s %s is 405 with Allow: %s', async (method, path, allow) => {
+    const res = await call(`${server.url}${path}`, { method });
+    expectError(res, 405, 'method_not_allowed');
+    expect(res.headers.get('allow')).toBe(allow);
+  });
+  it('a create-bucket body that is not a form is 400, not 415', async () => {
+    const res = await call(`${server.api}/`, { method: 'POST', body: 'email=a@b', headers: { 'content-type': 'text/csv' } });
+    expectError(res, 400, 'bad_request');
+  });
+  it('a form body over 16 KiB is 400, not 413', async () => {
+    const res = await call(`${server.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'a@b', secret_key: 'x'.repeat(20_000) }) });
+    expectError(res, 400, 'bad_request');
+  });
+  it('a PATCH body that is not JSON is 400, not 415', async () => {
+    const bucket = await createBucket(server.api);
+    expectError(await call(`${server.api}/${bucket}`, { method: 'PATCH', body: '{}', headers: { 'content-type': 'text/plain' } }), 400, 'bad_request');
+  });
+  it('errors carry a reason in Kvb-Error-Detail and nothing else in the body', async () => {
+    const bucket = await createBucket(server.api);
+    const res = await call(`${server.api}/${bucket}/${'k'.repeat(129)}`, { method: 'POST', body: 'v' });
+    expectError(res, 400, 'bad_request');
+    expect(res.headers.get('kvb-error-detail')).toMatch(/128 bytes/);
+  });
+});
+
+describe('CORS on the product endpoints', () => {
+  it('a preflight from any origin is allowed with Authorization, and responses expose the kvb headers', async () => {
+    const bucket = await createBucket(server.api);
+    const preflight = await call(`${server.api}/${bucket}/k`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
+    expect(preflight.headers.get('access-control-allow-methods')).toContain('POST');
+    expect(preflight.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('authorization');
+    const set = await call(`${server.api}/${bucket}/k`, { method: 'POST', body: 'v', headers: { origin: 'https://app.example' } });
+    expect(set.headers.get('access-control-allow-origin')).toBe('*');
+    expect(set.headers.get('access-control-expose-headers')).toContain('Kvb-Type');
+  });
+  it('--cors-origin limits the allowed origins', async () => {
+    const limited = await startServer({ args: ['--cors-origin', 'https://good.example'] });
+    try {
+      const good = await call(`${limited.url}/health`, { headers: { origin: 'https://good.example' } });
+      expect(good.headers.get('access-control-allow-origin')).toBe('https://good.example');
+      const bad = await call(`${limited.url}/health`, { headers: { origin: 'https://evil.example' } });
+      expect(bad.headers.get('access-control-allow-origin')).toBeNull();
+    } finally {
+      await limited.stop();
+    }
+  });
+});
