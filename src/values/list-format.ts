@@ -1,4 +1,4 @@
-import type { Entry } from '../store/store.js';
+import type { StoredValue } from './value-type.js';
 import { minifyJson } from './json-source.js';
 
 export const LIST_FORMATS = ['text', 'json', 'jsonl'] as const;
@@ -41,7 +41,7 @@ export function formatFromAccept(accept: string | undefined): ListFormat | undef
 }
 
 /** A value as JSON text: JSON as is (compacted), numbers as numbers, text as a string, bytes as base64. */
-export function valueAsJson(entry: Entry): string {
+export function valueAsJson(entry: StoredValue): string {
   switch (entry.type) {
     case 'json':
       return minifyJson(entry.data.toString('utf8'));
@@ -60,7 +60,7 @@ function escapeText(s: string, isKey: boolean): string {
   return s.replace(isKey ? /[\\\n\r=]/g : /[\\\n\r]/g, (c) => (c === '\n' ? '\\n' : c === '\r' ? '\\r' : `\\${c}`));
 }
 
-function valueAsText(entry: Entry): string {
+function valueAsText(entry: StoredValue): string {
   switch (entry.type) {
     case 'json':
       return minifyJson(entry.data.toString('utf8'));
@@ -72,7 +72,7 @@ function valueAsText(entry: Entry): string {
 }
 
 /** One listed key as it appears in `format` (json items carry no separator: the caller adds commas). */
-export function formatListItem(format: ListFormat, key: string, entry: Entry | undefined): string {
+export function formatListItem(format: ListFormat, key: string, entry: StoredValue | undefined): string {
   switch (format) {
     case 'text':
       return entry ? `${escapeText(key, true)}=${escapeText(valueAsText(entry), false)}\n` : `${escapeText(key, true)}\n`;

@@ -1,0 +1,83 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * The layering of STYLE.md, read off the import lines:
+ * cli -> client -> values, errors; server -> store (interface), auth, values, errors;
+ * only the `serve` command reaches the server, and only when it runs. Nothing imports cli.
+ */
+const SRC = fileURLToPath(new URL('../../src/', import.meta.url));
+
+interface Import {
+  from: string;
+  to: string;
+  dynamic: boolean;
+}
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? sourceFiles(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [join(dir, entry.name)] : [],
+  );
+}
+
+function importsOf(file: string): Import[] {
+  const text = readFileSync(file, 'utf8');
+  const found: Import[] = [];
+  const patterns: Array<[RegExp, boolean]> = [
+    [/^\s*(?:import|export)\s[^'";]*?from\s+'(\.[^']+)'/gm, false],
+    [/^\s*import\s+'(\.[^']+)'/gm, false],
+    [/\bimport\(\s*'(\.[^']+)'\s*\)/g, true],
+  ];
+  for (const [pattern, dynamic] of patterns) {
+    for (const match of text.matchAll(pattern)) {
+      const target = resolve(dirname(file), match[1]!).replace(/\.js$/, '.ts');
+      found.push({ from: relative(SRC, file), to: relative(SRC, target), dynamic });
+    }
+  }
+  return found;
+}
+
+const ALL = sourceFiles(SRC).flatMap(importsOf);
+const layer = (path: string) => path.split('/')[0]!.replace(/\.ts$/, '');
+const violations = (rule: (i: Import) => boolean) => ALL.filter(rule).map((i) => `${i.from} -> ${i.to}${i.dynamic ? ' (dynamic)' : ''}`);
+
+describe('import direction', () => {
+  it('reads a realistic number of import lines (the check is not vacuous)', () => {
+    expect(ALL.length).toBeGreaterThan(50);
+    expect(ALL.some((i) => i.dynamic && i.to === 'server/run-server.ts')).toBe(true);
+  });
+
+  it('values and errors depend on nothing but themselves', () => {
+    expect(violations((i) => ['values', 'errors'].includes(layer(i.from)) && !['values', 'errors'].includes(layer(i.to)))).toEqual([]);
+  });
+
+  it('auth depends only on values and errors', () => {
+    expect(violations((i) => layer(i.from) === 'auth' && !['auth', 'values', 'errors'].includes(layer(i.to)))).toEqual([]);
+  });
+
+  it('store never reaches up into server, client, cli or auth', () => {
+    expect(violations((i) => layer(i.from) === 'store' && ['server', 'client', 'cli', 'auth'].includes(layer(i.to)))).toEqual([]);
+  });
+
+  it('server sees the store through its interface only, never a driver, and never cli or client', () => {
+    const driver = /^store\/(sqlite|postgres)[^/]*\.ts$/;
+    expect(violations((i) => layer(i.from) === 'server' && (['cli', 'client'].includes(layer(i.to)) || driver.test(i.to)))).toEqual([]);
+  });
+
+  it('client never imports server, store, auth or cli', () => {
+    expect(violations((i) => layer(i.from) === 'client' && ['server', 'store', 'auth', 'cli'].includes(layer(i.to)))).toEqual([]);
+  });
+
+  it('cli loads server code only from the serve command, and only lazily (its defaults excepted)', () => {
+    const serverReach = (i: Import) => layer(i.from) === 'cli' && ['server', 'store', 'auth'].includes(layer(i.to));
+    const allowed = (i: Import) =>
+      i.from === 'cli/commands/serve.ts' && (i.dynamic || i.to === 'server/server-config.ts');
+    expect(violations((i) => serverReach(i) && !allowed(i))).toEqual([]);
+  });
+
+  it('nothing outside cli imports cli', () => {
+    expect(violations((i) => layer(i.to) === 'cli' && layer(i.from) !== 'cli')).toEqual([]);
+  });
+});
