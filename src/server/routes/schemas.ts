@@ -293,11 +293,12 @@ export const bucketSchemas = {
       type: 'object',
       properties: {
         email: { type: 'string', description: 'required; an admin label (1 to 254 characters with an @)', examples: ['me@example.com'] },
-        secret_key: { type: 'string', description: 'admin credential' },
-        read_key: { type: 'string', description: 'read and list credential' },
-        write_key: { type: 'string', description: 'write credential' },
-        signing_key: { type: 'string', description: 'signs temporary tokens' },
-        default_ttl: { type: 'string', pattern: '^[0-9]*$', description: 'seconds; 0 = no expiry; default 604800' },
+        // Empty examples: the explorer then pre-fills nothing, rather than a well-known "string" credential.
+        secret_key: { type: 'string', description: 'admin credential', examples: [''] },
+        read_key: { type: 'string', description: 'read and list credential', examples: [''] },
+        write_key: { type: 'string', description: 'write credential', examples: [''] },
+        signing_key: { type: 'string', description: 'signs temporary tokens', examples: [''] },
+        default_ttl: { type: 'string', pattern: '^[0-9]*$', description: 'seconds; 0 = no expiry; default 604800', examples: [''] },
       },
       required: ['email'],
     },
