@@ -209,5 +209,5 @@ describe.skipIf(!hasChromium)('the API explorer at /swagger-ui/', () => {
     expect(withToken.text).toBe('hello from the explorer');
 
     expect(problems).toEqual([]);
-  }, 90_000);
+  }, 120_000);
 });
