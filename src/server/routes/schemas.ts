@@ -32,13 +32,11 @@ export const errorEnvelopeSchema = {
   examples: [envelope('not_found')],
 } as const;
 
-const detailHeader = {
-  'Kvb-Error-Detail': { type: 'string', description: 'why, in words (printable ASCII)', example: 'no such key' },
-};
-
-/** An error response: the shared envelope, with an example carrying this status's message. */
-function errorResponse(kind: ErrorMessage, description: string) {
-  const headers: Record<string, object> = { ...detailHeader };
+/** An error response: the shared envelope, with an example carrying this status's message and a typical detail. */
+function errorResponse(kind: ErrorMessage, description: string, detail: string) {
+  const headers: Record<string, object> = {
+    'Kvb-Error-Detail': { type: 'string', description: 'why, in words (printable ASCII)', example: detail },
+  };
   if (kind === 'unauthorized') headers['WWW-Authenticate'] = { type: 'string', example: 'Bearer realm="kvb"' };
   return {
     description,
@@ -50,15 +48,22 @@ function errorResponse(kind: ErrorMessage, description: string) {
 /** A response without a body (204, and every HEAD answer). */
 const noBody = (description: string, headers?: object) => ({ description, type: 'null', ...(headers ? { headers } : {}) });
 
-const badRequest = errorResponse('bad_request', 'Malformed input (see Kvb-Error-Detail)');
-const unauthorized = errorResponse('unauthorized', 'A credential is needed, or the one presented is not valid');
-const forbidden = errorResponse('forbidden', 'The credential does not allow this');
-const unavailable = errorResponse('service_unavailable', 'Storage unreachable');
-const noBucket = errorResponse('not_found', 'No such bucket');
+const badRequest = errorResponse('bad_request', 'Malformed input (see Kvb-Error-Detail)', 'key is longer than 128 bytes');
+const unauthorized = errorResponse(
+  'unauthorized',
+  'A credential is needed, or the one presented is not valid',
+  'credential is not valid for this bucket',
+);
+const forbidden = errorResponse('forbidden', 'The credential does not allow this', 'credential does not allow write');
+const unavailable = errorResponse('service_unavailable', 'Storage unreachable', 'storage is unavailable');
+const noBucket = errorResponse('not_found', 'No such bucket', 'no such bucket');
 
 /** The errors every bucket operation can answer; 404 is per operation. */
 const bucketErrors = { 400: badRequest, 401: unauthorized, 403: forbidden, 404: noBucket, 503: unavailable };
-const keyErrors = { ...bucketErrors, 404: errorResponse('not_found', 'No such bucket, or the key is absent or expired') };
+const keyErrors = {
+  ...bucketErrors,
+  404: errorResponse('not_found', 'No such bucket, or the key is absent or expired', 'no such key'),
+};
 
 /**
  * Credentials: Bearer, Basic (the username is the credential), `access_token` or `key` query.
@@ -309,7 +314,11 @@ export const bucketSchemas = {
         content: { 'text/plain': { schema: { type: 'string' }, example: '8d0f5f3e-0c55-4d5a-9a53-2f8a1f3c7b21' } },
       },
       400: badRequest,
-      401: errorResponse('unauthorized', 'This server requires its operator key (Bearer) to create buckets'),
+      401: errorResponse(
+        'unauthorized',
+        'This server requires its operator key (Bearer) to create buckets',
+        'creating a bucket needs the operator bucket-creation key',
+      ),
       503: unavailable,
     },
   },
@@ -450,7 +459,11 @@ export const bucketSchemas = {
         },
       },
       ...bucketErrors,
-      406: errorResponse('not_acceptable', 'Unknown format, or an Accept header that rules out every list format'),
+      406: errorResponse(
+        'not_acceptable',
+        'Unknown format, or an Accept header that rules out every list format',
+        'format must be text, json or jsonl',
+      ),
     },
   },
   mint: {
@@ -484,7 +497,11 @@ export const bucketSchemas = {
         examples: [{ access_token: 'eyJhbGciOiJIUzI1NiJ9.eyJia3QiOiI4ZDBmIn0.c2lnbmF0dXJl' }],
       },
       ...bucketErrors,
-      503: errorResponse('service_unavailable', 'The bucket has no signing_key, or storage is unreachable'),
+      503: errorResponse(
+        'service_unavailable',
+        'The bucket has no signing_key, or storage is unreachable',
+        'the bucket has no signing_key',
+      ),
     },
   },
 };
