@@ -12,7 +12,7 @@ import { bucketRoutes } from './routes/bucket-routes.js';
 import { keyRoutes } from './routes/key-routes.js';
 import { listRoute } from './routes/list-route.js';
 import { operationalRoutes } from './routes/operational-routes.js';
-import { errorEnvelopeSchema } from './routes/schemas.js';
+import { errorEnvelopeSchema, securitySchemes } from './routes/schemas.js';
 import { tokenRoute } from './routes/token-route.js';
 import { transactionRoute } from './routes/transaction-route.js';
 import type { ServerConfig } from './server-config.js';
@@ -35,13 +35,37 @@ function loggerOptions(level: string): FastifyServerOptions['logger'] {
   };
 }
 
-/** In the OpenAPI document, Fastify's wildcard path parameter `*` is the key. */
-function renameWildcard(schema: unknown): unknown {
-  const params = (schema as { params?: { properties?: Record<string, unknown>; required?: string[] } } | undefined)?.params;
-  if (!params?.properties || !('*' in params.properties)) return schema;
-  const { '*': key, ...rest } = params.properties;
-  return { ...(schema as object), params: { ...params, properties: { ...rest, key }, required: ['bucket', 'key'] } };
+type RouteSchema = Record<string, unknown> & { params?: { properties?: Record<string, unknown>; required?: string[] } };
+
+/**
+ * The OpenAPI view of a route schema: Fastify's wildcard path parameter `*` is the key, and a
+ * `rawBody` (a body the route reads raw, with no JSON schema to validate it) is its request body.
+ */
+function openapiSchema(schema: RouteSchema | undefined): RouteSchema | undefined {
+  if (!schema) return schema;
+  const { rawBody, ...rest } = schema;
+  const result: RouteSchema = rawBody === undefined ? rest : { ...rest, body: rawBody };
+  // @fastify/swagger suffixes the operationId of a HEAD route; ours are unique already.
+  if (typeof result.operationId === 'string') result.operationId = result.operationId.replace(/-head$/, '');
+  const params = result.params;
+  if (!params?.properties || !('*' in params.properties)) return result;
+  const { '*': key, ...others } = params.properties;
+  return { ...result, params: { ...params, properties: { ...others, key }, required: ['bucket', 'key'] } };
 }
+
+const API_DESCRIPTION = `An HTTP key-value store. Values live in buckets; each bucket has its own access policy.
+
+**Try it here:** create a bucket (give it a \`secret_key\`, and a \`signing_key\` to mint tokens), then *Authorize*
+with that secret key as the Bearer value, and set, read, list and count keys. Every request is sent to this server.
+
+**Credentials**, looked up in this order (the first present is the only one used): \`Authorization: Bearer <credential>\`,
+\`Authorization: Basic\` (the username is the credential), \`?access_token=\`, \`?key=\`. A bucket's \`secret_key\` is
+admin, \`read_key\` reads and lists, \`write_key\` writes; a temporary token gets its permissions under its prefix.
+A bucket with no key of a kind leaves that kind of access open to anonymous callers.
+
+**Errors** are \`{"error":{"code":<status>,"message":<name>}}\`; the reason in words is in the \`Kvb-Error-Detail\` header.
+
+**Values** are answered with the Content-Type of their type, plus \`Kvb-Type\` and (when they expire) \`Kvb-Expires-At\`.`;
 
 /** Builds the whole service without listening, so tests and the bench can start it however they like. */
 export async function buildApp(store: Store, config: ServerConfig): Promise<FastifyInstance> {
@@ -93,27 +117,33 @@ export async function buildApp(store: Store, config: ServerConfig): Promise<Fast
   await app.register(swagger, {
     openapi: {
       openapi: '3.0.3',
-      info: { title: 'kvb', description: 'HTTP key-value bucket service', version: VERSION },
+      info: { title: 'kvb', description: API_DESCRIPTION, version: VERSION, license: { name: 'MIT' } },
+      // Relative: the explorer sends every request to the server that served it.
+      servers: [{ url: '/', description: 'this server' }],
       tags: [
         { name: 'buckets', description: 'Create and manage buckets' },
         { name: 'keys', description: 'Values, counters, listing and transactions' },
         { name: 'tokens', description: 'Temporary tokens' },
-        { name: 'operations', description: 'Health, readiness and metrics' },
+        { name: 'operations', description: 'Health, readiness, metrics and this document' },
       ],
-      components: {
-        securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'a bucket key or a temporary token' },
-          basic: { type: 'http', scheme: 'basic', description: 'the username is the credential' },
-          accessToken: { type: 'apiKey', in: 'query', name: 'access_token' },
-          keyQuery: { type: 'apiKey', in: 'query', name: 'key' },
-        },
-      },
+      components: { securitySchemes: securitySchemes as never },
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
-    // Fastify's wildcard `*` is the key: show it as {key}.
-    transform: ({ schema, url }) => ({ schema: renameWildcard(schema) as never, url: url.replace(/\*$/, '{key}') }),
+    transform: ({ schema, url }) => ({
+      schema: openapiSchema(schema as RouteSchema | undefined) as never,
+      url: url.replace(/\*$/, '{key}'),
+    }),
   });
-  await app.register(swaggerUi, { routePrefix: '/swagger-ui' });
+  // The explorer's assets are served from the package (no CDN); the policy keeps it that way.
+  await app.register(swaggerUi, {
+    routePrefix: '/swagger-ui',
+    theme: { title: 'kvb API explorer' },
+    uiConfig: { deepLinking: true, displayRequestDuration: true, docExpansion: 'list', defaultModelsExpandDepth: 0 },
+    staticCSP:
+      "default-src 'self'; base-uri 'self'; connect-src 'self'; font-src 'self' data:; form-action 'self'; " +
+      "frame-ancestors 'self'; img-src 'self' data:; object-src 'none'; script-src 'self'; script-src-attr 'none'; " +
+      "style-src 'self' 'unsafe-inline'",
+  });
 
   const ctx = {
     store,

@@ -87,7 +87,7 @@ export async function bucketRoutes(app: FastifyInstance, { store, buckets, confi
   });
 
   // The spec: 404 unless the bucket exists and the caller has admin access, whatever the reason.
-  app.head('/api/v1/:bucket', { schema: bucketSchemas.head }, async (request, reply) => {
+  app.head('/api/v1/:bucket', { schema: bucketSchemas.head, config: { swagger: { exposeHeadRoute: true } } }, async (request, reply) => {
     const bucket = await buckets.get(bucketId(request.params));
     const principal = bucket && (await principalFor(bucket, request).catch(() => undefined));
     if (!bucket || !principal) return reply.code(404).send();
@@ -141,5 +141,5 @@ export async function bucketRoutes(app: FastifyInstance, { store, buckets, confi
     return reply.code(204).send();
   };
   app.delete('/api/v1/:bucket', { schema: bucketSchemas.delete }, remove);
-  app.delete('/api/v1/:bucket/', { schema: { ...bucketSchemas.delete, hide: true } }, remove);
+  app.delete('/api/v1/:bucket/', { schema: bucketSchemas.deleteSlash }, remove);
 }

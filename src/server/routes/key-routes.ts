@@ -51,7 +51,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets }: Server
     return describeValue(reply, entry).send(entry.data);
   });
 
-  app.head('/api/v1/:bucket/*', { schema: keySchemas.head }, async (request, reply) => {
+  app.head('/api/v1/:bucket/*', { schema: keySchemas.head, config: { swagger: { exposeHeadRoute: true } } }, async (request, reply) => {
     const entry = await read(request);
     return describeValue(reply, entry).send();
   });
@@ -67,7 +67,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets }: Server
     return describeValue(reply, { ...value, expiresAt }).code(200).send(value.data);
   };
   app.post('/api/v1/:bucket/*', { schema: keySchemas.set }, set);
-  app.put('/api/v1/:bucket/*', { schema: { ...keySchemas.set, summary: 'Set a key (alias of POST)' } }, set);
+  app.put('/api/v1/:bucket/*', { schema: keySchemas.put }, set);
 
   app.delete('/api/v1/:bucket/*', { schema: keySchemas.delete }, async (request, reply) => {
     const { key, bucket, principal } = await target(request);

@@ -2,15 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { VERSION } from '../../version.js';
 import type { ServerContext } from '../server-context.js';
+import { operationalSchemas } from './schemas.js';
 
-const healthSchema = {
-  type: 'object',
-  properties: {
-    status: { type: 'string', enum: ['ok', 'degraded'] },
-    storage: { type: 'string', enum: ['ok', 'error'] },
-    version: { type: 'string' },
-  },
-};
 const READY_TIMEOUT_MS = 2000;
 
 /** `/health`, `/ready`, `/metrics` and `/api-docs/openapi.json`, at the root. */
@@ -19,7 +12,7 @@ export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext
     '/health',
     {
       exposeHeadRoute: true,
-      schema: { tags: ['operations'], summary: 'Liveness (storage is not probed)', response: { 200: healthSchema } },
+      schema: operationalSchemas.health,
     },
     async () => ({ status: 'ok', storage: 'ok', version: VERSION }),
   );
@@ -28,11 +21,7 @@ export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext
     '/ready',
     {
       exposeHeadRoute: true,
-      schema: {
-        tags: ['operations'],
-        summary: 'Readiness: probes storage',
-        response: { 200: healthSchema, 503: { ...healthSchema, description: 'Storage unreachable' } },
-      },
+      schema: operationalSchemas.ready,
     },
     async (_request, reply) => {
       let timer: NodeJS.Timeout | undefined;
@@ -53,10 +42,10 @@ export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext
     },
   );
 
-  app.get('/metrics', { schema: { tags: ['operations'], summary: 'Prometheus metrics' } }, async (_request, reply) => {
+  app.get('/metrics', { schema: operationalSchemas.metrics }, async (_request, reply) => {
     const text = await ctx.metrics.metrics();
     return reply.type(ctx.metrics.contentType).send(text);
   });
 
-  app.get('/api-docs/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  app.get('/api-docs/openapi.json', { schema: operationalSchemas.openapi }, async () => app.swagger());
 }

@@ -1,202 +1,353 @@
 /**
- * Route schemas. They validate query strings and PATCH bodies, and @fastify/swagger turns the
- * same objects into the OpenAPI document, so the docs cannot drift from what is enforced.
+ * Route schemas. They validate path parameters, query strings and bodies, and @fastify/swagger
+ * turns the same objects into the OpenAPI document, so the docs cannot drift from what is enforced.
+ *
+ * Validated schemas use only JSON Schema keywords (`examples`, never `example`): Ajv is strict.
+ * Bodies that the routes read raw (a key's value, a counter delta) have no JSON schema to validate
+ * them; they are described by `rawBody`, which only the OpenAPI document sees (see app.ts).
  */
+
+import { ERRORS, type ErrorMessage, envelope } from '../../errors.js';
+import { MAX_VALUE_BYTES } from '../../values/keys.js';
+import { VERSION } from '../../version.js';
 
 export const ERROR_SCHEMA_ID = 'ErrorEnvelope';
 
 export const errorEnvelopeSchema = {
   $id: ERROR_SCHEMA_ID,
   type: 'object',
-  description: 'Every error body. The human-readable reason is in the Kvb-Error-Detail header.',
+  description:
+    'Every error body. `code` is the HTTP status; the human-readable reason is in the Kvb-Error-Detail header, never in the body.',
   properties: {
     error: {
       type: 'object',
       properties: {
-        code: { type: 'integer', description: 'the HTTP status', example: 404 },
-        message: {
-          type: 'string',
-          enum: [
-            'bad_request',
-            'unauthorized',
-            'forbidden',
-            'not_found',
-            'method_not_allowed',
-            'not_acceptable',
-            'internal_error',
-            'service_unavailable',
-          ],
-          example: 'not_found',
-        },
+        code: { type: 'integer', description: 'the HTTP status', examples: [404] },
+        message: { type: 'string', enum: Object.keys(ERRORS), examples: ['not_found'] },
       },
       required: ['code', 'message'],
     },
   },
   required: ['error'],
+  examples: [envelope('not_found')],
 } as const;
 
-const errorRef = (description: string) => ({ description, $ref: `${ERROR_SCHEMA_ID}#` });
+/** An error response: the shared envelope, with an example carrying this status's message and a typical detail. */
+function errorResponse(kind: ErrorMessage, description: string, detail: string) {
+  const headers: Record<string, object> = {
+    'Kvb-Error-Detail': { type: 'string', description: 'why, in words (printable ASCII)', example: detail },
+  };
+  if (kind === 'unauthorized') headers['WWW-Authenticate'] = { type: 'string', example: 'Bearer realm="kvb"' };
+  return {
+    description,
+    headers,
+    content: { 'application/json': { schema: { $ref: `${ERROR_SCHEMA_ID}#` }, example: envelope(kind) } },
+  };
+}
 
-const errors = {
-  400: errorRef('Malformed input'),
-  401: errorRef('A credential is needed, or the one presented is not valid'),
-  403: errorRef('The credential does not allow this'),
-  404: errorRef('No such bucket or key'),
+/** A response without a body (204, and every HEAD answer). */
+const noBody = (description: string, headers?: object) => ({ description, type: 'null', ...(headers ? { headers } : {}) });
+
+const badRequest = errorResponse('bad_request', 'Malformed input (see Kvb-Error-Detail)', 'key is longer than 128 bytes');
+const unauthorized = errorResponse(
+  'unauthorized',
+  'A credential is needed, or the one presented is not valid',
+  'credential is not valid for this bucket',
+);
+const forbidden = errorResponse('forbidden', 'The credential does not allow this', 'credential does not allow write');
+const unavailable = errorResponse('service_unavailable', 'Storage unreachable', 'storage is unavailable');
+const noBucket = errorResponse('not_found', 'No such bucket', 'no such bucket');
+
+/** The errors every bucket operation can answer; 404 is per operation. */
+const bucketErrors = { 400: badRequest, 401: unauthorized, 403: forbidden, 404: noBucket, 503: unavailable };
+const keyErrors = {
+  ...bucketErrors,
+  404: errorResponse('not_found', 'No such bucket, or the key is absent or expired', 'no such key'),
 };
 
-/** Any credential: Bearer, Basic (username), `access_token` or `key` query; `{}` = anonymous where allowed. */
+/**
+ * Credentials: Bearer, Basic (the username is the credential), `access_token` or `key` query.
+ * `{}` marks operations that anonymous callers may perform when the bucket allows it.
+ */
 type Security = Array<Record<string, string[]>>;
 const adminCredential: Security = [{ bearer: [] }, { basic: [] }, { accessToken: [] }, { keyQuery: [] }];
 const anyCredential: Security = [...adminCredential, {}];
+/** Bucket creation is anonymous, unless the operator set a bucket-creation key (sent as Bearer). */
+const creationCredential: Security = [{}, { bearer: [] }];
 
-const bucketParams = {
-  type: 'object',
-  properties: { bucket: { type: 'string', description: 'bucket id' } },
-  required: ['bucket'],
+export const securitySchemes = {
+  bearer: {
+    type: 'http',
+    scheme: 'bearer',
+    description:
+      '`Authorization: Bearer <credential>`: a bucket secret_key (admin), read_key, write_key, or a temporary token. ' +
+      'Also the operator key for bucket creation when the server requires one.',
+  },
+  basic: {
+    type: 'http',
+    scheme: 'basic',
+    description: '`Authorization: Basic`: the username is the credential; the password is ignored (leave it empty).',
+  },
+  accessToken: { type: 'apiKey', in: 'query', name: 'access_token', description: 'the credential as `?access_token=`' },
+  keyQuery: { type: 'apiKey', in: 'query', name: 'key', description: 'the credential as `?key=`' },
+} as const;
+
+const bucketParam = {
+  type: 'string',
+  description: 'the bucket id, as returned when the bucket was created',
 };
+const bucketParams = { type: 'object', properties: { bucket: bucketParam }, required: ['bucket'] };
 const keyParams = {
   type: 'object',
   properties: {
-    bucket: { type: 'string', description: 'bucket id' },
-    '*': { type: 'string', description: 'percent-encoded key, at most 128 bytes decoded; may contain %2F' },
+    bucket: bucketParam,
+    // Fastify's wildcard: app.ts shows it as {key}.
+    '*': {
+      type: 'string',
+      description:
+        'the key, 1 to 128 bytes of UTF-8. It is sent percent-encoded as one path segment, so `user/42` travels as `user%2F42` ' +
+        '(the explorer encodes it for you; with curl, encode it yourself).',
+      examples: ['user/42'],
+    },
   },
   required: ['bucket'],
 };
 const ttlQuery = {
   type: 'object',
   properties: {
-    ttl: { type: 'string', pattern: '^[0-9]+$', description: 'seconds; 0 = no expiry (default: the bucket default_ttl)' },
-  },
-};
-const typedValue = {
-  description: 'The stored value with its Content-Type; Kvb-Type names the type, Kvb-Expires-At the expiry',
-  headers: {
-    'Kvb-Type': { type: 'string', enum: ['json', 'text', 'int64', 'float64', 'bytes'] },
-    'Kvb-Expires-At': { type: 'string', format: 'date-time' },
-  },
-  content: {
-    'application/json': { schema: {} },
-    'text/plain': { schema: { type: 'string' } },
-    'application/octet-stream': { schema: { type: 'string', format: 'binary' } },
-  },
-};
-
-export const keySchemas = {
-  get: {
-    tags: ['keys'],
-    summary: 'Read a key',
-    params: keyParams,
-    security: anyCredential,
-    response: { 200: typedValue, ...errors },
-  },
-  head: {
-    tags: ['keys'],
-    summary: 'Check a key exists (same headers as GET, no body)',
-    params: keyParams,
-    security: anyCredential,
-    response: { 200: { description: 'The key is live' }, 404: { description: 'Absent or expired' } },
-  },
-  set: {
-    tags: ['keys'],
-    summary: 'Set a key',
-    description:
-      'The body is the value (at most 16 KiB). Type: application/json -> JSON, text/plain -> text, ' +
-      'application/octet-stream -> bytes; otherwise a number -> Int64/Float64, valid JSON -> JSON, else bytes.',
-    params: keyParams,
-    querystring: ttlQuery,
-    security: anyCredential,
-    consumes: ['application/json', 'text/plain', 'application/octet-stream'],
-    response: { 200: typedValue, ...errors },
-  },
-  delete: {
-    tags: ['keys'],
-    summary: 'Delete a key',
-    params: keyParams,
-    security: anyCredential,
-    response: { 204: { description: 'Deleted' }, ...errors },
-  },
-  counter: {
-    tags: ['keys'],
-    summary: 'Add a signed delta to a numeric key (created from the delta when absent)',
-    description: 'Body: `+N` or `-N`, N a decimal integer or float. Answers the new value as text.',
-    params: keyParams,
-    querystring: ttlQuery,
-    security: anyCredential,
-    consumes: ['text/plain'],
-    response: {
-      200: { description: 'The new value', content: { 'text/plain': { schema: { type: 'string', example: '42' } } } },
-      ...errors,
+    ttl: {
+      type: 'string',
+      pattern: '^[0-9]+$',
+      description: 'seconds until expiry, 0 to 2147483647; 0 = never (default: the bucket default_ttl)',
     },
   },
 };
 
+const valueHeaders = {
+  'Kvb-Type': { type: 'string', enum: ['json', 'text', 'int64', 'float64', 'bytes'], description: 'the stored type' },
+  'Kvb-Expires-At': {
+    type: 'string',
+    format: 'date-time',
+    description: 'when the key expires (RFC 3339 UTC); absent when it never does',
+  },
+};
+const typedValue = {
+  description:
+    'The stored value, with the Content-Type of its type: application/json (json), text/plain; charset=utf-8 (text, int64, float64), ' +
+    'application/octet-stream (bytes)',
+  headers: valueHeaders,
+  content: {
+    'text/plain': { schema: { type: 'string' }, example: 'hello' },
+    'application/json': { schema: {}, example: { a: 1 } },
+    'application/octet-stream': { schema: { type: 'string', format: 'binary' } },
+  },
+};
+const valueBody = {
+  content: {
+    'text/plain': { schema: { type: 'string', description: 'stored as UTF-8 text', examples: ['hello'] } },
+    'application/json': { schema: { description: 'stored as JSON, exactly as sent', examples: [{ a: 1 }] } },
+    'application/octet-stream': { schema: { type: 'string', format: 'binary', description: 'stored as raw bytes' } },
+  },
+};
+
+const KEY = 'keys';
+
+const setKey = {
+  tags: [KEY],
+  operationId: 'setKey',
+  summary: 'Set a key',
+  description:
+    `The body is the value, at most ${MAX_VALUE_BYTES} bytes. ` +
+    'Its type comes from the Content-Type: `application/json` stores JSON, `text/plain` UTF-8 text, ' +
+    '`application/octet-stream` raw bytes. Without one of those, a body that is a number is stored as Int64 or Float64, ' +
+    'valid JSON as JSON, anything else as bytes. Answers the stored value, as GET would.',
+  params: keyParams,
+  querystring: ttlQuery,
+  security: anyCredential,
+  rawBody: valueBody,
+  response: { 200: typedValue, ...keyErrors, 404: noBucket },
+};
+
+export const keySchemas = {
+  get: {
+    tags: [KEY],
+    operationId: 'getKey',
+    summary: 'Read a key',
+    params: keyParams,
+    security: anyCredential,
+    response: { 200: typedValue, ...keyErrors },
+  },
+  head: {
+    tags: [KEY],
+    operationId: 'checkKey',
+    summary: 'Check a key exists (same headers as GET, no body)',
+    params: keyParams,
+    security: anyCredential,
+    response: { 200: noBody('The key is live', valueHeaders), 404: noBody('No such bucket, or the key is absent or expired') },
+  },
+  set: setKey,
+  put: { ...setKey, operationId: 'setKeyPut', summary: 'Set a key (PUT, an alias of POST)' },
+  delete: {
+    tags: [KEY],
+    operationId: 'deleteKey',
+    summary: 'Delete a key',
+    params: keyParams,
+    security: anyCredential,
+    response: { 204: noBody('Deleted'), ...keyErrors },
+  },
+  counter: {
+    tags: [KEY],
+    operationId: 'addToCounter',
+    summary: 'Add a signed delta to a numeric key (created from the delta when absent)',
+    description:
+      'Int64 + integer delta stays Int64 (overflow is 400); any float makes Float64 (NaN or infinity is 400). ' +
+      'A missing key starts from the delta with the bucket default TTL; an existing key keeps its expiry unless `ttl` is given.',
+    params: keyParams,
+    querystring: ttlQuery,
+    security: anyCredential,
+    rawBody: {
+      content: {
+        'text/plain': {
+          schema: {
+            type: 'string',
+            pattern: '^[+-](0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?$',
+            description: 'the delta: `+N` or `-N`, N a decimal integer or float',
+            examples: ['+1'],
+          },
+        },
+      },
+    },
+    response: {
+      200: {
+        description: 'The new value',
+        headers: { 'Kvb-Type': valueHeaders['Kvb-Type'], 'Kvb-Expires-At': valueHeaders['Kvb-Expires-At'] },
+        content: { 'text/plain': { schema: { type: 'string' }, example: '42' } },
+      },
+      ...keyErrors,
+      404: noBucket,
+    },
+  },
+};
+
+const BUCKETS = 'buckets';
+const credentialPatch = (description: string, nullable: boolean) => ({
+  type: nullable ? ['string', 'number', 'null'] : ['string', 'number'],
+  description,
+});
+
+const policyResponse = {
+  description: 'The policy projection (never any secret)',
+  type: 'object',
+  properties: {
+    default_ttl: { type: 'integer', description: 'seconds; 0 = no expiry' },
+    has_secret_key: { type: 'boolean' },
+    has_read_key: { type: 'boolean' },
+    has_write_key: { type: 'boolean' },
+    has_signing_key: { type: 'boolean' },
+    signing_key_generation: { type: 'integer', description: 'goes up by one each time the signing key changes' },
+    anonymous_access: {
+      type: 'object',
+      description: 'what a caller without a credential may do',
+      properties: {
+        read: { type: 'boolean' },
+        write: { type: 'boolean' },
+        enumerate: { type: 'boolean' },
+        delete: { type: 'boolean' },
+      },
+    },
+  },
+  examples: [
+    {
+      default_ttl: 604800,
+      has_secret_key: true,
+      has_read_key: false,
+      has_write_key: false,
+      has_signing_key: true,
+      signing_key_generation: 0,
+      anonymous_access: { read: true, write: true, enumerate: true, delete: true },
+    },
+  ],
+};
+
+const booleanQuery = (description: string) => ({
+  type: 'string',
+  enum: ['', 'true', 'false', '1', '0'],
+  description: `${description}; true/false/1/0, a bare flag means true (default false)`,
+});
+
+const deleteBucket = {
+  tags: [BUCKETS],
+  operationId: 'deleteBucket',
+  summary: 'Delete the bucket and all its keys',
+  params: bucketParams,
+  security: adminCredential,
+  response: { 204: noBody('Deleted'), ...bucketErrors },
+};
+
 export const bucketSchemas = {
   create: {
-    tags: ['buckets'],
+    tags: [BUCKETS],
+    operationId: 'createBucket',
     summary: 'Create a bucket',
+    description:
+      'Answers the new bucket id as text. Keep the secret_key: it is the admin credential (use it in Authorize). ' +
+      'A signing_key is needed to mint temporary tokens. Empty optional fields count as absent.',
     consumes: ['application/x-www-form-urlencoded'],
+    security: creationCredential,
     body: {
       type: 'object',
       properties: {
-        email: { type: 'string', description: 'required; an admin label' },
-        secret_key: { type: 'string', description: 'admin credential' },
-        read_key: { type: 'string', description: 'read and list credential' },
-        write_key: { type: 'string', description: 'write credential' },
-        signing_key: { type: 'string', description: 'signs temporary tokens' },
-        default_ttl: { type: 'string', pattern: '^[0-9]*$', description: 'seconds; 0 = no expiry; default 604800' },
+        email: { type: 'string', description: 'required; an admin label (1 to 254 characters with an @)', examples: ['me@example.com'] },
+        // Empty examples: the explorer then pre-fills nothing, rather than a well-known "string" credential.
+        secret_key: { type: 'string', description: 'admin credential', examples: [''] },
+        read_key: { type: 'string', description: 'read and list credential', examples: [''] },
+        write_key: { type: 'string', description: 'write credential', examples: [''] },
+        signing_key: { type: 'string', description: 'signs temporary tokens', examples: [''] },
+        default_ttl: { type: 'string', pattern: '^[0-9]*$', description: 'seconds; 0 = no expiry; default 604800', examples: [''] },
       },
       required: ['email'],
     },
     response: {
       201: {
         description: 'The new bucket id (also in Location)',
-        content: { 'text/plain': { schema: { type: 'string', example: '8d0f5f3e-0c55-4d5a-9a53-2f8a1f3c7b21' } } },
+        headers: { Location: { type: 'string', example: '/api/v1/8d0f5f3e-0c55-4d5a-9a53-2f8a1f3c7b21' } },
+        content: { 'text/plain': { schema: { type: 'string' }, example: '8d0f5f3e-0c55-4d5a-9a53-2f8a1f3c7b21' } },
       },
-      400: errors[400],
-      401: errorRef('Bucket creation needs the operator key'),
+      400: badRequest,
+      401: errorResponse(
+        'unauthorized',
+        'This server requires its operator key (Bearer) to create buckets',
+        'creating a bucket needs the operator bucket-creation key',
+      ),
+      503: unavailable,
     },
   },
   policy: {
-    tags: ['buckets'],
+    tags: [BUCKETS],
+    operationId: 'getBucketPolicy',
     summary: 'Read the bucket policy',
     params: bucketParams,
     security: adminCredential,
-    response: {
-      200: {
-        description: 'The policy projection (no secrets)',
-        type: 'object',
-        properties: {
-          default_ttl: { type: 'integer' },
-          has_secret_key: { type: 'boolean' },
-          has_read_key: { type: 'boolean' },
-          has_write_key: { type: 'boolean' },
-          has_signing_key: { type: 'boolean' },
-          signing_key_generation: { type: 'integer' },
-          anonymous_access: {
-            type: 'object',
-            properties: {
-              read: { type: 'boolean' },
-              write: { type: 'boolean' },
-              enumerate: { type: 'boolean' },
-              delete: { type: 'boolean' },
-            },
-          },
-        },
-      },
-      ...errors,
-    },
+    response: { 200: policyResponse, ...bucketErrors },
   },
   head: {
-    tags: ['buckets'],
+    tags: [BUCKETS],
+    operationId: 'checkBucket',
     summary: 'Check the bucket exists and the credential is admin',
     params: bucketParams,
     security: adminCredential,
-    response: { 200: { description: 'Exists, admin access' }, 404: { description: 'Absent or no admin access' } },
+    response: {
+      200: noBody('Exists, and the credential has admin access'),
+      404: noBody('No such bucket, or no admin access (both look the same)'),
+    },
   },
   update: {
-    tags: ['buckets'],
+    tags: [BUCKETS],
+    operationId: 'updateBucket',
     summary: 'Update the bucket policy',
-    description: 'Absent fields are unchanged; null clears (not secret_key); a string or number sets or rotates.',
+    description:
+      'Absent fields are unchanged; `null` clears (not secret_key); a string or number sets or rotates. ' +
+      'Any other field is 400. Changing the signing key invalidates every earlier token.',
     params: bucketParams,
     security: adminCredential,
     consumes: ['application/json'],
@@ -204,25 +355,30 @@ export const bucketSchemas = {
       type: 'object',
       additionalProperties: false,
       properties: {
-        secret_key: { type: ['string', 'number'] },
-        read_key: { type: ['string', 'number', 'null'] },
-        write_key: { type: ['string', 'number', 'null'] },
-        signing_key: { type: ['string', 'number', 'null'] },
-        default_ttl: { type: ['integer', 'null'] },
+        secret_key: credentialPatch('admin credential; cannot be cleared', false),
+        read_key: credentialPatch('read and list credential', true),
+        write_key: credentialPatch('write credential', true),
+        signing_key: credentialPatch('signs temporary tokens', true),
+        default_ttl: { type: ['integer', 'null'], description: 'seconds; 0 or null = no expiry' },
       },
+      examples: [{ read_key: 'R', default_ttl: 3600 }],
     },
-    response: { 204: { description: 'Updated' }, ...errors },
+    response: { 204: noBody('Updated'), ...bucketErrors },
   },
-  delete: {
-    tags: ['buckets'],
-    summary: 'Delete the bucket and all its keys',
-    params: bucketParams,
-    security: adminCredential,
-    response: { 204: { description: 'Deleted' }, ...errors },
+  delete: deleteBucket,
+  deleteSlash: {
+    ...deleteBucket,
+    operationId: 'deleteBucketSlash',
+    summary: 'Delete the bucket and all its keys (same as DELETE /api/v1/{bucket})',
   },
   transaction: {
-    tags: ['keys'],
+    tags: [KEY],
+    operationId: 'commitTransaction',
     summary: 'Commit several set and delete operations atomically',
+    description:
+      'Every operation is checked (shape, key, value size, permission) before anything is written; then all commit, or none. ' +
+      'A string value is stored as text, any other JSON value as JSON exactly as written; null is 400. ' +
+      'Deleting an absent key is not an error.',
     params: bucketParams,
     security: anyCredential,
     consumes: ['application/json'],
@@ -237,64 +393,99 @@ export const bucketSchemas = {
             oneOf: [
               {
                 type: 'object',
-                properties: { set: { type: 'string' }, value: {}, ttl: { type: 'integer', minimum: 0 } },
+                properties: {
+                  set: { type: 'string', description: 'the key' },
+                  value: { description: 'any JSON value but null' },
+                  ttl: { type: 'integer', minimum: 0, description: 'seconds (default: the bucket default_ttl)' },
+                },
                 required: ['set', 'value'],
+                additionalProperties: false,
               },
-              { type: 'object', properties: { delete: { type: 'string' } }, required: ['delete'] },
+              {
+                type: 'object',
+                properties: { delete: { type: 'string', description: 'the key' } },
+                required: ['delete'],
+                additionalProperties: false,
+              },
             ],
           },
         },
       },
       required: ['txn'],
-      example: { txn: [{ set: 'a', value: 1 }, { set: 'b', value: 'text', ttl: 60 }, { delete: 'c' }] },
+      additionalProperties: false,
+      examples: [{ txn: [{ set: 'a', value: 1 }, { set: 'b', value: 'text', ttl: 60 }, { delete: 'c' }] }],
     },
-    response: { 204: { description: 'All operations committed' }, ...errors },
+    response: { 204: noBody('All operations committed'), ...keyErrors, 404: noBucket },
   },
   list: {
-    tags: ['keys'],
+    tags: [KEY],
+    operationId: 'listKeys',
     summary: 'List keys',
+    description:
+      'Keys in byte order of their UTF-8 (reverse=true flips it). The format comes from `format`, else from Accept, else text. ' +
+      'Every line of text and jsonl ends with a newline. With values=true: `key=value` lines (text), `[key, value]` pairs (json, jsonl); ' +
+      'bytes values are base64. A temporary token lists only within its prefix.',
     params: bucketParams,
     security: anyCredential,
     querystring: {
       type: 'object',
       properties: {
-        prefix: { type: 'string' },
-        limit: { type: 'string', pattern: '^[0-9]+$', description: 'default 10000' },
-        skip: { type: 'string', pattern: '^[0-9]+$', description: 'default 0' },
-        reverse: { type: 'string', enum: ['', 'true', 'false', '1', '0'] },
-        values: { type: 'string', enum: ['', 'true', 'false', '1', '0'] },
-        format: { type: 'string', description: 'text (default), json or jsonl; wins over Accept' },
+        prefix: { type: 'string', description: 'only keys starting with this' },
+        limit: { type: 'string', pattern: '^[0-9]+$', description: 'at most this many, 0 to 1000000 (default 10000)' },
+        skip: { type: 'string', pattern: '^[0-9]+$', description: 'skip this many first (default 0)' },
+        reverse: booleanQuery('reverse byte order'),
+        values: booleanQuery('include the values'),
+        format: { type: 'string', description: '`text` (default), `json` or `jsonl`; wins over Accept; anything else is 406' },
       },
     },
-    produces: ['text/plain', 'application/json', 'application/x-ndjson'],
     response: {
       200: {
-        description: 'The keys (with values when values=true)',
+        description: 'The keys (with their values when values=true)',
         content: {
-          'text/plain': { schema: { type: 'string', example: 'a\nb\n' } },
-          'application/json': { schema: { type: 'array', example: ['a', 'b'] } },
-          'application/x-ndjson': { schema: { type: 'string', example: '"a"\n"b"\n' } },
+          'text/plain': { schema: { type: 'string' }, example: 'user/1\nuser/2\n' },
+          'application/json': {
+            schema: {
+              type: 'array',
+              items: {
+                oneOf: [
+                  { type: 'string', description: 'a key' },
+                  { type: 'array', minItems: 2, maxItems: 2, items: {}, description: '[key, value] with values=true' },
+                ],
+              },
+            },
+            example: ['user/1', 'user/2'],
+          },
+          'application/x-ndjson': { schema: { type: 'string' }, example: '"user/1"\n"user/2"\n' },
         },
       },
-      ...errors,
-      406: errorRef('Unknown format, or an Accept header that rules out every list format'),
+      ...bucketErrors,
+      406: errorResponse(
+        'not_acceptable',
+        'Unknown format, or an Accept header that rules out every list format',
+        'format must be text, json or jsonl',
+      ),
     },
   },
   mint: {
     tags: ['tokens'],
-    summary: 'Mint a temporary token limited to a prefix and permissions',
+    operationId: 'mintToken',
+    summary: 'Mint a temporary token limited to a key prefix and permissions',
+    description:
+      'The token is a JWT (HS256, signed with the bucket signing_key). Use it as a Bearer credential. ' +
+      'Changing or clearing the signing key invalidates it.',
     params: bucketParams,
     security: adminCredential,
     consumes: ['application/x-www-form-urlencoded'],
     body: {
       type: 'object',
       properties: {
-        prefix: { type: 'string', description: 'non-empty key prefix' },
+        prefix: { type: 'string', description: 'non-empty key prefix (1 to 128 bytes)', examples: ['user/'] },
         permissions: {
           anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }],
-          description: 'comma-separated (or repeated): read, write, enumerate, delete',
+          description: 'comma-separated (or repeated) from read, write, enumerate, delete',
+          examples: ['read,enumerate'],
         },
-        ttl: { type: 'string', pattern: '^[0-9]+$', description: 'seconds, > 0' },
+        ttl: { type: 'string', pattern: '^[0-9]+$', description: 'lifetime in seconds, 1 to 2147483647', examples: ['600'] },
       },
       required: ['prefix', 'permissions', 'ttl'],
     },
@@ -302,10 +493,69 @@ export const bucketSchemas = {
       200: {
         description: 'The token',
         type: 'object',
-        properties: { access_token: { type: 'string' } },
+        properties: { access_token: { type: 'string', description: 'a JWT' } },
+        examples: [{ access_token: 'eyJhbGciOiJIUzI1NiJ9.eyJia3QiOiI4ZDBmIn0.c2lnbmF0dXJl' }],
       },
-      ...errors,
-      503: errorRef('The bucket has no signing_key'),
+      ...bucketErrors,
+      503: errorResponse(
+        'service_unavailable',
+        'The bucket has no signing_key, or storage is unreachable',
+        'the bucket has no signing_key',
+      ),
+    },
+  },
+};
+
+const OPERATIONS = 'operations';
+const health = {
+  type: 'object',
+  properties: {
+    status: { type: 'string', enum: ['ok', 'degraded'] },
+    storage: { type: 'string', enum: ['ok', 'error'] },
+    version: { type: 'string', description: 'the service version' },
+  },
+};
+
+export const operationalSchemas = {
+  health: {
+    tags: [OPERATIONS],
+    operationId: 'health',
+    summary: 'Liveness (storage is not probed)',
+    response: { 200: { ...health, description: 'Alive', examples: [{ status: 'ok', storage: 'ok', version: VERSION }] } },
+  },
+  ready: {
+    tags: [OPERATIONS],
+    operationId: 'ready',
+    summary: 'Readiness: probes storage',
+    response: {
+      200: { ...health, description: 'Ready', examples: [{ status: 'ok', storage: 'ok', version: VERSION }] },
+      503: {
+        ...health,
+        description: 'Storage unreachable (the health shape, not the error envelope)',
+        examples: [{ status: 'degraded', storage: 'error', version: VERSION }],
+      },
+    },
+  },
+  metrics: {
+    tags: [OPERATIONS],
+    operationId: 'metrics',
+    summary: 'Prometheus metrics',
+    response: {
+      200: {
+        description: 'Prometheus text exposition format',
+        content: { 'text/plain': { schema: { type: 'string' }, example: 'kvb_http_requests_total{method="GET",route="/health",status="200"} 1\n' } },
+      },
+    },
+  },
+  openapi: {
+    tags: [OPERATIONS],
+    operationId: 'openapi',
+    summary: 'This OpenAPI document (the explorer is at /swagger-ui/)',
+    response: {
+      200: {
+        description: 'The OpenAPI 3 document',
+        content: { 'application/json': { schema: { type: 'object', additionalProperties: true } } },
+      },
     },
   },
 };
