@@ -1,3 +1,21 @@
 import { buildProgram } from './program.js';
+import { failure } from './output.js';
 
-await buildProgram().parseAsync(process.argv);
+/** Every failure is one line on stderr and a documented exit code; never a stack trace. */
+function report(err: unknown): number {
+  const exitCode = (err as { exitCode?: unknown } | null)?.exitCode;
+  const message = err instanceof Error ? err.message : String(err);
+  if (typeof exitCode === 'number') {
+    failure(message);
+    return exitCode;
+  }
+  failure(`unexpected error: ${message}`);
+  if (process.env.KVB_DEBUG && err instanceof Error) process.stderr.write(`${err.stack}\n`);
+  return 1;
+}
+
+try {
+  await buildProgram().parseAsync(process.argv);
+} catch (err) {
+  process.exitCode = report(err);
+}
