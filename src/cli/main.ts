@@ -1,8 +1,9 @@
 import { buildProgram } from './program.js';
-import { failure } from './output.js';
+
 
 /** Every failure is one line on stderr and a documented exit code; never a stack trace. */
-function report(err: unknown): number {
+async function report(err: unknown): Promise<number> {
+  const { failure } = await import('./output.js');
   const exitCode = (err as { exitCode?: unknown } | null)?.exitCode;
   const message = err instanceof Error ? err.message : String(err);
   if (typeof exitCode === 'number') {
@@ -17,5 +18,5 @@ function report(err: unknown): number {
 try {
   await buildProgram().parseAsync(process.argv);
 } catch (err) {
-  process.exitCode = report(err);
+  process.exitCode = await report(err);
 }

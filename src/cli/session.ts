@@ -1,4 +1,4 @@
-import { type Command, InvalidArgumentError } from 'commander';
+import type { Command } from 'commander';
 import type { KvbClient } from '../client/kvb-client.js';
 import { type Connection, type GlobalFlags, resolveConnection } from './config.js';
 import { setQuiet } from './output.js';
@@ -63,14 +63,4 @@ export async function readStdin(): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks);
-}
-
-/** Parses an integer option in [min, max]; a usage error otherwise. */
-export function integerOption(name: string, min: number, max: number) {
-  return (value: string): number => {
-    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
-      throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
-    }
-    return Number(value);
-  };
 }

@@ -1,14 +1,21 @@
-import { setFlagsFromString } from 'node:v8';
+import { createRequire } from 'node:module';
 import type { Readable } from 'node:stream';
+import { setFlagsFromString } from 'node:v8';
 import type { Dispatcher } from 'undici';
 import { isValueType, type ValueType } from '../values/value-type.js';
 import { KvbHttpError, networkErrorFor } from './client-errors.js';
 
-// A CLI process lives for milliseconds: optimising undici's llhttp WebAssembly in the background
-// only delays exit (measured: ~100 ms per `kvb get`), so baseline compilation is all we want.
+// Start-up time is a feature of a CLI. So: only undici's HTTP/1.1 Client and its request() are
+// loaded, not the package index (fetch, WebSocket, caches, mocks, proxies…), and through
+// require(), which is cheaper than the ESM loader's CommonJS translation. And since the process
+// lives for milliseconds, optimising llhttp's WebAssembly in the background only delays exit.
 setFlagsFromString('--liftoff-only');
-const { default: UndiciClient } = await import('undici/lib/dispatcher/client.js');
-const { default: undiciRequest } = await import('undici/lib/api/api-request.js');
+const require = createRequire(import.meta.url);
+const UndiciClient = require('undici/lib/dispatcher/client.js') as typeof import('undici').Client;
+const undiciRequest = require('undici/lib/api/api-request.js') as (
+  this: Dispatcher,
+  options: Dispatcher.RequestOptions,
+) => Promise<Dispatcher.ResponseData>;
 
 export interface ClientOptions {
   /** Base URL of the server, e.g. `http://127.0.0.1:8080` (a path prefix is kept). */

@@ -1,7 +1,7 @@
-import { type Command, Option } from 'commander';
-import { DEFAULT_PROFILE, saveProfile } from '../config.js';
+import type { Command } from 'commander';
+import { saveProfile } from '../config.js';
 import { info, line } from '../output.js';
-import { integerOption, withClient } from '../session.js';
+import { withClient } from '../session.js';
 
 interface CreateOptions {
   email: string;
@@ -14,53 +14,26 @@ interface CreateOptions {
 }
 
 /** `kvb create-bucket`: creates a bucket and prints its id alone, for `B=$(kvb create-bucket …)`. */
-export function registerCreateBucket(program: Command): void {
-  program
-    .command('create-bucket')
-    .description('create a bucket and print its id')
-    .requiredOption('--email <email>', 'admin contact for the bucket (required)')
-    .option('--secret-key <key>', 'admin credential (policy, tokens, everything)')
-    .option('--read-key <key>', 'credential for reading and listing')
-    .option('--write-key <key>', 'credential for writing')
-    .option('--signing-key <key>', 'key the server signs temporary tokens with')
-    .addOption(
-      new Option('--default-ttl <seconds>', 'TTL of keys set without one (0 = no expiry; server default 604800)').argParser(
-        integerOption('--default-ttl', 0, 2147483647),
-      ),
-    )
-    .option('--save [profile]', `save url, bucket and secret key as a profile (default: --profile, or "${DEFAULT_PROFILE}")`)
-    .addHelpText(
-      'after',
-      `
-The bucket id alone is printed on stdout. A --token (or KVB_TOKEN) given
-explicitly is sent as the server's bucket-creation key.
-
-Examples:
-  B=$(kvb create-bucket --email me@example.com --secret-key "$S")
-  kvb create-bucket --email me@example.com --secret-key "$S" --save work
-  kvb --url https://kv.example.com create-bucket --email me@example.com --default-ttl 0`,
-    )
-    .action(async (options: CreateOptions, command: Command) => {
-      await withClient(
-        command,
-        async ({ client, connection }) => {
-          const id = await client.createBucket({
-            email: options.email,
-            secret_key: options.secretKey,
-            read_key: options.readKey,
-            write_key: options.writeKey,
-            signing_key: options.signingKey,
-            default_ttl: options.defaultTtl,
-          });
-          await line(id);
-          if (options.save !== undefined) {
-            const name = typeof options.save === 'string' ? options.save : connection.profileName;
-            saveProfile(name, { url: connection.url, bucket: id, ...(options.secretKey ? { secret_key: options.secretKey } : {}) });
-            info(`saved profile ${JSON.stringify(name)}`);
-          }
-        },
-        // A profile's secret key belongs to another bucket: only an explicit token is a creation key.
-        { allowMissingProfile: true, explicitTokenOnly: true },
-      );
-    });
+export async function createBucket(options: CreateOptions, command: Command): Promise<void> {
+  await withClient(
+    command,
+    async ({ client, connection }) => {
+      const id = await client.createBucket({
+        email: options.email,
+        secret_key: options.secretKey,
+        read_key: options.readKey,
+        write_key: options.writeKey,
+        signing_key: options.signingKey,
+        default_ttl: options.defaultTtl,
+      });
+      await line(id);
+      if (options.save !== undefined) {
+        const name = typeof options.save === 'string' ? options.save : connection.profileName;
+        saveProfile(name, { url: connection.url, bucket: id, ...(options.secretKey ? { secret_key: options.secretKey } : {}) });
+        info(`saved profile ${JSON.stringify(name)}`);
+      }
+    },
+    // A profile's secret key belongs to another bucket: only an explicit token is a creation key.
+    { allowMissingProfile: true, explicitTokenOnly: true },
+  );
 }

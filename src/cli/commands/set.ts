@@ -1,10 +1,9 @@
 import { readFile } from 'node:fs/promises';
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import { stdinIsTty } from '../output.js';
-import { UsageError, integerOption, readStdin, withClient } from '../session.js';
+import { UsageError, readStdin, withClient } from '../session.js';
 
-const TYPES = ['json', 'text', 'int', 'float', 'bytes'] as const;
-type SetType = (typeof TYPES)[number];
+type SetType = 'json' | 'text' | 'int' | 'float' | 'bytes';
 
 const CONTENT_TYPES: Partial<Record<SetType, string>> = {
   json: 'application/json',
@@ -53,35 +52,10 @@ export async function typedBody(data: Buffer, type: SetType | undefined): Promis
 }
 
 /** `kvb set KEY [VALUE]`. */
-export function registerSet(program: Command): void {
-  program
-    .command('set')
-    .description('set a key to a value (from the argument, --file, or stdin)')
-    .argument('<key>', 'the key (1 to 128 bytes)')
-    .argument('[value]', "the value; '-' or absent with stdin piped reads stdin (binary-safe)")
-    .addOption(new Option('--ttl <seconds>', 'expire after this many seconds (0 = never; default: the bucket default)').argParser(integerOption('--ttl', 0, 2147483647)))
-    .addOption(new Option('--type <type>', 'store as this type (default: the server infers it)').choices(TYPES))
-    .option('--file <path>', 'read the value from a file')
-    .addHelpText(
-      'after',
-      `
-Without --type the server infers the type as it does for curl: a number is
-int64 or float64, other valid JSON is json, anything else is bytes. --type json,
-text and bytes send the matching Content-Type; --type int and float check the
-value and send it in the server's number grammar (3 with --type float is 3.0).
-
-Examples:
-  kvb set greeting hello --type text
-  kvb set config '{"a":1}' --ttl 3600
-  kvb set ratio 3 --type float
-  kvb set photo --file photo.jpg --type bytes
-  tar c dir | kvb set backup -`,
-    )
-    .action(async (key: string, value: string | undefined, options: SetOptions, command: Command) => {
-      await withClient(command, async ({ client, bucket }) => {
-        const id = bucket();
-        const { body, contentType } = await typedBody(await valueBytes(value, options), options.type);
-        await client.set(id, key, body, { contentType, ttl: options.ttl });
-      });
-    });
+export async function set(key: string, value: string | undefined, options: SetOptions, command: Command): Promise<void> {
+  await withClient(command, async ({ client, bucket }) => {
+    const id = bucket();
+    const { body, contentType } = await typedBody(await valueBytes(value, options), options.type);
+    await client.set(id, key, body, { contentType, ttl: options.ttl });
+  });
 }

@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import { info, stdinIsTty } from '../output.js';
-import { UsageError, integerOption, readStdin, withClient } from '../session.js';
+import { isValidJson } from '../../values/infer-value.js';
+import { UsageError, readStdin, withClient } from '../session.js';
 
 interface TxnOptions {
   set: string[];
@@ -9,14 +10,11 @@ interface TxnOptions {
   ttl?: number;
 }
 
-const collect = (value: string, previous: string[]) => [...previous, value];
-
 /**
  * The request body, as JSON text. A `{"txn":[…]}` document goes through untouched; JSONL is one
  * operation per line, joined as written (so numbers keep their exact text).
  */
-export async function txnBody(input: string): Promise<string> {
-  const { isValidJson } = await import('../../values/infer-value.js');
+export function txnBody(input: string): string {
   const trimmed = input.trim();
   if (trimmed === '') throw new UsageError('the transaction is empty');
   if (isValidJson(trimmed)) {
@@ -35,8 +33,7 @@ export async function txnBody(input: string): Promise<string> {
 }
 
 /** `--set k=v`: v is JSON when it is valid JSON other than null (5, true, {"a":1}), otherwise text. */
-export async function flagOperations(options: TxnOptions): Promise<string[]> {
-  const { isValidJson } = await import('../../values/infer-value.js');
+export function flagOperations(options: TxnOptions): string[] {
   const ops: string[] = [];
   for (const assignment of options.set) {
     const eq = assignment.indexOf('=');
@@ -51,44 +48,24 @@ export async function flagOperations(options: TxnOptions): Promise<string[]> {
 }
 
 /** `kvb txn [FILE|-]` or `kvb txn --set k=v --del k`: set and delete keys atomically. */
-export function registerTxn(program: Command): void {
-  program
-    .command('txn')
-    .description('set and delete several keys atomically (all or nothing)')
-    .argument('[file]', "a {\"txn\":[…]} document or JSONL operations; '-' or absent with stdin piped reads stdin")
-    .option('--set <key=value>', 'set a key (repeatable); the value is JSON if it parses (other than null), else text', collect, [])
-    .option('--del <key>', 'delete a key (repeatable)', collect, [])
-    .addOption(new Option('--ttl <seconds>', 'TTL for every --set (default: the bucket default)').argParser(integerOption('--ttl', 0, 2147483647)))
-    .addHelpText(
-      'after',
-      `
-Operations are {"set":"key","value":<json>,"ttl":S} and {"delete":"key"}. A JSON
-string value is stored as text, any other JSON value as JSON.
-
-Examples:
-  kvb txn --set a=1 --set b=hello --del c
-  kvb txn ops.json
-  printf '%s\\n' '{"set":"a","value":1}' '{"delete":"b"}' | kvb txn -`,
-    )
-    .action(async (file: string | undefined, options: TxnOptions, command: Command) => {
-      const flagOps = await flagOperations(options);
-      let body: string;
-      if (file !== undefined || (flagOps.length === 0 && !stdinIsTty())) {
-        if (flagOps.length > 0) throw new UsageError('give operations in a file (or stdin) or as flags, not both');
-        let input: string;
-        try {
-          input = file === undefined || file === '-' ? (await readStdin()).toString('utf8') : await readFile(file, 'utf8');
-        } catch (err) {
-          throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-        }
-        body = await txnBody(input);
-      } else {
-        if (flagOps.length === 0) throw new UsageError('no operations: give FILE, pipe them on stdin, or use --set/--del');
-        body = `{"txn":[${flagOps.join(',')}]}`;
-      }
-      await withClient(command, async ({ client, bucket }) => {
-        await client.txn(bucket(), body);
-        info('committed');
-      });
-    });
+export async function txn(file: string | undefined, options: TxnOptions, command: Command): Promise<void> {
+  const flagOps = flagOperations(options);
+  let body: string;
+  if (file !== undefined || (flagOps.length === 0 && !stdinIsTty())) {
+    if (flagOps.length > 0) throw new UsageError('give operations in a file (or stdin) or as flags, not both');
+    let input: string;
+    try {
+      input = file === undefined || file === '-' ? (await readStdin()).toString('utf8') : await readFile(file, 'utf8');
+    } catch (err) {
+      throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+    body = txnBody(input);
+  } else {
+    if (flagOps.length === 0) throw new UsageError('no operations: give FILE, pipe them on stdin, or use --set/--del');
+    body = `{"txn":[${flagOps.join(',')}]}`;
+  }
+  await withClient(command, async ({ client, bucket }) => {
+    await client.txn(bucket(), body);
+    info('committed');
+  });
 }
