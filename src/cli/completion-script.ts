@@ -34,7 +34,8 @@ function flagsOf(command: Command): Flag[] {
     .map((o) => ({
       long: o.long!,
       short: o.short,
-      takesValue: o.required || o.optional,
+      // An optional value (--save [profile]) is never assumed to follow.
+      takesValue: o.required,
       choices: o.argChoices,
       isFile: o.long === '--file',
       description: o.description,
