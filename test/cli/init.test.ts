@@ -1,31 +1,12 @@
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kvb, tempConfigHome } from '../helpers/cli.js';
+import { KEYS, type TerminalStep, inTerminal, kvb, tempConfigHome } from '../helpers/cli.js';
 import { call } from '../helpers/http.js';
-import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
 
-const PTY_SESSION = fileURLToPath(new URL('../helpers/pty-session.py', import.meta.url));
-const DOWN = '\u001b[B';
-const BACKSPACE = '\u007f';
-const CTRL_C = '\u0003';
-
-interface Step {
-  expect: string;
-  send: string;
-}
-
-/** Runs `kvb init` in a pseudo-terminal, typing each answer when its prompt shows. */
-async function wizard(steps: Step[], env: Record<string, string>): Promise<{ exitCode: number; output: string; timedOut: string | null }> {
-  const { stdout } = await promisify(execFile)('python3', [PTY_SESSION, JSON.stringify(steps), '--', 'node', KVB_BIN, 'init'], {
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', TERM: 'xterm-256color', ...env },
-    timeout: 60_000,
-  });
-  return JSON.parse(stdout) as { exitCode: number; output: string; timedOut: string | null };
-}
+const { down: DOWN, backspace: BACKSPACE, ctrlC: CTRL_C } = KEYS;
+const wizard = (steps: TerminalStep[], env: Record<string, string>) => inTerminal(['init'], steps, env);
 
 let server: RunningServer;
 beforeAll(async () => {

@@ -1,8 +1,11 @@
+import { execFile } from 'node:child_process';
 import { execa } from 'execa';
 import { mkdtempSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { KVB_BIN } from './server.js';
 
 export interface CliResult {
@@ -80,4 +83,37 @@ export async function deadUrl(): Promise<string> {
   const { port } = server.address() as { port: number };
   await new Promise((resolve) => server.close(resolve));
   return `http://127.0.0.1:${port}`;
+}
+
+const PTY_SESSION = fileURLToPath(new URL('./pty-session.py', import.meta.url));
+
+export const KEYS = { down: '\u001b[B', backspace: '\u007f', ctrlC: '\u0003', enter: '\r' } as const;
+
+export interface TerminalStep {
+  /** Wait until this text has been printed… */
+  expect: string;
+  /** …then type this. */
+  send: string;
+}
+
+export interface TerminalResult {
+  exitCode: number;
+  /** Everything printed (stdout and stderr share the terminal), ANSI escapes removed. */
+  output: string;
+  /** The same, escapes kept. */
+  raw: string;
+  /** The text a step waited for in vain, or null. */
+  timedOut: string | null;
+}
+
+/**
+ * Runs the real `bin/kvb` in a pseudo-terminal (python3's pty module), typing each step's keys
+ * when its text appears. stdin, stdout and stderr are all the terminal.
+ */
+export async function inTerminal(args: string[], steps: TerminalStep[], env: Record<string, string>): Promise<TerminalResult> {
+  const { stdout } = await promisify(execFile)('python3', [PTY_SESSION, JSON.stringify(steps), '--', 'node', KVB_BIN, ...args], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', TERM: 'xterm-256color', ...env },
+    timeout: 60_000,
+  });
+  return JSON.parse(stdout) as TerminalResult;
 }

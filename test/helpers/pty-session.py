@@ -3,7 +3,8 @@
 Usage: python3 pty-session.py STEPS_JSON -- COMMAND ARGS...
 STEPS_JSON is a list of {"expect": text, "send": keys}: wait until `text` has appeared in the
 output (ANSI escapes removed), then type `keys`. Prints one JSON object on stdout:
-{"exitCode": n, "output": all output with escapes removed, "timedOut": text or null}.
+{"exitCode": n, "output": all output with escapes removed, "raw": all output as written,
+"timedOut": text or null}.
 """
 import fcntl, json, os, pty, re, select, signal, struct, sys, termios, time
 
@@ -61,6 +62,7 @@ def main():
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
-    print(json.dumps({'exitCode': code, 'output': ANSI.sub('', raw.decode('utf8', 'replace')), 'timedOut': timed_out}))
+    text = raw.decode('utf8', 'replace')
+    print(json.dumps({'exitCode': code, 'output': ANSI.sub('', text), 'raw': text, 'timedOut': timed_out}))
 
 main()
