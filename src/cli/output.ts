@@ -22,10 +22,12 @@ export function colourEnabled(stream: NodeJS.WriteStream): boolean {
 const paint = (stream: NodeJS.WriteStream, code: number, text: string) =>
   colourEnabled(stream) ? `\u001b[${code}m${text}\u001b[0m` : text;
 
-// `kvb ls | head` closes the pipe early: that is success, not a crash.
+// `kvb ls | head` closes the pipe early: that is success, not a crash. Any other write error
+// (a full disk behind a redirect) is a one-line failure like every other.
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
-  throw err;
+  failure(`cannot write to stdout: ${err.message}`);
+  process.exit(1);
 });
 
 /** Writes data to stdout and resolves once it is handed to the OS (back-pressure respected). */

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { pipe, stdoutIsTty, table } from '../output.js';
+import { networkErrorFor } from '../../client/client-errors.js';
 import { withClient } from '../session.js';
 
 interface LsOptions {
@@ -25,7 +26,11 @@ export async function ls(prefix: string | undefined, options: LsOptions, command
     const query = { prefix, limit: options.limit, skip: options.skip, reverse: options.reverse, values: options.values };
     const id = bucket();
     if (format !== 'table') {
-      await pipe(await client.list(id, { ...query, format }));
+      const body = await client.list(id, { ...query, format });
+      // A connection lost mid-listing is still a network failure (exit 4), not a crash.
+      await pipe(body).catch((err: unknown) => {
+        throw networkErrorFor(client.url, err);
+      });
       return;
     }
     const body = await client.list(id, { ...query, format: 'jsonl' });
