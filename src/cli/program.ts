@@ -21,7 +21,6 @@ const MAX_TTL = 2147483647;
 const TYPES = ['json', 'text', 'int', 'float', 'bytes'];
 const PERMISSIONS = ['read', 'write', 'enumerate', 'delete'];
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Run = (...args: any[]) => Promise<void>;
 
 /** An action that loads its implementation module only when it runs. */

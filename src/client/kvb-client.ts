@@ -287,10 +287,7 @@ export class KvbClient {
         format: options.format,
       },
     });
-    const body = response.body as unknown as Readable;
-    // A network failure mid-stream is still a network error.
-    body.on('error', () => undefined);
-    return body;
+    return response.body as unknown as Readable;
   }
 
   /** Commits `{"txn":[…]}` given as JSON text (sent exactly as written, so numbers keep their precision). */

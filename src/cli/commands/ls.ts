@@ -33,13 +33,19 @@ export async function ls(prefix: string | undefined, options: LsOptions, command
       });
       return;
     }
+    // A table is for people (and bounded by --limit): read it whole, then lay it out.
     const body = await client.list(id, { ...query, format: 'jsonl' });
-    const { createInterface } = await import('node:readline');
-    const rows: string[][] = [];
-    for await (const lineText of createInterface({ input: body, crlfDelay: Infinity })) {
-      if (lineText === '') continue;
-      rows.push(options.values ? splitPair(lineText) : [JSON.parse(lineText) as string]);
+    const chunks: Buffer[] = [];
+    try {
+      for await (const chunk of body) chunks.push(chunk as Buffer);
+    } catch (err) {
+      throw networkErrorFor(client.url, err);
     }
+    const rows = Buffer.concat(chunks)
+      .toString('utf8')
+      .split('\n')
+      .filter((lineText) => lineText !== '')
+      .map((lineText) => (options.values ? splitPair(lineText) : [JSON.parse(lineText) as string]));
     await table(options.values ? ['key', 'value'] : ['key'], rows);
   });
 }
