@@ -121,8 +121,9 @@ export class KvbClient {
     });
   }
 
+  /** Drops the connection. Every method has read its whole response by the time it resolves. */
   async close(): Promise<void> {
-    await this.dispatcher.close().catch(() => undefined);
+    await this.dispatcher.destroy().catch(() => undefined);
   }
 
   private bucketPath(bucket: string): string {
