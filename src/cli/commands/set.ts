@@ -36,17 +36,17 @@ async function valueBytes(value: string | undefined, options: SetOptions): Promi
 export async function typedBody(data: Buffer, type: SetType | undefined): Promise<{ body: Buffer; contentType?: string }> {
   if (type === undefined) return { body: data };
   if (type === 'int' || type === 'float') {
-    const { parseNumber, formatFloat } = await import('../../values/numbers.js');
+    const { parseNumber, formatFloat, toFloat } = await import('../../values/numbers.js');
     const text = data.toString('utf8').trim();
     const number = parseNumber(text);
     if (type === 'int') {
       if (number?.kind !== 'int64') throw new UsageError(`${JSON.stringify(text)} is not a 64-bit integer`);
       return { body: Buffer.from(number.value.toString()) };
     }
-    // A float may be written as an integer (3 -> 3.0), even one beyond Int64.
-    const asFloat = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$/.test(text) ? Number(text) : Number.NaN;
-    if (!Number.isFinite(asFloat)) throw new UsageError(`${JSON.stringify(text)} is not a finite number`);
-    return { body: Buffer.from(formatFloat(asFloat)) };
+    // A float may be written as an integer (3 -> 3.0), even one beyond Int64 (then `N.0` parses as a float).
+    const asFloat = number ?? (/^-?\d+$/.test(text) ? parseNumber(`${text}.0`) : undefined);
+    if (asFloat === undefined) throw new UsageError(`${JSON.stringify(text)} is not a finite number`);
+    return { body: Buffer.from(formatFloat(toFloat(asFloat))) };
   }
   return { body: data, contentType: CONTENT_TYPES[type] };
 }
