@@ -1,5 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
@@ -50,6 +51,37 @@ describe('completion scripts', () => {
     expect(complete(['kvb', 'set', 'k', '--type', ''])).toEqual(['json', 'text', 'int', 'float', 'bytes']);
     expect(complete(['kvb', 'ls', '--format', 'j'])).toEqual(['json', 'jsonl']);
     expect(complete(['kvb', 'completion', 'f'])).toEqual(['fish']);
+  });
+
+  const has = (shell: string) => spawnSync('sh', ['-c', `command -v ${shell}`]).status === 0;
+
+  it.skipIf(!has('zsh'))('the zsh script parses, registers _kvb, and offers subcommands, flags and values', () => {
+    expect(spawnSync('zsh', ['-n', 'completions/_kvb'], { cwd: ROOT }).status).toBe(0);
+    const registered = execFileSync('zsh', ['-fc', 'autoload -Uz compinit && compinit -u -D && source completions/_kvb && print -r -- $_comps[kvb]'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      env: { ...process.env, HOME: tmpdir() },
+    });
+    expect(registered).toBe('_kvb\n');
+    const complete = (...words: string[]) =>
+      execFileSync('zsh', ['-f', 'test/helpers/zsh-complete.zsh', 'completions/_kvb', ...words], { cwd: ROOT, encoding: 'utf8' }).split('\n').filter(Boolean);
+    expect(complete('kvb', 'bucket', '')).toEqual(['show', 'update', 'delete', 'exists']);
+    expect(complete('kvb', 'set', 'k', '--type', '')).toEqual(['json', 'text', 'int', 'float', 'bytes']);
+    expect(complete('kvb', 'get', '--')).toEqual(expect.arrayContaining(['--json', '--url', '--bucket', '--token', '--profile']));
+    expect(complete('kvb', 'txn', '')).toContain('<files>');
+  });
+
+  it.skipIf(!has('fish'))('the fish script parses and completes subcommands, flags and values', () => {
+    expect(spawnSync('fish', ['--no-execute', 'completions/kvb.fish'], { cwd: ROOT }).status).toBe(0);
+    const complete = (line: string) =>
+      execFileSync('fish', ['-c', `source completions/kvb.fish; complete -C ${JSON.stringify(line)}`], { cwd: ROOT, encoding: 'utf8' })
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => l.split('\t')[0]);
+    expect(complete('kvb ')).toEqual(expect.arrayContaining(commands.filter((c) => c.path.length === 1).map((c) => c.path[0])));
+    expect(complete('kvb bucket ').sort()).toEqual(['delete', 'exists', 'show', 'update']);
+    expect(complete('kvb set k --type ').sort()).toEqual(['bytes', 'float', 'int', 'json', 'text']);
+    expect(complete('kvb bucket show --')).toEqual(expect.arrayContaining(['--json', '--url', '--help']));
   });
 
   it('every command and flag is in every script', () => {
