@@ -3,6 +3,7 @@ import type { Readable } from 'node:stream';
 /**
  * The only module that prints. Data goes to stdout, exactly; messages go to stderr (and are
  * silenced by --quiet, except failures). Colour only on a TTY, never with NO_COLOR.
+ * (The interactive prompts of `kvb init` and `kvb bucket delete` are drawn by @clack/prompts.)
  */
 
 let quiet = false;
@@ -59,6 +60,11 @@ export function warn(message: string): void {
 /** A failure: one line on stderr, always (even with --quiet). */
 export function failure(message: string): void {
   process.stderr.write(`${paint(process.stderr, 31, 'kvb:')} ${message}\n`);
+}
+
+/** Diagnostic text for developers (KVB_DEBUG), on stderr as is. */
+export function debug(text: string): void {
+  process.stderr.write(`${text}\n`);
 }
 
 /** A table for people (cli-table3), written to stdout. */
