@@ -1,3 +1,4 @@
+import { fstatSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { KvbClient } from '../client/kvb-client.js';
 import { type Connection, type GlobalFlags, resolveConnection } from './config.js';
@@ -55,6 +56,19 @@ export async function withClient<T>(
     throw err;
   } finally {
     await client.close();
+  }
+}
+
+/**
+ * Whether stdin carries data for us: a pipe, a socket or a redirected file. Not a terminal, and
+ * not /dev/null (cron, `< /dev/null`), where an absent VALUE is a mistake rather than empty input.
+ */
+export function stdinIsPiped(): boolean {
+  try {
+    const stat = fstatSync(0);
+    return stat.isFIFO() || stat.isFile() || stat.isSocket();
+  } catch {
+    return false;
   }
 }
 

@@ -50,6 +50,18 @@ describe('kvb set and kvb get', () => {
     expect(stored.headers.get('kvb-type')).toBe('json');
   });
 
+  it('with no VALUE and nothing piped (stdin is /dev/null) it is a usage error, not an empty value', async () => {
+    const result = await run(['set', 'empty']);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toBe('kvb: no value: give VALUE, --file F, or pipe it on stdin\n');
+    expect((await read('empty')).status).toBe(404);
+  });
+
+  it('an explicit - reads stdin even when it is empty', async () => {
+    expect((await run(['set', 'empty-ok', '-'], { input: '' })).exitCode).toBe(0);
+    expect((await read('empty-ok')).body).toEqual(Buffer.alloc(0));
+  });
+
   it('reads --file', async () => {
     const file = join(tmpdir(), `kvb-cli-file-${process.pid}.bin`);
     writeFileSync(file, Buffer.from([1, 2, 3, 250]));

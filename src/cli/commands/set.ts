@@ -1,7 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { stdinIsTty } from '../output.js';
-import { UsageError, readStdin, withClient } from '../session.js';
+import { UsageError, readStdin, stdinIsPiped, withClient } from '../session.js';
 
 type SetType = 'json' | 'text' | 'int' | 'float' | 'bytes';
 
@@ -27,8 +26,8 @@ async function valueBytes(value: string | undefined, options: SetOptions): Promi
       throw new UsageError(`cannot read ${options.file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
   }
-  if (value === '-' || (value === undefined && !stdinIsTty())) return readStdin();
-  if (value === undefined) throw new UsageError('no value: give VALUE, --file F, or pipe it on stdin (VALUE -)');
+  if (value === '-' || (value === undefined && stdinIsPiped())) return readStdin();
+  if (value === undefined) throw new UsageError('no value: give VALUE, --file F, or pipe it on stdin');
   return Buffer.from(value, 'utf8');
 }
 

@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { info, stdinIsTty } from '../output.js';
+import { info } from '../output.js';
 import { isValidJson } from '../../values/infer-value.js';
-import { UsageError, readStdin, withClient } from '../session.js';
+import { UsageError, readStdin, stdinIsPiped, withClient } from '../session.js';
 
 interface TxnOptions {
   set: string[];
@@ -51,7 +51,7 @@ export function flagOperations(options: TxnOptions): string[] {
 export async function txn(file: string | undefined, options: TxnOptions, command: Command): Promise<void> {
   const flagOps = flagOperations(options);
   let body: string;
-  if (file !== undefined || (flagOps.length === 0 && !stdinIsTty())) {
+  if (file !== undefined || (flagOps.length === 0 && stdinIsPiped())) {
     if (flagOps.length > 0) throw new UsageError('give operations in a file (or stdin) or as flags, not both');
     let input: string;
     try {
