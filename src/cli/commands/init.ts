@@ -1,0 +1,138 @@
+import type { Command } from 'commander';
+import { readConfig, resolveConnection, saveProfile } from '../config.js';
+import { stdinIsTty } from '../output.js';
+import { generateKey } from '../random-key.js';
+import { UsageError, globalFlags } from '../session.js';
+
+const CREDENTIALS = [
+  { value: 'secret_key', label: 'secret key', hint: 'admin: policy, tokens, everything (recommended)' },
+  { value: 'read_key', label: 'read key', hint: 'without it anyone can read and list' },
+  { value: 'write_key', label: 'write key', hint: 'without it anyone can write' },
+  { value: 'signing_key', label: 'signing key', hint: 'needed to mint temporary tokens' },
+] as const;
+type CredentialName = (typeof CREDENTIALS)[number]['value'];
+
+class Cancelled extends Error {}
+
+/** `kvb init`: the interactive wizard. Nothing is created or written until every answer is in. */
+export async function init(_options: unknown, command: Command): Promise<void> {
+  const flags = globalFlags(command);
+  if (!stdinIsTty()) {
+    throw new UsageError('kvb init is interactive and stdin is not a terminal; in scripts use: kvb create-bucket --email E --secret-key K --save [PROFILE]');
+  }
+  const connection = resolveConnection(flags, process.env, { allowMissingProfile: true });
+  const p = await import('@clack/prompts');
+  const { KvbClient } = await import('../../client/kvb-client.js');
+  const ask = <T>(answer: T | symbol): Exclude<T, symbol> => {
+    if (p.isCancel(answer)) throw new Cancelled();
+    return answer as Exclude<T, symbol>;
+  };
+
+  try {
+    p.intro('kvb init');
+    let url = connection.url;
+    for (;;) {
+      url = ask(
+        await p.text({
+          message: 'Server URL',
+          initialValue: url,
+          validate: (v) => {
+            try {
+              const parsed = new URL(v ?? '');
+              return parsed.protocol === 'http:' || parsed.protocol === 'https:' ? undefined : 'an http:// or https:// URL';
+            } catch {
+              return 'an http:// or https:// URL';
+            }
+          },
+        }),
+      ).replace(/\/+$/, '');
+      const spin = p.spinner();
+      spin.start(`Checking ${url}/health`);
+      const client = new KvbClient({ url, timeoutMs: 5000 });
+      try {
+        const health = await client.health();
+        spin.stop(`Server is up (kvb ${health.version})`);
+        break;
+      } catch (err) {
+        spin.error(`No kvb server answered: ${(err as Error).message}`);
+      } finally {
+        await client.close();
+      }
+    }
+
+    const email = ask(
+      await p.text({ message: 'Admin email for the bucket', validate: (v) => (v && v.includes('@') && v.length <= 254 ? undefined : 'an email address') }),
+    );
+    const chosen = ask(
+      await p.multiselect<CredentialName>({
+        message: 'Credentials to set (space toggles, enter confirms)',
+        options: CREDENTIALS.map((c) => ({ ...c })),
+        initialValues: ['secret_key'],
+        required: false,
+      }),
+    );
+    const keys: Partial<Record<CredentialName, string>> = {};
+    const generated: CredentialName[] = [];
+    for (const name of chosen) {
+      const label = CREDENTIALS.find((c) => c.value === name)!.label;
+      const how = ask(
+        await p.select({
+          message: `${label[0]!.toUpperCase()}${label.slice(1)}`,
+          options: [
+            { value: 'generate', label: 'generate a strong random key' },
+            { value: 'enter', label: 'enter my own' },
+          ],
+        }),
+      );
+      if (how === 'generate') {
+        keys[name] = generateKey();
+        generated.push(name);
+      } else {
+        keys[name] = ask(await p.password({ message: `Enter the ${label}`, validate: (v) => (v ? undefined : 'cannot be empty') }));
+      }
+    }
+    const ttlText = ask(
+      await p.text({
+        message: 'Default TTL of keys, in seconds (0 = never expire)',
+        initialValue: '604800',
+        validate: (v) => (v && /^\d+$/.test(v) && Number(v) <= 2147483647 ? undefined : 'an integer from 0 to 2147483647'),
+      }),
+    );
+    const profileName = ask(
+      await p.text({ message: 'Save as profile', initialValue: connection.profileName, validate: (v) => (v ? undefined : 'a name') }),
+    );
+    if (readConfig().profiles[profileName] !== undefined) {
+      if (!ask(await p.confirm({ message: `Profile "${profileName}" exists. Replace it?`, initialValue: false }))) throw new Cancelled();
+    }
+
+    const spin = p.spinner();
+    spin.start('Creating the bucket');
+    const client = new KvbClient({ url, token: flags.token || process.env.KVB_TOKEN || undefined });
+    let id: string;
+    try {
+      id = await client.createBucket({ email, ...keys, default_ttl: Number(ttlText) });
+    } catch (err) {
+      spin.error('Could not create the bucket');
+      throw err;
+    } finally {
+      await client.close();
+    }
+    spin.stop(`Created bucket ${id}`);
+    saveProfile(profileName, { url, bucket: id, ...(keys.secret_key ? { secret_key: keys.secret_key } : {}) });
+    if (generated.length > 0) {
+      p.note(
+        generated.map((name) => `${name}: ${keys[name]}`).join('\n'),
+        'Generated keys (shown once; the secret key is also in the profile)',
+      );
+    }
+    if (!keys.secret_key) p.log.warn('No secret key: anyone who can reach the server can manage this bucket.');
+    p.outro(`Saved profile "${profileName}". Try: kvb${profileName === 'default' ? '' : ` --profile ${profileName}`} set hello world`);
+  } catch (err) {
+    if (err instanceof Cancelled) {
+      p.cancel('Cancelled: nothing was created or saved.');
+      process.exitCode = 1;
+      return;
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,198 @@
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type CliOptions, kvb, tempConfigHome } from '../helpers/cli.js';
+import { call, createBucket } from '../helpers/http.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
+
+let server: RunningServer;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\n$/;
+
+const policyOf = async (bucket: string, secret: string) => (await call(`${server.api}/${bucket}`, { token: secret })).json() as Record<string, unknown>;
+
+/** kvb pointed at this file's server; bucket and token as given. */
+const on = (bucket: string, token: string | undefined, args: string[], options: CliOptions = {}) =>
+  kvb(args, { ...options, env: { KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: token, ...options.env } });
+
+beforeAll(async () => {
+  server = await startServer();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+describe('kvb create-bucket', () => {
+  it('prints the bucket id alone on stdout, and the bucket has the keys given', async () => {
+    const result = await kvb(
+      ['create-bucket', '--email', 'me@example.com', '--secret-key', 'S1', '--read-key', 'R1', '--default-ttl', '0'],
+      { env: { KVB_URL: server.url } },
+    );
+    expect(result.exitCode).toBe(0);
+    expect(result.out).toMatch(UUID);
+    expect(result.stderr).toBe('');
+    const policy = await policyOf(result.out.trim(), 'S1');
+    expect(policy).toMatchObject({ has_secret_key: true, has_read_key: true, has_write_key: false, default_ttl: 0 });
+  });
+
+  it('--save writes url, bucket and secret key to a 0600 profile that later commands use alone', async () => {
+    const home = tempConfigHome();
+    const created = await kvb(['create-bucket', '--email', 'me@example.com', '--secret-key', 'S2', '--save'], {
+      configHome: home,
+      env: { KVB_URL: server.url },
+    });
+    expect(created.exitCode).toBe(0);
+    expect(created.stderr).toBe('saved profile "default"\n');
+    const id = created.out.trim();
+    const file = join(home, 'kvb', 'config.json');
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ profiles: { default: { url: server.url, bucket: id, secret_key: 'S2' } } });
+    // No env at all: url, bucket and credential all come from the profile.
+    expect((await kvb(['set', 'k', 'from-profile'], { configHome: home })).exitCode).toBe(0);
+    expect((await kvb(['get', 'k'], { configHome: home })).out).toBe('from-profile');
+    expect((await kvb(['bucket', 'exists'], { configHome: home })).exitCode).toBe(0);
+  });
+
+  it('--save NAME adds a named profile next to the others, chosen with --profile', async () => {
+    const home = tempConfigHome();
+    const first = await kvb(['create-bucket', '--email', 'a@example.com', '--save'], { configHome: home, env: { KVB_URL: server.url } });
+    const second = await kvb(['create-bucket', '--email', 'b@example.com', '--secret-key', 'S3', '--save', 'work'], {
+      configHome: home,
+      env: { KVB_URL: server.url },
+    });
+    const profiles = (JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as { profiles: Record<string, { bucket: string }> }).profiles;
+    expect(profiles.default!.bucket).toBe(first.out.trim());
+    expect(profiles.work!.bucket).toBe(second.out.trim());
+    expect((await kvb(['--profile', 'work', 'bucket', 'show', '--json'], { configHome: home })).exitCode).toBe(0);
+  });
+
+  it('a missing --email is a usage error (exit 1)', async () => {
+    const result = await kvb(['create-bucket'], { env: { KVB_URL: server.url } });
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain('--email');
+  });
+});
+
+describe('kvb bucket', () => {
+  let bucket: string;
+  beforeAll(async () => {
+    bucket = await createBucket(server.api, { secret_key: 'admin', signing_key: 'sig' });
+  });
+
+  it('show --json prints the policy projection exactly as the server sends it', async () => {
+    const result = await on(bucket, 'admin', ['bucket', 'show', '--json']);
+    expect(result.exitCode).toBe(0);
+    expect(JSON.parse(result.out)).toEqual(await policyOf(bucket, 'admin'));
+  });
+
+  it('show prints a table for people', async () => {
+    const result = await on(bucket, 'admin', ['bucket', 'show']);
+    expect(result.exitCode).toBe(0);
+    expect(result.out).toContain(bucket);
+    expect(result.out).toMatch(/secret key\s*│\s*yes/);
+    expect(result.out).toMatch(/anonymous access\s*│\s*read, write, enumerate, delete/);
+  });
+
+  it('update sets and clears the read key; anonymous reads follow (exit 3 while it is set)', async () => {
+    await on(bucket, 'admin', ['set', 'public', 'x']);
+    expect((await on(bucket, 'admin', ['bucket', 'update', '--read-key', 'R'])).exitCode).toBe(0);
+    expect(await policyOf(bucket, 'admin')).toMatchObject({ has_read_key: true });
+    const anonymous = await on(bucket, undefined, ['get', 'public']);
+    expect(anonymous.exitCode).toBe(3);
+    expect(anonymous.stderr).toMatch(/^kvb: unauthorized \(401\): key "public"/);
+    expect((await on(bucket, 'R', ['get', 'public'])).out).toBe('x');
+    expect((await on(bucket, 'admin', ['bucket', 'update', '--clear-read-key', '--default-ttl', '60'])).exitCode).toBe(0);
+    expect(await policyOf(bucket, 'admin')).toMatchObject({ has_read_key: false, default_ttl: 60 });
+    expect((await on(bucket, undefined, ['get', 'public'])).exitCode).toBe(0);
+  });
+
+  it('update --rotate-signing-key generates a key, bumps the generation and invalidates earlier tokens', async () => {
+    const token = (await on(bucket, 'admin', ['mint-token', '--prefix', 'p/', '--permissions', 'read', '--ttl', '60'])).out.trim();
+    await on(bucket, 'admin', ['set', 'p/1', 'one']);
+    expect((await on(bucket, token, ['get', 'p/1'])).exitCode).toBe(0);
+    const before = (await policyOf(bucket, 'admin')).signing_key_generation as number;
+    const rotated = await on(bucket, 'admin', ['bucket', 'update', '--rotate-signing-key']);
+    expect(rotated.exitCode).toBe(0);
+    expect(rotated.stderr).toContain('earlier tokens are no longer valid');
+    expect(await policyOf(bucket, 'admin')).toMatchObject({ has_signing_key: true, signing_key_generation: before + 1 });
+    expect((await on(bucket, token, ['get', 'p/1'])).exitCode).toBe(3);
+  });
+
+  it('update with nothing to change, or contradictory flags, is a usage error (exit 1)', async () => {
+    const [nothing, both] = await Promise.all([
+      on(bucket, 'admin', ['bucket', 'update']),
+      on(bucket, 'admin', ['bucket', 'update', '--read-key', 'x', '--clear-read-key']),
+    ]);
+    expect(nothing.exitCode).toBe(1);
+    expect(nothing.stderr).toContain('nothing to update');
+    expect(both.exitCode).toBe(1);
+  });
+
+  it('update --secret-key keeps a profile that held the old secret key working', async () => {
+    const home = tempConfigHome();
+    const id = (await kvb(['create-bucket', '--email', 'a@example.com', '--secret-key', 'old', '--save'], { configHome: home, env: { KVB_URL: server.url } })).out.trim();
+    const result = await kvb(['bucket', 'update', '--secret-key', 'new'], { configHome: home });
+    expect(result.exitCode).toBe(0);
+    expect(JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')).profiles.default.secret_key).toBe('new');
+    expect(await policyOf(id, 'new')).toMatchObject({ has_secret_key: true });
+    expect((await kvb(['bucket', 'show', '--json'], { configHome: home })).exitCode).toBe(0);
+  });
+
+  it('exists: 0 with the secret key, 2 with a wrong one or for an unknown bucket, printing nothing', async () => {
+    const [ok, wrong, unknown] = await Promise.all([
+      on(bucket, 'admin', ['bucket', 'exists']),
+      on(bucket, 'nope', ['bucket', 'exists']),
+      on('00000000-0000-4000-8000-000000000000', 'admin', ['bucket', 'exists']),
+    ]);
+    expect(ok).toMatchObject({ exitCode: 0, out: '', stderr: '' });
+    expect(wrong).toMatchObject({ exitCode: 2, out: '' });
+    expect(unknown).toMatchObject({ exitCode: 2, out: '' });
+  });
+
+  it('delete refuses without --yes when it cannot ask (exit 1), deletes with --yes', async () => {
+    const doomed = await createBucket(server.api, { secret_key: 'd' });
+    const refused = await on(doomed, 'd', ['bucket', 'delete']);
+    expect(refused.exitCode).toBe(1);
+    expect(refused.stderr).toContain('--yes');
+    expect((await on(doomed, 'd', ['bucket', 'exists'])).exitCode).toBe(0);
+    const deleted = await on(doomed, 'd', ['bucket', 'delete', '--yes']);
+    expect(deleted.exitCode).toBe(0);
+    expect(deleted.stderr).toBe(`deleted bucket ${doomed}\n`);
+    expect((await on(doomed, 'd', ['bucket', 'exists'])).exitCode).toBe(2);
+    expect((await on(doomed, 'd', ['bucket', 'show'])).exitCode).toBe(2);
+  });
+});
+
+describe('kvb mint-token', () => {
+  let bucket: string;
+  beforeAll(async () => {
+    bucket = await createBucket(server.api, { secret_key: 'admin', signing_key: 'sig', read_key: 'r', write_key: 'w' });
+  });
+
+  it('prints the token alone; it works inside its prefix and is refused outside (exit 3)', async () => {
+    const minted = await on(bucket, 'admin', ['mint-token', '--prefix', 'user/42/', '--permissions', 'read,write', '--ttl', '600']);
+    expect(minted.exitCode).toBe(0);
+    expect(minted.out).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+\n$/);
+    const token = minted.out.trim();
+    expect((await on(bucket, token, ['set', 'user/42/name', 'Ada'])).exitCode).toBe(0);
+    expect((await on(bucket, token, ['get', 'user/42/name'])).out).toBe('Ada');
+    const outside = await on(bucket, token, ['set', 'user/43/name', 'Bob']);
+    expect(outside.exitCode).toBe(3);
+    expect(outside.stderr).toMatch(/^kvb: forbidden \(403\)/);
+  });
+
+  it('--json prints the whole response', async () => {
+    const result = await on(bucket, 'admin', ['mint-token', '--prefix', 'a', '--permissions', 'enumerate', '--ttl', '60', '--json']);
+    expect(Object.keys(JSON.parse(result.out))).toEqual(['access_token']);
+  });
+
+  it('bad permissions are a usage error (exit 1); a bucket without a signing key is a server refusal (503, exit 5)', async () => {
+    const plain = await createBucket(server.api, { secret_key: 'p' });
+    const [bad, unsigned] = await Promise.all([
+      on(bucket, 'admin', ['mint-token', '--prefix', 'a', '--permissions', 'read,fly', '--ttl', '60']),
+      on(plain, 'p', ['mint-token', '--prefix', 'a', '--permissions', 'read', '--ttl', '60']),
+    ]);
+    expect(bad.exitCode).toBe(1);
+    expect(unsigned.exitCode).toBe(5);
+    expect(unsigned.stderr).toMatch(/^kvb: service_unavailable \(503\): token for bucket .*: the bucket has no signing_key\n$/);
+  });
+});

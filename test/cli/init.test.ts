@@ -1,0 +1,91 @@
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KEYS, type TerminalStep, inTerminal, kvb, tempConfigHome } from '../helpers/cli.js';
+import { call } from '../helpers/http.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
+
+const { down: DOWN, backspace: BACKSPACE, ctrlC: CTRL_C } = KEYS;
+const wizard = (steps: TerminalStep[], env: Record<string, string>) => inTerminal(['init'], steps, env);
+
+let server: RunningServer;
+beforeAll(async () => {
+  server = await startServer();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+describe('kvb init', () => {
+  it('asks, checks /health, creates the bucket with generated keys shown once, and saves a 0600 profile', async () => {
+    const home = tempConfigHome();
+    const result = await wizard(
+      [
+        { expect: 'Server URL', send: '\r' },
+        { expect: 'Admin email', send: 'me@example.com\r' },
+        // secret key is preselected; go down to the signing key and select it too.
+        { expect: 'Credentials to set', send: `${DOWN}${DOWN}${DOWN} \r` },
+        { expect: 'generate a strong random key', send: '\r' },
+        { expect: 'Signing key', send: '\r' },
+        { expect: 'Default TTL', send: `${BACKSPACE.repeat(6)}3600\r` },
+        { expect: 'Save as profile', send: `${BACKSPACE.repeat(7)}wizard\r` },
+      ],
+      { KVB_URL: server.url, XDG_CONFIG_HOME: home },
+    );
+    expect(result.timedOut, result.output).toBeNull();
+    expect(result.exitCode, result.output).toBe(0);
+    expect(result.output).toContain('Server is up');
+
+    const file = join(home, 'kvb', 'config.json');
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const profile = (JSON.parse(readFileSync(file, 'utf8')) as { profiles: Record<string, { url: string; bucket: string; secret_key: string }> }).profiles.wizard!;
+    expect(profile.url).toBe(server.url);
+    expect(profile.secret_key).toMatch(/^[A-Za-z0-9_][A-Za-z0-9_-]{42}$/);
+    // The generated keys are shown once, in the wizard's output.
+    expect(result.output).toContain(`secret_key: ${profile.secret_key}`);
+    expect(result.output).toMatch(/signing_key: [A-Za-z0-9_-]{43}/);
+
+    const policy = (await call(`${server.api}/${profile.bucket}`, { token: profile.secret_key })).json();
+    expect(policy).toMatchObject({ has_secret_key: true, has_signing_key: true, has_read_key: false, default_ttl: 3600 });
+    // The profile works on its own.
+    expect((await kvb(['--profile', 'wizard', 'bucket', 'exists'], { configHome: home })).exitCode).toBe(0);
+  });
+
+  it('Ctrl-C at a question leaves nothing behind: no profile file, exit 1', async () => {
+    const home = tempConfigHome();
+    const result = await wizard(
+      [
+        { expect: 'Server URL', send: '\r' },
+        { expect: 'Admin email', send: CTRL_C },
+      ],
+      { KVB_URL: server.url, XDG_CONFIG_HOME: home },
+    );
+    expect(result.timedOut, result.output).toBeNull();
+    expect(result.exitCode).toBe(1);
+    expect(result.output).toContain('Cancelled: nothing was created or saved.');
+    expect(existsSync(join(home, 'kvb'))).toBe(false);
+  });
+
+  it('an unreachable URL is reported and asked again', async () => {
+    const home = tempConfigHome();
+    const result = await wizard(
+      [
+        { expect: 'Server URL', send: `${BACKSPACE.repeat(40)}http://127.0.0.1:9\r` },
+        { expect: 'No kvb server answered', send: CTRL_C },
+      ],
+      { KVB_URL: server.url, XDG_CONFIG_HOME: home },
+    );
+    expect(result.timedOut, result.output).toBeNull();
+    expect(result.output).toContain('cannot reach http://127.0.0.1:9');
+    expect(result.exitCode).toBe(1);
+  });
+
+  it('refuses when stdin is not a terminal, pointing to create-bucket (exit 1)', async () => {
+    const home = tempConfigHome();
+    const result = await kvb(['init'], { configHome: home, env: { KVB_URL: server.url }, input: '' });
+    expect(result.exitCode).toBe(1);
+    expect(result.out).toBe('');
+    expect(result.stderr).toMatch(/^kvb: kvb init is interactive and stdin is not a terminal; in scripts use: kvb create-bucket/);
+    expect(existsSync(join(home, 'kvb'))).toBe(false);
+  });
+});

@@ -1,0 +1,119 @@
+import { execFile } from 'node:child_process';
+import { execa } from 'execa';
+import { mkdtempSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { KVB_BIN } from './server.js';
+
+export interface CliResult {
+  exitCode: number;
+  /** Exact bytes written to stdout. */
+  stdout: Buffer;
+  /** stdout as UTF-8. */
+  out: string;
+  stderr: string;
+}
+
+export interface CliOptions {
+  /** Variables for the child; `undefined` removes one. KVB_* from the parent are always removed. */
+  env?: Record<string, string | undefined>;
+  /** Bytes on stdin; without it stdin is /dev/null (not a TTY, empty). */
+  input?: string | Buffer;
+  /** XDG_CONFIG_HOME for the child; a fresh empty one by default. */
+  configHome?: string;
+}
+
+/** A fresh, empty XDG_CONFIG_HOME. */
+export const tempConfigHome = (): string => mkdtempSync(join(tmpdir(), 'kvb-cli-config-'));
+
+const CLEARED = Object.fromEntries(Object.keys(process.env).filter((k) => k.startsWith('KVB_')).map((k) => [k, undefined]));
+
+/** Runs the real `bin/kvb` as a child process (`node bin/kvb …`) and collects bytes, text and exit code. */
+export async function kvb(args: string[], options: CliOptions = {}): Promise<CliResult> {
+  const result = await execa('node', [KVB_BIN, ...args], {
+    env: { ...CLEARED, NO_COLOR: undefined, XDG_CONFIG_HOME: options.configHome ?? tempConfigHome(), ...options.env },
+    extendEnv: true,
+    reject: false,
+    encoding: 'buffer',
+    stripFinalNewline: false,
+    timeout: 20_000,
+    ...(options.input !== undefined ? { input: options.input } : { stdin: 'ignore' as const }),
+  });
+  const stdout = Buffer.from(result.stdout as Uint8Array);
+  return {
+    exitCode: result.exitCode ?? -1,
+    stdout,
+    out: stdout.toString('utf8'),
+    stderr: Buffer.from(result.stderr as Uint8Array).toString('utf8'),
+  };
+}
+
+export interface FakeServer {
+  url: string;
+  /** Every request seen: method, URL (path and query) and headers. */
+  requests: Array<{ method: string; url: string; headers: IncomingMessage['headers'] }>;
+  close(): Promise<void>;
+}
+
+/** A tiny HTTP server that answers every request with `status` and the spec's error envelope. */
+export async function fakeServer(status: number, message: string): Promise<FakeServer> {
+  const requests: FakeServer['requests'] = [];
+  const server: Server = createServer((req, res) => {
+    requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
+    req.resume();
+    res.writeHead(status, { 'content-type': 'application/json', 'kvb-error-detail': 'simulated failure' });
+    res.end(JSON.stringify({ error: { code: status, message } }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    requests,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** A URL nothing listens on: a port that was just free. */
+export async function deadUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return `http://127.0.0.1:${port}`;
+}
+
+const PTY_SESSION = fileURLToPath(new URL('./pty-session.py', import.meta.url));
+
+export const KEYS = { down: '\u001b[B', backspace: '\u007f', ctrlC: '\u0003', enter: '\r' } as const;
+
+export interface TerminalStep {
+  /** Wait until this text has been printed… */
+  expect: string;
+  /** …then type this. */
+  send: string;
+}
+
+export interface TerminalResult {
+  exitCode: number;
+  /** Everything printed (stdout and stderr share the terminal), ANSI escapes removed. */
+  output: string;
+  /** The same, escapes kept. */
+  raw: string;
+  /** The text a step waited for in vain, or null. */
+  timedOut: string | null;
+}
+
+/**
+ * Runs the real `bin/kvb` in a pseudo-terminal (python3's pty module), typing each step's keys
+ * when its text appears. stdin, stdout and stderr are all the terminal.
+ */
+export async function inTerminal(args: string[], steps: TerminalStep[], env: Record<string, string>): Promise<TerminalResult> {
+  const { stdout } = await promisify(execFile)('python3', [PTY_SESSION, JSON.stringify(steps), '--', 'node', KVB_BIN, ...args], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', TERM: 'xterm-256color', ...env },
+    timeout: 60_000,
+  });
+  return JSON.parse(stdout) as TerminalResult;
+}

@@ -1,0 +1,68 @@
+"""Drives a command in a pseudo-terminal with scripted keystrokes, for testing interactive prompts.
+
+Usage: python3 pty-session.py STEPS_JSON -- COMMAND ARGS...
+STEPS_JSON is a list of {"expect": text, "send": keys}: wait until `text` has appeared in the
+output (ANSI escapes removed), then type `keys`. Prints one JSON object on stdout:
+{"exitCode": n, "output": all output with escapes removed, "raw": all output as written,
+"timedOut": text or null}.
+"""
+import fcntl, json, os, pty, re, select, signal, struct, sys, termios, time
+
+ANSI = re.compile(r'\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]')
+
+def main():
+    steps = json.loads(sys.argv[1])
+    command = sys.argv[sys.argv.index('--') + 1:]
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ['COLUMNS'] = '120'
+        os.execvp(command[0], command)
+    # A real size: with the default 0x0 window, prompts wrap after every character.
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 40, 120, 0, 0))
+    raw = b''
+    timed_out = None
+
+    def read(timeout):
+        nonlocal raw
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            return True
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        raw += chunk
+        return True
+
+    for step in steps:
+        deadline = time.time() + 15
+        start = len(ANSI.sub('', raw.decode('utf8', 'replace')))
+        while step['expect'] not in ANSI.sub('', raw.decode('utf8', 'replace'))[max(0, start - 200):]:
+            if time.time() > deadline or not read(0.2):
+                timed_out = step['expect']
+                break
+        if timed_out:
+            break
+        time.sleep(0.15)  # let the prompt finish rendering and enter raw mode
+        os.write(fd, step['send'].encode('utf8'))
+    # Read until the child closes the terminal (or 20 s pass), then collect its exit status.
+    deadline = time.time() + 20
+    while time.time() < deadline and read(0.2):
+        pass
+    status = None
+    while status is None and time.time() < deadline + 5:
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = st
+        else:
+            time.sleep(0.05)
+    if status is None:
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    text = raw.decode('utf8', 'replace')
+    print(json.dumps({'exitCode': code, 'output': ANSI.sub('', text), 'raw': text, 'timedOut': timed_out}))
+
+main()
