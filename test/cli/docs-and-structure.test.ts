@@ -139,15 +139,7 @@ describe('module boundaries', () => {
   const files = (dir: string): string[] =>
     readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
 
-  it('only the serve command imports server or store code; the client never imports the CLI', () => {
-    for (const file of [...files('src/cli'), ...files('src/client')]) {
-      for (const { path } of imports(file)) {
-        if (file !== join('src/cli/commands/serve.ts')) expect(path, file).not.toMatch(/\/(server|store)\//);
-        if (file.startsWith('src/client')) expect(path, file).not.toMatch(/\/cli\//);
-      }
-    }
-  });
-
+  // The layering between folders (cli, client, server, store, …) is checked in test/unit/import-direction.test.ts.
   it('start-up modules load no command implementation, undici, clack or cli-table3 statically', () => {
     for (const file of ['src/cli/main.ts', 'src/cli/program.ts']) {
       for (const { path, static: isStatic } of imports(file)) {
