@@ -52,9 +52,12 @@ class StaticProvider implements MigrationProvider {
   }
 }
 
-/** Runs every pending migration; throws with the failing migration's error. */
-export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const migrator = new Migrator({ db, provider: new StaticProvider(dialect) });
+/**
+ * Runs every pending migration; throws with the failing migration's error. On PostgreSQL, `schema`
+ * must name the schema the tables live in: Kysely otherwise finds its bookkeeping tables in any schema.
+ */
+export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect, schema?: string): Promise<void> {
+  const migrator = new Migrator({ db, provider: new StaticProvider(dialect), ...(schema && { migrationTableSchema: schema }) });
   const { error } = await migrator.migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));
 }
