@@ -6,11 +6,15 @@ import { defineConfig } from 'vitest/config';
  * only when KVB_TEST_POSTGRES_URL names a PostgreSQL the tests may create schemas in.
  */
 const postgresUrl = process.env.KVB_TEST_POSTGRES_URL;
-if (postgresUrl) {
+// The config is loaded more than once per run; say it once.
+if (process.env.KVB_TEST_NOTICE_SHOWN) {
+  // already said
+} else if (postgresUrl) {
   console.log(`PostgreSQL tests: on (${postgresUrl.replace(/\/\/[^@/]*@/, '//…@')})`);
 } else {
   console.log('PostgreSQL tests: SKIPPED (set KVB_TEST_POSTGRES_URL=postgres://user@host:5432/db to run them)');
 }
+process.env.KVB_TEST_NOTICE_SHOWN = '1';
 
 export default defineConfig({
   test: {
