@@ -102,6 +102,8 @@ export class PostgresStore implements Store {
   readonly backend = 'postgres';
   readonly shared = true;
   private readonly texts = new Map<string, string>();
+  /** Per bucket and key: the tail of this instance's queue of counter updates to it. */
+  private readonly updateQueues = new Map<string, Promise<unknown>>();
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -291,7 +293,27 @@ export class PostgresStore implements Store {
     return rows[0] !== undefined && isLive(rows[0], now);
   }
 
+  /**
+   * Runs this instance's updates of one key one after another. Correctness across instances comes
+   * from the row lock; this only keeps a hot counter from parking every pooled connection on the
+   * same lock (which would starve every other request of connections).
+   */
+  private async queued<T>(id: string, work: () => Promise<T>): Promise<T> {
+    const run = (this.updateQueues.get(id) ?? Promise.resolve()).then(work, work);
+    const tail = run.catch(() => {});
+    this.updateQueues.set(id, tail);
+    try {
+      return await run;
+    } finally {
+      if (this.updateQueues.get(id) === tail) this.updateQueues.delete(id);
+    }
+  }
+
   async updateEntry(bucket: string, key: string, now: number, update: EntryUpdate): Promise<Entry> {
+    return this.queued(`${bucket}\u0000${key}`, () => this.lockAndUpdate(bucket, key, now, update));
+  }
+
+  private async lockAndUpdate(bucket: string, key: string, now: number, update: EntryUpdate): Promise<Entry> {
     const keyBytes = Buffer.from(key);
     // The row is locked (FOR UPDATE) from the read until the commit, so concurrent updates from
     // any instance queue up behind each other. An absent row cannot be locked: it is inserted with
