@@ -25,7 +25,8 @@ export async function runServer(config: ServerConfig): Promise<void> {
     process.exit(1);
   }
   const app = await buildApp(store, config);
-  onBackgroundError = (err) => app.log.warn({ err }, 'storage connection error (the pool reconnects on demand)');
+  onBackgroundError = (err) =>
+    app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
   const sweeper = startSweeper(store, config.sweepIntervalSeconds * 1000, app.log);
 
   let stopping = false;

@@ -89,6 +89,7 @@ function lockId(bucket: string, key: Buffer): string {
 
 /** Turns a lost connection, refused connection or pool timeout into the one error the server answers with 503. */
 function storageError(err: unknown): unknown {
+  if (err instanceof StorageUnavailableError) return err;
   return isPostgresConnectionError(err) ? new StorageUnavailableError(err) : err;
 }
 
@@ -156,13 +157,26 @@ export class PostgresStore implements Store {
   /** Runs `work` in a transaction on one connection; retried when PostgreSQL picks it as a deadlock victim. */
   private async transaction<T>(work: (client: pg.PoolClient) => Promise<T | typeof RETRY>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
+      let broken: unknown;
+      // A checked-out client whose connection dies between two queries emits 'error' on itself,
+      // not on the pool; unhandled, that would end the process (the next query fails anyway).
+      // The listener goes on in the connect callback: a promise would leave a gap in which a
+      // termination notice arriving in the same network read finds no listener.
+      const onError = (err: unknown) => {
+        broken = err;
+      };
       let client: pg.PoolClient;
       try {
-        client = await this.pool.connect();
+        client = await new Promise<pg.PoolClient>((resolve, reject) =>
+          this.pool.connect((err, connected) => {
+            if (err || !connected) return reject(err ?? new Error('no client'));
+            connected.on('error', onError);
+            resolve(connected);
+          }),
+        );
       } catch (err) {
         throw storageError(err);
       }
-      let broken: unknown;
       try {
         await client.query('begin');
         const result = await work(client);
@@ -179,6 +193,7 @@ export class PostgresStore implements Store {
         if (typeof code === 'string' && RETRYABLE.has(code) && attempt < MAX_ATTEMPTS) continue;
         throw storageError(err);
       } finally {
+        client.off('error', onError);
         // A connection that failed is destroyed rather than returned to the pool.
         client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
       }
