@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POSTGRES_URL, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
 import { call, createBucket, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type RunningServer, startServer, storedKeys } from '../helpers/server.js';
 
 /** The documented bound: a credential change on one instance is seen by the others within 1 s. */
 const BOUND_MS = 1000;
@@ -87,6 +87,26 @@ describe.skipIf(!POSTGRES_URL)(
         return 'set' in op ? `t${last}` : undefined;
       });
       expect(state).toEqual(expected);
+    });
+
+    it('both instances sweep expired keys at once without conflict (SKIP LOCKED)', { timeout: 30_000 }, async () => {
+      const sweepSchema = uniqueName('kvb_sweep');
+      const db = postgresUrl({ schema: sweepSchema });
+      const sweepers = await Promise.all([0, 1].map(() => startServer({ db, args: ['--sweep-interval', '1', '--log-level', 'debug'] })));
+      try {
+        const bucket = await createBucket(sweepers[0]!.api);
+        await Promise.all(
+          Array.from({ length: 400 }, (_, i) => call(`${sweepers[i % 2]!.api}/${bucket}/gone-${i}?ttl=1`, { method: 'PUT', body: 'x' })),
+        );
+        await call(`${sweepers[0]!.api}/${bucket}/kept?ttl=0`, { method: 'PUT', body: 'x' });
+        await new Promise((resolve) => setTimeout(resolve, 3500));
+        await Promise.all(sweepers.map((s) => s.stop({ keepData: true })));
+        expect(await storedKeys({ ...sweepers[0]!, db })).toEqual(['kept']);
+        for (const s of sweepers) expect(s.logs()).not.toContain('sweep failed');
+      } finally {
+        await Promise.all(sweepers.map((s) => s.stop()));
+        await dropSchema(sweepSchema);
+      }
     });
 
     it(`a token minted on A stops working on B within ${BOUND_MS} ms of a signing-key rotation on A`, async () => {
