@@ -46,8 +46,6 @@ export interface ParsedPostgresUrl {
   /** What node-postgres is given: the URL without `schema`, with `search_path` and `application_name` set. */
   connectionString: string;
   schema: string;
-  /** host:port/db, for messages (never the password). */
-  display: string;
 }
 
 /** Reads kvb's own URL parameter (`schema`) and folds it into options PostgreSQL understands. */
@@ -64,7 +62,6 @@ export function parsePostgresUrl(url: string): ParsedPostgresUrl {
   return {
     connectionString: parsed.toString(),
     schema,
-    display: `${parsed.hostname || 'localhost'}${parsed.port ? `:${parsed.port}` : ''}${parsed.pathname}`,
   };
 }
 
@@ -525,7 +522,10 @@ async function migrate(connectionString: string, schema: string): Promise<void> 
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
   try {
     await lock.query(`select pg_advisory_lock(hashtext('kvb.migrate'), hashtext($1))`, [schema]);
-    await lock.query(`create schema if not exists "${schema}"`);
+    // Checked first: CREATE SCHEMA IF NOT EXISTS still needs the CREATE privilege, which a role
+    // that only owns its tables in an existing schema may lack.
+    const { rowCount } = await lock.query('select 1 from pg_namespace where nspname = $1', [schema]);
+    if (rowCount === 0) await lock.query(`create schema "${schema}"`);
     await migrateToLatest(db, 'postgres', schema);
   } finally {
     await db.destroy().catch(() => {});
