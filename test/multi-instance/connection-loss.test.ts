@@ -1,8 +1,9 @@
 import { type Server, type Socket, createConnection, createServer } from 'node:net';
+import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
 import { POSTGRES_URL, dropSchema, postgresUrl, terminateBackends, uniqueName } from '../helpers/backend.js';
 import { type Answer, call, createBucket, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const SERVICE_UNAVAILABLE = { error: { code: 503, message: 'service_unavailable' } };
@@ -135,7 +136,8 @@ describe.skipIf(!POSTGRES_URL)(
       schemas.push(schema);
       const viaProxy = new URL(postgresUrl({ schema }));
       viaProxy.host = `127.0.0.1:${outage.port}`;
-      const server = await startServer({ db: viaProxy.toString() });
+      // The postgresql:// spelling selects PostgreSQL too.
+      const server = await startServer({ db: viaProxy.toString().replace(/^postgres:/, 'postgresql:') });
       servers.push(server);
       const bucket = await createBucket(server.api);
       const base = `${server.api}/${bucket}`;
@@ -164,6 +166,17 @@ describe.skipIf(!POSTGRES_URL)(
       expect(server.process.exitCode).toBeNull();
       await outage.down();
       await outage.up(); // leave it up so stop() can close the pool cleanly
+    });
+
+    it('starting while PostgreSQL is unreachable fails with one clear line and a non-zero exit', async () => {
+      const outage = new Outage('127.0.0.1', 5432);
+      await outage.up();
+      const port = outage.port;
+      await outage.down(); // nothing listens on `port` now
+      const result = await execa('node', [KVB_BIN, 'serve', '--port', '0', '--db', `postgres://kvb@127.0.0.1:${port}/kvb`], { reject: false, timeout: 20_000 });
+      expect(result.exitCode).toBe(1);
+      expect(result.stdout).toBe('');
+      expect(result.stderr.trim().split('\n')).toEqual([`kvb: cannot open PostgreSQL at 127.0.0.1:${port}/kvb: connect ECONNREFUSED 127.0.0.1:${port}`]);
     });
   },
 );
