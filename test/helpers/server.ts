@@ -71,9 +71,20 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   child.all?.setEncoding('utf8');
   const url = await new Promise<string>((resolve, reject) => {
     if (ownSchema) {
+      // A server that never started leaves no schema behind (later calls, once it has started, are no-ops).
       const schema = ownSchema;
       const failed = reject;
-      reject = (err) => void dropSchema(schema).finally(() => failed(err));
+      const started = resolve;
+      let settled = false;
+      resolve = (value) => {
+        settled = true;
+        started(value);
+      };
+      reject = (err) => {
+        if (settled) return;
+        settled = true;
+        void dropSchema(schema).finally(() => failed(err));
+      };
     }
     const timer = setTimeout(() => reject(new Error(`kvb serve did not start in time:\n${output}`)), 15_000);
     child.all?.on('data', (chunk: string) => {
