@@ -19,7 +19,8 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('secret_key_hash', 'text')
           .addColumn('read_key_hash', 'text')
           .addColumn('write_key_hash', 'text')
-          .addColumn('signing_key', 'text')
+          // bytea on PostgreSQL: its text type cannot hold NUL, and a signing key is any string.
+          .addColumn('signing_key', sql.raw(dialect === 'sqlite' ? 'text' : 'bytea'))
           .addColumn('signing_key_generation', 'integer', (c) => c.notNull().defaultTo(0))
           .addColumn('default_ttl', 'integer', (c) => c.notNull())
           .addColumn('created_at', sql.raw(bigint), (c) => c.notNull())

@@ -78,6 +78,9 @@ function toEntry(row: EntryRow): Entry {
 
 const isLive = (row: { expires_at: number | null }, now: number) => row.expires_at === null || row.expires_at > now;
 
+/** The signing key column is bytea (see migrations.ts). */
+const signingKeyBytes = (key: string | null) => (key === null ? null : Buffer.from(key, 'utf8'));
+
 /** A 64-bit advisory-lock id for one key of one bucket (a collision only makes two keys wait for each other). */
 function lockId(bucket: string, key: Buffer): string {
   const hash = createHash('sha256').update(bucket).update('\u0000').update(key).digest();
@@ -212,20 +215,24 @@ export class PostgresStore implements Store {
           default_ttl: p(8),
           created_at: p(9),
         }),
-      [b.id, b.email, b.secretKeyHash, b.readKeyHash, b.writeKeyHash, b.signingKey, b.signingKeyGeneration, b.defaultTtl, Date.now()],
+      [b.id, b.email, b.secretKeyHash, b.readKeyHash, b.writeKeyHash, signingKeyBytes(b.signingKey), b.signingKeyGeneration, b.defaultTtl, Date.now()],
     );
   }
 
   async getBucket(id: string): Promise<BucketRecord | undefined> {
-    const { rows } = await this.query<Database['buckets']>(
+    // Ids are generated and never contain NUL, which PostgreSQL text cannot even carry.
+    if (id.includes('\u0000')) return undefined;
+    const { rows } = await this.query<Omit<Database['buckets'], 'signing_key'> & { signing_key: Buffer | null }>(
       'getBucket',
       () => this.db.selectFrom('buckets').selectAll().where('id', '=', p(1)),
       [id],
     );
-    return rows[0] && bucketFromRow(rows[0]);
+    const row = rows[0];
+    return row && bucketFromRow({ ...row, signing_key: row.signing_key && row.signing_key.toString('utf8') });
   }
 
   async updateBucket(id: string, changes: BucketChanges): Promise<boolean> {
+    if (id.includes('\u0000')) return false;
     // Rare and shaped by the request, so compiled per call and not prepared.
     const query = this.db
       .updateTable('buckets')
@@ -235,7 +242,7 @@ export class PostgresStore implements Store {
         ...(changes.writeKeyHash !== undefined && { write_key_hash: changes.writeKeyHash }),
         ...(changes.defaultTtl !== undefined && { default_ttl: changes.defaultTtl }),
         ...(changes.signingKey !== undefined && {
-          signing_key: changes.signingKey,
+          signing_key: signingKeyBytes(changes.signingKey) as unknown as string,
           signing_key_generation: eb('signing_key_generation', '+', 1),
         }),
         id: eb.ref('id'),
@@ -251,6 +258,7 @@ export class PostgresStore implements Store {
   }
 
   async deleteBucket(id: string): Promise<boolean> {
+    if (id.includes('\u0000')) return false;
     // One statement: the bucket and its keys go together or not at all.
     const { rowCount } = await this.query(
       'deleteBucket',

@@ -82,6 +82,18 @@ describe(`store conformance (${TEST_BACKEND})`, () => {
       expect(await store.getEntry(id, 'k', NOW)).toBeUndefined();
       expect(await store.deleteBucket(id)).toBe(false);
     });
+
+    it('a signing key may hold NUL and any character; an id with NUL is simply not found', async () => {
+      const id = `bucket-${++n}`;
+      const signingKey = 'a\u0000b é 😀';
+      await store.createBucket({ ...bucketRecord(id), signingKey });
+      expect((await store.getBucket(id))?.signingKey).toBe(signingKey);
+      expect(await store.updateBucket(id, { signingKey: '\u0000' })).toBe(true);
+      expect((await store.getBucket(id))?.signingKey).toBe('\u0000');
+      expect(await store.getBucket(`${id}\u0000`)).toBeUndefined();
+      expect(await store.updateBucket(`${id}\u0000`, { defaultTtl: 1 })).toBe(false);
+      expect(await store.deleteBucket(`${id}\u0000`)).toBe(false);
+    });
   });
 
   describe('values round-trip exactly', () => {
