@@ -25,6 +25,8 @@ const INT8_OID = 20;
 /** Transactions that lose a deadlock are retried this many times before the error reaches the client. */
 const MAX_ATTEMPTS = 5;
 const RETRYABLE = new Set(['40001', '40P01']);
+/** A counter finding its row inserted under it starts over; this bounds a pathological loop. */
+const MAX_RETRIES = 100;
 /** Returned by a transaction's work to roll back and run it again. */
 const RETRY = Symbol('retry');
 
@@ -182,6 +184,7 @@ export class PostgresStore implements Store {
         const result = await work(client);
         if (result === RETRY) {
           await client.query('rollback');
+          if (attempt >= MAX_RETRIES) throw new Error(`gave up after ${attempt} attempts`);
           continue;
         }
         await client.query('commit');
@@ -259,8 +262,9 @@ export class PostgresStore implements Store {
 
   async deleteBucket(id: string): Promise<boolean> {
     if (id.includes('\u0000')) return false;
-    // One statement: the bucket and its keys go together or not at all.
-    const { rowCount } = await this.query(
+    // One statement: the bucket and its keys go together or not at all. It locks many rows, so
+    // it can deadlock with a transaction on the same bucket; PostgreSQL aborts one, and it is retried.
+    const { rowCount } = await this.retryOnDeadlock(() => this.query(
       'deleteBucket',
       () =>
         this.db
@@ -268,8 +272,19 @@ export class PostgresStore implements Store {
           .deleteFrom('buckets')
           .where('id', '=', p(1)),
       [id],
-    );
+    ));
     return (rowCount ?? 0) > 0;
+  }
+
+  private async retryOnDeadlock<T>(run: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await run();
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (!(typeof code === 'string' && RETRYABLE.has(code) && attempt < MAX_ATTEMPTS)) throw err;
+      }
+    }
   }
 
   private selectEntry(forUpdate: boolean) {
