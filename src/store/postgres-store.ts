@@ -20,7 +20,8 @@ export interface PostgresOptions {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a placeholder stands for a value of any column type
 const p = (n: number) => sql<any>`${sql.raw(`$${n}`)}`;
 
-const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+/** Lower case only: the name goes unquoted into search_path, where PostgreSQL folds case. */
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const INT8_OID = 20;
 /** Transactions that lose a deadlock are retried this many times before the error reaches the client. */
 const MAX_ATTEMPTS = 5;
@@ -55,7 +56,7 @@ export function parsePostgresUrl(url: string): ParsedPostgresUrl {
   const parsed = new URL(url);
   const schema = parsed.searchParams.get('schema') ?? 'public';
   if (!SCHEMA_NAME.test(schema)) {
-    throw new Error(`invalid schema name ${JSON.stringify(schema)} (letters, digits and _, not starting with a digit)`);
+    throw new Error(`invalid schema name ${JSON.stringify(schema)} (lower-case letters, digits and _, not starting with a digit)`);
   }
   parsed.searchParams.delete('schema');
   const options = parsed.searchParams.get('options');
