@@ -48,15 +48,21 @@ export class BucketCache {
         hasWriteKey: record.writeKeyHash !== null,
       },
       loadedAt: now,
-      keyRoles: new Map(),
-      tokens: new Map(),
+      // Verification results are pure functions of the credential and these fields: when a reload
+      // (every maxAgeMs on a shared store) finds them unchanged, the slow checks are not redone.
+      keyRoles: hit && sameKeyHashes(hit.record, record) ? hit.keyRoles : new Map(),
+      tokens: hit && hit.record.signingKey === record.signingKey ? hit.tokens : new Map(),
     };
     if (this.entries.size >= MAX_BUCKETS) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(id, cached);
     return cached;
   }
 
+  /** Drops a bucket, verification results included (this instance changed or deleted it). */
   invalidate(id: string): void {
     this.entries.delete(id);
   }
 }
+
+const sameKeyHashes = (a: BucketRecord, b: BucketRecord) =>
+  a.secretKeyHash === b.secretKeyHash && a.readKeyHash === b.readKeyHash && a.writeKeyHash === b.writeKeyHash;

@@ -19,7 +19,8 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('secret_key_hash', 'text')
           .addColumn('read_key_hash', 'text')
           .addColumn('write_key_hash', 'text')
-          .addColumn('signing_key', 'text')
+          // bytea on PostgreSQL: its text type cannot hold NUL, and a signing key is any string.
+          .addColumn('signing_key', sql.raw(dialect === 'sqlite' ? 'text' : 'bytea'))
           .addColumn('signing_key_generation', 'integer', (c) => c.notNull().defaultTo(0))
           .addColumn('default_ttl', 'integer', (c) => c.notNull())
           .addColumn('created_at', sql.raw(bigint), (c) => c.notNull())
@@ -52,9 +53,12 @@ class StaticProvider implements MigrationProvider {
   }
 }
 
-/** Runs every pending migration; throws with the failing migration's error. */
-export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const migrator = new Migrator({ db, provider: new StaticProvider(dialect) });
+/**
+ * Runs every pending migration; throws with the failing migration's error. On PostgreSQL, `schema`
+ * must name the schema the tables live in: Kysely otherwise finds its bookkeeping tables in any schema.
+ */
+export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect, schema?: string): Promise<void> {
+  const migrator = new Migrator({ db, provider: new StaticProvider(dialect), ...(schema && { migrationTableSchema: schema }) });
   const { error } = await migrator.migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));
 }

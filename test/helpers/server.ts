@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { TEST_BACKEND, dropSchema, postgresUrl, uniqueName } from './backend.js';
 
 export const KVB_BIN = fileURLToPath(new URL('../../bin/kvb', import.meta.url));
 
@@ -12,6 +13,11 @@ export interface RunningServer {
   /** e.g. http://127.0.0.1:41234/api/v1 */
   api: string;
   dataDir: string;
+  /** The `--db` value: a SQLite file, or a PostgreSQL URL (with `?schema=`). Give it to another server to share the store. */
+  db: string;
+  backend: 'sqlite' | 'postgres';
+  /** PostgreSQL: this process's application_name, so a test can find (and kill) only its connections. */
+  applicationName?: string;
   /** Everything the server printed so far (stdout and stderr). */
   logs(): string;
   process: ResultPromise;
@@ -25,17 +31,34 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** Reuse a data dir (for restart tests). */
   dataDir?: string;
-  /** Database URL; defaults to a SQLite file in the data dir (or KVB_TEST_DB_URL when a suite sets it). */
+  /**
+   * Database URL. By default: a SQLite file in the data dir, or, in the `postgres` test project, a
+   * fresh schema of KVB_TEST_POSTGRES_URL that `stop()` drops. A server given another's `db` shares it.
+   */
   db?: string;
 }
+
+const isPostgres = (db: string) => /^postgres(ql)?:\/\//.test(db);
 
 /** Spawns the real `kvb serve` on a free port with a temp database and waits until it listens. */
 export async function startServer(options: StartOptions = {}): Promise<RunningServer> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'kvb-test-'));
-  const db = options.db ?? join(dataDir, 'kvb.db');
+  let ownSchema: string | undefined;
+  let db = options.db;
+  if (db === undefined && TEST_BACKEND === 'postgres') {
+    ownSchema = uniqueName('kvb_test');
+    db = postgresUrl({ schema: ownSchema });
+  }
+  db ??= join(dataDir, 'kvb.db');
+  let applicationName: string | undefined;
+  let dbArg = db;
+  if (isPostgres(db)) {
+    applicationName = uniqueName('kvb_server');
+    dbArg = postgresUrl({ application_name: applicationName }, db);
+  }
   const child = execa(
     'node',
-    [KVB_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--db', db, ...(options.args ?? [])],
+    [KVB_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--db', dbArg, ...(options.args ?? [])],
     {
       env: { KVB_LOG_LEVEL: 'info', ...options.env },
       extendEnv: true,
@@ -47,6 +70,22 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   let output = '';
   child.all?.setEncoding('utf8');
   const url = await new Promise<string>((resolve, reject) => {
+    if (ownSchema) {
+      // A server that never started leaves no schema behind (later calls, once it has started, are no-ops).
+      const schema = ownSchema;
+      const failed = reject;
+      const started = resolve;
+      let settled = false;
+      resolve = (value) => {
+        settled = true;
+        started(value);
+      };
+      reject = (err) => {
+        if (settled) return;
+        settled = true;
+        void dropSchema(schema).finally(() => failed(err));
+      };
+    }
     const timer = setTimeout(() => reject(new Error(`kvb serve did not start in time:\n${output}`)), 15_000);
     child.all?.on('data', (chunk: string) => {
       output += chunk;
@@ -65,13 +104,32 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     url,
     api: `${url}/api/v1`,
     dataDir,
+    db,
+    backend: isPostgres(db) ? 'postgres' : 'sqlite',
+    ...(applicationName && { applicationName }),
     logs: () => output,
     process: child,
     async stop({ keepData = false, signal = 'SIGTERM' } = {}) {
       if (child.exitCode === null) child.kill(signal);
       const result = await child;
       if (!keepData && !options.dataDir) rmSync(dataDir, { recursive: true, force: true });
+      if (!keepData && ownSchema) await dropSchema(ownSchema);
       return result.exitCode;
     },
   };
+}
+
+/** Every key row in the server's database, straight from storage (the server should be stopped, with keepData). */
+export async function storedKeys(server: RunningServer): Promise<string[]> {
+  if (server.backend === 'postgres') {
+    const schema = new URL(server.db).searchParams.get('schema') ?? 'public';
+    const { withAdminClient } = await import('./backend.js');
+    const { rows } = await withAdminClient((client) => client.query<{ key: Buffer }>(`select key from "${schema}".entries order by key`));
+    return rows.map((r) => r.key.toString());
+  }
+  const { default: Database } = await import('better-sqlite3');
+  const db = new Database(server.db, { readonly: true });
+  const rows = db.prepare('select key from entries order by key').all() as Array<{ key: Buffer }>;
+  db.close();
+  return rows.map((r) => r.key.toString());
 }

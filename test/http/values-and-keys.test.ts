@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket, expectError } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type RunningServer, startServer, storedKeys } from '../helpers/server.js';
 
 let server: RunningServer;
 let bucket: string;
@@ -243,12 +243,8 @@ describe('TTL expiry (short TTLs)', () => {
       await call(`${sweeping.api}/${b}/kept?ttl=0`, { method: 'POST', body: 'x' });
       await new Promise((resolve) => setTimeout(resolve, 3500));
       await sweeping.stop({ keepData: true });
-      // Read the database file directly: the expired row itself is gone.
-      const { default: Database } = await import('better-sqlite3');
-      const db = new Database(`${sweeping.dataDir}/kvb.db`, { readonly: true });
-      const keys = db.prepare('select key from entries').all() as Array<{ key: Buffer }>;
-      db.close();
-      expect(keys.map((r) => r.key.toString())).toEqual(['kept']);
+      // Read the storage directly: the expired row itself is gone.
+      expect(await storedKeys(sweeping)).toEqual(['kept']);
     } finally {
       await sweeping.stop();
     }

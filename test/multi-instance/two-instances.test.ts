@@ -1,0 +1,155 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { POSTGRES_URL, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
+import { call, createBucket, json } from '../helpers/http.js';
+import { type RunningServer, startServer, storedKeys } from '../helpers/server.js';
+
+/** The documented bound: a credential change on one instance is seen by the others within 1 s. */
+const BOUND_MS = 1000;
+/** What the tests allow for it, with scheduling slack on a busy machine. */
+const ALLOWED_MS = 1500;
+
+const bearer = (credential: string) => ({ authorization: `Bearer ${credential}` });
+
+/** Calls `probe` every 25 ms until it returns true; returns how long that took. */
+async function msUntil(probe: () => Promise<boolean>, giveUpMs = 5000): Promise<number> {
+  const start = performance.now();
+  while (!(await probe())) {
+    if (performance.now() - start > giveUpMs) return Number.POSITIVE_INFINITY;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return performance.now() - start;
+}
+
+describe.skipIf(!POSTGRES_URL)(
+  `two kvb serve instances on one PostgreSQL schema${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`,
+  () => {
+    const schema = uniqueName('kvb_multi');
+    let a: RunningServer;
+    let b: RunningServer;
+
+    beforeAll(async () => {
+      // Both start at once: their migrations race for the advisory lock.
+      const db = postgresUrl({ schema });
+      [a, b] = await Promise.all([startServer({ db }), startServer({ db })]);
+    });
+    afterAll(async () => {
+      await Promise.all([a?.stop(), b?.stop()]);
+      await dropSchema(schema);
+    });
+
+    it('both instances started on the same fresh schema (migrations ran once)', async () => {
+      expect((await call(`${a.url}/ready`)).status).toBe(200);
+      expect((await call(`${b.url}/ready`)).status).toBe(200);
+    });
+
+    it('a key set on A is read on B at once, and the other way round (no entry cache)', async () => {
+      const bucket = await createBucket(a.api);
+      for (let i = 0; i < 20; i++) {
+        const [writer, reader] = i % 2 === 0 ? [a, b] : [b, a];
+        expect((await call(`${writer.api}/${bucket}/k`, { method: 'PUT', body: `v${i}` })).status).toBe(200);
+        const read = await call(`${reader.api}/${bucket}/k`);
+        expect(read.text).toBe(`v${i}`);
+      }
+      expect((await call(`${a.api}/${bucket}/k`, { method: 'DELETE' })).status).toBe(204);
+      expect((await call(`${b.api}/${bucket}/k`)).status).toBe(404);
+    });
+
+    it('1,000 concurrent +1 counter PATCHes split across both instances give exactly 1,000', { timeout: 60_000 }, async () => {
+      const bucket = await createBucket(a.api);
+      const results = await Promise.all(
+        Array.from({ length: 1000 }, (_, i) => call(`${(i % 2 === 0 ? a : b).api}/${bucket}/hits`, { method: 'PATCH', body: '+1' })),
+      );
+      expect(results.filter((r) => r.status !== 200).map((r) => r.text)).toEqual([]);
+      expect((await call(`${a.api}/${bucket}/hits`)).text).toBe('1000');
+      // Every answer was a distinct intermediate value: no two increments saw the same state.
+      expect(new Set(results.map((r) => r.text)).size).toBe(1000);
+    });
+
+    it('concurrent transactions on overlapping keys leave the state of some serial order', { timeout: 60_000 }, async () => {
+      const bucket = await createBucket(a.api);
+      const keys = ['k1', 'k2', 'k3', 'k4', 'k5', 'k6'];
+      const opsOf = (i: number) => {
+        const order = i % 2 === 0 ? keys : [...keys].reverse();
+        // Odd transactions delete every other key they touch, so a mix of two would show.
+        return order.map((key, j) => (i % 2 === 1 && j % 2 === 1 ? { delete: key } : { set: key, value: `t${i}` }));
+      };
+      const answers = await Promise.all(
+        Array.from({ length: 60 }, (_, i) => call(`${(i % 2 === 0 ? a : b).api}/${bucket}`, { method: 'POST', ...json({ txn: opsOf(i) }) })),
+      );
+      expect(answers.map((r) => r.status)).toEqual(answers.map(() => 204));
+      const state = await Promise.all(keys.map(async (key) => {
+        const r = await call(`${b.api}/${bucket}/${key}`);
+        return r.status === 200 ? r.text : undefined;
+      }));
+      const last = Number(state.find((v) => v !== undefined)!.slice(1));
+      const expected = keys.map((key) => {
+        const op = opsOf(last).find((o) => ('set' in o ? o.set : o.delete) === key)!;
+        return 'set' in op ? `t${last}` : undefined;
+      });
+      expect(state).toEqual(expected);
+    });
+
+    it('both instances sweep expired keys at once without conflict (SKIP LOCKED)', { timeout: 30_000 }, async () => {
+      const sweepSchema = uniqueName('kvb_sweep');
+      const db = postgresUrl({ schema: sweepSchema });
+      const sweepers = await Promise.all([0, 1].map(() => startServer({ db, args: ['--sweep-interval', '1', '--log-level', 'debug'] })));
+      try {
+        const bucket = await createBucket(sweepers[0]!.api);
+        await Promise.all(
+          Array.from({ length: 400 }, (_, i) => call(`${sweepers[i % 2]!.api}/${bucket}/gone-${i}?ttl=1`, { method: 'PUT', body: 'x' })),
+        );
+        await call(`${sweepers[0]!.api}/${bucket}/kept?ttl=0`, { method: 'PUT', body: 'x' });
+        await new Promise((resolve) => setTimeout(resolve, 3500));
+        await Promise.all(sweepers.map((s) => s.stop({ keepData: true })));
+        expect(await storedKeys({ ...sweepers[0]!, db })).toEqual(['kept']);
+        for (const s of sweepers) expect(s.logs()).not.toContain('sweep failed');
+      } finally {
+        await Promise.all(sweepers.map((s) => s.stop()));
+        await dropSchema(sweepSchema);
+      }
+    });
+
+    it(`a token minted on A stops working on B within ${BOUND_MS} ms of a signing-key rotation on A`, async () => {
+      const bucket = await createBucket(a.api, { secret_key: 'admin', signing_key: 'k1' });
+      const mint = await call(`${a.api}/${bucket}/tokens/`, {
+        method: 'POST',
+        headers: bearer('admin'),
+        body: new URLSearchParams({ prefix: 'p', permissions: 'read', ttl: '600' }),
+      });
+      const token = (mint.json() as { access_token: string }).access_token;
+      await call(`${a.api}/${bucket}/p1`, { method: 'PUT', headers: bearer('admin'), body: 'x' });
+      // B has verified (and cached) the token before the rotation.
+      expect((await call(`${b.api}/${bucket}/p1`, { headers: bearer(token) })).status).toBe(200);
+      expect((await call(`${a.api}/${bucket}`, { method: 'PATCH', ...json({ signing_key: 'k2' }, bearer('admin')) })).status).toBe(204);
+      const ms = await msUntil(async () => (await call(`${b.api}/${bucket}/p1`, { headers: bearer(token) })).status === 401);
+      console.log(`${expect.getState().currentTestName}: refused after ${Math.round(ms)} ms`);
+      expect(ms).toBeLessThanOrEqual(ALLOWED_MS);
+      // Once refused, it stays refused.
+      expect((await call(`${b.api}/${bucket}/p1`, { headers: bearer(token) })).status).toBe(401);
+    });
+
+    it(`an old key stops working on B within ${BOUND_MS} ms of a key change on A`, async () => {
+      const bucket = await createBucket(a.api, { secret_key: 'admin', read_key: 'old-read' });
+      expect((await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('old-read') })).status).toBe(200);
+      expect((await call(`${a.api}/${bucket}`, { method: 'PATCH', ...json({ read_key: 'new-read' }, bearer('admin')) })).status).toBe(204);
+      const ms = await msUntil(async () => (await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('old-read') })).status === 401);
+      console.log(`${expect.getState().currentTestName}: refused after ${Math.round(ms)} ms`);
+      expect(ms).toBeLessThanOrEqual(ALLOWED_MS);
+      expect((await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('new-read') })).status).toBe(200);
+    });
+
+    it(`a bucket deleted on A is gone on B within ${BOUND_MS} ms`, async () => {
+      const bucket = await createBucket(a.api, { secret_key: 'admin' });
+      await call(`${a.api}/${bucket}/k`, { method: 'PUT', headers: bearer('admin'), body: 'x' });
+      // B has the bucket's policy cached.
+      expect((await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('admin') })).status).toBe(200);
+      expect((await call(`${a.api}/${bucket}`, { method: 'DELETE', headers: bearer('admin') })).status).toBe(204);
+      // Its keys went with it, on every instance, at once.
+      expect((await call(`${b.api}/${bucket}/k`, { headers: bearer('admin') })).status).toBe(404);
+      // B's cached policy lets the admin key list the (now empty) bucket for at most the bound.
+      const ms = await msUntil(async () => [401, 404].includes((await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('admin') })).status));
+      console.log(`${expect.getState().currentTestName}: refused after ${Math.round(ms)} ms`);
+      expect(ms).toBeLessThanOrEqual(ALLOWED_MS);
+    });
+  },
+);

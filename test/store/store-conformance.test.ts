@@ -1,0 +1,279 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openStore } from '../../src/store/open-store.js';
+import type { BucketRecord, Entry, Store, TxnOp } from '../../src/store/store.js';
+import type { StoredValue, ValueType } from '../../src/values/value-type.js';
+import { TEST_BACKEND, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
+
+/**
+ * One suite for every Store implementation, run directly (no HTTP): the `sqlite` project runs it
+ * on SQLite, the `postgres` project on PostgreSQL. Both must give byte-identical answers.
+ */
+async function openTestStore(): Promise<{ store: Store; cleanup: () => Promise<void> }> {
+  if (TEST_BACKEND === 'postgres') {
+    const schema = uniqueName('kvb_store');
+    const store = await openStore(postgresUrl({ schema, application_name: schema }), { durability: 'normal', poolSize: 8 });
+    return { store, cleanup: async () => dropSchema(schema) };
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'kvb-store-'));
+  const store = await openStore(join(dir, 'kvb.db'), { durability: 'normal', poolSize: 1 });
+  return { store, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+const NOW = 1_800_000_000_000;
+const value = (type: ValueType, data: string | Buffer): StoredValue => ({ type, data: Buffer.isBuffer(data) ? data : Buffer.from(data) });
+const bytewise = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+const listAll = (store: Store, bucket: string, prefix = '', extra: Partial<Parameters<Store['listEntries']>[1]> = {}) =>
+  store
+    .listEntries(bucket, { prefix, reverse: false, withValues: false, offset: 0, limit: 1000, ...extra }, NOW)
+    .then((rows) => rows.map((r) => r.key));
+
+function bucketRecord(id: string): BucketRecord {
+  return {
+    id,
+    email: 'store@test',
+    secretKeyHash: 'hash-s',
+    readKeyHash: null,
+    writeKeyHash: null,
+    signingKey: 'sign-1',
+    signingKeyGeneration: 0,
+    defaultTtl: 0,
+  };
+}
+
+describe(`store conformance (${TEST_BACKEND})`, () => {
+  let store: Store;
+  let cleanup: () => Promise<void>;
+  let n = 0;
+  /** A fresh bucket per test, so tests never see each other's keys. */
+  const newBucket = async () => {
+    const id = `bucket-${++n}`;
+    await store.createBucket(bucketRecord(id));
+    return id;
+  };
+
+  beforeAll(async () => {
+    ({ store, cleanup } = await openTestStore());
+  });
+  afterAll(async () => {
+    await store?.close();
+    await cleanup?.();
+  });
+
+  it('names its backend and whether it is shared between instances', () => {
+    expect(store.backend).toBe(TEST_BACKEND);
+    expect(store.shared).toBe(TEST_BACKEND === 'postgres');
+  });
+
+  describe('buckets', () => {
+    it('creates, reads, changes and deletes a bucket; rotation bumps the signing key generation', async () => {
+      const id = await newBucket();
+      expect(await store.getBucket(id)).toEqual(bucketRecord(id));
+      expect(await store.updateBucket(id, { signingKey: 'sign-2', readKeyHash: 'hash-r', defaultTtl: 60 })).toBe(true);
+      expect(await store.getBucket(id)).toMatchObject({ signingKey: 'sign-2', signingKeyGeneration: 1, readKeyHash: 'hash-r', defaultTtl: 60 });
+      expect(await store.updateBucket(id, { signingKey: null })).toBe(true);
+      expect(await store.getBucket(id)).toMatchObject({ signingKey: null, signingKeyGeneration: 2 });
+      expect(await store.updateBucket('no-such-bucket', { defaultTtl: 1 })).toBe(false);
+      await store.setEntry(id, 'k', value('text', 'v'), null);
+      expect(await store.deleteBucket(id)).toBe(true);
+      expect(await store.getBucket(id)).toBeUndefined();
+      expect(await store.getEntry(id, 'k', NOW)).toBeUndefined();
+      expect(await store.deleteBucket(id)).toBe(false);
+    });
+
+    it('a signing key may hold NUL and any character; an id with NUL is simply not found', async () => {
+      const id = `bucket-${++n}`;
+      const signingKey = 'a\u0000b é 😀';
+      await store.createBucket({ ...bucketRecord(id), signingKey });
+      expect((await store.getBucket(id))?.signingKey).toBe(signingKey);
+      expect(await store.updateBucket(id, { signingKey: '\u0000' })).toBe(true);
+      expect((await store.getBucket(id))?.signingKey).toBe('\u0000');
+      expect(await store.getBucket(`${id}\u0000`)).toBeUndefined();
+      expect(await store.updateBucket(`${id}\u0000`, { defaultTtl: 1 })).toBe(false);
+      expect(await store.deleteBucket(`${id}\u0000`)).toBe(false);
+    });
+  });
+
+  describe('values round-trip exactly', () => {
+    it('Int64 extremes and float text keep every digit', async () => {
+      const b = await newBucket();
+      for (const text of ['9223372036854775807', '-9223372036854775808', '9007199254740993', '0']) {
+        await store.setEntry(b, `i${text}`, value('int64', text), null);
+        expect((await store.getEntry(b, `i${text}`, NOW))?.data.toString()).toBe(text);
+      }
+      await store.setEntry(b, 'f', value('float64', '0.30000000000000004'), null);
+      expect(await store.getEntry(b, 'f', NOW)).toEqual({ type: 'float64', data: Buffer.from('0.30000000000000004'), expiresAt: null });
+    });
+
+    it('bytes with NUL and invalid UTF-8 come back byte for byte', async () => {
+      const b = await newBucket();
+      const data = Buffer.from([0x00, 0xff, 0xfe, 0x80, 0x00, 0xc3, 0x28, 0x00]);
+      await store.setEntry(b, 'bin', value('bytes', data), null);
+      const entry = await store.getEntry(b, 'bin', NOW);
+      expect(entry?.type).toBe('bytes');
+      expect(Buffer.compare(entry!.data, data)).toBe(0);
+      await store.setEntry(b, 'empty', value('bytes', Buffer.alloc(0)), null);
+      expect((await store.getEntry(b, 'empty', NOW))?.data.length).toBe(0);
+    });
+
+    it('expiry times in milliseconds are exact, up to the largest date', async () => {
+      const b = await newBucket();
+      const far = 8_640_000_000_000_000;
+      await store.setEntry(b, 'far', value('text', 'x'), far);
+      expect((await store.getEntry(b, 'far', NOW))?.expiresAt).toBe(far);
+      await store.setEntry(b, 'odd', value('text', 'x'), NOW + 1_234_567);
+      expect((await store.getEntry(b, 'odd', NOW))?.expiresAt).toBe(NOW + 1_234_567);
+    });
+
+    it('keys with NUL, multibyte characters and the highest code point are distinct keys', async () => {
+      const b = await newBucket();
+      const keys = ['a', 'a\u0000', 'a\u0000b', 'é', '\u{10FFFF}', '😀'];
+      for (const key of keys) await store.setEntry(b, key, value('text', `v:${key}`), null);
+      for (const key of keys) expect((await store.getEntry(b, key, NOW))?.data.toString()).toBe(`v:${key}`);
+    });
+  });
+
+  describe('listing', () => {
+    const keys = ['b', 'a', 'A', 'a\u0000', 'ab', 'aa', 'ab\u0000', 'abc', 'ac', 'é', 'e', 'z', '€', '😀', '\u{10FFFF}', '\u{10FFFF}a', '\u007f', '~'];
+    let bucket: string;
+    beforeAll(async () => {
+      bucket = await newBucket();
+      for (const key of keys) await store.setEntry(bucket, key, value('text', key), null);
+    });
+
+    it('lists keys in UTF-8 byte order (not collation order)', async () => {
+      expect(await listAll(store, bucket)).toEqual([...keys].sort(bytewise));
+      expect(await listAll(store, bucket, '', { reverse: true })).toEqual([...keys].sort(bytewise).reverse());
+    });
+
+    it('a prefix matches exactly the keys that start with its bytes', async () => {
+      expect(await listAll(store, bucket, 'ab')).toEqual(['ab', 'ab\u0000', 'abc']);
+      expect(await listAll(store, bucket, 'a')).toEqual(['a', 'a\u0000', 'aa', 'ab', 'ab\u0000', 'abc', 'ac']);
+      expect(await listAll(store, bucket, '\u{10FFFF}')).toEqual(['\u{10FFFF}', '\u{10FFFF}a']);
+      expect(await listAll(store, bucket, 'é')).toEqual(['é']);
+      expect(await listAll(store, bucket, 'zz')).toEqual([]);
+    });
+
+    it('pages with limit, offset and after, in both directions', async () => {
+      const sorted = [...keys].sort(bytewise);
+      expect(await listAll(store, bucket, '', { limit: 3 })).toEqual(sorted.slice(0, 3));
+      expect(await listAll(store, bucket, '', { limit: 3, offset: 2 })).toEqual(sorted.slice(2, 5));
+      expect(await listAll(store, bucket, '', { after: 'ab' })).toEqual(sorted.slice(sorted.indexOf('ab') + 1));
+      expect(await listAll(store, bucket, 'a', { after: 'ab', reverse: true })).toEqual(['aa', 'a\u0000', 'a']);
+    });
+
+    it('returns values with the keys when asked', async () => {
+      const rows = await store.listEntries(bucket, { prefix: 'ab', reverse: false, withValues: true, offset: 0, limit: 10 }, NOW);
+      expect(rows.map((r) => [r.key, r.entry?.data.toString(), r.entry?.type])).toEqual([
+        ['ab', 'ab', 'text'],
+        ['ab\u0000', 'ab\u0000', 'text'],
+        ['abc', 'abc', 'text'],
+      ]);
+    });
+  });
+
+  describe('expiry', () => {
+    it('an expired key is absent to every read, and the sweep deletes it', async () => {
+      const b = await newBucket();
+      await store.setEntry(b, 'old', value('text', 'x'), NOW);
+      await store.setEntry(b, 'live', value('text', 'x'), NOW + 1);
+      await store.setEntry(b, 'forever', value('text', 'x'), null);
+      expect(await store.getEntry(b, 'old', NOW)).toBeUndefined();
+      expect(await listAll(store, b)).toEqual(['forever', 'live']);
+      expect(await store.deleteEntry(b, 'old', NOW)).toBe(false);
+      await store.setEntry(b, 'old2', value('int64', '5'), NOW - 1);
+      const counted = await store.updateEntry(b, 'old2', NOW, (current) => {
+        expect(current).toBeUndefined();
+        return { type: 'int64', data: Buffer.from('1'), expiresAt: null };
+      });
+      expect(counted.data.toString()).toBe('1');
+      await store.setEntry(b, 'old3', value('text', 'x'), NOW - 5);
+      const before = await store.countEntries();
+      let swept = 0;
+      for (let got = -1; got !== 0; ) swept += got = await store.sweepExpired(NOW, 1);
+      expect(swept).toBeGreaterThanOrEqual(1);
+      expect(await store.countEntries()).toBe(before - swept);
+      expect(await store.getEntry(b, 'live', NOW)).toBeDefined();
+      expect(await store.getEntry(b, 'forever', NOW)).toBeDefined();
+    });
+  });
+
+  describe('counters', () => {
+    const increment = (current: Entry | undefined): Entry => ({
+      type: 'int64',
+      data: Buffer.from(String(BigInt(current?.data.toString() ?? '0') + 1n)),
+      expiresAt: null,
+    });
+
+    it('concurrent updates of one key lose nothing, starting from an absent key', async () => {
+      const b = await newBucket();
+      await Promise.all(Array.from({ length: 200 }, () => store.updateEntry(b, 'hits', NOW, increment)));
+      expect((await store.getEntry(b, 'hits', NOW))?.data.toString()).toBe('200');
+    });
+
+    it('keeps Int64 exact near the limits', async () => {
+      const b = await newBucket();
+      await store.setEntry(b, 'max', value('int64', '9223372036854775806'), null);
+      expect((await store.updateEntry(b, 'max', NOW, increment)).data.toString()).toBe('9223372036854775807');
+    });
+
+    it('an update that throws writes nothing', async () => {
+      const b = await newBucket();
+      await store.setEntry(b, 'c', value('int64', '7'), null);
+      await expect(
+        store.updateEntry(b, 'c', NOW, () => {
+          throw new Error('refused');
+        }),
+      ).rejects.toThrow('refused');
+      await expect(store.updateEntry(b, 'absent', NOW, () => {
+        throw new Error('refused');
+      })).rejects.toThrow('refused');
+      expect((await store.getEntry(b, 'c', NOW))?.data.toString()).toBe('7');
+      expect(await store.getEntry(b, 'absent', NOW)).toBeUndefined();
+    });
+  });
+
+  describe('transactions', () => {
+    const set = (key: string, data: string): TxnOp => ({ op: 'set', key, value: value('text', data), expiresAt: null });
+
+    it('applies operations in order: the last one on a key wins', async () => {
+      const b = await newBucket();
+      await store.setEntry(b, 'gone', value('text', 'x'), null);
+      await store.commit(b, [set('a', '1'), { op: 'delete', key: 'a' }, { op: 'delete', key: 'b' }, set('b', '2'), set('c', '3'), set('c', '4'), { op: 'delete', key: 'gone' }]);
+      expect(await listAll(store, b)).toEqual(['b', 'c']);
+      expect((await store.getEntry(b, 'c', NOW))?.data.toString()).toBe('4');
+    });
+
+    it('is all or nothing when one operation fails', async () => {
+      const b = await newBucket();
+      await store.setEntry(b, 'keep', value('text', 'before'), null);
+      const broken: TxnOp = { op: 'set', key: 'bad', value: { type: 'text', data: null as unknown as Buffer }, expiresAt: null };
+      await expect(store.commit(b, [set('keep', 'after'), set('new', 'x'), { op: 'delete', key: 'keep' }, broken])).rejects.toThrow();
+      expect(await listAll(store, b)).toEqual(['keep']);
+      expect((await store.getEntry(b, 'keep', NOW))?.data.toString()).toBe('before');
+    });
+
+    it('concurrent transactions on overlapping keys leave the state of some serial order', async () => {
+      const b = await newBucket();
+      const keys = ['k1', 'k2', 'k3', 'k4', 'k5'];
+      await Promise.all(
+        Array.from({ length: 40 }, (_, i) => {
+          const order = i % 2 === 0 ? keys : [...keys].reverse();
+          // Even transactions set every key; odd ones set some and delete the rest.
+          const ops: TxnOp[] = order.map((key, j) => (i % 2 === 1 && j % 2 === 1 ? { op: 'delete', key } : set(key, `t${i}`)));
+          return store.commit(b, ops);
+        }),
+      );
+      const values = await Promise.all(keys.map(async (key) => (await store.getEntry(b, key, NOW))?.data.toString()));
+      const writer = values.find((v) => v !== undefined)!;
+      const i = Number(writer.slice(1));
+      const expected = keys.map((key, j) => {
+        const order = i % 2 === 0 ? keys : [...keys].reverse();
+        return i % 2 === 1 && order.indexOf(key) % 2 === 1 ? undefined : writer;
+      });
+      expect(values).toEqual(expected);
+    });
+  });
+});

@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { BucketCache } from '../../src/server/bucket-cache.js';
+import type { BucketRecord, Store } from '../../src/store/store.js';
+
+const record = (changes: Partial<BucketRecord> = {}): BucketRecord => ({
+  id: 'b',
+  email: 'e',
+  secretKeyHash: 'h-secret',
+  readKeyHash: 'h-read',
+  writeKeyHash: null,
+  signingKey: 'sign',
+  signingKeyGeneration: 0,
+  defaultTtl: 0,
+  ...changes,
+});
+
+/** A store holding one bucket record that the test swaps, as another instance would. */
+function fakeStore() {
+  const state = { current: record() as BucketRecord | undefined, loads: 0 };
+  const store = {
+    getBucket: async () => {
+      state.loads++;
+      return state.current;
+    },
+  } as unknown as Store;
+  return { store, state };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('bucket cache on a shared store', () => {
+  it('reloads the record after the max age, so another instance’s change shows', async () => {
+    const { store, state } = fakeStore();
+    const cache = new BucketCache(store, 20);
+    expect((await cache.get('b'))?.record.readKeyHash).toBe('h-read');
+    state.current = record({ readKeyHash: 'h-read-2' });
+    expect((await cache.get('b'))?.record.readKeyHash).toBe('h-read');
+    await sleep(30);
+    expect((await cache.get('b'))?.record.readKeyHash).toBe('h-read-2');
+    state.current = undefined;
+    await sleep(30);
+    expect(await cache.get('b')).toBeUndefined();
+  });
+
+  it('keeps verification results across a reload only while the fields they depend on are unchanged', async () => {
+    const { store, state } = fakeStore();
+    const cache = new BucketCache(store, 10);
+    const first = (await cache.get('b'))!;
+    first.keyRoles.set('digest', new Set(['read']));
+    first.tokens.set('token', null);
+    await sleep(20);
+    state.current = record({ defaultTtl: 60, signingKeyGeneration: 1 });
+    const second = (await cache.get('b'))!;
+    expect(second).not.toBe(first);
+    expect(second.keyRoles.get('digest')).toEqual(new Set(['read']));
+    expect(second.tokens.has('token')).toBe(true);
+    await sleep(20);
+    state.current = record({ readKeyHash: 'h-read-2', signingKey: 'sign-2' });
+    const third = (await cache.get('b'))!;
+    expect(third.keyRoles.size).toBe(0);
+    expect(third.tokens.size).toBe(0);
+    expect(state.loads).toBe(3);
+  });
+});
