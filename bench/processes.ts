@@ -116,3 +116,23 @@ export function onPath(command: string): boolean {
     }
   });
 }
+
+/** CPU time (user + system) a process has used so far, in milliseconds (Linux), or 0 when it is gone. */
+export function cpuMs(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th of them.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+/** Linux reports CPU time in clock ticks of 1/100 s on every common platform. */
+const CLOCK_TICKS = 100;
+
+export function serviceCpuMs(service: Service): number {
+  return service.children.reduce((sum, child) => sum + cpuMs(child.pid), 0);
+}

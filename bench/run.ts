@@ -9,7 +9,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { LoadJob, LoadResult } from './load-generator.js';
-import { type Service, freePort, sampleRss, spawnLogged, stopChild, waitForOk } from './processes.js';
+import { type Service, freePort, sampleRss, serviceCpuMs, spawnLogged, stopChild, waitForOk } from './processes.js';
 import { type HttpService, KVB_BIN, compileBaseline, kvbArgs, startBaseline, startEtcd, startKvb, startWebdis } from './services.js';
 import {
   CASES,
@@ -99,12 +99,12 @@ interface Row {
   case: CaseName | 'get' | 'post';
   service: HttpService;
   workload: Workload;
-  runs: Array<LoadResult & { rssBytes: number }>;
+  runs: Array<LoadResult & { rssBytes: number; cpuUsPerRequest: number }>;
 }
 
 let generator: ChildProcess;
 let nextJob = 0;
-function load(url: string, workload: Workload): Promise<LoadResult> {
+function load(url: string, workload: Workload, seconds: number): Promise<LoadResult> {
   const job: LoadJob = {
     id: nextJob++,
     url,
@@ -112,8 +112,8 @@ function load(url: string, workload: Workload): Promise<LoadResult> {
     ...(workload.keySpace && { keySpace: workload.keySpace }),
     connections: settings.connections,
     pipelining: settings.pipelining,
-    seconds: settings.seconds,
-    warmupSeconds: settings.warmupSeconds,
+    seconds,
+    warmupSeconds: 0,
   };
   return new Promise((resolve) => {
     const onMessage = (result: LoadResult) => {
@@ -252,11 +252,15 @@ async function main() {
   log(`measuring ${rows.length} cases x ${settings.repeats} rounds (about ${Math.ceil(total / 60)} min)`);
   for (let round = 0; round < settings.repeats; round++) {
     for (const row of rows) {
+      if (settings.warmupSeconds > 0) await load(row.service.url, row.workload, settings.warmupSeconds);
       const rss = sampleRss(row.service);
-      const result = await load(row.service.url, row.workload);
-      row.runs.push({ ...result, rssBytes: rss.stop() });
+      const cpuBefore = serviceCpuMs(row.service);
+      const result = await load(row.service.url, row.workload, settings.seconds);
+      const cpuUsPerRequest = ((serviceCpuMs(row.service) - cpuBefore) * 1000) / Math.max(1, result.total);
+      row.runs.push({ ...result, rssBytes: rss.stop(), cpuUsPerRequest });
       log(
-        `  round ${round + 1} ${row.target} ${row.case}: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms} ms` +
+        `  round ${round + 1} ${row.target} ${row.case}: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms} ms, ` +
+          `${Math.round(cpuUsPerRequest)} us CPU/req` +
           (result.errors || result.timeouts ? `, ${result.errors} errors ${result.timeouts} timeouts` : ''),
       );
     }
@@ -309,12 +313,20 @@ function report(
       p50Ms: median(row.runs.map((r) => r.p50Ms)),
       p99Ms: median(row.runs.map((r) => r.p99Ms)),
       peakRssMB: Math.round(Math.max(...row.runs.map((r) => r.rssBytes)) / 2 ** 20),
+      cpuUsPerRequest: Math.round(median(row.runs.map((r) => r.cpuUsPerRequest))),
       non2xx: row.runs.reduce((n, r) => n + r.non2xx, 0),
       errors: row.runs.reduce((n, r) => n + r.errors + r.timeouts, 0),
       vsBaseline: ratio(row, baselineFor(row)),
       vsWebdis: kvbLike(row) ? ratio(row, find('webdis', row.case)) : undefined,
       vsEtcd: kvbLike(row) ? ratio(row, find('etcd', row.case)) : undefined,
-      runs: row.runs.map((r) => ({ requestsPerSecond: Math.round(r.requestsPerSecond), p50Ms: r.p50Ms, p99Ms: r.p99Ms, rssBytes: r.rssBytes, non2xx: r.non2xx })),
+      runs: row.runs.map((r) => ({
+        requestsPerSecond: Math.round(r.requestsPerSecond),
+        p50Ms: r.p50Ms,
+        p99Ms: r.p99Ms,
+        rssBytes: r.rssBytes,
+        cpuUsPerRequest: Math.round(r.cpuUsPerRequest),
+        non2xx: r.non2xx,
+      })),
     };
   });
 
@@ -379,13 +391,13 @@ function report(
     `Machine: ${machine.cpus} CPUs (${machine.cpuModel}), Node ${machine.node}. autocannon -c ${settings.connections} -p ${settings.pipelining}, ` +
       `${settings.seconds} s per case after ${settings.warmupSeconds} s warm-up, ${settings.repeats} rounds; kvb backend ${settings.backend}.`,
     '',
-    '| server | case | req/s (median) | spread | p50 ms | p99 ms | peak RSS MB | x bare Fastify | x webdis | x etcd |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| server | case | req/s (median) | spread | p50 ms | p99 ms | server CPU µs/req | peak RSS MB | x bare Fastify | x webdis | x etcd |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   );
   for (const r of results) {
     const title = r.case === 'get' ? 'GET (fixed 100 B)' : r.case === 'post' ? 'POST (echo)' : CASES[r.case].title;
     lines.push(
-      `| ${r.target} | ${title} | ${r.requestsPerSecond.toLocaleString('en-US')} | ±${Math.round(r.spreadPercent / 2)}% | ${r.p50Ms} | ${r.p99Ms} | ${r.peakRssMB} | ${x(r.vsBaseline)} | ${x(r.vsWebdis)} | ${x(r.vsEtcd)} |`,
+      `| ${r.target} | ${title} | ${r.requestsPerSecond.toLocaleString('en-US')} | ±${Math.round(r.spreadPercent / 2)}% | ${r.p50Ms} | ${r.p99Ms} | ${r.cpuUsPerRequest} | ${r.peakRssMB} | ${x(r.vsBaseline)} | ${x(r.vsWebdis)} | ${x(r.vsEtcd)} |`,
     );
   }
   for (const [peer, why] of Object.entries(skipped)) lines.push('', `${peer}: ${why}`);
