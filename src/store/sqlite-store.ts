@@ -304,7 +304,8 @@ export class SqliteStore implements Store {
         .limit(param('limit'))
         .offset(param('offset'));
     });
-    const rows = statement.all({
+    // Rows as arrays: building an object per row was a visible share of a listing's cost.
+    const rows = statement.raw(true).all({
       bucket,
       prefix,
       now,
@@ -312,10 +313,10 @@ export class SqliteStore implements Store {
       offset: q.offset,
       ...(upper && { upper }),
       ...(after && { after }),
-    }) as Array<EntryRow & { key: Buffer }>;
-    return rows.map((row) => ({
-      key: row.key.toString('utf8'),
-      ...(q.withValues && { entry: toEntry(row) }),
+    }) as Array<[Buffer, string, Buffer, number | null]>;
+    return rows.map(([key, type, value, expires_at]) => ({
+      key: key.toString('utf8'),
+      ...(q.withValues && { entry: toEntry({ type, value, expires_at }) }),
     }));
   }
 
