@@ -115,13 +115,16 @@ function load(url: string, workload: Workload, seconds: number): Promise<LoadRes
     seconds,
     warmupSeconds: 0,
   };
-  return new Promise((resolve) => {
+  return new Promise((resolve, reject) => {
+    const onExit = (code: number | null) => reject(new Error(`the load generator exited (${code})`));
     const onMessage = (result: LoadResult) => {
       if (result.id !== job.id) return;
       generator.off('message', onMessage);
+      generator.off('exit', onExit);
       resolve(result);
     };
     generator.on('message', onMessage);
+    generator.once('exit', onExit);
     generator.send(job);
   });
 }
