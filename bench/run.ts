@@ -148,18 +148,19 @@ function ratio(row: Row | undefined, other: Row | undefined): number | undefined
 async function timeStartup(command: string[], healthPath: string): Promise<number> {
   const port = await freePort();
   const start = performance.now();
-  const child = spawnLogged(process.execPath, [...command.map((a) => a.replace('{port}', String(port)))], join(tmp, 'startup.log'));
+  const [program, ...args] = command.map((a) => a.replace('{port}', String(port)));
+  const child = spawnLogged(program!, args, join(tmp, 'startup.log'));
   await waitForOk(`http://127.0.0.1:${port}${healthPath}`, 30_000, 1);
   const ms = performance.now() - start;
   await stopChild(child);
   return ms;
 }
 
-function timeProcess(args: string[]): number {
+function timeProcess([program, ...args]: string[]): number {
   const start = performance.now();
-  const result = spawnSync(process.execPath, args, { stdio: 'ignore' });
+  const result = spawnSync(program!, args, { stdio: 'ignore' });
   const ms = performance.now() - start;
-  if (result.status !== 0) throw new Error(`node ${args.join(' ')} exited ${result.status}`);
+  if (result.status !== 0) throw new Error(`${program} ${args.join(' ')} exited ${result.status}`);
   return ms;
 }
 
@@ -276,15 +277,15 @@ async function main() {
     const kvbTimes: number[] = [];
     const baseTimes: number[] = [];
     for (let i = 0; i < 5; i++) {
-      kvbTimes.push(await timeStartup(kvbArgs('{port}', join(tmp, `startup-${i}.db`)), '/health'));
-      baseTimes.push(await timeStartup([baselineScript, '{port}'], '/health'));
+      kvbTimes.push(await timeStartup([KVB_BIN, ...kvbArgs('{port}', join(tmp, `startup-${i}.db`))], '/health'));
+      baseTimes.push(await timeStartup([process.execPath, baselineScript, '{port}'], '/health'));
     }
     startup = { kvbMs: median(kvbTimes), baselineMs: median(baseTimes), ratio: median(kvbTimes) / median(baseTimes) };
     const cliTimes: number[] = [];
     const nodeTimes: number[] = [];
     for (let i = 0; i < 10; i++) {
       cliTimes.push(timeProcess(CLI_ROUND_TRIP.args(kvb.url, fixture.bucket)));
-      nodeTimes.push(timeProcess(['-e', '0']));
+      nodeTimes.push(timeProcess([process.execPath, '-e', '0']));
     }
     cli = { label: CLI_ROUND_TRIP.label, kvbMs: median(cliTimes), nodeMs: median(nodeTimes), ratio: median(cliTimes) / median(nodeTimes) };
   }

@@ -29,13 +29,14 @@ export function compileBaseline(): string {
   return file;
 }
 
+/** kvb runs as installed: `bin/kvb` itself, so its shebang's Node flags apply. */
 export function kvbArgs(port: number | string, db: string, extra: string[] = []): string[] {
-  return [KVB_BIN, 'serve', '--port', String(port), '--host', '127.0.0.1', '--db', db, ...extra];
+  return ['serve', '--port', String(port), '--host', '127.0.0.1', '--db', db, ...extra];
 }
 
 export async function startKvb(name: string, tmp: string, db: string, extra: string[] = []): Promise<HttpService> {
   const port = await freePort();
-  const child = spawnLogged(process.execPath, kvbArgs(port, db, extra), join(tmp, `${name}.log`));
+  const child = spawnLogged(KVB_BIN, kvbArgs(port, db, extra), join(tmp, `${name}.log`));
   const url = `http://127.0.0.1:${port}`;
   await waitForOk(`${url}/health`);
   return { name, url, children: [child], stop: () => stopChild(child) };

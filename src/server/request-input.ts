@@ -71,6 +71,8 @@ export function splitKeyPath(request: FastifyRequest): { bucket: string; encoded
 }
 
 export function decodeBucket(segment: string): string {
+  // Bucket ids are plain UUIDs: nothing to decode in almost every request.
+  if (!segment.includes('%')) return segment;
   try {
     return decodeURIComponent(segment);
   } catch {
