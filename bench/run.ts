@@ -53,7 +53,7 @@ const { values: flags } = parseArgs({
     'no-peers': { type: 'boolean', default: false },
     'no-build': { type: 'boolean', default: false },
     'no-startup': { type: 'boolean', default: false },
-    out: { type: 'string', default: join(ROOT, 'bench/results/latest.json') },
+    out: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -70,7 +70,7 @@ if (flags.help) {
   --backend B --db URL  run kvb against another backend (postgres://...); env KVB_BENCH_BACKEND, KVB_BENCH_DB
   --no-peers            skip webdis and etcd; --no-startup skips start-up and CLI timings
   --no-build            do not compile kvb first
-  --out FILE            JSON results (default bench/results/latest.json)`);
+  --out FILE            JSON results (default bench/results/latest.json; quick.json with --quick)`);
   process.exit(0);
 }
 
@@ -84,6 +84,7 @@ const settings = {
   backend: flags.backend === 'postgres' ? 'postgres' : 'sqlite',
   cases: flags.cases ? new Set(flags.cases.split(',')) : undefined,
 };
+flags.out ??= join(ROOT, `bench/results/${flags.quick ? 'quick' : 'latest'}.json`);
 if (settings.backend === 'postgres' && !flags.db) {
   console.error('--backend postgres needs --db postgres://... (or KVB_BENCH_DB)');
   process.exit(2);
