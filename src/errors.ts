@@ -26,7 +26,11 @@ export class KvbError extends Error {
     readonly kind: ErrorMessage,
     readonly detail: string = kind,
   ) {
+    // An expected error never shows its stack, and capturing one was a visible cost of every 404.
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(detail);
+    Error.stackTraceLimit = limit;
     this.name = 'KvbError';
     this.status = ERRORS[kind].status;
   }

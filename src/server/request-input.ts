@@ -73,6 +73,8 @@ export function splitKeyPath(request: FastifyRequest): { bucket: string; encoded
 export function decodeBucket(segment: string): string {
   // `/api/v1/` itself matches the bucket routes with an empty id: that path only creates buckets.
   if (segment === '') throw methodNotAllowed(['POST']);
+  // Bucket ids are plain UUIDs: nothing to decode in almost every request.
+  if (!segment.includes('%')) return segment;
   try {
     return decodeURIComponent(segment);
   } catch {

@@ -53,9 +53,11 @@ export class SqliteStore implements Store {
   private pendingWrites: PendingWrite[] = [];
   /**
    * Reads are served from memory when possible: this process is the file's only writer, and the
-   * cache learns every write after it commits. Bounded to 100k entries and 64 MiB of values.
+   * cache learns every write after it commits. Bounded to 25k entries and 16 MiB of values: a
+   * hot set fits, and with 100k entries (about 45 MB of heap) a server holding 1M keys under
+   * random reads went past 150 MB RSS for a hit rate of 10% instead of 2.5%.
    */
-  private readonly cache = new EntryCache(100_000, 64 * 1024 * 1024);
+  private readonly cache = new EntryCache(25_000, 16 * 1024 * 1024);
   /** Cache changes made by the write running now; applied only once its batch commits. */
   private touched: Array<[string, CachedRow | null]> = [];
   private clearCacheAfterCommit = false;
@@ -304,7 +306,8 @@ export class SqliteStore implements Store {
         .limit(param('limit'))
         .offset(param('offset'));
     });
-    const rows = statement.all({
+    // Rows as arrays: building an object per row was a visible share of a listing's cost.
+    const rows = statement.raw(true).all({
       bucket,
       prefix,
       now,
@@ -312,10 +315,10 @@ export class SqliteStore implements Store {
       offset: q.offset,
       ...(upper && { upper }),
       ...(after && { after }),
-    }) as Array<EntryRow & { key: Buffer }>;
-    return rows.map((row) => ({
-      key: row.key.toString('utf8'),
-      ...(q.withValues && { entry: toEntry(row) }),
+    }) as Array<[Buffer, string, Buffer, number | null]>;
+    return rows.map(([key, type, value, expires_at]) => ({
+      key: key.toString('utf8'),
+      ...(q.withValues && { entry: toEntry({ type, value, expires_at }) }),
     }));
   }
 

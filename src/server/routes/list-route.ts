@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Principal } from '../../auth/access.js';
+import type { ListedEntry } from '../../store/store.js';
 import { KvbError } from '../../errors.js';
 import { checkKey } from '../../values/keys.js';
 import {
@@ -57,29 +58,38 @@ export async function listRoute(app: FastifyInstance, { store, buckets }: Server
       { prefix, reverse, withValues, offset: skip, limit: Math.min(limit, PAGE_SIZE) },
       now,
     );
+    let sent = 0;
+    const render = (page: ListedEntry[]) => {
+      let chunk = '';
+      for (const { key, entry } of page) {
+        const item = formatListItem(format!, key, entry);
+        chunk += format === 'json' && sent > 0 ? `,${item}` : item;
+        sent++;
+      }
+      return chunk;
+    };
+    const isLastPage = (page: ListedEntry[]) => page.length < PAGE_SIZE || sent >= limit || page.length === 0;
+    const head = (format === 'json' ? '[' : '') + render(firstPage);
+    const tail = format === 'json' ? ']\n' : '';
+    reply.header('content-type', LIST_CONTENT_TYPES[format]);
+    // Most listings fit in one page: one string, sent at once, costs far less than a stream.
+    // A Buffer, so the Content-Type is sent exactly as set (a string would gain a charset).
+    if (isLastPage(firstPage)) return reply.send(Buffer.from(head + tail));
+
     async function* body(): AsyncGenerator<string> {
       let page = firstPage;
-      let sent = 0;
-      if (format === 'json') yield '[';
-      for (;;) {
-        let chunk = '';
-        for (const { key, entry } of page) {
-          const item = formatListItem(format!, key, entry);
-          chunk += format === 'json' && sent > 0 ? `,${item}` : item;
-          sent++;
-        }
-        if (chunk) yield chunk;
-        const last = page[page.length - 1];
-        if (page.length < PAGE_SIZE || sent >= limit || !last) break;
+      if (head) yield head;
+      while (!isLastPage(page)) {
         page = await store.listEntries(
           bucketId,
-          { prefix, reverse, withValues, offset: 0, limit: Math.min(limit - sent, PAGE_SIZE), after: last.key },
+          { prefix, reverse, withValues, offset: 0, limit: Math.min(limit - sent, PAGE_SIZE), after: page[page.length - 1]!.key },
           now,
         );
+        const chunk = render(page);
+        if (chunk) yield chunk;
       }
-      if (format === 'json') yield ']\n';
+      if (tail) yield tail;
     }
-    reply.header('content-type', LIST_CONTENT_TYPES[format]);
     return reply.send(Readable.from(body(), { objectMode: false }));
   });
 }

@@ -1,0 +1,138 @@
+/** Child processes for the bench: spawn, wait until they answer, sample their memory, stop. */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { accessSync, constants, openSync, readFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { createServer } from 'node:net';
+
+export interface Service {
+  name: string;
+  /** Every process that makes up the service (webdis counts its Redis too). */
+  children: ChildProcess[];
+  stop(): Promise<void>;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** One HTTP request; resolves with the status and body, or rejects when nothing answers. */
+export function httpRequest(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: options.method ?? 'GET', headers: options.headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(options.body);
+  });
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls `url` until it answers 200; returns the milliseconds waited. */
+export async function waitForOk(url: string, timeoutMs = 30_000, pollMs = 2): Promise<number> {
+  const start = performance.now();
+  for (;;) {
+    try {
+      if ((await httpRequest(url)).status === 200) return performance.now() - start;
+    } catch {
+      // not listening yet
+    }
+    if (performance.now() - start > timeoutMs) throw new Error(`${url} did not answer 200 within ${timeoutMs} ms`);
+    await sleep(pollMs);
+  }
+}
+
+/** Spawns a long-running process whose output goes to `logFile`. */
+export function spawnLogged(command: string, args: string[], logFile: string, env?: NodeJS.ProcessEnv): ChildProcess {
+  const fd = openSync(logFile, 'a');
+  const child = spawn(command, args, { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
+  child.on('error', () => undefined);
+  return child;
+}
+
+/** Sends SIGTERM and waits for the exit; SIGKILL after `graceMs`. */
+export async function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Resident set size of a process in bytes (Linux), or 0 when it is gone. */
+export function rssBytes(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const match = /^VmRSS:\s+(\d+) kB$/m.exec(status);
+    return match ? Number(match[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+export function serviceRss(service: Service): number {
+  return service.children.reduce((sum, child) => sum + rssBytes(child.pid), 0);
+}
+
+/** Samples a service's RSS every `everyMs` until stopped; returns the peak. */
+export function sampleRss(service: Service, everyMs = 250): { stop(): number } {
+  let peak = serviceRss(service);
+  const timer = setInterval(() => {
+    peak = Math.max(peak, serviceRss(service));
+  }, everyMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      return Math.max(peak, serviceRss(service));
+    },
+  };
+}
+
+/** Whether an executable is on the PATH. */
+export function onPath(command: string): boolean {
+  const dirs = (process.env.PATH ?? '').split(':');
+  return dirs.some((dir) => {
+    try {
+      accessSync(`${dir}/${command}`, constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** CPU time (user + system) a process has used so far, in milliseconds (Linux), or 0 when it is gone. */
+export function cpuMs(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th of them.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+/** Linux reports CPU time in clock ticks of 1/100 s on every common platform. */
+const CLOCK_TICKS = 100;
+
+export function serviceCpuMs(service: Service): number {
+  return service.children.reduce((sum, child) => sum + cpuMs(child.pid), 0);
+}

@@ -1,0 +1,438 @@
+/**
+ * `npm run bench`: kvb against a bare Fastify server and, when installed, webdis and etcd, all
+ * measured in one run on one machine. Every figure is also a ratio to the baseline of the same
+ * round, because absolute numbers on a shared machine mean little. See README "Performance".
+ */
+import { type ChildProcess, execFileSync, fork, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { LoadJob, LoadResult } from './load-generator.js';
+import { type Service, freePort, sampleRss, serviceCpuMs, spawnLogged, stopChild, waitForOk } from './processes.js';
+import { type HttpService, KVB_BIN, compileBaseline, kvbArgs, startBaseline, startEtcd, startKvb, startWebdis } from './services.js';
+import {
+  CASES,
+  type CaseName,
+  KEYS,
+  type Workload,
+  baselineWorkloads,
+  createBucket,
+  etcdWorkloads,
+  kvbWorkloads,
+  loadKeysIntoSqlite,
+  loadKeysOverHttp,
+  prepareEtcd,
+  prepareKvb,
+  prepareWebdis,
+  sizeWorkloads,
+  webdisWorkloads,
+} from './workloads.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+
+/** The CLI round trip: a whole `kvb get` process, reading a stored key, against `node -e 0`. */
+const CLI_ROUND_TRIP = { label: 'kvb get k', args: (url: string, bucket: string) => [KVB_BIN, '--url', url, '--bucket', bucket, 'get', 'k0'] };
+
+const { values: flags } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    duration: { type: 'string' },
+    warmup: { type: 'string' },
+    repeats: { type: 'string' },
+    connections: { type: 'string', default: '50' },
+    pipelining: { type: 'string', default: '1' },
+    cases: { type: 'string' },
+    sizes: { type: 'string' },
+    backend: { type: 'string', default: process.env.KVB_BENCH_BACKEND ?? 'sqlite' },
+    db: { type: 'string', default: process.env.KVB_BENCH_DB },
+    'no-peers': { type: 'boolean', default: false },
+    'no-build': { type: 'boolean', default: false },
+    'no-startup': { type: 'boolean', default: false },
+    out: { type: 'string' },
+    help: { type: 'boolean', default: false },
+  },
+});
+
+if (flags.help) {
+  console.log(`npm run bench -- [options]
+  --quick               1 round of 2 s, sizes 10k and 100k (for development)
+  --duration S          seconds measured per case and round (default 3)
+  --warmup S            seconds of unmeasured load before each measurement (default 1)
+  --repeats N           rounds; every case runs once per round (default 3)
+  --connections N       autocannon connections (default 50); --pipelining N (default 1)
+  --cases a,b           only these cases (${Object.keys(CASES).join(', ')}, full, size)
+  --sizes N,M           stored-key counts for the size series (default 10000,1000000)
+  --backend B --db URL  run kvb against another backend (postgres://...); env KVB_BENCH_BACKEND, KVB_BENCH_DB
+  --no-peers            skip webdis and etcd; --no-startup skips start-up and CLI timings
+  --no-build            do not compile kvb first
+  --out FILE            JSON results (default bench/results/latest.json; quick.json with --quick)`);
+  process.exit(0);
+}
+
+const settings = {
+  seconds: Number(flags.duration ?? (flags.quick ? 2 : 3)),
+  warmupSeconds: Number(flags.warmup ?? 1),
+  repeats: Number(flags.repeats ?? (flags.quick ? 1 : 3)),
+  connections: Number(flags.connections),
+  pipelining: Number(flags.pipelining),
+  sizes: (flags.sizes ?? (flags.quick ? '10000,100000' : '10000,1000000')).split(',').map(Number),
+  backend: flags.backend === 'postgres' ? 'postgres' : 'sqlite',
+  cases: flags.cases ? new Set(flags.cases.split(',')) : undefined,
+};
+flags.out ??= join(ROOT, `bench/results/${flags.quick ? 'quick' : 'latest'}.json`);
+if (settings.backend === 'postgres' && !flags.db) {
+  console.error('--backend postgres needs --db postgres://... (or KVB_BENCH_DB)');
+  process.exit(2);
+}
+const wanted = (name: string) => !settings.cases || settings.cases.has(name);
+
+// ---------------------------------------------------------------------------------------------
+// Measurement
+
+/** One line of the results: a server doing one case, measured once per round. */
+interface Row {
+  target: string;
+  case: CaseName | 'get' | 'post';
+  service: HttpService;
+  workload: Workload;
+  runs: Array<LoadResult & { rssBytes: number; cpuUsPerRequest: number }>;
+}
+
+let generator: ChildProcess;
+let nextJob = 0;
+function load(url: string, workload: Workload, seconds: number): Promise<LoadResult> {
+  const job: LoadJob = {
+    id: nextJob++,
+    url,
+    plan: workload.plan,
+    ...(workload.keySpace && { keySpace: workload.keySpace }),
+    connections: settings.connections,
+    pipelining: settings.pipelining,
+    seconds,
+    warmupSeconds: 0,
+  };
+  return new Promise((resolve, reject) => {
+    const onExit = (code: number | null) => reject(new Error(`the load generator exited (${code})`));
+    const onMessage = (result: LoadResult) => {
+      if (result.id !== job.id) return;
+      generator.off('message', onMessage);
+      generator.off('exit', onExit);
+      resolve(result);
+    };
+    generator.on('message', onMessage);
+    generator.once('exit', onExit);
+    generator.send(job);
+  });
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length === 0 ? Number.NaN : s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+};
+
+/** Median over rounds of this row's req/s divided by the other row's req/s in the same round. */
+function ratio(row: Row | undefined, other: Row | undefined): number | undefined {
+  if (!row || !other || row.runs.length === 0 || other.runs.length === 0) return undefined;
+  const n = Math.min(row.runs.length, other.runs.length);
+  return median(Array.from({ length: n }, (_, i) => row.runs[i]!.requestsPerSecond / other.runs[i]!.requestsPerSecond));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start-up and CLI timings
+
+async function timeStartup(command: string[], healthPath: string): Promise<number> {
+  const port = await freePort();
+  const start = performance.now();
+  const [program, ...args] = command.map((a) => a.replace('{port}', String(port)));
+  const child = spawnLogged(program!, args, join(tmp, 'startup.log'));
+  await waitForOk(`http://127.0.0.1:${port}${healthPath}`, 30_000, 1);
+  const ms = performance.now() - start;
+  await stopChild(child);
+  return ms;
+}
+
+function timeProcess([program, ...args]: string[]): number {
+  const start = performance.now();
+  const result = spawnSync(program!, args, { stdio: 'ignore' });
+  const ms = performance.now() - start;
+  if (result.status !== 0) throw new Error(`${program} ${args.join(' ')} exited ${result.status}`);
+  return ms;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const tmp = mkdtempSync(join(tmpdir(), 'kvb-bench-'));
+const services: Service[] = [];
+const log = (s: string) => process.stderr.write(`${s}\n`);
+
+async function main() {
+  if (!flags['no-build']) {
+    log('building kvb (tsc -p tsconfig.build.json)');
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+  }
+  const baselineScript = compileBaseline();
+  generator = fork(join(ROOT, 'bench/load-generator.ts'), [], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+
+  const dbFor = (name: string) => (settings.backend === 'postgres' ? flags.db! : join(tmp, `${name}.db`));
+
+  log('starting servers');
+  const baseline = await startBaseline(tmp, baselineScript);
+  services.push(baseline);
+  const kvb = await startKvb('kvb', tmp, dbFor('kvb'));
+  services.push(kvb);
+  const fixture = await prepareKvb(kvb.url);
+
+  const rows: Row[] = [];
+  const add = (target: string, name: Row['case'], service: HttpService, workload: Workload | undefined) => {
+    if (workload) rows.push({ target, case: name, service, workload, runs: [] });
+  };
+  add('baseline', 'get', baseline, baselineWorkloads.get);
+  add('baseline', 'post', baseline, baselineWorkloads.post);
+  const kvbCases = kvbWorkloads(fixture);
+  for (const name of Object.keys(CASES) as CaseName[]) if (wanted(name)) add('kvb', name, kvb, kvbCases[name]);
+
+  const skipped: Record<string, string> = {};
+  if (flags['no-peers']) {
+    skipped.webdis = skipped.etcd = 'skipped (--no-peers)';
+  } else {
+    const webdis = await startWebdis(tmp).catch((error: Error) => {
+      skipped.webdis = `failed to start: ${error.message}`;
+      return undefined;
+    });
+    if (webdis) {
+      services.push(webdis);
+      await prepareWebdis(webdis.url);
+      for (const name of Object.keys(webdisWorkloads) as CaseName[]) if (wanted(name)) add('webdis', name, webdis, webdisWorkloads[name]);
+    } else skipped.webdis ??= 'skipped: redis-server or webdis is not installed';
+    const etcd = await startEtcd(tmp).catch((error: Error) => {
+      skipped.etcd = `failed to start: ${error.message}`;
+      return undefined;
+    });
+    if (etcd) {
+      services.push(etcd);
+      await prepareEtcd(etcd.url);
+      for (const name of Object.keys(etcdWorkloads) as CaseName[]) if (wanted(name)) add('etcd', name, etcd, etcdWorkloads[name]);
+    } else skipped.etcd ??= 'skipped: etcd is not installed';
+  }
+  for (const [peer, why] of Object.entries(skipped)) log(`${peer}: ${why}`);
+
+  if (settings.backend === 'sqlite' && wanted('full')) {
+    const full = await startKvb('kvb-full', tmp, dbFor('kvb-full'), ['--durability', 'full']);
+    services.push(full);
+    const fullFixture = await prepareKvb(full.url);
+    add('kvb durability=full', 'set_text', full, kvbWorkloads(fullFixture).set_text);
+  }
+
+  if (wanted('size')) {
+    for (const size of settings.sizes) {
+      const name = `kvb-${size}`;
+      log(`loading ${size} keys`);
+      const started = performance.now();
+      let service = await startKvb(name, tmp, dbFor(name));
+      const bucket = await createBucket(service.url);
+      if (settings.backend === 'sqlite' && size > 10_000) {
+        await service.stop();
+        loadKeysIntoSqlite(dbFor(name), bucket, 0, size);
+        service = await startKvb(name, tmp, dbFor(name));
+      } else {
+        await loadKeysOverHttp(service.url, bucket, 0, size);
+      }
+      log(`  ${size} keys loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+      services.push(service);
+      const target = `kvb ${size.toLocaleString('en-US')} keys`;
+      const workloads = sizeWorkloads(bucket, size);
+      add(target, 'get_hit', service, workloads.get_hit);
+      add(target, 'set_text', service, workloads.set_text);
+      if (size >= 100_000) add(target, 'list_100', service, workloads.list_100);
+    }
+  }
+
+  const total = rows.length * settings.repeats * (settings.seconds + settings.warmupSeconds);
+  log(`measuring ${rows.length} cases x ${settings.repeats} rounds (about ${Math.ceil(total / 60)} min)`);
+  for (let round = 0; round < settings.repeats; round++) {
+    for (const row of rows) {
+      if (settings.warmupSeconds > 0) await load(row.service.url, row.workload, settings.warmupSeconds);
+      const rss = sampleRss(row.service);
+      const cpuBefore = serviceCpuMs(row.service);
+      const result = await load(row.service.url, row.workload, settings.seconds);
+      const cpuUsPerRequest = ((serviceCpuMs(row.service) - cpuBefore) * 1000) / Math.max(1, result.total);
+      row.runs.push({ ...result, rssBytes: rss.stop(), cpuUsPerRequest });
+      log(
+        `  round ${round + 1} ${row.target} ${row.case}: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms} ms, ` +
+          `${Math.round(cpuUsPerRequest)} us CPU/req` +
+          (result.errors || result.timeouts ? `, ${result.errors} errors ${result.timeouts} timeouts` : ''),
+      );
+    }
+  }
+
+  let startup: { kvbMs: number; baselineMs: number; ratio: number } | undefined;
+  let cli: { label: string; kvbMs: number; nodeMs: number; ratio: number } | undefined;
+  if (!flags['no-startup']) {
+    log('timing start-up and the CLI round trip');
+    const kvbTimes: number[] = [];
+    const baseTimes: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      kvbTimes.push(await timeStartup([KVB_BIN, ...kvbArgs('{port}', join(tmp, `startup-${i}.db`))], '/health'));
+      baseTimes.push(await timeStartup([process.execPath, baselineScript, '{port}'], '/health'));
+    }
+    startup = { kvbMs: median(kvbTimes), baselineMs: median(baseTimes), ratio: median(kvbTimes) / median(baseTimes) };
+    const cliTimes: number[] = [];
+    const nodeTimes: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      cliTimes.push(timeProcess(CLI_ROUND_TRIP.args(kvb.url, fixture.bucket)));
+      nodeTimes.push(timeProcess([process.execPath, '-e', '0']));
+    }
+    cli = { label: CLI_ROUND_TRIP.label, kvbMs: median(cliTimes), nodeMs: median(nodeTimes), ratio: median(cliTimes) / median(nodeTimes) };
+  }
+
+  report(rows, skipped, startup, cli);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+function report(
+  rows: Row[],
+  skipped: Record<string, string>,
+  startup: { kvbMs: number; baselineMs: number; ratio: number } | undefined,
+  cli: { label: string; kvbMs: number; nodeMs: number; ratio: number } | undefined,
+) {
+  const find = (target: string, name: string) => rows.find((r) => r.target === target && r.case === name);
+  const baselineFor = (row: Row) => (row.case === 'get' || row.case === 'post' ? undefined : find('baseline', CASES[row.case].baseline));
+  const kvbLike = (row: Row) => row.target.startsWith('kvb');
+
+  const results = rows.map((row) => {
+    const rps = row.runs.map((r) => r.requestsPerSecond);
+    const med = median(rps);
+    return {
+      target: row.target,
+      case: row.case,
+      requestsPerSecond: Math.round(med),
+      spreadPercent: Math.round(((Math.max(...rps) - Math.min(...rps)) / med) * 100),
+      p50Ms: median(row.runs.map((r) => r.p50Ms)),
+      p99Ms: median(row.runs.map((r) => r.p99Ms)),
+      peakRssMB: Math.round(Math.max(...row.runs.map((r) => r.rssBytes)) / 2 ** 20),
+      cpuUsPerRequest: Math.round(median(row.runs.map((r) => r.cpuUsPerRequest))),
+      non2xx: row.runs.reduce((n, r) => n + r.non2xx, 0),
+      errors: row.runs.reduce((n, r) => n + r.errors + r.timeouts, 0),
+      vsBaseline: ratio(row, baselineFor(row)),
+      vsWebdis: kvbLike(row) ? ratio(row, find('webdis', row.case)) : undefined,
+      vsEtcd: kvbLike(row) ? ratio(row, find('etcd', row.case)) : undefined,
+      runs: row.runs.map((r) => ({
+        requestsPerSecond: Math.round(r.requestsPerSecond),
+        p50Ms: r.p50Ms,
+        p99Ms: r.p99Ms,
+        rssBytes: r.rssBytes,
+        cpuUsPerRequest: Math.round(r.cpuUsPerRequest),
+        non2xx: r.non2xx,
+      })),
+    };
+  });
+
+  const get = (target: string, name: string) => results.find((r) => r.target === target && r.case === name);
+  const [small, large] = [settings.sizes[0], settings.sizes.at(-1)].map((n) => `kvb ${(n ?? 0).toLocaleString('en-US')} keys`);
+  const targets: Array<{ goal: string; value: number | undefined; unit: 'x' | 'ms' | 'MB' | 'req/s'; min?: number; max?: number }> = [
+    { goal: 'GET hit vs bare Fastify GET', value: get('kvb', 'get_hit')?.vsBaseline, unit: 'x', min: 0.9 },
+    { goal: 'GET hit vs webdis GET', value: get('kvb', 'get_hit')?.vsWebdis, unit: 'x', min: 1.0 },
+    { goal: 'SET vs bare Fastify POST', value: get('kvb', 'set_text')?.vsBaseline, unit: 'x', min: 0.85 },
+    { goal: 'SET vs webdis SET', value: get('kvb', 'set_text')?.vsWebdis, unit: 'x', min: 0.8 },
+    { goal: 'counter PATCH vs bare Fastify POST', value: get('kvb', 'counter')?.vsBaseline, unit: 'x', min: 0.8 },
+    { goal: 'token GET vs bare Fastify GET', value: get('kvb', 'auth_get')?.vsBaseline, unit: 'x', min: 0.8 },
+    { goal: 'GET hit p99', value: get('kvb', 'get_hit')?.p99Ms, unit: 'ms', max: 15 },
+    { goal: 'SET p99', value: get('kvb', 'set_text')?.p99Ms, unit: 'ms', max: 15 },
+    {
+      goal: `GET at ${large} vs ${small}`,
+      value: ratio(find(large!, 'get_hit'), find(small!, 'get_hit')),
+      unit: 'x',
+      min: 0.9,
+    },
+    {
+      goal: `SET at ${large} vs ${small}`,
+      value: ratio(find(large!, 'set_text'), find(small!, 'set_text')),
+      unit: 'x',
+      min: 0.9,
+    },
+    { goal: `list 100 with values at ${large}`, value: get(large!, 'list_100')?.requestsPerSecond, unit: 'req/s', min: 1500 },
+    {
+      goal: `server RSS under load at ${large}`,
+      value: Math.max(...results.filter((r) => r.target === large).map((r) => r.peakRssMB)),
+      unit: 'MB',
+      max: 150,
+    },
+    { goal: 'start-up vs bare Fastify', value: startup?.ratio, unit: 'x', max: 1.2 },
+    { goal: `CLI round trip (${cli?.label ?? 'kvb'}) vs node -e 0`, value: cli?.ratio, unit: 'x', max: 1.6 },
+    { goal: 'SET durability=full vs etcd put', value: get('kvb durability=full', 'set_text')?.vsEtcd, unit: 'x', min: 2 },
+    {
+      goal: 'SET durability=full vs durability=normal (reported)',
+      value: ratio(find('kvb durability=full', 'set_text'), find('kvb', 'set_text')),
+      unit: 'x',
+    },
+  ];
+  const verdict = (t: (typeof targets)[number]) =>
+    t.value === undefined || !Number.isFinite(t.value)
+      ? 'not measured'
+      : t.min !== undefined
+        ? t.value >= t.min ? 'met' : 'MISSED'
+        : t.max !== undefined
+          ? t.value <= t.max ? 'met' : 'MISSED'
+          : '';
+
+  const x = (v: number | undefined) => (v === undefined ? '' : `${v.toFixed(2)}x`);
+  const machine = {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    node: process.version,
+    os: `${process.platform} ${process.arch}`,
+    date: new Date().toISOString(),
+  };
+  const lines: string[] = [];
+  lines.push(
+    `Machine: ${machine.cpus} CPUs (${machine.cpuModel}), Node ${machine.node}. autocannon -c ${settings.connections} -p ${settings.pipelining}, ` +
+      `${settings.seconds} s per case after ${settings.warmupSeconds} s warm-up, ${settings.repeats} rounds; kvb backend ${settings.backend}.`,
+    '',
+    '| server | case | req/s (median) | spread | p50 ms | p99 ms | server CPU µs/req | peak RSS MB | x bare Fastify | x webdis | x etcd |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  );
+  for (const r of results) {
+    const title = r.case === 'get' ? 'GET (fixed 100 B)' : r.case === 'post' ? 'POST (echo)' : CASES[r.case].title;
+    lines.push(
+      `| ${r.target} | ${title} | ${r.requestsPerSecond.toLocaleString('en-US')} | ±${Math.round(r.spreadPercent / 2)}% | ${r.p50Ms} | ${r.p99Ms} | ${r.cpuUsPerRequest} | ${r.peakRssMB} | ${x(r.vsBaseline)} | ${x(r.vsWebdis)} | ${x(r.vsEtcd)} |`,
+    );
+  }
+  for (const [peer, why] of Object.entries(skipped)) lines.push('', `${peer}: ${why}`);
+  if (startup) lines.push('', `Start-up (spawn to first 200 from /health): kvb serve ${startup.kvbMs.toFixed(0)} ms, bare Fastify ${startup.baselineMs.toFixed(0)} ms (${x(startup.ratio)}).`);
+  if (cli) lines.push(`CLI round trip: ${cli.label} ${cli.kvbMs.toFixed(0)} ms, node -e 0 ${cli.nodeMs.toFixed(0)} ms (${x(cli.ratio)}).`);
+  lines.push('', '| target | measured | goal | verdict |', '|---|---:|---:|---|');
+  for (const t of targets) {
+    const value = t.value === undefined || !Number.isFinite(t.value) ? '-' : t.unit === 'x' ? x(t.value) : `${Math.round(t.value * 10) / 10} ${t.unit}`;
+    const goal = t.min !== undefined ? `>= ${t.min}${t.unit === 'x' ? 'x' : ` ${t.unit}`}` : t.max !== undefined ? `<= ${t.max}${t.unit === 'x' ? 'x' : ` ${t.unit}`}` : '';
+    lines.push(`| ${t.goal} | ${value} | ${goal} | ${verdict(t)} |`);
+  }
+  const markdown = lines.join('\n');
+  console.log(markdown);
+
+  mkdirSync(join(flags.out!, '..'), { recursive: true });
+  writeFileSync(
+    flags.out!,
+    `${JSON.stringify({ machine, settings: { ...settings, cases: flags.cases }, skipped, results, startup, cli, targets: targets.map((t) => ({ ...t, verdict: verdict(t) })), markdown }, null, 2)}\n`,
+  );
+  log(`results written to ${flags.out}`);
+}
+
+async function cleanup() {
+  for (const service of services.reverse()) await service.stop().catch(() => undefined);
+  generator?.kill();
+  rmSync(tmp, { recursive: true, force: true });
+}
+
+process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
+try {
+  await main();
+} catch (error) {
+  console.error(error);
+  process.exitCode = 1;
+} finally {
+  await cleanup();
+}
