@@ -14,7 +14,6 @@ import { type HttpService, KVB_BIN, compileBaseline, kvbArgs, startBaseline, sta
 import {
   CASES,
   type CaseName,
-  KEYS,
   type Workload,
   baselineWorkloads,
   createBucket,

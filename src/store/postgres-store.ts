@@ -2,11 +2,12 @@ import { createHash } from 'node:crypto';
 import { type Compilable, Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { prefixUpperBound } from '../values/keys.js';
-import { isValueType, type StoredValue } from '../values/value-type.js';
+import type { StoredValue } from '../values/value-type.js';
 import { migrateToLatest } from './migrations.js';
 import { type Database, bucketFromRow } from './schema.js';
 import { StorageUnavailableError, isPostgresConnectionError } from './storage-errors.js';
 import type { BucketChanges, BucketRecord, Entry, EntryUpdate, ListQuery, ListedEntry, Store, TxnOp } from './store.js';
+import { type EntryRow, isLive, toEntry } from './entry-row.js';
 
 export interface PostgresOptions {
   /** `postgres://` or `postgresql://`; `?schema=NAME` picks (and creates) the schema. */
@@ -67,19 +68,6 @@ export function parsePostgresUrl(url: string): ParsedPostgresUrl {
     schema,
   };
 }
-
-interface EntryRow {
-  type: string;
-  value: Buffer;
-  expires_at: number | null;
-}
-
-function toEntry(row: EntryRow): Entry {
-  if (!isValueType(row.type)) throw new Error(`corrupt row: unknown value type ${row.type}`);
-  return { type: row.type, data: row.value, expiresAt: row.expires_at };
-}
-
-const isLive = (row: { expires_at: number | null }, now: number) => row.expires_at === null || row.expires_at > now;
 
 /** The signing key column is bytea (see migrations.ts). */
 const signingKeyBytes = (key: string | null) => (key === null ? null : Buffer.from(key, 'utf8'));

@@ -3,11 +3,12 @@ import { type Compilable, Kysely, SqliteDialect, sql } from 'kysely';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { prefixUpperBound } from '../values/keys.js';
-import { isValueType, type StoredValue } from '../values/value-type.js';
+import type { StoredValue } from '../values/value-type.js';
 import { type CachedRow, EntryCache } from './entry-cache.js';
 import { migrateToLatest } from './migrations.js';
 import { type Database, bucketFromRow } from './schema.js';
 import type { BucketChanges, BucketRecord, Entry, EntryUpdate, ListQuery, ListedEntry, Store, TxnOp } from './store.js';
+import { type EntryRow, isLive, toEntry } from './entry-row.js';
 
 export interface SqliteOptions {
   /** A file path, or ':memory:'. */
@@ -26,19 +27,6 @@ interface PendingWrite {
   resolve: (value: never) => void;
   reject: (error: unknown) => void;
 }
-
-interface EntryRow {
-  type: string;
-  value: Buffer;
-  expires_at: number | null;
-}
-
-function toEntry(row: EntryRow): Entry {
-  if (!isValueType(row.type)) throw new Error(`corrupt row: unknown value type ${row.type}`);
-  return { type: row.type, data: row.value, expiresAt: row.expires_at };
-}
-
-const isLive = (row: { expires_at: number | null }, now: number) => row.expires_at === null || row.expires_at > now;
 
 /**
  * SQLite through better-sqlite3. Kysely builds every query and runs the migrations; the queries
