@@ -4,7 +4,7 @@ import pg from 'pg';
 import { prefixUpperBound } from '../values/keys.js';
 import type { StoredValue } from '../values/value-type.js';
 import { migrateToLatest } from './migrations.js';
-import { type Database, bucketFromRow } from './schema.js';
+import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
 import { StorageUnavailableError, isPostgresConnectionError } from './storage-errors.js';
 import type { BucketChanges, BucketRecord, Entry, EntryUpdate, ListQuery, ListedEntry, Store, TxnOp } from './store.js';
 import { type EntryRow, isLive, toEntry } from './entry-row.js';
@@ -228,17 +228,7 @@ export class PostgresStore implements Store {
     // Rare and shaped by the request, so compiled per call and not prepared.
     const query = this.db
       .updateTable('buckets')
-      .set((eb) => ({
-        ...(changes.secretKeyHash !== undefined && { secret_key_hash: changes.secretKeyHash }),
-        ...(changes.readKeyHash !== undefined && { read_key_hash: changes.readKeyHash }),
-        ...(changes.writeKeyHash !== undefined && { write_key_hash: changes.writeKeyHash }),
-        ...(changes.defaultTtl !== undefined && { default_ttl: changes.defaultTtl }),
-        ...(changes.signingKey !== undefined && {
-          signing_key: signingKeyBytes(changes.signingKey) as unknown as string,
-          signing_key_generation: eb('signing_key_generation', '+', 1),
-        }),
-        id: eb.ref('id'),
-      }))
+      .set(bucketUpdate(changes, signingKeyBytes))
       .where('id', '=', id)
       .compile();
     try {

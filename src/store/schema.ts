@@ -24,7 +24,8 @@ export interface Database {
   entries: EntriesTable;
 }
 
-import type { BucketRecord } from './store.js';
+import type { ExpressionBuilder } from 'kysely';
+import type { BucketChanges, BucketRecord } from './store.js';
 
 export function bucketFromRow(row: BucketsTable): BucketRecord {
   return {
@@ -37,4 +38,23 @@ export function bucketFromRow(row: BucketsTable): BucketRecord {
     signingKeyGeneration: Number(row.signing_key_generation),
     defaultTtl: Number(row.default_ttl),
   };
+}
+
+/**
+ * The columns a bucket PATCH changes (absent fields untouched; a signing-key change bumps the
+ * generation). `signingKey` encodes the key for the backend's column type.
+ */
+export function bucketUpdate(changes: BucketChanges, signingKey: (key: string | null) => unknown) {
+  return (eb: ExpressionBuilder<Database, 'buckets'>) => ({
+    ...(changes.secretKeyHash !== undefined && { secret_key_hash: changes.secretKeyHash }),
+    ...(changes.readKeyHash !== undefined && { read_key_hash: changes.readKeyHash }),
+    ...(changes.writeKeyHash !== undefined && { write_key_hash: changes.writeKeyHash }),
+    ...(changes.defaultTtl !== undefined && { default_ttl: changes.defaultTtl }),
+    ...(changes.signingKey !== undefined && {
+      signing_key: signingKey(changes.signingKey) as string | null,
+      signing_key_generation: eb('signing_key_generation', '+', 1),
+    }),
+    // Keeps the SET list non-empty when a PATCH changes nothing.
+    id: eb.ref('id'),
+  });
 }

@@ -6,7 +6,7 @@ import { prefixUpperBound } from '../values/keys.js';
 import type { StoredValue } from '../values/value-type.js';
 import { type CachedRow, EntryCache } from './entry-cache.js';
 import { migrateToLatest } from './migrations.js';
-import { type Database, bucketFromRow } from './schema.js';
+import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
 import type { BucketChanges, BucketRecord, Entry, EntryUpdate, ListQuery, ListedEntry, Store, TxnOp } from './store.js';
 import { type EntryRow, isLive, toEntry } from './entry-row.js';
 
@@ -165,17 +165,7 @@ export class SqliteStore implements Store {
     // Rare and shaped by the request, so compiled per call rather than cached.
     const query = this.db
       .updateTable('buckets')
-      .set((eb) => ({
-        ...(changes.secretKeyHash !== undefined && { secret_key_hash: changes.secretKeyHash }),
-        ...(changes.readKeyHash !== undefined && { read_key_hash: changes.readKeyHash }),
-        ...(changes.writeKeyHash !== undefined && { write_key_hash: changes.writeKeyHash }),
-        ...(changes.defaultTtl !== undefined && { default_ttl: changes.defaultTtl }),
-        ...(changes.signingKey !== undefined && {
-          signing_key: changes.signingKey,
-          signing_key_generation: eb('signing_key_generation', '+', 1),
-        }),
-        id: eb.ref('id'),
-      }))
+      .set(bucketUpdate(changes, (key) => key))
       .where('id', '=', id)
       .compile();
     return this.write(() => this.raw.prepare(query.sql).run(...(query.parameters as unknown[])).changes > 0);
