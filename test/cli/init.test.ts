@@ -1,4 +1,6 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KEYS, type TerminalStep, inTerminal, kvb, tempConfigHome } from '../helpers/cli.js';
@@ -78,6 +80,50 @@ describe('kvb init', () => {
     expect(result.timedOut, result.output).toBeNull();
     expect(result.output).toContain('cannot reach http://127.0.0.1:9');
     expect(result.exitCode).toBe(1);
+  });
+
+  it('Ctrl-C while the bucket is being created finishes the bucket and its profile: nothing half-written', async () => {
+    // A front for the real server that holds bucket creation for 1.5 s, so the interruption lands mid-request.
+    const slow = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', async () => {
+        if (req.method === 'POST' && req.url === '/api/v1/') await new Promise((r) => setTimeout(r, 1500));
+        const answer = await fetch(`${server.url}${req.url}`, {
+          method: req.method,
+          headers: { 'content-type': req.headers['content-type'] ?? 'text/plain' },
+          ...(req.method === 'GET' || req.method === 'HEAD' ? {} : { body: Buffer.concat(chunks) }),
+        });
+        res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'text/plain' });
+        res.end(Buffer.from(await answer.arrayBuffer()));
+      });
+    });
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+    const slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}`;
+    try {
+      const home = tempConfigHome();
+      const result = await wizard(
+        [
+          { expect: 'Server URL', send: '\r' },
+          { expect: 'Admin email', send: 'me@example.com\r' },
+          { expect: 'Credentials to set', send: '\r' },
+          { expect: 'generate a strong random key', send: '\r' },
+          { expect: 'Default TTL', send: '\r' },
+          { expect: 'Save as profile', send: '\r' },
+          { expect: 'Creating the bucket', send: CTRL_C },
+        ],
+        { KVB_URL: slowUrl, XDG_CONFIG_HOME: home },
+      );
+      expect(result.timedOut, result.output).toBeNull();
+      expect(result.output).toMatch(/Bucket [0-9a-f-]{36} was created and its profile saved despite the interruption/);
+      expect(result.exitCode, result.output).toBe(0);
+      const profile = (JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as { profiles: Record<string, { bucket: string; secret_key: string }> })
+        .profiles.default!;
+      expect(result.output).toContain(`secret_key: ${profile.secret_key}`);
+      expect((await call(`${server.api}/${profile.bucket}`, { token: profile.secret_key })).status).toBe(200);
+    } finally {
+      slow.close();
+    }
   });
 
   it('refuses when stdin is not a terminal, pointing to create-bucket (exit 1)', async () => {

@@ -105,20 +105,32 @@ export async function init(_options: unknown, command: Command): Promise<void> {
       if (!ask(await p.confirm({ message: `Profile "${profileName}" exists. Replace it?`, initialValue: false }))) throw new Cancelled();
     }
 
-    const spin = p.spinner();
-    spin.start('Creating the bucket');
+    // From here a Ctrl-C would leave a bucket without a profile (or with its generated keys never
+    // shown): the two steps are finished first, and the interruption is reported after them.
+    let interrupted = false;
+    const holdInterrupt = () => {
+      interrupted = true;
+    };
+    process.on('SIGINT', holdInterrupt);
+    // No spinner here: clack's spinner takes the terminal raw and exits at once on Ctrl-C.
+    p.log.step('Creating the bucket…');
     const client = new KvbClient({ url, token: flags.token || process.env.KVB_TOKEN || undefined });
     let id: string;
     try {
-      id = await client.createBucket({ email, ...keys, default_ttl: Number(ttlText) });
-    } catch (err) {
-      spin.error('Could not create the bucket');
-      throw err;
+      try {
+        id = await client.createBucket({ email, ...keys, default_ttl: Number(ttlText) });
+      } catch (err) {
+        p.log.error('Could not create the bucket');
+        throw err;
+      } finally {
+        await client.close();
+      }
+      saveProfile(profileName, { url, bucket: id, ...(keys.secret_key ? { secret_key: keys.secret_key } : {}) });
+      p.log.success(`Created bucket ${id}`);
     } finally {
-      await client.close();
+      process.off('SIGINT', holdInterrupt);
     }
-    spin.stop(`Created bucket ${id}`);
-    saveProfile(profileName, { url, bucket: id, ...(keys.secret_key ? { secret_key: keys.secret_key } : {}) });
+    if (interrupted) p.log.warn(`Bucket ${id} was created and its profile saved despite the interruption.`);
     if (generated.length > 0) {
       p.note(
         generated.map((name) => `${name}: ${keys[name]}`).join('\n'),
