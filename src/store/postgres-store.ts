@@ -27,6 +27,11 @@ const INT8_OID = 20;
 /** Transactions that lose a deadlock are retried this many times before the error reaches the client. */
 const MAX_ATTEMPTS = 5;
 const RETRYABLE = new Set(['40001', '40P01']);
+/** Whether attempt number `attempt` lost a deadlock or serialization conflict and may run again. */
+const mayRetry = (err: unknown, attempt: number) => {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && RETRYABLE.has(code) && attempt < MAX_ATTEMPTS;
+};
 /** A counter finding its row inserted under it starts over; this bounds a pathological loop. */
 const MAX_RETRIES = 100;
 /** Returned by a transaction's work to roll back and run it again. */
@@ -181,8 +186,7 @@ export class PostgresStore implements Store {
       } catch (err) {
         if (isPostgresConnectionError(err)) broken = err;
         else await client.query('rollback').catch((e: unknown) => (broken = e));
-        const code = (err as { code?: unknown }).code;
-        if (typeof code === 'string' && RETRYABLE.has(code) && attempt < MAX_ATTEMPTS) continue;
+        if (mayRetry(err, attempt)) continue;
         throw storageError(err);
       } finally {
         client.off('error', onError);
@@ -260,8 +264,7 @@ export class PostgresStore implements Store {
       try {
         return await run();
       } catch (err) {
-        const code = (err as { code?: unknown }).code;
-        if (!(typeof code === 'string' && RETRYABLE.has(code) && attempt < MAX_ATTEMPTS)) throw err;
+        if (!mayRetry(err, attempt)) throw err;
       }
     }
   }
