@@ -4,7 +4,7 @@ import pg from 'pg';
 import { prefixUpperBound } from '../values/keys.js';
 import type { StoredValue } from '../values/value-type.js';
 import { migrateToLatest } from './migrations.js';
-import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
+import { type Database, bucketFromRow, bucketUpdate, replaceEntryOnConflict } from './schema.js';
 import { StorageUnavailableError, isPostgresConnectionError } from './storage-errors.js';
 import type { BucketChanges, BucketRecord, Entry, EntryUpdate, ListQuery, ListedEntry, Store, TxnOp } from './store.js';
 import { type EntryRow, isLive, toEntry } from './entry-row.js';
@@ -282,13 +282,7 @@ export class PostgresStore implements Store {
     return this.db
       .insertInto('entries')
       .values({ bucket_id: p(1), key: p(2), type: p(3), value: p(4), expires_at: p(5) })
-      .onConflict((oc) =>
-        oc.columns(['bucket_id', 'key']).doUpdateSet((eb) => ({
-          type: eb.ref('excluded.type'),
-          value: eb.ref('excluded.value'),
-          expires_at: eb.ref('excluded.expires_at'),
-        })),
-      );
+      .onConflict(replaceEntryOnConflict);
   }
 
   async getEntry(bucket: string, key: string, now: number): Promise<Entry | undefined> {
@@ -443,13 +437,7 @@ export class PostgresStore implements Store {
                   sql`unnest(${p(5)}::bigint[])`.as('expires_at'),
                 ]),
               )
-              .onConflict((oc) =>
-                oc.columns(['bucket_id', 'key']).doUpdateSet((eb) => ({
-                  type: eb.ref('excluded.type'),
-                  value: eb.ref('excluded.value'),
-                  expires_at: eb.ref('excluded.expires_at'),
-                })),
-              ),
+              .onConflict(replaceEntryOnConflict),
           [
             bucket,
             sets.map((op) => Buffer.from(op.key)),

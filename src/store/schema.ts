@@ -24,7 +24,7 @@ export interface Database {
   entries: EntriesTable;
 }
 
-import type { ExpressionBuilder } from 'kysely';
+import type { ExpressionBuilder, OnConflictBuilder } from 'kysely';
 import type { BucketChanges, BucketRecord } from './store.js';
 
 export function bucketFromRow(row: BucketsTable): BucketRecord {
@@ -58,3 +58,11 @@ export function bucketUpdate(changes: BucketChanges, signingKey: (key: string | 
     id: eb.ref('id'),
   });
 }
+
+/** ON CONFLICT (bucket_id, key): a write replaces the key's type, value and expiry. */
+export const replaceEntryOnConflict = (oc: OnConflictBuilder<Database, 'entries'>) =>
+  oc.columns(['bucket_id', 'key']).doUpdateSet((eb) => ({
+    type: eb.ref('excluded.type'),
+    value: eb.ref('excluded.value'),
+    expires_at: eb.ref('excluded.expires_at'),
+  }));

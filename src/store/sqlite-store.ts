@@ -6,7 +6,7 @@ import { prefixUpperBound } from '../values/keys.js';
 import type { StoredValue } from '../values/value-type.js';
 import { type CachedRow, EntryCache } from './entry-cache.js';
 import { migrateToLatest } from './migrations.js';
-import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
+import { type Database, bucketFromRow, bucketUpdate, replaceEntryOnConflict } from './schema.js';
 import type { BucketChanges, BucketRecord, Entry, EntryUpdate, ListQuery, ListedEntry, Store, TxnOp } from './store.js';
 import { type EntryRow, isLive, toEntry } from './entry-row.js';
 
@@ -209,13 +209,7 @@ export class SqliteStore implements Store {
           value: param('value'),
           expires_at: param('expiresAt'),
         })
-        .onConflict((oc) =>
-          oc.columns(['bucket_id', 'key']).doUpdateSet((eb) => ({
-            type: eb.ref('excluded.type'),
-            value: eb.ref('excluded.value'),
-            expires_at: eb.ref('excluded.expires_at'),
-          })),
-        ),
+        .onConflict(replaceEntryOnConflict),
     ).run({ bucket, key, type, value, expiresAt });
   }
 
