@@ -1,14 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
+import { CONTENT_TYPES } from '../../values/value-type.js';
 import { UsageError, readStdin, stdinIsPiped, withClient } from '../session.js';
 
 type SetType = 'json' | 'text' | 'int' | 'float' | 'bytes';
 
-const CONTENT_TYPES: Partial<Record<SetType, string>> = {
-  json: 'application/json',
-  text: 'text/plain; charset=utf-8',
-  bytes: 'application/octet-stream',
-};
+/** --type json, text and bytes travel as the Content-Type the server reads them back with. */
+const SENT_AS: Partial<Record<SetType, string>> = { json: CONTENT_TYPES.json, text: CONTENT_TYPES.text, bytes: CONTENT_TYPES.bytes };
 
 interface SetOptions {
   ttl?: number;
@@ -47,7 +45,7 @@ export async function typedBody(data: Buffer, type: SetType | undefined): Promis
     if (asFloat === undefined) throw new UsageError(`${JSON.stringify(text)} is not a finite number`);
     return { body: Buffer.from(formatFloat(toFloat(asFloat))) };
   }
-  return { body: data, contentType: CONTENT_TYPES[type] };
+  return { body: data, contentType: SENT_AS[type] };
 }
 
 /** `kvb set KEY [VALUE]`. */
