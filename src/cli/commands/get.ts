@@ -7,14 +7,10 @@ export async function get(key: string, options: { json?: boolean }, command: Com
   await withClient(command, async ({ client, bucket }) => {
     const value = await client.get(bucket(), key);
     if (options.json) {
-      const { minifyJson } = await import('../../values/json-source.js');
-      const text = value.data.toString('utf8');
-      // Written by hand so JSON and numbers keep their exact text (no float rounding of 2^63-1).
-      const rendered =
-        value.type === 'json' ? minifyJson(text)
-        : value.type === 'int64' || value.type === 'float64' ? text
-        : value.type === 'bytes' ? JSON.stringify(value.data.toString('base64'))
-        : JSON.stringify(text);
+      const { valueAsJson } = await import('../../values/list-format.js');
+      // The listing's own rendering: JSON and numbers keep their exact text (no float rounding of
+      // 2^63-1), bytes become base64. A server that names no type gets its value as a string.
+      const rendered = value.type ? valueAsJson({ type: value.type, data: value.data }) : JSON.stringify(value.data.toString('utf8'));
       await line(
         `{"key":${JSON.stringify(key)},"type":${JSON.stringify(value.type ?? null)},"value":${rendered},"expires_at":${JSON.stringify(value.expiresAt ?? null)}}`,
       );
