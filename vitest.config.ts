@@ -1,16 +1,24 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Two projects: `sqlite` runs everything; `postgres` runs the black-box HTTP suite, the store
- * conformance suite and the multi-instance tests again with KVB_TEST_BACKEND=postgres, and exists
- * only when KVB_TEST_POSTGRES_URL names a PostgreSQL the tests may create schemas in.
+ * Three projects: `sqlite` runs everything (test/store runs every backend itself, and says which
+ * it skipped); `postgres` runs the black-box HTTP suite and the multi-instance tests again with
+ * KVB_TEST_BACKEND=postgres, and exists only when KVB_TEST_POSTGRES_URL names a PostgreSQL the
+ * tests may create schemas in; `pgbouncer` runs the same suites with every server connecting
+ * through PgBouncer in transaction pooling mode (KVB_TEST_PGBOUNCER_URL, started by .ci/run).
  */
 const postgresUrl = process.env.KVB_TEST_POSTGRES_URL;
+const pgbouncerUrl = postgresUrl ? process.env.KVB_TEST_PGBOUNCER_URL : undefined;
 // The config is loaded more than once per run; say it once.
 if (process.env.KVB_TEST_NOTICE_SHOWN) {
   // already said
 } else if (postgresUrl) {
   console.log(`PostgreSQL tests: on (${postgresUrl.replace(/\/\/[^@/]*@/, '//…@')})`);
+  console.log(
+    pgbouncerUrl
+      ? `PgBouncer tests: on (${pgbouncerUrl.replace(/\/\/[^@/]*@/, '//…@')})`
+      : 'PgBouncer tests: SKIPPED (set KVB_TEST_PGBOUNCER_URL to a PgBouncer in transaction mode in front of KVB_TEST_POSTGRES_URL; .ci/run starts one)',
+  );
 } else {
   console.log('PostgreSQL tests: SKIPPED (set KVB_TEST_POSTGRES_URL=postgres://user@host:5432/db to run them)');
 }
@@ -36,12 +44,24 @@ export default defineConfig({
                 name: 'postgres',
                 include: [
                   'test/http/**/*.test.ts',
-                  'test/store/**/*.test.ts',
                   'test/multi-instance/**/*.test.ts',
                   'test/reliability/fuzz.test.ts',
                   'test/reliability/idle-sockets.test.ts',
+                  'test/reliability/hardening.test.ts',
                 ],
                 env: { KVB_TEST_BACKEND: 'postgres' },
+              },
+            },
+          ]
+        : []),
+      ...(pgbouncerUrl
+        ? [
+            {
+              extends: true as const,
+              test: {
+                name: 'pgbouncer',
+                include: ['test/http/**/*.test.ts', 'test/multi-instance/**/*.test.ts'],
+                env: { KVB_TEST_BACKEND: 'pgbouncer' },
               },
             },
           ]

@@ -74,32 +74,46 @@ export async function stopChild(child: ChildProcess, graceMs = 10_000): Promise<
   clearTimeout(timer);
 }
 
-/** Resident set size of a process in bytes (Linux), or 0 when it is gone. */
-export function rssBytes(pid: number | undefined): number {
-  if (pid === undefined) return 0;
+/**
+ * Resident memory of a process in bytes (Linux), or 0 when it is gone: all of it (VmRSS), and its
+ * anonymous part (RssAnon: heap and stacks, without file-backed pages such as a memory-mapped
+ * database file, which are the OS page cache).
+ */
+export function memoryBytes(pid: number | undefined): { rss: number; anon: number } {
+  if (pid === undefined) return { rss: 0, anon: 0 };
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const match = /^VmRSS:\s+(\d+) kB$/m.exec(status);
-    return match ? Number(match[1]) * 1024 : 0;
+    const kB = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(status)?.[1] ?? 0) * 1024;
+    return { rss: kB('VmRSS'), anon: kB('RssAnon') };
   } catch {
-    return 0;
+    return { rss: 0, anon: 0 };
   }
 }
 
-export function serviceRss(service: Service): number {
-  return service.children.reduce((sum, child) => sum + rssBytes(child.pid), 0);
+export function serviceMemory(service: Service): { rss: number; anon: number } {
+  return service.children.reduce(
+    (sum, child) => {
+      const m = memoryBytes(child.pid);
+      return { rss: sum.rss + m.rss, anon: sum.anon + m.anon };
+    },
+    { rss: 0, anon: 0 },
+  );
 }
 
-/** Samples a service's RSS every `everyMs` until stopped; returns the peak. */
-export function sampleRss(service: Service, everyMs = 250): { stop(): number } {
-  let peak = serviceRss(service);
-  const timer = setInterval(() => {
-    peak = Math.max(peak, serviceRss(service));
-  }, everyMs);
+/** Samples a service's memory every `everyMs` until stopped; returns the peaks of RSS and of RssAnon. */
+export function sampleRss(service: Service, everyMs = 250): { stop(): { rss: number; anon: number } } {
+  const peak = serviceMemory(service);
+  const sample = () => {
+    const now = serviceMemory(service);
+    peak.rss = Math.max(peak.rss, now.rss);
+    peak.anon = Math.max(peak.anon, now.anon);
+  };
+  const timer = setInterval(sample, everyMs);
   return {
     stop() {
       clearInterval(timer);
-      return Math.max(peak, serviceRss(service));
+      sample();
+      return peak;
     },
   };
 }

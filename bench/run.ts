@@ -9,6 +9,8 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { LoadJob, LoadResult } from './load-generator.js';
+import { type PortabilityResult, measurePortability } from './portability.js';
+import { type WatchDelayResult, measureWatchDelay } from './watch-delay.js';
 import { type Service, freePort, sampleRss, serviceCpuMs, spawnLogged, stopChild, waitForOk } from './processes.js';
 import { type HttpService, KVB_BIN, compileBaseline, kvbArgs, startBaseline, startEtcd, startKvb, startWebdis } from './services.js';
 import {
@@ -32,6 +34,8 @@ const ROOT = new URL('..', import.meta.url).pathname;
 
 /** The CLI round trip: a whole `kvb get` process, reading a stored key, against `node -e 0`. */
 const CLI_ROUND_TRIP = { label: 'kvb get k', args: (url: string, bucket: string) => [KVB_BIN, '--url', url, '--bucket', bucket, 'get', 'k0'] };
+/** Writes per watch-delay measurement (one at a time, 5–20 ms apart). */
+const WATCH_WRITES = 500;
 
 const { values: flags } = parseArgs({
   options: {
@@ -45,6 +49,7 @@ const { values: flags } = parseArgs({
     sizes: { type: 'string' },
     backend: { type: 'string', default: process.env.KVB_BENCH_BACKEND ?? 'sqlite' },
     db: { type: 'string', default: process.env.KVB_BENCH_DB },
+    pg: { type: 'string', default: process.env.KVB_BENCH_PG },
     'no-peers': { type: 'boolean', default: false },
     'no-build': { type: 'boolean', default: false },
     'no-startup': { type: 'boolean', default: false },
@@ -60,9 +65,10 @@ if (flags.help) {
   --warmup S            seconds of unmeasured load before each measurement (default 1)
   --repeats N           rounds; every case runs once per round (default 3)
   --connections N       autocannon connections (default 50); --pipelining N (default 1)
-  --cases a,b           only these cases (${Object.keys(CASES).join(', ')}, full, size)
+  --cases a,b           only these cases (${Object.keys(CASES).join(', ')}, full, size, portability, watch)
   --sizes N,M           stored-key counts for the size series (default 10000,1000000)
   --backend B --db URL  run kvb against another backend (postgres://...); env KVB_BENCH_BACKEND, KVB_BENCH_DB
+  --pg URL              also measure the watch delay across two instances on this PostgreSQL; env KVB_BENCH_PG
   --no-peers            skip webdis and etcd; --no-startup skips start-up and CLI timings
   --no-build            do not compile kvb first
   --out FILE            JSON results (default bench/results/latest.json; quick.json with --quick)`);
@@ -85,6 +91,8 @@ if (settings.backend === 'postgres' && !flags.db) {
   process.exit(2);
 }
 const wanted = (name: string) => !settings.cases || settings.cases.has(name);
+let portability: PortabilityResult | undefined;
+const watchDelays: WatchDelayResult[] = [];
 
 // ---------------------------------------------------------------------------------------------
 // Measurement
@@ -95,7 +103,7 @@ interface Row {
   case: CaseName | 'get' | 'post';
   service: HttpService;
   workload: Workload;
-  runs: Array<LoadResult & { rssBytes: number; cpuUsPerRequest: number }>;
+  runs: Array<LoadResult & { rssBytes: number; rssAnonBytes: number; cpuUsPerRequest: number }>;
 }
 
 let generator: ChildProcess;
@@ -248,6 +256,48 @@ async function main() {
     }
   }
 
+  // Export and import rates of the largest bucket (measured once: each moves the whole bucket).
+  if (wanted('portability')) {
+    const size = settings.sizes.at(-1)!;
+    const name = `kvb-portability-${size}`;
+    log(`loading ${size} keys for export and import`);
+    let service = await startKvb(name, tmp, dbFor(name));
+    const bucket = await createBucket(service.url);
+    if (settings.backend === 'sqlite' && size > 10_000) {
+      await service.stop();
+      loadKeysIntoSqlite(dbFor(name), bucket, 0, size);
+      service = await startKvb(name, tmp, dbFor(name));
+    } else {
+      await loadKeysOverHttp(service.url, bucket, 0, size);
+    }
+    services.push(service);
+    portability = await measurePortability(service.url, bucket, size, join(tmp, 'export.ndjson'), () => createBucket(service.url));
+    log(
+      `  export: ${portability.exportKeysPerSecond} keys/s (${portability.exportSeconds.toFixed(1)} s, ${(portability.exportBytes / 2 ** 20).toFixed(0)} MiB); ` +
+        `import: ${portability.importKeysPerSecond} keys/s (${portability.importSeconds.toFixed(1)} s)`,
+    );
+  }
+
+  // Write-to-event delay of the watch feed: one instance, and across two instances on PostgreSQL.
+  if (wanted('watch')) {
+    const measure = async (name: string, db: string, instances: 1 | 2, where: string) => {
+      const a = await startKvb(`${name}-a`, tmp, db);
+      services.push(a);
+      const b = instances === 2 ? await startKvb(`${name}-b`, tmp, db) : a;
+      if (b !== a) services.push(b);
+      const result = await measureWatchDelay(a.url, b.url, WATCH_WRITES, where);
+      log(`  watch delay (${where}): p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms`);
+      watchDelays.push(result);
+    };
+    log('measuring the watch feed delay');
+    if (settings.backend === 'postgres') await measure('kvb-watch', flags.db!, 2, 'PostgreSQL, write on instance A, watch on instance B');
+    else {
+      await measure('kvb-watch', dbFor('kvb-watch'), 1, 'SQLite, one instance');
+      if (flags.pg) await measure('kvb-watch-pg', flags.pg, 2, 'PostgreSQL, write on instance A, watch on instance B');
+      else skipped['watch on PostgreSQL'] = 'skipped: pass --pg postgres://... (or KVB_BENCH_PG) to measure it across two instances';
+    }
+  }
+
   const total = rows.length * settings.repeats * (settings.seconds + settings.warmupSeconds);
   log(`measuring ${rows.length} cases x ${settings.repeats} rounds (about ${Math.ceil(total / 60)} min)`);
   for (let round = 0; round < settings.repeats; round++) {
@@ -257,10 +307,11 @@ async function main() {
       const cpuBefore = serviceCpuMs(row.service);
       const result = await load(row.service.url, row.workload, settings.seconds);
       const cpuUsPerRequest = ((serviceCpuMs(row.service) - cpuBefore) * 1000) / Math.max(1, result.total);
-      row.runs.push({ ...result, rssBytes: rss.stop(), cpuUsPerRequest });
+      const memory = rss.stop();
+      row.runs.push({ ...result, rssBytes: memory.rss, rssAnonBytes: memory.anon, cpuUsPerRequest });
       log(
         `  round ${round + 1} ${row.target} ${row.case}: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms} ms, ` +
-          `${Math.round(cpuUsPerRequest)} us CPU/req` +
+          `${Math.round(cpuUsPerRequest)} us CPU/req, RSS ${Math.round(memory.rss / 2 ** 20)} MB (anon ${Math.round(memory.anon / 2 ** 20)})` +
           (result.errors || result.timeouts ? `, ${result.errors} errors ${result.timeouts} timeouts` : ''),
       );
     }
@@ -313,6 +364,7 @@ function report(
       p50Ms: median(row.runs.map((r) => r.p50Ms)),
       p99Ms: median(row.runs.map((r) => r.p99Ms)),
       peakRssMB: Math.round(Math.max(...row.runs.map((r) => r.rssBytes)) / 2 ** 20),
+      peakRssAnonMB: Math.round(Math.max(...row.runs.map((r) => r.rssAnonBytes)) / 2 ** 20),
       cpuUsPerRequest: Math.round(median(row.runs.map((r) => r.cpuUsPerRequest))),
       non2xx: row.runs.reduce((n, r) => n + r.non2xx, 0),
       errors: row.runs.reduce((n, r) => n + r.errors + r.timeouts, 0),
@@ -324,6 +376,7 @@ function report(
         p50Ms: r.p50Ms,
         p99Ms: r.p99Ms,
         rssBytes: r.rssBytes,
+        rssAnonBytes: r.rssAnonBytes,
         cpuUsPerRequest: Math.round(r.cpuUsPerRequest),
         non2xx: r.non2xx,
       })),
@@ -355,11 +408,13 @@ function report(
     },
     { goal: `list 100 with values at ${large}`, value: get(large!, 'list_100')?.requestsPerSecond, unit: 'req/s', min: 1500 },
     {
-      goal: `server RSS under load at ${large}`,
-      value: Math.max(...results.filter((r) => r.target === large).map((r) => r.peakRssMB)),
+      // Anonymous memory: the memory-mapped database file is the OS page cache (reported as RSS beside it).
+      goal: `server RssAnon under load at ${large}`,
+      value: Math.max(...results.filter((r) => r.target === large).map((r) => r.peakRssAnonMB)),
       unit: 'MB',
       max: 150,
     },
+    ...watchDelays.map((w) => ({ goal: `watch delay p99 (${w.where})`, value: w.p99Ms, unit: 'ms' as const, max: 1000 })),
     { goal: 'start-up vs bare Fastify', value: startup?.ratio, unit: 'x', max: 1.2 },
     { goal: `CLI round trip (${cli?.label ?? 'kvb'}) vs node -e 0`, value: cli?.ratio, unit: 'x', max: 1.6 },
     { goal: 'SET durability=full vs etcd put', value: get('kvb durability=full', 'set_text')?.vsEtcd, unit: 'x', min: 2 },
@@ -391,18 +446,29 @@ function report(
     `Machine: ${machine.cpus} CPUs (${machine.cpuModel}), Node ${machine.node}. autocannon -c ${settings.connections} -p ${settings.pipelining}, ` +
       `${settings.seconds} s per case after ${settings.warmupSeconds} s warm-up, ${settings.repeats} rounds; kvb backend ${settings.backend}.`,
     '',
-    '| server | case | req/s (median) | spread | p50 ms | p99 ms | server CPU µs/req | peak RSS MB | x bare Fastify | x webdis | x etcd |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| server | case | req/s (median) | spread | p50 ms | p99 ms | server CPU µs/req | peak RSS MB | peak RssAnon MB | x bare Fastify | x webdis | x etcd |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   );
   for (const r of results) {
     const title = r.case === 'get' ? 'GET (fixed 100 B)' : r.case === 'post' ? 'POST (echo)' : CASES[r.case].title;
     lines.push(
-      `| ${r.target} | ${title} | ${r.requestsPerSecond.toLocaleString('en-US')} | ±${Math.round(r.spreadPercent / 2)}% | ${r.p50Ms} | ${r.p99Ms} | ${r.cpuUsPerRequest} | ${r.peakRssMB} | ${x(r.vsBaseline)} | ${x(r.vsWebdis)} | ${x(r.vsEtcd)} |`,
+      `| ${r.target} | ${title} | ${r.requestsPerSecond.toLocaleString('en-US')} | ±${Math.round(r.spreadPercent / 2)}% | ${r.p50Ms} | ${r.p99Ms} | ${r.cpuUsPerRequest} | ${r.peakRssMB} | ${r.peakRssAnonMB} | ${x(r.vsBaseline)} | ${x(r.vsWebdis)} | ${x(r.vsEtcd)} |`,
     );
   }
   for (const [peer, why] of Object.entries(skipped)) lines.push('', `${peer}: ${why}`);
   if (startup) lines.push('', `Start-up (spawn to first 200 from /health): kvb serve ${startup.kvbMs.toFixed(0)} ms, bare Fastify ${startup.baselineMs.toFixed(0)} ms (${x(startup.ratio)}).`);
   if (cli) lines.push(`CLI round trip: ${cli.label} ${cli.kvbMs.toFixed(0)} ms, node -e 0 ${cli.nodeMs.toFixed(0)} ms (${x(cli.ratio)}).`);
+  if (portability) {
+    lines.push(
+      '',
+      `Export and import of ${portability.keys.toLocaleString('en-US')} keys (${(portability.exportBytes / 2 ** 20).toFixed(0)} MiB of NDJSON): ` +
+        `export ${portability.exportKeysPerSecond.toLocaleString('en-US')} keys/s (${portability.exportSeconds.toFixed(1)} s, snapshot included), ` +
+        `import ${portability.importKeysPerSecond.toLocaleString('en-US')} keys/s (${portability.importSeconds.toFixed(1)} s, staging, check and apply).`,
+    );
+  }
+  for (const w of watchDelays) {
+    lines.push('', `Watch write-to-event delay (${w.where}), ${w.writes} writes: p50 ${w.p50Ms} ms, p99 ${w.p99Ms} ms, max ${w.maxMs} ms.`);
+  }
   lines.push('', '| target | measured | goal | verdict |', '|---|---:|---:|---|');
   for (const t of targets) {
     const value = t.value === undefined || !Number.isFinite(t.value) ? '-' : t.unit === 'x' ? x(t.value) : `${Math.round(t.value * 10) / 10} ${t.unit}`;
@@ -415,7 +481,7 @@ function report(
   mkdirSync(join(flags.out!, '..'), { recursive: true });
   writeFileSync(
     flags.out!,
-    `${JSON.stringify({ machine, settings: { ...settings, cases: flags.cases }, skipped, results, startup, cli, targets: targets.map((t) => ({ ...t, verdict: verdict(t) })), markdown }, null, 2)}\n`,
+    `${JSON.stringify({ machine, settings: { ...settings, cases: flags.cases }, skipped, results, startup, cli, portability, watchDelays, targets: targets.map((t) => ({ ...t, verdict: verdict(t) })), markdown }, null, 2)}\n`,
   );
   log(`results written to ${flags.out}`);
 }

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { LoadJob, LoadResult, PlannedRequest } from './load-generator.js';
-import { rssBytes } from './processes.js';
+import { memoryBytes } from './processes.js';
 import { startKvb } from './services.js';
 import { kvbWorkloads, prepareKvb } from './workloads.js';
 
@@ -52,7 +52,7 @@ try {
   const pid = kvb.children[0]!.pid;
   const samples: Array<{ at: number; rss: number }> = [];
   const started = Date.now();
-  const timer = setInterval(() => samples.push({ at: (Date.now() - started) / 1000, rss: rssBytes(pid) }), everyMs);
+  const timer = setInterval(() => samples.push({ at: (Date.now() - started) / 1000, rss: memoryBytes(pid).rss }), everyMs);
   const job: LoadJob = { id: 1, url: kvb.url, plan: mix, connections: Number(flags.connections), pipelining: 1, seconds, warmupSeconds: 0 };
   process.stderr.write(`soak: ${seconds} s of mixed load, RSS sampled every ${everyMs / 1000} s, warm-up ${warmup} s\n`);
   const result = await new Promise<LoadResult>((resolve, reject) => {
@@ -61,7 +61,7 @@ try {
     generator.send(job);
   });
   clearInterval(timer);
-  samples.push({ at: (Date.now() - started) / 1000, rss: rssBytes(pid) });
+  samples.push({ at: (Date.now() - started) / 1000, rss: memoryBytes(pid).rss });
 
   const afterWarmup = samples.filter((s) => s.at >= warmup);
   const startRss = afterWarmup[0]?.rss ?? samples[0]!.rss;

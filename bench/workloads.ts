@@ -11,7 +11,20 @@ export const KEYS = 1000;
 export const TEXT_VALUE = 'v'.repeat(100);
 export const JSON_VALUE = `{"v":"${'j'.repeat(92)}"}`;
 
-export type CaseName = 'get_hit' | 'get_miss' | 'set_text' | 'set_json' | 'counter' | 'list_100' | 'txn_10' | 'auth_get';
+export type CaseName =
+  | 'get_hit'
+  | 'get_miss'
+  | 'set_text'
+  | 'set_json'
+  | 'counter'
+  | 'list_100'
+  | 'txn_10'
+  | 'auth_get'
+  | 'set_spread'
+  | 'txn_spread';
+
+/** The `*_spread` cases write to this many buckets in turn (the others write to one hot bucket). */
+export const SPREAD_BUCKETS = 100;
 
 export interface CaseInfo {
   title: string;
@@ -29,6 +42,8 @@ export const CASES: Record<CaseName, CaseInfo> = {
   list_100: { title: 'list 100 + values', baseline: 'get', meaning: 'GET ?values=true&limit=100&format=json' },
   txn_10: { title: 'txn of 10', baseline: 'post', meaning: 'POST a transaction of 10 sets (100-byte values)' },
   auth_get: { title: 'GET with token', baseline: 'get', meaning: 'GET hit with a temporary token (JWT) as Bearer, in a bucket with a read key' },
+  set_spread: { title: 'SET over 100 buckets', baseline: 'post', meaning: 'set_text, but each request to the next of 100 buckets (no single hot bucket)' },
+  txn_spread: { title: 'txn of 10 over 100 buckets', baseline: 'post', meaning: 'txn_10, but each transaction to the next of 100 buckets' },
 };
 
 export interface Workload {
@@ -50,6 +65,8 @@ export interface KvbFixture {
   bucket: string;
   authBucket: string;
   token: string;
+  /** SPREAD_BUCKETS buckets for the `*_spread` cases. */
+  spread: string[];
 }
 
 export function kvbWorkloads(f: KvbFixture): Record<CaseName, Workload> {
@@ -74,6 +91,17 @@ export function kvbWorkloads(f: KvbFixture): Record<CaseName, Workload> {
         method: 'GET',
         path: `/api/v1/${f.authBucket}/k${i}`,
         headers: { authorization: `Bearer ${f.token}` },
+      })),
+    },
+    set_spread: {
+      plan: range(KEYS).map((i) => ({ method: 'POST', path: `/api/v1/${f.spread[i % f.spread.length]}/k${i}`, headers: text, body: TEXT_VALUE })),
+    },
+    txn_spread: {
+      plan: range(KEYS / 10).map((t) => ({
+        method: 'POST',
+        path: `/api/v1/${f.spread[t % f.spread.length]}`,
+        headers: json,
+        body: JSON.stringify({ txn: range(10).map((j) => ({ set: `t${t * 10 + j}`, value: TEXT_VALUE })) }),
       })),
     },
   };
@@ -157,7 +185,9 @@ export async function prepareKvb(url: string): Promise<KvbFixture> {
     headers: { ...form, authorization: 'Bearer bench-secret' },
     body: 'prefix=k&permissions=read&ttl=86400',
   });
-  return { bucket, authBucket, token: (JSON.parse(minted) as { access_token: string }).access_token };
+  const spread: string[] = [];
+  for (let i = 0; i < SPREAD_BUCKETS; i++) spread.push(await createBucket(url));
+  return { bucket, authBucket, token: (JSON.parse(minted) as { access_token: string }).access_token, spread };
 }
 
 /**

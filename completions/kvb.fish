@@ -7,20 +7,28 @@ complete -c kvb -l version -s V -d 'output the version number'
 complete -c kvb -l url -x -d 'server URL (env KVB_URL; default http://127.0.0.1:8080)'
 complete -c kvb -l bucket -x -d 'bucket id (env KVB_BUCKET)'
 complete -c kvb -l token -x -d 'credential sent as Authorization: Bearer (env KVB_TOKEN)'
-complete -c kvb -l profile -x -d 'profile from the config file (env KVB_PROFILE; default "default")'
+complete -c kvb -l profile -x -a '(kvb profile list --names 2>/dev/null)' -d 'profile from the config file (env KVB_PROFILE; default "default")'
+complete -c kvb -l timeout -x -d 'give up on a request after this many seconds (env KVB_TIMEOUT; default 30)'
 complete -c kvb -l quiet -s q -d 'no messages on stderr (failures are still reported)'
 complete -c kvb -l help -s h -d 'display help'
 complete -c kvb -n '__fish_use_subcommand' -a init -d 'interactive set-up: check the server, create a bucket, save a profile'
 complete -c kvb -n '__fish_use_subcommand' -a create-bucket -d 'create a bucket and print its id'
 complete -c kvb -n '__fish_use_subcommand' -a bucket -d 'show, change, check or delete the bucket\'s policy (needs the secret key)'
 complete -c kvb -n '__fish_use_subcommand' -a set -d 'set a key to a value (from the argument, --file, or stdin)'
-complete -c kvb -n '__fish_use_subcommand' -a get -d 'print a key\'s value (exact bytes), or with --json its type and expiry too'
+complete -c kvb -n '__fish_use_subcommand' -a get -d 'print a key\'s value (exact bytes), or with --json its type, expiry and revision too'
+complete -c kvb -n '__fish_use_subcommand' -a edit -d 'edit a value in $VISUAL or $EDITOR; saved only if nobody changed it meanwhile'
 complete -c kvb -n '__fish_use_subcommand' -a del -d 'delete a key (exit 2 if it does not exist)'
 complete -c kvb -n '__fish_use_subcommand' -a incr -d 'add a signed delta to a numeric key (default +1) and print the new value'
 complete -c kvb -n '__fish_use_subcommand' -a ls -d 'list keys (and values) in byte order'
+complete -c kvb -n '__fish_use_subcommand' -a watch -d 'print changes under a prefix as they happen (resumes after a dropped connection)'
 complete -c kvb -n '__fish_use_subcommand' -a txn -d 'set and delete several keys atomically (all or nothing)'
+complete -c kvb -n '__fish_use_subcommand' -a export -d 'export every key with its type, value and expiry (NDJSON, from one consistent snapshot)'
+complete -c kvb -n '__fish_use_subcommand' -a import -d 'import an export file into the bucket (all or nothing)'
 complete -c kvb -n '__fish_use_subcommand' -a mint-token -d 'mint a temporary token limited to a key prefix and permissions (needs the secret key)'
+complete -c kvb -n '__fish_use_subcommand' -a profile -d 'list, show, choose or remove saved profiles'
+complete -c kvb -n '__fish_use_subcommand' -a version -d 'print the client\'s version and the server\'s (from /health)'
 complete -c kvb -n '__fish_use_subcommand' -a completion -d 'print a shell completion script (bash, zsh or fish)'
+complete -c kvb -n '__fish_use_subcommand' -a db -d 'operator commands on the database itself: dump, restore, check, backup (on the server machine)'
 complete -c kvb -n '__fish_use_subcommand' -a serve -d 'run the HTTP key-value bucket service'
 
 # kvb init
@@ -35,7 +43,7 @@ complete -c kvb -n '__fish_seen_subcommand_from create-bucket' -l default-ttl -x
 complete -c kvb -n '__fish_seen_subcommand_from create-bucket' -l save -d 'save url, bucket and secret key as a profile (default: --profile, or "default")'
 
 # kvb bucket
-complete -c kvb -n '__fish_seen_subcommand_from bucket; and not __fish_seen_subcommand_from show update delete exists' -a show -d 'show the policy: which credentials are set, default TTL, anonymous access'
+complete -c kvb -n '__fish_seen_subcommand_from bucket; and not __fish_seen_subcommand_from show update delete exists' -a show -d 'show the policy: which credentials are set, default TTL, anonymous access, keys and bytes stored'
 complete -c kvb -n '__fish_seen_subcommand_from bucket; and not __fish_seen_subcommand_from show update delete exists' -a update -d 'set, rotate or clear credentials and the default TTL'
 complete -c kvb -n '__fish_seen_subcommand_from bucket; and not __fish_seen_subcommand_from show update delete exists' -a delete -d 'delete the bucket and every key in it (asks first unless --yes)'
 complete -c kvb -n '__fish_seen_subcommand_from bucket; and not __fish_seen_subcommand_from show update delete exists' -a exists -d 'exit 0 if the bucket exists and the credential is admin, 2 otherwise (prints nothing)'
@@ -61,16 +69,28 @@ complete -c kvb -n '__fish_seen_subcommand_from bucket; and __fish_seen_subcomma
 
 # kvb set
 complete -c kvb -n '__fish_seen_subcommand_from set' -l ttl -x -d 'expire after this many seconds (0 = never; default: the bucket default)'
-complete -c kvb -n '__fish_seen_subcommand_from set' -l type -x -a 'json text int float bytes' -d 'store as this type (default: the server infers it)'
+complete -c kvb -n '__fish_seen_subcommand_from set' -l type -x -a 'json text int float bytes' -d 'store as this type (default: inferred, see below)'
 complete -c kvb -n '__fish_seen_subcommand_from set' -l file -r -F -d 'read the value from a file'
+complete -c kvb -n '__fish_seen_subcommand_from set' -l if-rev -x -d 'only if the key is live at revision N (see kvb get --json)'
+complete -c kvb -n '__fish_seen_subcommand_from set' -l if-absent -d 'only if the key does not exist (or has expired)'
+complete -c kvb -n '__fish_seen_subcommand_from set' -l if-exists -d 'only if the key exists'
 
 # kvb get
-complete -c kvb -n '__fish_seen_subcommand_from get' -l json -d 'print {"key","type","value","expires_at"} (bytes as base64)'
+complete -c kvb -n '__fish_seen_subcommand_from get' -l json -d 'print {"key","type","value","expires_at","revision"} (bytes as base64)'
+complete -c kvb -n '__fish_seen_subcommand_from get' -l output -s o -r -F -d 'write the exact bytes to FILE instead of stdout'
+
+# kvb edit
 
 # kvb del
+complete -c kvb -n '__fish_seen_subcommand_from del' -l if-rev -x -d 'only if the key is live at revision N (see kvb get --json)'
+complete -c kvb -n '__fish_seen_subcommand_from del' -l if-absent -d 'only if the key does not exist (or has expired)'
+complete -c kvb -n '__fish_seen_subcommand_from del' -l if-exists -d 'only if the key exists'
 
 # kvb incr
 complete -c kvb -n '__fish_seen_subcommand_from incr' -l ttl -x -d 'set the expiry (default: keep it; new keys get the bucket default)'
+complete -c kvb -n '__fish_seen_subcommand_from incr' -l if-rev -x -d 'only if the key is live at revision N (see kvb get --json)'
+complete -c kvb -n '__fish_seen_subcommand_from incr' -l if-absent -d 'only if the key does not exist (or has expired)'
+complete -c kvb -n '__fish_seen_subcommand_from incr' -l if-exists -d 'only if the key exists'
 
 # kvb ls
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l limit -x -d 'at most this many keys (server default 10000)'
@@ -79,11 +99,25 @@ complete -c kvb -n '__fish_seen_subcommand_from ls' -l reverse -d 'reverse byte 
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l values -d 'include the values'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l format -x -a 'table text json jsonl' -d 'table (default on a terminal), text (default when piped), json or jsonl'
 
+# kvb watch
+complete -c kvb -n '__fish_seen_subcommand_from watch' -l since -x -d 'start after this revision (every retained change since), not from now'
+complete -c kvb -n '__fish_seen_subcommand_from watch' -l values -d 'include the values'
+complete -c kvb -n '__fish_seen_subcommand_from watch' -l format -x -a 'text jsonl' -d 'text (default on a terminal) or jsonl (default when piped)'
+
 # kvb txn
+complete -c kvb -n '__fish_seen_subcommand_from txn' -l check -x -d 'commit only if the key is live at that revision, exists, or is absent (repeatable)'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l set -x -d 'set a key (repeatable); the value is JSON if it parses (except null), else text'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l del -x -d 'delete a key (repeatable)'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l ttl -x -d 'TTL of every --set (default: the bucket default)'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -F
+
+# kvb export
+complete -c kvb -n '__fish_seen_subcommand_from export' -l output -s o -r -F -d 'write to this file (created 0600) instead of stdout'
+
+# kvb import
+complete -c kvb -n '__fish_seen_subcommand_from import' -l mode -x -a 'merge replace' -d 'merge: set every key in the file; replace: also delete keys the file does not hold'
+complete -c kvb -n '__fish_seen_subcommand_from import' -l prefix -x -d 'with --mode replace, replace only keys under this prefix'
+complete -c kvb -n '__fish_seen_subcommand_from import' -F
 
 # kvb mint-token
 complete -c kvb -n '__fish_seen_subcommand_from mint-token' -l prefix -x -d 'keys the token may reach'
@@ -91,18 +125,80 @@ complete -c kvb -n '__fish_seen_subcommand_from mint-token' -l permissions -x -d
 complete -c kvb -n '__fish_seen_subcommand_from mint-token' -l ttl -x -d 'lifetime in seconds'
 complete -c kvb -n '__fish_seen_subcommand_from mint-token' -l json -d 'print the whole response, {"access_token": …}'
 
+# kvb profile
+complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show use remove' -a list -d 'list the saved profiles (the one in use is marked *)'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show use remove' -a show -d 'show a profile: url, bucket and which credential it holds (never the credential)'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show use remove' -a use -d 'use this profile by default (--profile and KVB_PROFILE still win)'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show use remove' -a remove -d 'remove a saved profile (the bucket itself is kept)'
+
+# kvb profile list
+complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from list' -l names -d 'print only the names, one per line'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from list' -l json -d 'print them as JSON (no secrets)'
+
+# kvb profile show
+complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from show' -l json -d 'print it as JSON'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from show' -a '(kvb profile list --names 2>/dev/null)'
+
+# kvb profile use
+complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from use' -a '(kvb profile list --names 2>/dev/null)'
+
+# kvb profile remove
+complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from remove' -a '(kvb profile list --names 2>/dev/null)'
+
+# kvb version
+complete -c kvb -n '__fish_seen_subcommand_from version' -l json -d 'print {"client","server","url"} (server is null when none answered)'
+
 # kvb completion
 complete -c kvb -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'
+
+# kvb db
+complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup' -a dump -d 'write every bucket (policy, credential hashes, signing key) and every key to a dump file'
+complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup' -a restore -d 'restore a dump into a database (checked whole first; refuses a non-empty database without --force)'
+complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup' -a check -d 'check the database: storage integrity and entries without a bucket (exit 0 or 1)'
+complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup' -a backup -d 'copy a SQLite database consistently to a new file (0600), verified with integrity_check; works while kvb serve runs'
+
+# kvb db dump
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from dump' -l db -x -d 'SQLite file path, sqlite:PATH, or postgres://… URL (env KVB_DB)'
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from dump' -l output -s o -r -F -d 'write to this file (created 0600) instead of stdout'
+
+# kvb db restore
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from restore' -l db -x -d 'SQLite file path, sqlite:PATH, or postgres://… URL (env KVB_DB)'
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from restore' -l force -d 'restore into a database that already holds buckets (buckets of the same id are replaced)'
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from restore' -F
+
+# kvb db check
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from check' -l db -x -d 'SQLite file path, sqlite:PATH, or postgres://… URL (env KVB_DB)'
+
+# kvb db backup
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from backup' -l db -x -d 'the SQLite database file (env KVB_DB)'
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from backup' -l out -x -d 'the copy to write (must not exist)'
 
 # kvb serve
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l port -x -d 'TCP port (0 picks a free one)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l host -x -d 'address to bind'
-complete -c kvb -n '__fish_seen_subcommand_from serve' -l db -x -d 'SQLite file path, sqlite:PATH, or postgres://… URL'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l db -x -d 'SQLite file (a path, sqlite:PATH or file:PATH; a missing directory is created) or a postgres:// / postgresql:// URL'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l log-level -x -a 'fatal error warn info debug trace silent' -d 'log level'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l default-ttl -x -d 'TTL of buckets created without default_ttl (0 = no expiry)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l bucket-creation-key -x -d 'require this Bearer credential to create buckets'
-complete -c kvb -n '__fish_seen_subcommand_from serve' -l require-secret-key -d 'refuse to create buckets without a secret_key'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l require-secret-key -d 'refuse to create buckets without a secret_key (env: KVB_REQUIRE_SECRET_KEY=1/0, true/false, yes/no, on/off)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l cors-origin -x -d 'allowed CORS origins, comma-separated, or \'*\''
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l durability -x -a 'normal full' -d 'normal: safe on process crash; full: fsync every commit'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l sweep-interval -x -d 'seconds between deletions of expired keys'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l access-log -x -d 'one info line per request: method, route, status, time, bytes, client IP, request id'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l trust-proxy -x -d 'take the client IP from X-Forwarded-For only from these proxies: addresses/CIDRs, comma-separated, or a hop count'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l log-format -x -a 'pretty json' -d 'pretty (default at a terminal) or json (default otherwise)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l pool-size -x -d 'PostgreSQL connection pool size'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l pg-prepare -x -a 'on off auto' -d 'PostgreSQL named prepared statements: on, off (needed behind a transaction pooler such as PgBouncer), or auto (off when a pooler is detected)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l pg-batch-writes -x -a 'on off' -d 'PostgreSQL: run concurrent writes in shared transactions, one commit per batch (each answered after its batch commits)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l console -x -a 'on off' -d 'serve the web console at /console/'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-import-bytes -x -d 'largest NDJSON import body in bytes (streamed)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l stalled-reader-timeout -x -d 'disconnect a client that accepts no response byte for this long (0 = never)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-streamed-responses -x -d 'multi-page listings and exports streaming at once (more get 503)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-watchers -x -d 'open watch streams per instance (over it: 503)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l watch-retention -x -d 'seconds of changes kept for watchers to resume from'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l shutdown-timeout -x -d 'on SIGTERM, seconds to finish open requests before closing their connections'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-buckets -x -d 'most buckets this server holds (0 = no limit)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-keys-per-bucket -x -d 'most keys one bucket stores; a write past it gets 507 (0 = no limit)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-bytes-per-bucket -x -d 'most bytes (keys + values) one bucket stores; a write past it gets 507 (0 = no limit)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l bucket-creation-rate -x -d 'bucket creations per client address, e.g. 10/1h (default: no limit)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l rate-limit -x -d 'requests per credential (per address when anonymous), e.g. 600/1m (default: no limit)'

@@ -9,14 +9,20 @@ export const ERRORS = {
   not_found: { status: 404, exitCode: 2 },
   method_not_allowed: { status: 405, exitCode: 1 },
   not_acceptable: { status: 406, exitCode: 1 },
+  conflict: { status: 409, exitCode: 6 },
+  precondition_failed: { status: 412, exitCode: 6 },
+  // Conditions of the server, not of the request: the same exit code as a 500, try again later.
+  too_many_requests: { status: 429, exitCode: 5 },
   internal_error: { status: 500, exitCode: 5 },
   service_unavailable: { status: 503, exitCode: 5 },
+  insufficient_storage: { status: 507, exitCode: 5 },
 } as const;
 
 export type ErrorMessage = keyof typeof ERRORS;
 
 export interface ErrorEnvelope {
-  error: { code: number; message: ErrorMessage };
+  /** `detail` is the reason in words, the same text as the Kvb-Error-Detail header (an extension of the spec's envelope). */
+  error: { code: number; message: ErrorMessage; detail: string };
 }
 
 /** An error the caller can act on; `detail` is a human-readable reason (never a secret). */
@@ -25,6 +31,8 @@ export class KvbError extends Error {
   constructor(
     readonly kind: ErrorMessage,
     readonly detail: string = kind,
+    /** Headers the error response carries besides the envelope's (a 412's current ETag). */
+    readonly headers?: Record<string, string>,
   ) {
     // An expected error never shows its stack, and capturing one was a visible cost of every 404.
     const limit = Error.stackTraceLimit;
@@ -48,6 +56,7 @@ export function messageForStatus(status: number): ErrorMessage {
   return 'bad_request';
 }
 
-export function envelope(kind: ErrorMessage): ErrorEnvelope {
-  return { error: { code: ERRORS[kind].status, message: kind } };
+/** The error body: the spec's code and message, and the reason in words (at most 300 characters). */
+export function envelope(kind: ErrorMessage, detail: string = kind): ErrorEnvelope {
+  return { error: { code: ERRORS[kind].status, message: kind, detail: detail.slice(0, 300) } };
 }

@@ -1,3 +1,4 @@
+import { hkdfSync } from 'node:crypto';
 import { SignJWT, jwtVerify } from 'jose';
 import { PERMISSIONS, type Permission } from './access.js';
 
@@ -13,8 +14,20 @@ export interface TokenClaims {
 const ALGORITHM = 'HS256';
 const encoder = new TextEncoder();
 
+/**
+ * The HMAC key tokens are signed with: HKDF-SHA256 of the bucket's signing key and its random
+ * salt. The salt never leaves the server, so a token gives nothing to test guesses of a short
+ * signing key against. No salt (a bucket from an older version) falls back to the signing key.
+ */
+export function tokenKey(signingKey: string, salt: string | null): Uint8Array {
+  if (salt === null) return encoder.encode(signingKey);
+  return new Uint8Array(hkdfSync('sha256', signingKey, salt, 'kvb token signing key v1', 32));
+}
+
+const keyBytes = (key: string | Uint8Array) => (typeof key === 'string' ? encoder.encode(key) : key);
+
 export async function mintToken(
-  signingKey: string,
+  signingKey: string | Uint8Array,
   claims: { bucket: string; prefix: string; permissions: Permission[]; generation: number },
   ttlSeconds: number,
   nowSeconds = Math.floor(Date.now() / 1000),
@@ -23,7 +36,7 @@ export async function mintToken(
     .setProtectedHeader({ alg: ALGORITHM, typ: 'JWT' })
     .setIssuedAt(nowSeconds)
     .setExpirationTime(nowSeconds + ttlSeconds)
-    .sign(encoder.encode(signingKey));
+    .sign(keyBytes(signingKey));
 }
 
 /** A JWT is three base64url parts; anything else is never treated as a token. */
@@ -35,9 +48,9 @@ export function looksLikeJwt(credential: string): boolean {
  * Verifies signature (HS256 only), expiry, not-before and the claim shapes. Returns the claims
  * or undefined. Whether the token belongs to this bucket and generation is checked by the caller.
  */
-export async function verifyToken(token: string, signingKey: string): Promise<TokenClaims | undefined> {
+export async function verifyToken(token: string, signingKey: string | Uint8Array): Promise<TokenClaims | undefined> {
   try {
-    const { payload } = await jwtVerify(token, encoder.encode(signingKey), {
+    const { payload } = await jwtVerify(token, keyBytes(signingKey), {
       algorithms: [ALGORITHM],
       requiredClaims: ['exp', 'iat'],
     });

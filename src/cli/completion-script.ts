@@ -1,12 +1,17 @@
-import type { Command } from 'commander';
+import type { CommandUnknownOpts as Command } from '@commander-js/extra-typings';
 
 /**
  * Shell completion scripts generated from the commander tree, so they cannot drift from it.
  * The same output is committed in completions/ (a test keeps them equal).
  */
 
+/** The shell command that prints the saved profile names, for `--profile` and `kvb profile use|show|remove`. */
+const PROFILE_NAMES = 'kvb profile list --names 2>/dev/null';
+
 interface Flag {
   long: string;
+  /** A shell command whose output lines are the values (completed when the script runs). */
+  dynamic?: string;
   short: string | undefined;
   takesValue: boolean;
   choices: readonly string[] | undefined;
@@ -24,6 +29,8 @@ interface Node {
   argChoices: readonly string[] | undefined;
   /** Whether an argument names a file (kvb txn FILE). */
   fileArgument: boolean;
+  /** A shell command printing the first argument's candidates (profile names). */
+  argDynamic: string | undefined;
 }
 
 const HELP: Flag = { long: '--help', short: '-h', takesValue: false, choices: undefined, isFile: false, description: 'display help' };
@@ -37,7 +44,8 @@ function flagsOf(command: Command): Flag[] {
       // An optional value (--save [profile]) is never assumed to follow.
       takesValue: o.required,
       choices: o.argChoices,
-      isFile: o.long === '--file',
+      isFile: o.long === '--file' || o.long === '--output',
+      ...(o.long === '--profile' ? { dynamic: PROFILE_NAMES } : {}),
       description: o.description,
     }));
   return [...flags, HELP];
@@ -52,6 +60,7 @@ function tree(command: Command, path: string[]): Node {
     children: command.commands.filter((c) => !(c as Command & { _hidden?: boolean })._hidden).map((c) => tree(c, [...path, c.name()])),
     argChoices: first?.argChoices,
     fileArgument: command.registeredArguments.some((a) => a.name() === 'file'),
+    argDynamic: first?.name() === 'profile' ? PROFILE_NAMES : undefined,
   };
 }
 
@@ -114,13 +123,15 @@ export function bashCompletion(program: Command): string {
   for (const f of valueFlags) {
     if (f.choices) lines.push(`    ${f.long}) COMPREPLY=($(compgen -W "${f.choices.join(' ')}" -- "$cur")); return ;;`);
     else if (f.isFile) lines.push(`    ${f.long}) COMPREPLY=($(compgen -f -- "$cur")); return ;;`);
+    else if (f.dynamic) lines.push(`    ${f.long}) COMPREPLY=($(compgen -W "$(${f.dynamic})" -- "$cur")); return ;;`);
   }
-  lines.push(`    ${valueFlags.filter((f) => !f.choices && !f.isFile).map((f) => f.long).join('|')}) COMPREPLY=(); return ;;`);
+  lines.push(`    ${valueFlags.filter((f) => !f.choices && !f.isFile && !f.dynamic).map((f) => f.long).join('|')}) COMPREPLY=(); return ;;`);
   lines.push('  esac', '  case "$kpath" in');
   for (const node of nodes) {
     const own = node.path.length === 0 ? [] : node.flags.map((f) => f.long);
     const words = [...node.children.map((c) => c.path.at(-1)!), ...(node.argChoices ?? []), ...own, ...globals];
-    lines.push(`    "${node.path.join('/')}") words="${[...new Set(words)].join(' ')}" ;;`);
+    const dynamic = node.argDynamic ? `$(${node.argDynamic}) ` : '';
+    lines.push(`    "${node.path.join('/')}") words="${dynamic}${[...new Set(words)].join(' ')}" ;;`);
   }
   lines.push(
     '  esac',
@@ -149,8 +160,9 @@ export function zshCompletion(program: Command): string {
   for (const f of valueFlags) {
     if (f.choices) lines.push(`    ${f.long}) compadd -- ${f.choices.join(' ')}; return ;;`);
     else if (f.isFile) lines.push(`    ${f.long}) _files; return ;;`);
+    else if (f.dynamic) lines.push(`    ${f.long}) compadd -- \${(f)"$(${f.dynamic})"}; return ;;`);
   }
-  lines.push(`    ${valueFlags.filter((f) => !f.choices && !f.isFile).map((f) => f.long).join('|')}) return ;;`);
+  lines.push(`    ${valueFlags.filter((f) => !f.choices && !f.isFile && !f.dynamic).map((f) => f.long).join('|')}) return ;;`);
   lines.push('  esac', '  case "$kpath" in');
   for (const node of nodes) {
     const cmds = [
@@ -161,7 +173,9 @@ export function zshCompletion(program: Command): string {
     const opts = [...new Set([...own, ...globals])];
     lines.push(`    "${node.path.join('/')}")`);
     lines.push(`      cmds=(${cmds.map(zshQuote).join(' ')})`);
-    lines.push(`      opts=(${opts.join(' ')})${node.fileArgument ? '\n      _files' : ''} ;;`);
+    lines.push(
+      `      opts=(${opts.join(' ')})${node.fileArgument ? '\n      _files' : ''}${node.argDynamic ? `\n      [[ $PREFIX != -* ]] && compadd -- \${(f)"$(${node.argDynamic})"}` : ''} ;;`,
+    );
   }
   lines.push(
     '  esac',
@@ -191,6 +205,7 @@ export function fishCompletion(program: Command): string {
     if (f.short) parts.push(`-s ${f.short.slice(1)}`);
     if (f.choices) parts.push(`-x -a ${fishQuote(f.choices.join(' '))}`);
     else if (f.isFile) parts.push('-r -F');
+    else if (f.dynamic) parts.push(`-x -a ${fishQuote(`(${f.dynamic})`)}`);
     else if (f.takesValue) parts.push('-x');
     parts.push(`-d ${fishQuote(f.description)}`);
     return parts.join(' ');
@@ -207,6 +222,7 @@ export function fishCompletion(program: Command): string {
       for (const f of node.flags.filter((f) => f.long !== '--help')) lines.push(flagLine(inside, f));
       if (node.argChoices) lines.push(`complete -c kvb -n ${fishQuote(at)} -a ${fishQuote(node.argChoices.join(' '))}`);
       if (node.fileArgument) lines.push(`complete -c kvb -n ${fishQuote(at)} -F`);
+      if (node.argDynamic) lines.push(`complete -c kvb -n ${fishQuote(at)} -a ${fishQuote(`(${node.argDynamic})`)}`);
     }
     for (const child of node.children) lines.push(`complete -c kvb -n ${fishQuote(at)} -a ${child.path.at(-1)} -d ${fishQuote(child.description)}`);
     node.children.forEach(visit);

@@ -1,8 +1,9 @@
 import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { DEFAULT_URL } from '../client/kvb-http.js';
 
-export const DEFAULT_URL = 'http://127.0.0.1:8080';
+export { DEFAULT_URL };
 export const DEFAULT_PROFILE = 'default';
 
 /** One saved connection. `secret_key` is used as the credential when no token is given. */
@@ -15,6 +16,8 @@ export interface Profile {
 
 export interface ConfigFile {
   profiles: Record<string, Profile>;
+  /** The profile used when neither --profile nor KVB_PROFILE names one (`kvb profile use`). */
+  current?: string;
 }
 
 /** The global flags, as commander gives them. */
@@ -98,9 +101,9 @@ export function resolveConnection(
   env: NodeJS.ProcessEnv = process.env,
   options: { allowMissingProfile?: boolean } = {},
 ): Connection {
-  const profileName = nonEmpty(flags.profile) ?? nonEmpty(env.KVB_PROFILE) ?? DEFAULT_PROFILE;
-  const profileChosen = nonEmpty(flags.profile) !== undefined || nonEmpty(env.KVB_PROFILE) !== undefined;
   const config = readConfig(configPath(env));
+  const profileName = nonEmpty(flags.profile) ?? nonEmpty(env.KVB_PROFILE) ?? nonEmpty(config.current) ?? DEFAULT_PROFILE;
+  const profileChosen = profileName !== DEFAULT_PROFILE || nonEmpty(flags.profile) !== undefined || nonEmpty(env.KVB_PROFILE) !== undefined;
   const profile = config.profiles[profileName];
   if (!profile && profileChosen && !options.allowMissingProfile) {
     throw new ConfigError(`no profile ${JSON.stringify(profileName)} in ${configPath(env)} (create one with kvb init or kvb create-bucket --save)`);

@@ -84,3 +84,53 @@ export async function verticalTable(rows: Array<[string, string]>): Promise<void
   for (const [name, value] of rows) t.push({ [name]: value });
   await line(t.toString());
 }
+
+export interface Progress {
+  /** Counts so far; redrawn at most a few times a second. */
+  update(items: number, bytes: number): void;
+  /** Clears the line. */
+  done(): void;
+}
+
+const human = (bytes: number) =>
+  bytes >= 1 << 30 ? `${(bytes / (1 << 30)).toFixed(1)} GiB` : bytes >= 1 << 20 ? `${(bytes / (1 << 20)).toFixed(1)} MiB` : `${(bytes / 1024).toFixed(0)} KiB`;
+
+/**
+ * A one-line progress display on stderr (keys, bytes, rate), only when stderr is a terminal and
+ * not --quiet; stdout keeps nothing but data. `unit` names what is counted ("keys").
+ */
+/**
+ * Passes a stream's chunks through, telling `shown` how many lines (less `skipLines`, e.g. a
+ * header line) and bytes have gone by: export and import count NDJSON keys this way.
+ */
+export async function* countingLines(source: AsyncIterable<unknown>, shown: Progress, skipLines = 0): AsyncGenerator<Buffer> {
+  let lines = 0;
+  let bytes = 0;
+  for await (const chunk of source) {
+    const buffer = chunk as Buffer;
+    bytes += buffer.length;
+    for (let i = buffer.indexOf(10); i !== -1; i = buffer.indexOf(10, i + 1)) lines++;
+    shown.update(Math.max(lines - skipLines, 0), bytes);
+    yield buffer;
+  }
+}
+
+export function progress(verb: string, unit = 'keys'): Progress {
+  if (quiet || process.stderr.isTTY !== true) return { update: () => {}, done: () => {} };
+  const started = Date.now();
+  let drawn = 0;
+  let shown = false;
+  return {
+    update(items, bytes) {
+      const now = Date.now();
+      if (now - drawn < 200) return;
+      drawn = now;
+      shown = true;
+      const seconds = Math.max((now - started) / 1000, 0.001);
+      process.stderr.write(`\r\u001b[2K${verb} ${items.toLocaleString('en')} ${unit}, ${human(bytes)} (${Math.round(items / seconds).toLocaleString('en')} ${unit}/s)`);
+    },
+    done() {
+      if (shown) process.stderr.write('\r\u001b[2K');
+    },
+  };
+}

@@ -1,7 +1,10 @@
 import { fstatSync } from 'node:fs';
-import type { Command } from 'commander';
-import type { KvbClient } from '../client/kvb-client.js';
-import { type Connection, type GlobalFlags, resolveConnection } from './config.js';
+import { createRequire } from 'node:module';
+import { setFlagsFromString } from 'node:v8';
+import type { Dispatcher } from 'undici';
+import type { FetchInit, FetchResponse, KvbHttp } from '../client/kvb-http.js';
+import { type Connection, resolveConnection } from './config.js';
+import type { GlobalOptions, RunningCommand } from './define-command.js';
 import { setQuiet } from './output.js';
 
 /** A mistake in how the CLI was called, or in its input: exit code 1. */
@@ -12,34 +15,104 @@ export class UsageError extends Error {
 const SOURCE_NAMES = { flag: '--url', env: 'KVB_URL', profile: 'the profile', default: 'the default' } as const;
 
 /** The global flags as given to any (sub)command, with --quiet applied. */
-export function globalFlags(command: Command): GlobalFlags & { quiet?: boolean } {
-  const flags = command.optsWithGlobals<GlobalFlags & { quiet?: boolean }>();
+export function globalFlags(command: RunningCommand): GlobalOptions {
+  const flags = command.optsWithGlobals();
   setQuiet(flags.quiet === true);
   return flags;
 }
 
 export interface Session {
-  client: KvbClient;
+  /** The shared client (src/client), over the CLI's undici transport; it never retries on its own. */
+  client: KvbHttp;
   connection: Connection;
   /** The bucket to act on; a usage error when none is configured. */
   bucket(): string;
 }
 
+interface OpenedClient {
+  client: KvbHttp;
+  close(): Promise<void>;
+}
+
+/**
+ * The shared client (src/client/kvb-http.ts, the one module that knows the HTTP API) over the
+ * CLI's undici transport. undici enforces the timeout (connect, headers, idle body), so its error
+ * codes and the CLI's messages stay as they were, and the CLI never retries on its own.
+ */
+export async function openClient(url: string, token: string | undefined, timeoutMs: number): Promise<OpenedClient> {
+  const { KvbHttp } = await import('../client/kvb-http.js');
+  const transport = undiciFetch(new URL(url).origin, timeoutMs);
+  return { client: new KvbHttp({ url, token, fetch: transport.fetch, timeoutMs: 0, retries: 0 }), close: transport.close };
+}
+
+/**
+ * A fetch for `origin` over undici's request(). Start-up time is a feature of a CLI, so: only
+ * undici's HTTP/1.1 Client and its request() are loaded, not the package index (fetch, WebSocket,
+ * caches, mocks, proxies…) nor Node's own fetch, and through require(), which is cheaper than the
+ * ESM loader's CommonJS translation. And since the process lives for milliseconds, optimising
+ * llhttp's WebAssembly in the background only delays exit. Bodies stay Node streams of Buffers.
+ */
+function undiciFetch(origin: string, timeoutMs: number): { fetch: (url: string, init: FetchInit) => Promise<FetchResponse>; close(): Promise<void> } {
+  const require = createRequire(import.meta.url);
+  const UndiciClient = require('undici/lib/dispatcher/client.js') as typeof import('undici').Client;
+  const undiciRequest = require('undici/lib/api/api-request.js') as (this: Dispatcher, options: Dispatcher.RequestOptions) => Promise<Dispatcher.ResponseData>;
+  // After undici has loaded: set before, it stops Node using its built-in code cache for the
+  // modules undici pulls in (http, tls, crypto), and a V8 flag change makes V8 reject kvb's own cache.
+  setFlagsFromString('--liftoff-only');
+  const dispatcher = new UndiciClient(origin, {
+    connect: { timeout: Math.min(timeoutMs, 10_000) },
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+  });
+  const fetch = async (url: string, init: FetchInit): Promise<FetchResponse> => {
+    const target = new URL(url);
+    const response = await undiciRequest.call(dispatcher, {
+      method: init.method as Dispatcher.HttpMethod,
+      path: `${target.pathname}${target.search}`,
+      headers: init.headers,
+      body: (init.body ?? null) as Dispatcher.DispatchOptions['body'],
+      signal: init.signal,
+    });
+    const headers = response.headers;
+    return {
+      status: response.statusCode,
+      headers: {
+        get(name) {
+          const value = headers[name];
+          return (Array.isArray(value) ? value[0] : value) ?? null;
+        },
+      },
+      body: response.body,
+      text: () => response.body.text(),
+      arrayBuffer: () => response.body.arrayBuffer(),
+    };
+  };
+  return { fetch, close: () => dispatcher.destroy().catch(() => undefined) };
+}
+
 /** Resolves the connection, opens a client, runs `fn`, and always closes the client. */
 export async function withClient<T>(
-  command: Command,
+  command: RunningCommand,
   fn: (session: Session) => Promise<T>,
   options: { allowMissingProfile?: boolean; explicitTokenOnly?: boolean } = {},
 ): Promise<T> {
   const connection = resolveConnection(globalFlags(command), process.env, options);
   if (options.explicitTokenOnly && connection.sources.token === 'profile') connection.token = undefined;
-  const { KvbClient } = await import('../client/kvb-client.js');
+  const timeoutSeconds = requestTimeout(globalFlags(command).timeout, process.env.KVB_TIMEOUT);
   const { KvbNetworkError } = await import('../client/client-errors.js');
-  let client: KvbClient;
+  let opened: OpenedClient;
   try {
-    client = new KvbClient({ url: connection.url, token: connection.token });
+    opened = await openClient(connection.url, connection.token, timeoutSeconds * 1000);
   } catch {
     throw new UsageError(`invalid server URL ${JSON.stringify(connection.url)} (from ${SOURCE_NAMES[connection.sources.url]})`);
+  }
+  const { client, close } = opened;
+  if (/\/api\/v1\/?$/.test(new URL(connection.url).pathname)) {
+    const base = connection.url.replace(/\/api\/v1\/?$/, '');
+    await close();
+    throw new UsageError(
+      `the server URL is its address without /api/v1: use ${JSON.stringify(base)}, not ${JSON.stringify(connection.url)} (from ${SOURCE_NAMES[connection.sources.url]})`,
+    );
   }
   const bucket = () => {
     if (!connection.bucket) {
@@ -51,12 +124,24 @@ export async function withClient<T>(
     return await fn({ client, connection, bucket });
   } catch (err) {
     if (err instanceof KvbNetworkError) {
+      if (/timed out|timeout/.test(err.reason)) err.message += ` after ${timeoutSeconds} s (--timeout or KVB_TIMEOUT allows longer)`;
       err.message += `; the URL came from ${SOURCE_NAMES[connection.sources.url]}: point elsewhere with --url, KVB_URL or a profile`;
     }
     throw err;
   } finally {
-    await client.close();
+    await close();
   }
+}
+
+/** Seconds a request may take: --timeout, else KVB_TIMEOUT, else 30. */
+export function requestTimeout(flag: number | undefined, env: string | undefined): number {
+  if (flag !== undefined) return flag;
+  if (env === undefined || env === '') return 30;
+  const seconds = Number(env);
+  if (!/^\d+(\.\d+)?$/.test(env) || !(seconds > 0) || seconds > 86400) {
+    throw new UsageError(`KVB_TIMEOUT must be a number of seconds above 0, at most 86400, not ${JSON.stringify(env)}`);
+  }
+  return seconds;
 }
 
 /**
@@ -71,6 +156,9 @@ export function stdinIsPiped(): boolean {
     return false;
   }
 }
+
+/** Bytes the shared client read, as a Buffer (no copy). */
+export const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
 /** Reads all of stdin as bytes (binary-safe). */
 export async function readStdin(): Promise<Buffer> {

@@ -1,8 +1,13 @@
 import { ERRORS, type ErrorMessage, messageForStatus } from '../errors.js';
 
-/** The server answered with an error: its envelope message, HTTP status and Kvb-Error-Detail. */
+/**
+ * The server answered with an error: its envelope message (`kind`), HTTP status and `detail` (the
+ * envelope's reason in words, also sent as Kvb-Error-Detail). Each kind the caller can act on has
+ * its own subclass, so `err instanceof PreconditionFailedError` reads like the spec.
+ */
 export class KvbHttpError extends Error {
   readonly kind: ErrorMessage;
+  /** The CLI's exit code for this kind of failure (one table: src/errors.ts). */
   readonly exitCode: number;
   constructor(
     readonly status: number,
@@ -10,6 +15,8 @@ export class KvbHttpError extends Error {
     /** What was asked, e.g. `key "x" in bucket …`. */
     readonly subject: string,
     readonly detail: string | undefined,
+    /** Response headers an error carries besides the envelope (a 412's ETag, a 429's Retry-After). */
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {
     const known = kind !== undefined && kind in ERRORS ? (kind as ErrorMessage) : messageForStatus(status);
     super(`${known} (${status}): ${subject}${detail && detail !== known ? `: ${detail}` : ''}`);
@@ -19,15 +26,86 @@ export class KvbHttpError extends Error {
   }
 }
 
+/** 400: the request itself is malformed (key too long, bad ttl, invalid JSON…). */
+export class BadRequestError extends KvbHttpError {}
+/** 401: no credential, or one that is not valid for this bucket. */
+export class UnauthorizedError extends KvbHttpError {}
+/** 403: a valid credential without the permission, or a key outside a token's prefix. */
+export class ForbiddenError extends KvbHttpError {}
+/** 404: unknown bucket or route, or an absent or expired key. */
+export class NotFoundError extends KvbHttpError {}
+/** 409: a transaction's checks failed (`atomic().commit()` answers it as `{ ok: false }` instead). */
+export class ConflictError extends KvbHttpError {}
+/** 412: a conditional write (`ifRevision`, `ifAbsent`) found the key in another state; nothing was written. */
+export class PreconditionFailedError extends KvbHttpError {
+  /** The key's current revision, when it is live (from the 412's ETag). */
+  get currentRevision(): number | undefined {
+    return revisionOf(this.headers.etag);
+  }
+}
+/** 429: over a rate limit; `retryAfterSeconds` says when to try again. */
+export class RateLimitedError extends KvbHttpError {
+  get retryAfterSeconds(): number | undefined {
+    return retryAfterSeconds(this.headers['retry-after']);
+  }
+}
+/** 503 (and 502, 504): storage unreachable, too many watchers or exports, no signing key. */
+export class UnavailableError extends KvbHttpError {
+  get retryAfterSeconds(): number | undefined {
+    return retryAfterSeconds(this.headers['retry-after']);
+  }
+}
+/** 507: the storage is full or read-only, or the server's bucket limit is reached. */
+export class InsufficientStorageError extends KvbHttpError {}
+/** 500: the server failed unexpectedly. */
+export class InternalServerError extends KvbHttpError {}
+
+const CLASSES: Partial<Record<ErrorMessage, typeof KvbHttpError>> = {
+  bad_request: BadRequestError,
+  unauthorized: UnauthorizedError,
+  forbidden: ForbiddenError,
+  not_found: NotFoundError,
+  conflict: ConflictError,
+  precondition_failed: PreconditionFailedError,
+  too_many_requests: RateLimitedError,
+  service_unavailable: UnavailableError,
+  insufficient_storage: InsufficientStorageError,
+  internal_error: InternalServerError,
+};
+
+/** The typed error for an error answer. */
+export function httpErrorFor(
+  status: number,
+  kind: string | undefined,
+  subject: string,
+  detail: string | undefined,
+  headers: Record<string, string> = {},
+): KvbHttpError {
+  const known = kind !== undefined && kind in ERRORS ? (kind as ErrorMessage) : messageForStatus(status);
+  const Class = CLASSES[known] ?? KvbHttpError;
+  const err = new Class(status, known, subject, detail, headers);
+  err.name = Class.name;
+  return err;
+}
+
 /** No HTTP answer at all: connection refused, DNS failure, timeout, reset. */
 export class KvbNetworkError extends Error {
   readonly exitCode = 4;
   constructor(
     readonly url: string,
     readonly reason: string,
+    options?: { cause?: unknown },
   ) {
-    super(`cannot reach ${url} (${reason})`);
+    super(`cannot reach ${url} (${reason})`, options);
     this.name = 'KvbNetworkError';
+  }
+}
+
+/** A call took longer than its `timeoutMs` (a network error: no complete answer came). */
+export class KvbTimeoutError extends KvbNetworkError {
+  constructor(url: string, timeoutMs: number) {
+    super(url, `timed out after ${timeoutMs} ms`);
+    this.name = 'KvbTimeoutError';
   }
 }
 
@@ -46,11 +124,28 @@ const REASONS: Record<string, string> = {
   UND_ERR_CLOSED: 'connection closed',
 };
 
-/** The error a failed request becomes: network failures are typed, anything else passes through. */
+/**
+ * The error a failed request becomes: network failures with a known code (Node's, undici's, also
+ * as the `cause` of fetch's TypeError) are typed; anything else passes through.
+ */
 export function networkErrorFor(url: string, err: unknown): unknown {
   if (!(err instanceof Error)) return err;
   const code = (err as { code?: string }).code ?? (err.cause as { code?: string } | undefined)?.code;
-  if (code && code in REASONS) return new KvbNetworkError(url, REASONS[code]!);
-  if (code && /^E[A-Z]+$/.test(code)) return new KvbNetworkError(url, code);
+  if (code && code in REASONS) return new KvbNetworkError(url, REASONS[code]!, { cause: err });
+  if (code && /^E[A-Z]+$/.test(code)) return new KvbNetworkError(url, code, { cause: err });
   return err;
+}
+
+/** `"12"` (an ETag or Kvb-Revision) as a number. */
+export function revisionOf(text: string | null | undefined): number | undefined {
+  const bare = text?.replace(/^"|"$/g, '');
+  return bare !== undefined && /^\d+$/.test(bare) ? Number(bare) : undefined;
+}
+
+/** Retry-After in seconds (delta-seconds or an HTTP date). */
+export function retryAfterSeconds(text: string | undefined, now = Date.now()): number | undefined {
+  if (text === undefined) return undefined;
+  if (/^\d+$/.test(text)) return Number(text);
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, (at - now) / 1000);
 }

@@ -1,7 +1,9 @@
+import { availableParallelism } from 'node:os';
 import type { FastifyRequest } from 'fastify';
 import { type KeyRole, type Operation, type Principal, allows } from '../auth/access.js';
 import { credentialDigest, verifyCredential } from '../auth/credential-hash.js';
-import { looksLikeJwt, verifyToken } from '../auth/tokens.js';
+import { type TokenClaims, looksLikeJwt, tokenKey, verifyToken } from '../auth/tokens.js';
+import { VerificationQueue } from '../auth/verification-queue.js';
 import { KvbError } from '../errors.js';
 import { type BucketCache, type CachedBucket, MAX_VERIFICATIONS } from './bucket-cache.js';
 import { queryOf, singleParam } from './request-input.js';
@@ -40,29 +42,62 @@ function remember<V>(map: Map<string, V>, key: string, value: V): V {
   return value;
 }
 
-async function keyRoles(bucket: CachedBucket, credential: string): Promise<ReadonlySet<KeyRole>> {
-  const digest = credentialDigest(credential);
-  const known = bucket.keyRoles.get(digest);
-  if (known) return known;
+/**
+ * One verification (up to three scrypt hashes, one after another) at a time per core pair, 8
+ * waiting: measured on 2 cores, a flood of wrong credentials then leaves cached requests their
+ * usual latency. Past that the caller gets 429 and Retry-After instead of a place in line.
+ */
+const verifications = new VerificationQueue(Math.max(1, Math.floor(availableParallelism() / 2)), 8);
+/** Verifications under way, per bucket and credential digest: concurrent requests share one. */
+const inFlight = new WeakMap<CachedBucket, Map<string, Promise<ReadonlySet<KeyRole>>>>();
+
+async function verifyRoles(bucket: CachedBucket, credential: string): Promise<ReadonlySet<KeyRole>> {
   const { secretKeyHash, readKeyHash, writeKeyHash } = bucket.record;
   const checks: Array<[KeyRole, string | null]> = [
     ['admin', secretKeyHash],
     ['read', readKeyHash],
     ['write', writeKeyHash],
   ];
-  const matched = await Promise.all(checks.map(([, hash]) => (hash ? verifyCredential(credential, hash) : false)));
-  const roles = new Set(checks.filter((_, i) => matched[i]).map(([role]) => role));
-  return remember(bucket.keyRoles, digest, roles);
+  const roles = await verifications.run(async () => {
+    const matched = new Set<KeyRole>();
+    // Sequential, not Promise.all: a guess occupies one thread, not three.
+    for (const [role, hash] of checks) if (hash && (await verifyCredential(credential, hash))) matched.add(role);
+    return matched;
+  });
+  if (!roles) {
+    throw new KvbError('too_many_requests', 'too many unverified credentials at once; retry shortly', { 'retry-after': '1' });
+  }
+  return roles;
+}
+
+async function keyRoles(bucket: CachedBucket, credential: string): Promise<ReadonlySet<KeyRole>> {
+  const digest = credentialDigest(credential);
+  // A credential that failed is remembered too (an empty set): repeating a guess costs nothing.
+  const known = bucket.keyRoles.get(digest);
+  if (known) return known;
+  let pending = inFlight.get(bucket);
+  if (!pending) inFlight.set(bucket, (pending = new Map()));
+  let verifying = pending.get(digest);
+  if (!verifying) {
+    verifying = verifyRoles(bucket, credential).finally(() => pending.delete(digest));
+    pending.set(digest, verifying);
+  }
+  return remember(bucket.keyRoles, digest, await verifying);
+}
+
+/** The principal a token's verified claims give (undefined: not valid here, or expired). */
+function tokenFromClaims(bucket: CachedBucket, claims: TokenClaims | null): Principal | undefined {
+  if (!claims || claims.bkt !== bucket.record.id || claims.gen !== bucket.record.signingKeyGeneration) return undefined;
+  if (claims.exp * 1000 <= Date.now()) return undefined;
+  return { kind: 'token', prefix: claims.pfx, permissions: new Set(claims.perm) };
 }
 
 async function tokenPrincipal(bucket: CachedBucket, token: string): Promise<Principal | undefined> {
-  const { signingKey, signingKeyGeneration, id } = bucket.record;
+  const { signingKey, tokenSalt } = bucket.record;
   if (!signingKey) return undefined;
   let claims = bucket.tokens.get(token);
-  if (claims === undefined) claims = remember(bucket.tokens, token, (await verifyToken(token, signingKey)) ?? null);
-  if (!claims || claims.bkt !== id || claims.gen !== signingKeyGeneration) return undefined;
-  if (claims.exp * 1000 <= Date.now()) return undefined;
-  return { kind: 'token', prefix: claims.pfx, permissions: new Set(claims.perm) };
+  if (claims === undefined) claims = remember(bucket.tokens, token, (await verifyToken(token, tokenKey(signingKey, tokenSalt))) ?? null);
+  return tokenFromClaims(bucket, claims);
 }
 
 /** Who is calling: anonymous, a key with its roles, or a token. An unrecognised credential is a 401. */
@@ -78,6 +113,25 @@ export async function principalFor(bucket: CachedBucket, request: FastifyRequest
   throw unauthorized('credential is not valid for this bucket');
 }
 
+/**
+ * principalFor without waiting, from what the bucket cache already knows: undefined when a
+ * credential or token still has to be verified (principalFor then does it).
+ */
+function knownPrincipal(bucket: CachedBucket, request: FastifyRequest): Principal | undefined {
+  const credential = presentedCredential(request);
+  if (credential === undefined) return { kind: 'anonymous' };
+  if (looksLikeJwt(credential) && bucket.record.signingKey) {
+    const claims = bucket.tokens.get(credential);
+    if (claims === undefined) return undefined;
+    const token = tokenFromClaims(bucket, claims);
+    if (token) return token;
+  }
+  const roles = bucket.keyRoles.get(credentialDigest(credential));
+  if (roles === undefined) return undefined;
+  if (roles.size > 0) return { kind: 'key', roles };
+  throw unauthorized('credential is not valid for this bucket');
+}
+
 /** Throws 401 for an anonymous caller and 403 for an identified one when `op` is not allowed. */
 export function authorize(bucket: CachedBucket, principal: Principal, op: Operation, key?: string): void {
   if (allows(principal, op, bucket.flags, key)) return;
@@ -86,6 +140,17 @@ export function authorize(bucket: CachedBucket, principal: Principal, op: Operat
     throw new KvbError('forbidden', "key is outside the token's prefix");
   }
   throw new KvbError('forbidden', `credential does not allow ${op.replace('_', ' ')}`);
+}
+
+/**
+ * openBucket when the bucket and the caller's verification are both cached, without a promise
+ * (the hot path); undefined when openBucket has work to wait for.
+ */
+export function openBucketNow(buckets: BucketCache, id: string, request: FastifyRequest): { bucket: CachedBucket; principal: Principal } | undefined {
+  const bucket = buckets.peek(id);
+  if (!bucket) return undefined;
+  const principal = knownPrincipal(bucket, request);
+  return principal && { bucket, principal };
 }
 
 /** Looks up a bucket (404 when absent) and the caller's principal for it. */

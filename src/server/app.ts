@@ -1,14 +1,19 @@
 import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { envelope } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { BucketCache } from './bucket-cache.js';
 import { installErrorHandling, sendError } from './error-handling.js';
+import { createKvbServer } from './http-server.js';
 import { setupMetrics } from './plugins/metrics.js';
+import { RequestLogController, redactUrl } from './request-log-controller.js';
+import { setupRateLimits } from './plugins/rate-limits.js';
 import { bucketRoutes } from './routes/bucket-routes.js';
+import { consoleRoute } from './routes/console-route.js';
 import { keyRoutes } from './routes/key-routes.js';
 import { listRoute } from './routes/list-route.js';
 import { operationalRoutes } from './routes/operational-routes.js';
@@ -16,18 +21,16 @@ import { errorEnvelopeSchema, securitySchemes } from './routes/schemas.js';
 import { tokenRoute } from './routes/token-route.js';
 import { transactionRoute } from './routes/transaction-route.js';
 import type { ServerConfig } from './server-config.js';
+import { WatchHub, registerWatchMetrics } from './watch-hub.js';
 
 /** How long another instance's change to a bucket's credentials can go unseen on a shared store. */
 export const SHARED_CACHE_MAX_AGE_MS = 1000;
 
-/** Credentials may ride in the query string; they never reach a log line. */
-export function redactUrl(url: string): string {
-  return url.replace(/([?&](?:access_token|key)=)[^&#]*/gi, '$1[redacted]');
-}
-
-function loggerOptions(level: string): FastifyServerOptions['logger'] {
+function loggerOptions(level: string, format: 'json' | 'pretty'): FastifyServerOptions['logger'] {
   return {
     level,
+    // pino-pretty runs in pino's worker thread, loaded only when asked for.
+    ...(format === 'pretty' ? { transport: { target: 'pino-pretty', options: { translateTime: 'SYS:standard', ignore: 'pid,hostname' } } } : {}),
     serializers: {
       req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, url: redactUrl(req.url), ip: req.ip }),
     },
@@ -63,16 +66,72 @@ with that secret key as the Bearer value, and set, read, list and count keys. Ev
 admin, \`read_key\` reads and lists, \`write_key\` writes; a temporary token gets its permissions under its prefix.
 A bucket with no key of a kind leaves that kind of access open to anonymous callers.
 
-**Errors** are \`{"error":{"code":<status>,"message":<name>}}\`; the reason in words is in the \`Kvb-Error-Detail\` header.
+**Errors** are \`{"error":{"code":<status>,"message":<name>,"detail":<reason in words>}}\`; the reason is also in the \`Kvb-Error-Detail\` header.
 
 **Values** are answered with the Content-Type of their type, plus \`Kvb-Type\` and (when they expire) \`Kvb-Expires-At\`.`;
 
+/** A client's X-Request-Id is kept when it is short and plain; otherwise one is generated. */
+const REQUEST_ID = /^[A-Za-z0-9._:@+=-]{1,128}$/;
+
+export function requestId(header: string | string[] | undefined): string {
+  return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID();
+}
+
+/** `--trust-proxy`: a hop count, or a comma-separated list of addresses and CIDRs (Fastify's trustProxy). */
+export function trustProxyOption(value: string | undefined): number | string[] | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim());
+  return value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+/** @fastify/cors's options; the origin comes from `--cors-origin`. */
+const CORS_OPTIONS = {
+  methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
+  allowedHeaders: ['Authorization', 'Content-Type', 'Accept', 'If-Match', 'If-None-Match'],
+  exposedHeaders: [
+    'Kvb-Type',
+    'Kvb-Expires-At',
+    'Kvb-Error-Detail',
+    'Kvb-Next-Cursor',
+    'Link',
+    'Location',
+    'WWW-Authenticate',
+    'Allow',
+    'Retry-After',
+    'ETag',
+    'Kvb-Revision',
+    'Kvb-Failed-Checks',
+    'Kvb-Usage-Keys',
+    'Kvb-Usage-Bytes',
+    'Kvb-Quota-Keys',
+    'Kvb-Quota-Bytes',
+    'RateLimit',
+    'RateLimit-Policy',
+    'X-RateLimit-Limit',
+    'X-RateLimit-Remaining',
+    'X-RateLimit-Reset',
+  ],
+  maxAge: 600,
+};
+/** Access-Control-Expose-Headers exactly as @fastify/cors writes it. */
+const CORS_EXPOSED = CORS_OPTIONS.exposedHeaders.join(', ');
+
 /** Builds the whole service without listening, so tests and the bench can start it however they like. */
 export async function buildApp(store: Store, config: ServerConfig): Promise<FastifyInstance> {
+  const logs = new RequestLogController({ disableRequestLogging: true, requestIdLogLabel: 'req_id' }, config.accessLog);
   const app = Fastify({
-    logger: loggerOptions(config.logLevel),
-    // Fastify's two lines per request are off; at debug level one access line is logged below.
-    logController: new LogController({ disableRequestLogging: true }),
+    logger: loggerOptions(config.logLevel, config.logFormat),
+    // Fastify's two lines per request are off; the controller logs one access line per request.
+    requestIdHeader: false,
+    genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => requestId(req.headers['x-request-id']),
+    // X-Forwarded-For counts only from the proxies named (never from any client by default); the
+    // access log and the per-address limits both need the client's address, not the proxy's.
+    // (Fastify accepts a hop count at run time; its types omit the number form.)
+    trustProxy: (trustProxyOption(config.trustProxy) ?? false) as boolean | string[],
+    logController: logs,
     exposeHeadRoutes: false,
     return503OnClosing: false,
     bodyLimit: 16 * 1024,
@@ -87,31 +146,42 @@ export async function buildApp(store: Store, config: ServerConfig): Promise<Fast
     ajv: { customOptions: { allowUnionTypes: true, coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
     frameworkErrors: (error, _request, reply) =>
       sendError(reply, 'bad_request', error.code === 'FST_ERR_BAD_URL' ? 'malformed percent-encoding in the URL' : error.message),
+    serverFactory: (handler, options) =>
+      createKvbServer(handler, options as unknown as Parameters<typeof createKvbServer>[1]),
     clientErrorHandler: (error, socket) => {
       if (!socket.writable) return socket.destroy(error);
-      const body = JSON.stringify(envelope('bad_request'));
+      const body = JSON.stringify(envelope('bad_request', 'malformed HTTP request'));
+      // Ending only our side left the socket held (FIN-WAIT-2) for as long as the client kept its
+      // side open: once the answer is flushed, the socket is destroyed.
       socket.end(
-        `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+          `X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n${body}`,
+        () => socket.destroy(),
       );
     },
   });
 
-  if (['debug', 'trace'].includes(config.logLevel)) {
-    app.addHook('onResponse', async (request, reply) => {
-      request.log.debug({ method: request.method, url: redactUrl(request.url), status: reply.statusCode, ms: reply.elapsedTime }, 'request');
-    });
-  }
-
-  installErrorHandling(app);
-  const metrics = setupMetrics(app, store);
-
-  await app.register(cors, {
-    origin: config.corsOrigin === '*' ? '*' : config.corsOrigin.split(',').map((o) => o.trim()),
-    methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
-    allowedHeaders: ['Authorization', 'Content-Type', 'Accept'],
-    exposedHeaders: ['Kvb-Type', 'Kvb-Expires-At', 'Kvb-Error-Detail', 'Location', 'WWW-Authenticate', 'Allow'],
-    maxAge: 600,
+  // Every answer names its request id, so a client can quote it and an operator find the log line.
+  // With any origin allowed, the CORS headers are constant: set here, in the hook every request
+  // runs anyway, instead of by @fastify/cors's own hook (about 1 µs per request, measured).
+  const anyOrigin = config.corsOrigin === '*';
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id);
+    if (anyOrigin) reply.header('access-control-allow-origin', '*').header('access-control-expose-headers', CORS_EXPOSED);
+    done();
   });
+  installErrorHandling(app);
+  const measured = setupMetrics(logs, store);
+  const metrics = measured.registry;
+  store = measured.store;
+
+  if (config.corsOrigin === '*') {
+    // The plugin answers preflights only (its hook runs for its OPTIONS route alone, inside this
+    // context); every other answer gets the constant headers from the onRequest hook above.
+    await app.register(async (preflight) => preflight.register(cors, { ...CORS_OPTIONS, origin: '*' }));
+  } else {
+    await app.register(cors, { ...CORS_OPTIONS, origin: config.corsOrigin.split(',').map((o) => o.trim()) });
+  }
 
   app.addSchema(errorEnvelopeSchema);
   await app.register(swagger, {
@@ -145,16 +215,32 @@ export async function buildApp(store: Store, config: ServerConfig): Promise<Fast
       "style-src 'self' 'unsafe-inline'",
   });
 
+  const limitCreation = await setupRateLimits(app, config);
   const ctx = {
     store,
     buckets: new BucketCache(store, store.shared ? SHARED_CACHE_MAX_AGE_MS : Number.POSITIVE_INFINITY),
     config,
+    watch: new WatchHub(store),
   };
+  // Shutdown ends every watch stream at once (with `closed`) instead of waiting for them: run-server
+  // calls endStreams before it waits for open requests; app.close() (tests) does it through preClose.
+  const endStreams = () => ctx.watch.closeAll('the server is shutting down');
+  app.decorate('endStreams', endStreams);
+  app.addHook('preClose', async () => endStreams());
+  registerWatchMetrics(metrics, ctx.watch);
   await app.register(operationalRoutes, { ...ctx, metrics });
-  await app.register(bucketRoutes, ctx);
+  await app.register(bucketRoutes, { ...ctx, limitCreation });
   await app.register(transactionRoute, ctx);
   await app.register(listRoute, ctx);
   await app.register(tokenRoute, ctx);
   await app.register(keyRoutes, ctx);
+  if (config.console) await app.register(consoleRoute, { ...(config.consoleDir !== undefined && { dir: config.consoleDir }) });
   return app;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Ends every open watch stream with `closed` (graceful shutdown must not wait for them). */
+    endStreams(): void;
+  }
 }

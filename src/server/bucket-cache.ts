@@ -31,6 +31,12 @@ export class BucketCache {
     private readonly maxAgeMs: number,
   ) {}
 
+  /** The bucket when it is cached and fresh; undefined when `get` would have to load it. */
+  peek(id: string): CachedBucket | undefined {
+    const hit = this.entries.get(id);
+    return hit && Date.now() - hit.loadedAt < this.maxAgeMs ? hit : undefined;
+  }
+
   async get(id: string): Promise<CachedBucket | undefined> {
     const now = Date.now();
     const hit = this.entries.get(id);
@@ -51,7 +57,7 @@ export class BucketCache {
       // Verification results are pure functions of the credential and these fields: when a reload
       // (every maxAgeMs on a shared store) finds them unchanged, the slow checks are not redone.
       keyRoles: hit && sameKeyHashes(hit.record, record) ? hit.keyRoles : new Map(),
-      tokens: hit && hit.record.signingKey === record.signingKey ? hit.tokens : new Map(),
+      tokens: hit && hit.record.signingKey === record.signingKey && hit.record.tokenSalt === record.tokenSalt ? hit.tokens : new Map(),
     };
     if (this.entries.size >= MAX_BUCKETS) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(id, cached);

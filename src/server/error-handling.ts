@@ -1,17 +1,26 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type ErrorMessage, KvbError, envelope, messageForStatus } from '../errors.js';
-import { isStorageUnavailable } from '../store/storage-errors.js';
+import { rawPath } from './request-input.js';
+import { isClientAbort, isStorageUnavailable, storageFullReason } from '../store/storage-errors.js';
 
 /** Header values must be printable ASCII; details never contain secrets, but may echo input. */
 const headerSafe = (s: string) => s.replace(/[^\x20-\x7e]/g, '?').slice(0, 300);
 
-export function sendError(reply: FastifyReply, kind: ErrorMessage, detail: string, allow?: string[]): FastifyReply {
-  const body = envelope(kind);
+export function sendError(
+  reply: FastifyReply,
+  kind: ErrorMessage,
+  detail: string,
+  allow?: string[],
+  headers?: Record<string, string>,
+): FastifyReply {
+  const body = envelope(kind, detail);
   reply.code(body.error.code).header('kvb-error-detail', headerSafe(detail));
+  if (headers) reply.headers(headers);
   if (kind === 'unauthorized') reply.header('www-authenticate', 'Bearer realm="kvb"');
   if (allow) reply.header('allow', allow.join(', '));
   // An error replaces whatever a handler had set, including a value's type headers.
   reply.removeHeader('kvb-type').removeHeader('kvb-expires-at');
+  if (!headers?.etag) reply.removeHeader('etag').removeHeader('kvb-revision');
   return reply.type('application/json').send(body);
 }
 
@@ -33,7 +42,17 @@ export function allowedMethods(path: string): string[] | undefined {
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | KvbError, request: FastifyRequest, reply: FastifyReply) => {
     if (error instanceof KvbError) {
-      return sendError(reply, error.kind, error.detail, (error as KvbError & { allow?: string[] }).allow);
+      return sendError(reply, error.kind, error.detail, (error as KvbError & { allow?: string[] }).allow, error.headers);
+    }
+    // Checked before storage errors: Node's `aborted` carries ECONNRESET, which means storage there.
+    if (isClientAbort(error) || (request.raw.readableAborted && !request.raw.complete)) {
+      request.log.debug('client closed the connection before its request body arrived');
+      return sendError(reply, 'bad_request', 'request body was cut short');
+    }
+    const full = storageFullReason(error);
+    if (full !== undefined) {
+      request.log.warn(`write refused: ${full}`);
+      return sendError(reply, 'insufficient_storage', full);
     }
     if (isStorageUnavailable(error)) {
       request.log.error({ err: error }, 'storage unavailable');
@@ -50,7 +69,7 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 
   app.setNotFoundHandler((request, reply) => {
-    const path = (request.raw.url ?? '/').split('?')[0]!;
+    const path = rawPath(request);
     const allow = allowedMethods(path);
     if (allow && !allow.includes(request.method)) {
       return sendError(reply, 'method_not_allowed', `${request.method} is not allowed here`, allow);

@@ -52,11 +52,22 @@ export function expiryFor(ttlSeconds: number, now: number): number | null {
   return ttlSeconds === 0 ? null : now + ttlSeconds * 1000;
 }
 
-/** The path of the raw request URL (no query), exactly as the client sent it (still percent-encoded). */
+/** `scheme://authority` at the start of an absolute-form request target (RFC 9112 §3.2.2). */
+const ORIGIN = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/;
+
+/**
+ * The path of the raw request URL (no query), exactly as the client sent it (still percent-encoded).
+ * An absolute-form target (`GET http://host/api/v1/B/k HTTP/1.1`) gives the same path as its
+ * origin-form, as the router already does, so every route reads the same bucket and key.
+ */
 export function rawPath(request: FastifyRequest): string {
-  const url = request.raw.url ?? '/';
-  const q = url.indexOf('?');
-  return q === -1 ? url : url.slice(0, q);
+  let url = request.raw.url ?? '/';
+  if (url[0] !== '/') {
+    const origin = ORIGIN.exec(url);
+    if (origin) url = url.slice(origin[0].length) || '/';
+  }
+  const end = url.search(/[?#]/);
+  return end === -1 ? url : url.slice(0, end);
 }
 
 const API_PREFIX = '/api/v1/';
@@ -68,6 +79,15 @@ export function splitKeyPath(request: FastifyRequest): { bucket: string; encoded
   const slash = rest.indexOf('/');
   const bucketSegment = slash === -1 ? rest : rest.slice(0, slash);
   return { bucket: decodeBucket(bucketSegment), encodedKey: slash === -1 ? '' : rest.slice(slash + 1) };
+}
+
+/**
+ * The bucket id of any `/api/v1/{bucket}…` route, percent-decoded exactly once from the raw path.
+ * Every route takes it here: Fastify's route parameter is already decoded once, and decoding it
+ * again let `/api/v1/%2561…` reach bucket `a…` on some routes while others said 404.
+ */
+export function bucketIdOf(request: FastifyRequest): string {
+  return splitKeyPath(request).bucket;
 }
 
 export function decodeBucket(segment: string): string {

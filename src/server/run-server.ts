@@ -1,5 +1,8 @@
-import { isPostgresUrl, openStore } from '../store/open-store.js';
-import { describeError } from '../store/storage-errors.js';
+import { mkdirSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { VERSION } from '../version.js';
+import { type DbTarget, openStore, parseDbTarget } from '../store/open-store.js';
+import { describeError, readOnlyReason } from '../store/storage-errors.js';
 import type { Store } from '../store/store.js';
 import { buildApp } from './app.js';
 import type { ServerConfig } from './server-config.js';
@@ -7,36 +10,83 @@ import { startSweeper } from './sweeper.js';
 
 /** `kvb serve`: opens the store, listens, sweeps expired keys, and shuts down cleanly on a signal. */
 export async function runServer(config: ServerConfig): Promise<void> {
-  // Until the app (and its logger) exists, a background storage error is written as a plain line.
+  // Until the app (and its logger) exists, a start-up failure or a background storage error is
+  // written as one plain line.
+  const fail = (message: string): never => {
+    process.stderr.write(`kvb: ${message}\n`);
+    process.exit(1);
+  };
   let onBackgroundError = (err: unknown) => {
     process.stderr.write(`kvb: storage connection error: ${describeError(err)}\n`);
   };
+  let target: DbTarget;
+  try {
+    target = parseDbTarget(config.db);
+  } catch (err) {
+    return fail(`--db: ${(err as Error).message}`);
+  }
+  const storage = target.kind === 'postgres' ? `PostgreSQL at ${safeDbName(target.url)}` : `SQLite database ${target.path}`;
+  let created: string[] = [];
+  if (target.kind === 'sqlite' && target.path !== ':memory:') {
+    try {
+      created = createParentDirectories(target.path);
+    } catch (err) {
+      return fail(`cannot open ${storage}: ${describeError(err)}`);
+    }
+  }
   let store: Store;
   try {
     store = await openStore(config.db, {
       durability: config.durability,
       poolSize: config.poolSize,
+      pgPrepare: config.pgPrepare,
+      pgBatchWrites: config.pgBatchWrites,
+      quota: { maxKeys: config.maxKeysPerBucket, maxBytes: config.maxBytesPerBucket },
       onBackgroundError: (err) => onBackgroundError(err),
     });
   } catch (err) {
     // One line a person can act on, not a stack trace.
-    const what = isPostgresUrl(config.db) ? `PostgreSQL at ${safeDbName(config.db)}` : `SQLite database ${config.db}`;
-    process.stderr.write(`kvb: cannot open ${what}: ${describeError(err)}\n`);
-    process.exit(1);
+    const code = (err as { code?: unknown }).code;
+    // KVB_DATABASE_IN_USE: another process holds the file's sidecar lock (store/sqlite-lock.ts).
+    if (target.kind === 'sqlite' && (code === 'KVB_DATABASE_IN_USE' || code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED')) {
+      return fail(`cannot open ${storage}: another process (another kvb serve?) has it open; one server per SQLite file`);
+    }
+    const readOnly = target.kind === 'sqlite' && target.path !== ':memory:' ? readOnlyReason(target.path) : undefined;
+    return fail(`cannot open ${storage}: ${readOnly ?? describeError(err)}`);
   }
   const app = await buildApp(store, config);
   onBackgroundError = (err) =>
     app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
-  const sweeper = startSweeper(store, config.sweepIntervalSeconds * 1000, app.log);
+  const sweeper = startSweeper(store, config.sweepIntervalSeconds * 1000, app.log, config.watchRetentionSeconds * 1000);
 
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     app.log.info(`received ${signal}, finishing in-flight requests`);
+    // A client that never finishes its request (or a pipelined queue behind one) must not hold
+    // the process: past the deadline its connection is closed, and the process exits anyway.
+    const deadline = setTimeout(() => {
+      app.log.warn(`open requests did not finish within ${config.shutdownTimeoutSeconds} s; closing their connections`);
+      app.server.closeAllConnections();
+      setTimeout(() => {
+        app.log.warn('requests still running after their connections closed; exiting');
+        process.exit(0);
+      }, 2000).unref();
+    }, config.shutdownTimeoutSeconds * 1000);
+    deadline.unref();
     try {
       await sweeper.stop();
+      // Watch streams never finish on their own: end them first, so they do not hold the wait below.
+      app.endStreams();
+      // The server was started with listen() on app.server, so Fastify's close leaves it to us:
+      // stop accepting, close idle keep-alives, and wait for open requests (up to the deadline).
+      await new Promise<void>((resolve) => {
+        app.server.close(() => resolve());
+        app.server.closeIdleConnections();
+      });
       await app.close();
+      clearTimeout(deadline);
       await store.close();
       app.log.info('stopped');
       process.exit(0);
@@ -50,14 +100,56 @@ export async function runServer(config: ServerConfig): Promise<void> {
 
   // Listening on app.server directly keeps start-up to the one log line below.
   await app.ready();
-  await new Promise<void>((resolve, reject) => {
-    app.server.once('error', reject);
-    app.server.listen({ port: config.port, host: config.host }, () => resolve());
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      app.server.once('error', reject);
+      app.server.listen({ port: config.port, host: config.host }, () => resolve());
+    });
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    await sweeper.stop();
+    await store.close().catch(() => undefined);
+    if (code === 'EADDRINUSE') return fail(`port ${config.port} is already in use (on ${config.host})`);
+    if (code === 'EACCES') return fail(`no permission to listen on port ${config.port} (ports below 1024 need privileges)`);
+    if (code === 'EADDRNOTAVAIL') return fail(`cannot listen on ${config.host}: no such local address`);
+    return fail(`cannot listen on ${config.host}:${config.port}: ${describeError(err)}`);
+  }
+  for (const dir of created) app.log.info(`created directory ${dir} for the SQLite database`);
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const shownHost = config.host.includes(':') ? `[${config.host}]` : config.host;
-  app.log.info(`kvb listening on http://${shownHost}:${port} (storage: ${store.backend})`);
+  const where = target.kind === 'postgres' ? `postgres ${safeDbName(target.url)}` : `sqlite ${target.path === ':memory:' ? ':memory:' : resolve(target.path)}`;
+  // Still one line: what the database offers and what kvb uses of it rides along as a field.
+  app.log.info({ capabilities: store.capabilities }, `kvb ${VERSION} listening on http://${shownHost}:${port} (storage: ${where})`);
+}
+
+/**
+ * Creates the missing directories above a SQLite file, one level at a time, and returns them.
+ * (mkdirSync's recursive mode loops forever under /proc, where mkdir answers ENOENT.)
+ */
+function createParentDirectories(path: string): string[] {
+  const missing: string[] = [];
+  let dir = dirname(resolve(path));
+  for (;;) {
+    try {
+      if (!statSync(dir).isDirectory()) throw new Error(`${dir} is not a directory`);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      missing.unshift(dir);
+      const parent = dirname(dir);
+      if (parent === dir) break;
+      dir = parent;
+    }
+  }
+  for (const each of missing) {
+    try {
+      mkdirSync(each, { mode: 0o750 });
+    } catch (err) {
+      throw new Error(`cannot create directory ${each}: ${(err as NodeJS.ErrnoException).code ?? describeError(err)}`);
+    }
+  }
+  return missing;
 }
 
 /** host:port/db of a PostgreSQL URL, without user or password. */

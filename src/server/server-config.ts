@@ -12,6 +12,56 @@ export interface ServerConfig {
   durability: 'normal' | 'full';
   sweepIntervalSeconds: number;
   poolSize: number;
+  /** PostgreSQL named prepared statements: on, off (transaction poolers), or auto. */
+  pgPrepare: 'on' | 'off' | 'auto';
+  /** PostgreSQL: concurrent writes share transactions (one commit per batch). */
+  pgBatchWrites: boolean;
+  /** Serve the web console at /console/. */
+  console: boolean;
+  /** Where the console's built files are (default: dist/console of this package). */
+  consoleDir?: string;
+  /** One info line per request (method, route, status, time, bytes, client IP, request id). */
+  accessLog: boolean;
+  /** Proxies whose X-Forwarded-For is believed: addresses/CIDRs (comma-separated) or a hop count. */
+  trustProxy: string | undefined;
+  /** `pretty` (pino-pretty, for people at a terminal) or `json` (one object per line). */
+  logFormat: 'json' | 'pretty';
+  /** Largest NDJSON import body in bytes; it is streamed, never held whole. */
+  maxImportBytes: number;
+  /** A reader that accepts no byte of a response for this long is disconnected (0: never). */
+  stalledReaderTimeoutSeconds: number;
+  /** Multi-page listings and exports streaming at once; more get 503 with Retry-After. */
+  maxStreamedResponses: number;
+  /** Watch feed: open streams per instance, seconds of changes kept, ms between `progress` events. */
+  maxWatchers: number;
+  watchRetentionSeconds: number;
+  watchProgressMs: number;
+  /** Seconds a graceful shutdown waits for open requests before it closes their connections. */
+  shutdownTimeoutSeconds: number;
+  /** Most buckets the server holds; 0 means no limit. */
+  maxBuckets: number;
+  /** Per-bucket quotas: most stored keys, and most bytes (keys and values), per bucket; 0 means no limit. */
+  maxKeysPerBucket: number;
+  maxBytesPerBucket: number;
+  /** Bucket creations allowed per client address per window; undefined means no limit. */
+  bucketCreationRate: RateLimit | undefined;
+  /** Requests allowed per credential (per client address when anonymous) per window; undefined means no limit. */
+  rateLimit: RateLimit | undefined;
+}
+
+/** `N/WINDOW`, e.g. `100/1m`: at most `max` requests in each window of `windowMs`. */
+export interface RateLimit {
+  max: number;
+  windowMs: number;
+}
+
+const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000 } as const;
+
+/** Parses `N/WINDOW` (`600/1m`, `10/s`, `5000/1h`, `100/30s`); undefined when it is not one. */
+export function parseRateLimit(text: string): RateLimit | undefined {
+  const match = /^([1-9][0-9]{0,8})\/([1-9][0-9]{0,5})?([smh])$/.exec(text.trim());
+  if (!match) return undefined;
+  return { max: Number(match[1]), windowMs: Number(match[2] ?? 1) * UNIT_MS[match[3] as keyof typeof UNIT_MS] };
 }
 
 export const DEFAULT_SERVER_CONFIG: ServerConfig = {
@@ -26,4 +76,22 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   durability: 'normal',
   sweepIntervalSeconds: 5,
   poolSize: 10,
+  pgPrepare: 'auto',
+  pgBatchWrites: false,
+  console: true,
+  accessLog: true,
+  trustProxy: undefined,
+  logFormat: 'json',
+  maxImportBytes: 256 * 1024 * 1024,
+  stalledReaderTimeoutSeconds: 30,
+  maxStreamedResponses: 64,
+  shutdownTimeoutSeconds: 10,
+  maxBuckets: 0,
+  maxKeysPerBucket: 0,
+  maxBytesPerBucket: 0,
+  bucketCreationRate: undefined,
+  rateLimit: undefined,
+  maxWatchers: 10_000,
+  watchRetentionSeconds: 3600,
+  watchProgressMs: 15_000,
 };

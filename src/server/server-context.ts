@@ -1,10 +1,13 @@
 import type { Store } from '../store/store.js';
 import type { BucketCache } from './bucket-cache.js';
 import type { ServerConfig } from './server-config.js';
+import type { WatchHub } from './watch-hub.js';
 
 /** What every route plugin needs: the store, the bucket cache and the server's settings. */
 export interface ServerContext {
   store: Store;
   buckets: BucketCache;
   config: ServerConfig;
+  /** The instance's watch feed (see watch-hub.ts). */
+  watch: WatchHub;
 }

@@ -1,41 +1,82 @@
-import { createHash } from 'node:crypto';
-import { type Compilable, Kysely, PostgresDialect, sql } from 'kysely';
+import { randomUUID } from 'node:crypto';
+import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { prefixUpperBound } from '../values/keys.js';
-import type { StoredValue } from '../values/value-type.js';
-import { migrateToLatest } from './migrations.js';
-import { type Database, bucketFromRow, bucketUpdate, replaceEntryOnConflict } from './schema.js';
+import type { StoredValue } from '../values/stored-value.js';
+import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
+import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from './entry-row.js';
+import { listBounds } from './list-bounds.js';
+import { appliedMigrations, kvbMigrations, runMigrations } from './migrations.js';
+import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
+import { type Quota, type Usage, NO_QUOTA, checkQuota, entrySize } from './quota.js';
+import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
+import {
+  type CompiledStatement,
+  LIST_SHAPES,
+  bind,
+  compileAll,
+  compileStatement,
+  listShapeName,
+  listStatement,
+  portabilityStatements,
+  postgresStatements,
+  queryBuilder,
+  sharedStatements,
+} from './statements.js';
 import { StorageUnavailableError, isPostgresConnectionError } from './storage-errors.js';
-import type { BucketChanges, BucketRecord, Entry, EntryUpdate, ListQuery, ListedEntry, Store, TxnOp } from './store.js';
-import { type EntryRow, isLive, toEntry } from './entry-row.js';
+import {
+  type BucketChanges,
+  type Change,
+  type ChangeLogBounds,
+  type BucketRecord,
+  type CommitOutcome,
+  type Condition,
+  type Deleted,
+  type Entry,
+  type EntrySnapshot,
+  type EntryUpdate,
+  type ImportStaging,
+  type ListQuery,
+  type ListedEntry,
+  type Refusal,
+  type Store,
+  type TxnOp,
+  type Written,
+  checkHolds,
+  conditionHolds,
+  type PoolStats,
+  type StoreStats,
+} from './store.js';
+
+/** Whether to use named (server-side, per-connection) prepared statements. */
+export type PgPrepare = 'on' | 'off' | 'auto';
 
 export interface PostgresOptions {
   /** `postgres://` or `postgresql://`; `?schema=NAME` picks (and creates) the schema. */
   url: string;
   poolSize: number;
+  /** Default 'auto': on, unless a pooler seems to sit between kvb and PostgreSQL (see `detectPooler`). */
+  prepare?: PgPrepare;
   /** Told about errors no request is waiting for (an idle connection dying). */
   onBackgroundError?: (err: unknown) => void;
+  /** Run concurrent writes in shared transactions (see `PostgresStore.write`); default off. */
+  batchWrites?: boolean;
+  /** Per-bucket quotas (kvb serve); none when absent. */
+  quota?: Quota;
 }
 
-/** A numbered placeholder; queries are compiled once, so every value goes through one of these. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a placeholder stands for a value of any column type
-const p = (n: number) => sql<any>`${sql.raw(`$${n}`)}`;
-
-/** Lower case only: the name goes unquoted into search_path, where PostgreSQL folds case. */
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const INT8_OID = 20;
-/** Transactions that lose a deadlock are retried this many times before the error reaches the client. */
-const MAX_ATTEMPTS = 5;
+/** Serialization failures and deadlock victims: PostgreSQL rolled the whole statement or transaction back. */
 const RETRYABLE = new Set(['40001', '40P01']);
-/** Whether attempt number `attempt` lost a deadlock or serialization conflict and may run again. */
-const mayRetry = (err: unknown, attempt: number) => {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && RETRYABLE.has(code) && attempt < MAX_ATTEMPTS;
-};
-/** A counter finding its row inserted under it starts over; this bounds a pathological loop. */
-const MAX_RETRIES = 100;
-/** Returned by a transaction's work to roll back and run it again. */
-const RETRY = Symbol('retry');
+const MAX_ATTEMPTS = 8;
+/**
+ * Most writes in one shared transaction. A write that can refuse runs in a savepoint, which is a
+ * subtransaction: past 64 of them in one transaction PostgreSQL's per-backend subtransaction cache
+ * overflows and every other session's snapshots get slower.
+ */
+const MAX_BATCH = 64;
+/** How long a sweep or migration lease lasts unless renewed (an instance that dies frees it after this). */
+const LEASE_MS = 30_000;
 
 /**
  * int8 arrives as text; it becomes a number only when that is exact, a bigint otherwise.
@@ -52,12 +93,15 @@ const types = {
 };
 
 export interface ParsedPostgresUrl {
-  /** What node-postgres is given: the URL without `schema`, with `search_path` and `application_name` set. */
+  /** What node-postgres is given: the URL without kvb's `schema`, with `application_name` set. */
   connectionString: string;
   schema: string;
 }
 
-/** Reads kvb's own URL parameter (`schema`) and folds it into options PostgreSQL understands. */
+/**
+ * Reads kvb's own URL parameter (`schema`). No `options` startup parameter is sent (PgBouncer
+ * refuses it) and no search_path is relied on: every statement names its schema.
+ */
 export function parsePostgresUrl(url: string): ParsedPostgresUrl {
   const parsed = new URL(url);
   const schema = parsed.searchParams.get('schema') ?? 'public';
@@ -65,23 +109,12 @@ export function parsePostgresUrl(url: string): ParsedPostgresUrl {
     throw new Error(`invalid schema name ${JSON.stringify(schema)} (lower-case letters, digits and _, not starting with a digit)`);
   }
   parsed.searchParams.delete('schema');
-  const options = parsed.searchParams.get('options');
-  parsed.searchParams.set('options', `${options ? `${options} ` : ''}-c search_path=${schema}`);
   if (!parsed.searchParams.has('application_name')) parsed.searchParams.set('application_name', 'kvb');
-  return {
-    connectionString: parsed.toString(),
-    schema,
-  };
+  return { connectionString: parsed.toString(), schema };
 }
 
 /** The signing key column is bytea (see migrations.ts). */
 const signingKeyBytes = (key: string | null) => (key === null ? null : Buffer.from(key, 'utf8'));
-
-/** A 64-bit advisory-lock id for one key of one bucket (a collision only makes two keys wait for each other). */
-function lockId(bucket: string, key: Buffer): string {
-  const hash = createHash('sha256').update(bucket).update('\u0000').update(key).digest();
-  return hash.readBigInt64BE(0).toString();
-}
 
 /** Turns a lost connection, refused connection or pool timeout into the one error the server answers with 503. */
 function storageError(err: unknown): unknown {
@@ -89,27 +122,129 @@ function storageError(err: unknown): unknown {
   return isPostgresConnectionError(err) ? new StorageUnavailableError(err) : err;
 }
 
+const errorCode = (err: unknown) => (err as { code?: unknown } | null)?.code;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 /**
- * PostgreSQL through node-postgres, for several `kvb serve` instances sharing one database.
- * Kysely builds every query and runs the migrations; hot-path queries are compiled once and run
- * as named prepared statements straight on the pool (one round trip each). There is no entry
+ * The one place that re-runs work PostgreSQL rolled back as a serialization failure (40001) or
+ * deadlock victim (40P01), with jittered exponential backoff. Safe because such an error means
+ * the whole statement or transaction had no effect: each operation still applies exactly once.
+ * A lost connection is not retried (whether the commit happened is unknown).
+ */
+export async function withRetries<T>(run: () => Promise<T>, maxAttempts = MAX_ATTEMPTS): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      const code = errorCode(err);
+      if (typeof code !== 'string' || !RETRYABLE.has(code) || attempt >= maxAttempts) throw err;
+      await sleep(Math.random() * Math.min(200, 2 ** attempt * 5));
+    }
+  }
+}
+
+/** Returned by a transaction's work: roll back, and answer `value`. */
+class Rollback<T> {
+  constructor(readonly value: T) {}
+}
+const rollback = <T>(value: T) => new Rollback(value);
+
+type Client = pg.Pool | pg.PoolClient;
+
+/** A write waiting for the next shared transaction (see `PostgresStore.write`). */
+interface QueuedWrite {
+  bucket: string;
+  work: (client: pg.PoolClient) => Promise<unknown>;
+  /** Whether it runs in a savepoint, so that a refusal or an error undoes only this write. */
+  isolate: boolean;
+  resolve(value: unknown): void;
+  reject(err: unknown): void;
+}
+
+type Outcome = { ok: true; value: unknown } | { ok: false; err: unknown };
+
+/** An error after which nothing more can run on the connection or in the transaction. */
+const endsTransaction = (err: unknown) =>
+  err instanceof StorageUnavailableError || isPostgresConnectionError(err) || RETRYABLE.has(String(errorCode(err)));
+
+/** One key's change-log row, before it is written. */
+interface LoggedChange {
+  key: Buffer;
+  kind: Change['kind'];
+  type?: string;
+  value?: Buffer;
+  expiresAt?: number | null;
+}
+
+/**
+ * Whether something other than PostgreSQL answers on the URL's host and port: the server reports
+ * the port it listens on, which differs from ours behind PgBouncer (6432), Supavisor (6543) or a
+ * port-forward. Neon's pooler keeps 5432 but names its host `*-pooler.*`. A pooler on the server's
+ * own port, or a Unix socket, goes unseen: set --pg-prepare off there.
+ */
+async function detectPooler(pool: pg.Pool, connectionString: string): Promise<string | undefined> {
+  const url = new URL(connectionString);
+  if (/-pooler\./i.test(url.hostname)) return `host ${url.hostname} names a pooler`;
+  const { rows } = await pool.query<{ port: number | null }>('select inet_server_port() as port');
+  const serverPort = rows[0]?.port;
+  const ourPort = Number(url.port || 5432);
+  if (serverPort !== null && serverPort !== undefined && serverPort !== ourPort) {
+    return `PostgreSQL listens on port ${serverPort} but kvb connects to ${ourPort}`;
+  }
+  return undefined;
+}
+
+/**
+ * PostgreSQL through node-postgres, for several `kvb serve` instances sharing one database,
+ * directly or through a transaction pooler. Every statement comes from statements.ts, compiled
+ * once, schema-qualified, and run as a named prepared statement when the connection keeps them
+ * (unnamed but still parameterised otherwise). No session state, no advisory locks, no ctid, no
+ * SKIP LOCKED: each write first bumps its bucket row's revision, a row lock that orders the
+ * bucket's writers across instances; sweeps and migrations run under a lease row. No entry
  * cache: other instances write too, so every read goes to the database.
  */
 export class PostgresStore implements Store {
   readonly backend = 'postgres';
   readonly shared = true;
-  private readonly texts = new Map<string, string>();
+  readonly stats: StoreStats = { sweptKeys: 0, cacheHits: 0, cacheMisses: 0 };
+  readonly cachesEntries = false;
+  private readonly sql: Record<string, CompiledStatement>;
   /** Per bucket and key: the tail of this instance's queue of counter updates to it. */
   private readonly updateQueues = new Map<string, Promise<unknown>>();
+  private quota: Quota = NO_QUOTA;
+  /** This instance, as a lease holder. */
+  private readonly holder = randomUUID();
+  /** Per bucket, writes waiting for a shared transaction; the buckets with one running; how many run. */
+  private readonly writeQueues = new Map<string, QueuedWrite[]>();
+  private readonly writingBuckets = new Set<string>();
+  private batchesRunning = 0;
+  private readonly batchesInFlight: number;
 
   private constructor(
     private readonly pool: pg.Pool,
     private readonly db: Kysely<Database>,
-  ) {}
+    private readonly schema: string,
+    private readonly named: boolean,
+    /** One line for the start-up log: what the database offers and what kvb uses. */
+    readonly capabilities: string,
+    private readonly batchWrites: boolean,
+    poolSize: number,
+  ) {
+    // One batch per bucket at a time (its writes wait on its row anyway); a few buckets' batches
+    // at once, leaving most of the pool to reads.
+    this.batchesInFlight = Math.max(1, Math.min(4, Math.floor(poolSize / 2)));
+    const builder = queryBuilder('postgres', schema);
+    this.sql = {
+      ...compileAll(sharedStatements(builder)),
+      ...compileAll(postgresStatements(builder)),
+      // An import stages in a temporary table of its own transaction (see postgres-portability.ts).
+      ...compileAll(portabilityStatements(builder, 'pg_temp.kvb_import')),
+      ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
+    };
+  }
 
   static async open(options: PostgresOptions): Promise<PostgresStore> {
     const { connectionString, schema } = parsePostgresUrl(options.url);
-    await migrate(connectionString, schema);
     const pool = new pg.Pool({
       connectionString,
       max: options.poolSize,
@@ -124,35 +259,47 @@ export class PostgresStore implements Store {
     // An idle client whose connection dies emits 'error' on the pool; unhandled, that would end the process.
     pool.on('error', (err) => options.onBackgroundError?.(err));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-    return new PostgresStore(pool, db);
-  }
-
-  /** Compiles a Kysely query once and keeps its SQL under `name` (also the prepared statement's name). */
-  private text(name: string, build: () => Compilable): string {
-    let text = this.texts.get(name);
-    if (text === undefined) {
-      text = build().compile().sql;
-      this.texts.set(name, text);
-    }
-    return text;
-  }
-
-  private async query<R extends pg.QueryResultRow>(
-    name: string,
-    build: () => Compilable,
-    values: unknown[],
-    client: pg.Pool | pg.PoolClient = this.pool,
-  ): Promise<pg.QueryResult<R>> {
     try {
-      return await client.query<R>({ name: `kvb_${name}`, text: this.text(name, build), values });
+      const { rows } = await pool.query<{ version: string }>("select current_setting('server_version') as version");
+      const mode = options.prepare ?? 'auto';
+      // An engine without inet_server_port() (CockroachDB) gets the choice that always works.
+      const pooler =
+        mode === 'auto'
+          ? await detectPooler(pool, connectionString).catch((err: unknown) => {
+              if (isPostgresConnectionError(err)) throw err;
+              return 'cannot ask the server its port';
+            })
+          : undefined;
+      const named = mode === 'on' || (mode === 'auto' && pooler === undefined);
+      const why = mode === 'auto' ? (pooler ? ` (auto: ${pooler}, so assuming a transaction pooler)` : ' (auto: no pooler seen)') : ` (--pg-prepare ${mode})`;
+      await migrate(pool, db, schema);
+      const capabilities =
+        `PostgreSQL ${rows[0]?.version ?? '?'}; named prepared statements ${named ? 'used' : 'not used'}${why}; ` +
+        'kvb uses row locks on bucket rows, transactional DDL and lease rows; it does not use advisory locks, ctid, SKIP LOCKED or session settings';
+      const batching = options.batchWrites ? '; concurrent writes share transactions (--pg-batch-writes on)' : '';
+      const store = new PostgresStore(pool, db, schema, named, capabilities + batching, options.batchWrites === true, options.poolSize);
+      store.quota = options.quota ?? NO_QUOTA;
+      return store;
+    } catch (err) {
+      await db.destroy().catch(() => {});
+      throw err;
+    }
+  }
+
+  private async query<R extends pg.QueryResultRow>(name: string, args: Record<string, unknown>, client: Client = this.pool): Promise<pg.QueryResult<R>> {
+    const statement = this.sql[name];
+    if (!statement) throw new Error(`no statement ${name}`);
+    const values = bind(statement, args);
+    try {
+      return await client.query<R>(this.named ? { name: `kvb_${name}`, text: statement.sql, values } : { text: statement.sql, values });
     } catch (err) {
       throw storageError(err);
     }
   }
 
-  /** Runs `work` in a transaction on one connection; retried when PostgreSQL picks it as a deadlock victim. */
-  private async transaction<T>(work: (client: pg.PoolClient) => Promise<T | typeof RETRY>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
+  /** Runs `work` in a transaction on one connection, retried (see `withRetries`) when PostgreSQL rolls it back. */
+  private async transaction<T, R = never>(work: (client: pg.PoolClient) => Promise<T | Rollback<R>>): Promise<T | R> {
+    return withRetries(async () => {
       let broken: unknown;
       // A checked-out client whose connection dies between two queries emits 'error' on itself,
       // not on the pool; unhandled, that would end the process (the next query fails anyway).
@@ -176,67 +323,145 @@ export class PostgresStore implements Store {
       try {
         await client.query('begin');
         const result = await work(client);
-        if (result === RETRY) {
+        if (result instanceof Rollback) {
           await client.query('rollback');
-          if (attempt >= MAX_RETRIES) throw new Error(`gave up after ${attempt} attempts`);
-          continue;
+          return result.value;
         }
         await client.query('commit');
         return result;
       } catch (err) {
-        if (isPostgresConnectionError(err)) broken = err;
+        if (isPostgresConnectionError(err) || err instanceof StorageUnavailableError) broken = err;
         else await client.query('rollback').catch((e: unknown) => (broken = e));
-        if (mayRetry(err, attempt)) continue;
         throw storageError(err);
       } finally {
         client.off('error', onError);
         // A connection that failed is destroyed rather than returned to the pool.
         client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
       }
+    });
+  }
+
+  /**
+   * Runs one key write. With --pg-batch-writes on, writes that arrive while others are running
+   * wait and then run together in one transaction per bucket (one commit, one WAL flush, up to
+   * MAX_BATCH writes), as SQLite's group commit does; each caller is answered only after that
+   * transaction commits. A bucket has one batch running at a time. Within it, writes run in the
+   * order they arrived, each bumping the bucket's revision, so revisions
+   * and the change log are exactly those of one transaction per write. A write that can refuse
+   * (`isolate`) runs in a savepoint: a refusal or an error of its own rolls back only it. An
+   * error in a write that is not isolated rolls the batch back, and every write of it then runs
+   * alone. A serialization failure or deadlock re-runs the whole batch (the work functions are
+   * re-runnable, as for `transaction`); a lost connection fails every write of the batch.
+   */
+  private write<T, R = never>(bucket: string, isolate: boolean, work: (client: pg.PoolClient) => Promise<T | Rollback<R>>): Promise<T | R> {
+    if (!this.batchWrites) return this.transaction(work);
+    return new Promise<T | R>((resolve, reject) => {
+      const queue = this.writeQueues.get(bucket);
+      const write = { bucket, work, isolate, resolve: resolve as (value: unknown) => void, reject };
+      if (queue) queue.push(write);
+      else this.writeQueues.set(bucket, [write]);
+      this.startBatches();
+    });
+  }
+
+  private startBatches(): void {
+    for (const [bucket, queue] of this.writeQueues) {
+      if (this.batchesRunning >= this.batchesInFlight) return;
+      if (this.writingBuckets.has(bucket)) continue;
+      const batch = queue.splice(0, MAX_BATCH);
+      // An emptied queue goes; the bucket's next write queues at the back, behind other buckets.
+      if (queue.length === 0) this.writeQueues.delete(bucket);
+      this.writingBuckets.add(bucket);
+      this.batchesRunning++;
+      void this.runBatch(batch).finally(() => {
+        this.writingBuckets.delete(bucket);
+        this.batchesRunning--;
+        this.startBatches();
+      });
     }
   }
 
+  private async runBatch(batch: QueuedWrite[]): Promise<void> {
+    if (batch.length === 1) {
+      const only = batch[0]!;
+      await this.transaction(only.work).then(only.resolve, only.reject);
+      return;
+    }
+    // One bucket's writes, in their order of arrival.
+    const ordered = batch;
+    let outcomes: Outcome[];
+    try {
+      outcomes = await this.transaction(async (client) => {
+        const done: Outcome[] = [];
+        for (const write of ordered) {
+          if (!write.isolate) {
+            const value = await write.work(client);
+            if (value instanceof Rollback) throw new Error('a write that can refuse must run in a savepoint');
+            done.push({ ok: true, value });
+            continue;
+          }
+          await client.query('savepoint kvb_write');
+          try {
+            const value = await write.work(client);
+            if (value instanceof Rollback) {
+              await client.query('rollback to savepoint kvb_write');
+              done.push({ ok: true, value: value.value });
+            } else {
+              await client.query('release savepoint kvb_write');
+              done.push({ ok: true, value });
+            }
+          } catch (err) {
+            if (endsTransaction(err)) throw err;
+            await client.query('rollback to savepoint kvb_write');
+            done.push({ ok: false, err });
+          }
+        }
+        return done;
+      });
+    } catch (err) {
+      if (endsTransaction(err)) {
+        for (const write of ordered) write.reject(err);
+        return;
+      }
+      // A write outside a savepoint failed and took the batch with it: each runs alone, so only it fails.
+      for (const write of ordered) await this.transaction(write.work).then(write.resolve, write.reject);
+      return;
+    }
+    ordered.forEach((write, i) => {
+      const outcome = outcomes[i]!;
+      if (outcome.ok) write.resolve(outcome.value);
+      else write.reject(outcome.err);
+    });
+  }
+
   async createBucket(b: BucketRecord): Promise<void> {
-    await this.query(
-      'createBucket',
-      () =>
-        this.db.insertInto('buckets').values({
-          id: p(1),
-          email: p(2),
-          secret_key_hash: p(3),
-          read_key_hash: p(4),
-          write_key_hash: p(5),
-          signing_key: p(6),
-          signing_key_generation: p(7),
-          default_ttl: p(8),
-          created_at: p(9),
-        }),
-      [b.id, b.email, b.secretKeyHash, b.readKeyHash, b.writeKeyHash, signingKeyBytes(b.signingKey), b.signingKeyGeneration, b.defaultTtl, Date.now()],
-    );
+    await this.query('createBucket', { ...b, signingKey: signingKeyBytes(b.signingKey), createdAt: Date.now() });
   }
 
   async getBucket(id: string): Promise<BucketRecord | undefined> {
     // Ids are generated and never contain NUL, which PostgreSQL text cannot even carry.
     if (id.includes('\u0000')) return undefined;
-    const { rows } = await this.query<Omit<Database['buckets'], 'signing_key'> & { signing_key: Buffer | null }>(
-      'getBucket',
-      () => this.db.selectFrom('buckets').selectAll().where('id', '=', p(1)),
-      [id],
-    );
+    const { rows } = await this.query<Omit<Database['buckets'], 'signing_key'> & { signing_key: Buffer | null }>('getBucket', { id });
     const row = rows[0];
     return row && bucketFromRow({ ...row, signing_key: row.signing_key && row.signing_key.toString('utf8') });
+  }
+
+  async bucketRevision(bucket: string): Promise<number | undefined> {
+    if (bucket.includes('\u0000')) return undefined;
+    const { rows } = await this.query<{ revision: number }>('bucketRevision', { bucket });
+    return rows[0] === undefined ? undefined : Number(rows[0].revision);
   }
 
   async updateBucket(id: string, changes: BucketChanges): Promise<boolean> {
     if (id.includes('\u0000')) return false;
     // Rare and shaped by the request, so compiled per call and not prepared.
-    const query = this.db
+    const query = queryBuilder('postgres', this.schema)
       .updateTable('buckets')
       .set(bucketUpdate(changes, signingKeyBytes))
       .where('id', '=', id)
       .compile();
     try {
-      const result = await this.pool.query(query.sql, query.parameters as unknown[]);
+      const result = await withRetries(() => this.pool.query(query.sql, query.parameters as unknown[]));
       return (result.rowCount ?? 0) > 0;
     } catch (err) {
       throw storageError(err);
@@ -245,69 +470,104 @@ export class PostgresStore implements Store {
 
   async deleteBucket(id: string): Promise<boolean> {
     if (id.includes('\u0000')) return false;
-    // One statement: the bucket and its keys go together or not at all. It locks many rows, so
-    // it can deadlock with a transaction on the same bucket; PostgreSQL aborts one, and it is retried.
-    const { rowCount } = await this.retryOnDeadlock(() => this.query(
-      'deleteBucket',
-      () =>
-        this.db
-          .with('gone', (db) => db.deleteFrom('entries').where('bucket_id', '=', p(1)).returning('bucket_id'))
-          .deleteFrom('buckets')
-          .where('id', '=', p(1)),
-      [id],
-    ));
-    return (rowCount ?? 0) > 0;
+    // The bucket row first (it waits for the bucket's running writers), then, in a statement with
+    // a fresh snapshot, every key: a writer queued behind the row lock finds no bucket and writes nothing.
+    return this.transaction(async (client) => {
+      const { rowCount } = await this.query('deleteBucket', { bucket: id }, client);
+      await this.query('deleteBucketEntries', { bucket: id }, client);
+      await this.query('deleteBucketChanges', { bucket: id }, client);
+      return (rowCount ?? 0) > 0;
+    });
   }
 
-  private async retryOnDeadlock<T>(run: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await run();
-      } catch (err) {
-        if (!mayRetry(err, attempt)) throw err;
-      }
-    }
+  /** Bumps the bucket's revision inside `client`'s transaction (locking its row); undefined when it is gone. */
+  private async bump(client: pg.PoolClient, bucket: string): Promise<number | undefined> {
+    return (await this.bumpWithUsage(client, bucket))?.revision;
   }
 
-  private selectEntry(forUpdate: boolean) {
-    const query = this.db
-      .selectFrom('entries')
-      .select(['type', 'value', 'expires_at'])
-      .where('bucket_id', '=', p(1))
-      .where('key', '=', p(2));
-    return forUpdate ? query.forUpdate() : query;
+  /**
+   * The bump, with the bucket's usage as of its row lock: every writer of the bucket, on every
+   * instance, waits for that lock, so the usage read here is the one this write changes, and a
+   * quota checked against it cannot be overshot by writers racing on other instances.
+   */
+  private async bumpWithUsage(client: pg.PoolClient, bucket: string): Promise<{ revision: number; usage: Usage } | undefined> {
+    const { rows } = await this.query<{ revision: number; usage_keys: number; usage_bytes: number }>('bumpBucket', { bucket }, client);
+    const row = rows[0];
+    return row && { revision: Number(row.revision), usage: { keys: Number(row.usage_keys), bytes: Number(row.usage_bytes) } };
   }
 
-  private upsertEntry() {
-    return this.db
-      .insertInto('entries')
-      .values({ bucket_id: p(1), key: p(2), type: p(3), value: p(4), expires_at: p(5) })
-      .onConflict(replaceEntryOnConflict);
+  /** Checks a write's change of usage against the quota (507 rolls the transaction back), then records it. */
+  private async chargeUsage(client: pg.PoolClient, bucket: string, before: Usage, delta: Usage): Promise<void> {
+    checkQuota(this.quota, before, delta);
+    if (delta.keys !== 0 || delta.bytes !== 0) await this.query('addUsage', { bucket, keys: delta.keys, bytes: delta.bytes }, client);
+  }
+
+  private async liveEntry(client: Client, bucket: string, key: Buffer, now: number): Promise<{ row?: EntryRow; live?: Entry }> {
+    const { rows } = await this.query<EntryRow>('getEntry', { bucket, key }, client);
+    const row = rows[0];
+    return { row, live: row && isLive(row, now) ? toEntry(row) : undefined };
   }
 
   async getEntry(bucket: string, key: string, now: number): Promise<Entry | undefined> {
-    const { rows } = await this.query<EntryRow>('getEntry', () => this.selectEntry(false), [bucket, Buffer.from(key)]);
-    const row = rows[0];
-    return row && isLive(row, now) ? toEntry(row) : undefined;
+    if (bucket.includes('\u0000')) return undefined;
+    return (await this.liveEntry(this.pool, bucket, Buffer.from(key), now)).live;
   }
 
-  async setEntry(bucket: string, key: string, value: StoredValue, expiresAt: number | null): Promise<void> {
-    await this.query('setEntry', () => this.upsertEntry(), [bucket, Buffer.from(key), value.type, value.data, expiresAt]);
+  async setEntry(
+    bucket: string,
+    key: string,
+    value: StoredValue,
+    expiresAt: number | null,
+    now: number,
+    condition?: Condition,
+  ): Promise<Written | Refusal> {
+    const keyBytes = Buffer.from(key);
+    const args = { bucket, key: keyBytes, type: value.type, value: value.data, expiresAt, now };
+    // Lock the bucket row first, then read, check and write under it; a refusal rolls the bump back.
+    // (Not one statement: the old size, for the bucket's usage, must be read after the lock.)
+    // Batched, an unconditional SET without quotas cannot refuse (a vanished bucket excepted, which
+    // reruns its batch one write at a time), so it needs no savepoint of its own.
+    const canRefuse = condition !== undefined || this.quota.maxKeys > 0 || this.quota.maxBytes > 0;
+    return this.write<Written, Refusal>(bucket, canRefuse, async (client) => {
+      const bumped = await this.bumpWithUsage(client, bucket);
+      if (bumped === undefined) return rollback({ refused: 'no_bucket' });
+      const { revision } = bumped;
+      let old: number | undefined;
+      if (condition) {
+        const { row, live } = await this.liveEntry(client, bucket, keyBytes, now);
+        if (!conditionHolds(condition, live)) return rollback({ refused: 'precondition', current: live });
+        old = row && entrySize(keyBytes, row.value);
+      } else {
+        const { rows } = await this.query<{ size: number }>('entrySize', { bucket, key: keyBytes }, client);
+        old = rows[0] && Number(rows[0].size);
+      }
+      const delta = { keys: old === undefined ? 1 : 0, bytes: entrySize(keyBytes, value.data) - (old ?? 0) };
+      checkQuota(this.quota, bumped.usage, delta);
+      await this.query('putEntryCharged', { ...args, revision, ...delta }, client);
+      return { revision };
+    });
   }
 
-  async deleteEntry(bucket: string, key: string, now: number): Promise<boolean> {
-    const { rows } = await this.query<{ expires_at: number | null }>(
-      'deleteEntry',
-      () => this.db.deleteFrom('entries').where('bucket_id', '=', p(1)).where('key', '=', p(2)).returning('expires_at'),
-      [bucket, Buffer.from(key)],
-    );
-    return rows[0] !== undefined && isLive(rows[0], now);
+  async deleteEntry(bucket: string, key: string, now: number, condition?: Condition): Promise<Deleted | Refusal> {
+    const keyBytes = Buffer.from(key);
+    return this.write<Deleted, Deleted | Refusal>(bucket, true, async (client) => {
+      const revision = await this.bump(client, bucket);
+      if (revision === undefined) return rollback({ refused: 'no_bucket' });
+      const { row, live } = await this.liveEntry(client, bucket, keyBytes, now);
+      if (condition && !conditionHolds(condition, live)) return rollback({ refused: 'precondition', current: live });
+      // An absent key is no change; an expired one is removed (a change, like the sweeper's) but answers 404.
+      if (!row) return rollback({ deleted: false });
+      await this.query('removeEntry', { bucket, key: keyBytes }, client);
+      await this.query('addUsage', { bucket, keys: -1, bytes: -entrySize(keyBytes, row.value) }, client);
+      await this.logChanges(client, bucket, revision, [{ key: keyBytes, kind: 'delete' }], now);
+      return { deleted: live !== undefined, revision };
+    });
   }
 
   /**
    * Runs this instance's updates of one key one after another. Correctness across instances comes
-   * from the row lock; this only keeps a hot counter from parking every pooled connection on the
-   * same lock (which would starve every other request of connections).
+   * from the bucket row lock; this only keeps a hot counter from parking every pooled connection
+   * on the same lock (which would starve every other request of connections).
    */
   private async queued<T>(id: string, work: () => Promise<T>): Promise<T> {
     const run = (this.updateQueues.get(id) ?? Promise.resolve()).then(work, work);
@@ -320,173 +580,239 @@ export class PostgresStore implements Store {
     }
   }
 
-  async updateEntry(bucket: string, key: string, now: number, update: EntryUpdate): Promise<Entry> {
-    return this.queued(`${bucket}\u0000${key}`, () => this.lockAndUpdate(bucket, key, now, update));
-  }
-
-  private async lockAndUpdate(bucket: string, key: string, now: number, update: EntryUpdate): Promise<Entry> {
+  async updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition): Promise<Entry | Refusal> {
     const keyBytes = Buffer.from(key);
-    // The row is locked (FOR UPDATE) from the read until the commit, so concurrent updates from
-    // any instance queue up behind each other. An absent row cannot be locked: it is inserted with
-    // ON CONFLICT DO NOTHING, and if another instance inserted it first, the whole thing starts over.
-    return this.transaction(async (client) => {
-      const { rows } = await this.query<EntryRow>('lockEntry', () => this.selectEntry(true), [bucket, keyBytes], client);
-      const row = rows[0];
-      const next = update(row && isLive(row, now) ? toEntry(row) : undefined);
-      const values = [bucket, keyBytes, next.type, next.data, next.expiresAt];
-      if (row) {
+    // Batched, one key's updates run one after another inside the shared transaction instead.
+    const inOrder = this.batchWrites ? <T>(work: () => Promise<T>) => work() : <T>(work: () => Promise<T>) => this.queued(`${bucket}\u0000${key}`, work);
+    return inOrder(() =>
+      this.write<Entry, Refusal>(bucket, true, async (client) => {
+        const bumped = await this.bumpWithUsage(client, bucket);
+        if (bumped === undefined) return rollback({ refused: 'no_bucket' });
+        const { revision } = bumped;
+        const { row, live } = await this.liveEntry(client, bucket, keyBytes, now);
+        if (condition && !conditionHolds(condition, live)) return rollback({ refused: 'precondition', current: live });
+        // `update` may throw (not a number, overflow): the transaction rolls back, bump included.
+        const next = update(live);
+        const old = row && entrySize(keyBytes, row.value);
+        await this.chargeUsage(client, bucket, bumped.usage, { keys: old === undefined ? 1 : 0, bytes: entrySize(keyBytes, next.data) - (old ?? 0) });
         await this.query(
-          'updateEntry',
-          () =>
-            this.db
-              .updateTable('entries')
-              .set({ type: p(3), value: p(4), expires_at: p(5) })
-              .where('bucket_id', '=', p(1))
-              .where('key', '=', p(2)),
-          values,
+          'putEntry',
+          { bucket, key: keyBytes, type: next.type, value: next.data, expiresAt: next.expiresAt, revision },
           client,
         );
-        return next;
-      }
-      const inserted = await this.query(
-        'insertEntry',
-        () =>
-          this.db
-            .insertInto('entries')
-            .values({ bucket_id: p(1), key: p(2), type: p(3), value: p(4), expires_at: p(5) })
-            .onConflict((oc) => oc.columns(['bucket_id', 'key']).doNothing()),
-        values,
-        client,
-      );
-      return inserted.rowCount === 1 ? next : RETRY;
-    });
+        await this.logChanges(client, bucket, revision, [{ key: keyBytes, kind: 'set', type: next.type, value: next.data, expiresAt: next.expiresAt }], now);
+        return { ...next, revision };
+      }),
+    );
   }
 
   async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
-    const prefix = Buffer.from(q.prefix);
-    const upper = q.prefix ? prefixUpperBound(prefix) : undefined;
-    const after = q.after === undefined ? undefined : Buffer.from(q.after);
-    const shape = `list_${q.reverse ? 'desc' : 'asc'}_${q.withValues ? 'v' : 'k'}${upper ? '_u' : ''}${after ? '_a' : ''}`;
-    const values: unknown[] = [bucket, prefix, now, q.limit, q.offset];
-    if (upper) values.push(upper);
-    if (after) values.push(after);
-    const { rows } = await this.query<EntryRow & { key: Buffer }>(
-      shape,
-      () => {
-        let query = this.db
-          .selectFrom('entries')
-          .select(q.withValues ? ['key', 'type', 'value', 'expires_at'] : ['key'])
-          .where('bucket_id', '=', p(1))
-          .where('key', '>=', p(2))
-          .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', p(3))]));
-        let n = 6;
-        if (upper) query = query.where('key', '<', p(n++));
-        if (after) query = query.where('key', q.reverse ? '<' : '>', p(n++));
-        return query
-          .orderBy('key', q.reverse ? 'desc' : 'asc')
-          .limit(p(4))
-          .offset(p(5));
-      },
-      values,
-    );
+    const { lower, lowerOp, upper } = listBounds(q);
+    const name = listShapeName({ reverse: q.reverse, columns: q.columns, upper: upper !== undefined, after: lowerOp === '>' });
+    const { rows } = await this.query<EntryRow & MetaRow & { key: Buffer }>(name, { bucket, lower, now, limit: q.limit, offset: q.offset, upper });
     return rows.map((row) => ({
       key: row.key.toString('utf8'),
-      ...(q.withValues && { entry: toEntry(row) }),
+      ...(q.columns === 'values' && { entry: toEntry(row) }),
+      ...(q.columns === 'meta' && { meta: toMeta(row) }),
     }));
   }
 
-  async commit(bucket: string, ops: TxnOp[]): Promise<void> {
-    // Operations are blind writes, so the outcome is the last operation on each key.
+  async commit(bucket: string, ops: TxnOp[], now: number): Promise<CommitOutcome> {
+    // Writes are blind, so the outcome is the last write on each key.
     const last = new Map<string, TxnOp>();
     for (const op of ops) {
+      if (op.op === 'check') continue;
       last.delete(op.key);
       last.set(op.key, op);
     }
     const final = [...last.values()];
     const sets = final.filter((op) => op.op === 'set');
     const deletes = final.filter((op) => op.op === 'delete').map((op) => Buffer.from(op.key));
-    await this.transaction(async (client) => {
-      if (final.length > 1) {
-        // Every key is locked, in one global order, before anything is written: two transactions
-        // on overlapping keys run one after the other (never interleaved, never deadlocked).
-        const ids = [...new Set(final.map((op) => lockId(bucket, Buffer.from(op.key))))].sort();
-        await this.query(
-          'lockKeys',
-          () =>
-            this.db
-              .selectFrom(sql`unnest(${p(1)}::bigint[])`.as('k'))
-              .select(sql`pg_advisory_xact_lock(k)`.as('locked')),
-          [ids],
-          client,
-        );
+    const checks = ops.flatMap((op, i) => (op.op === 'check' ? [{ op, i }] : []));
+    return this.write<Written, CommitOutcome>(bucket, true, async (client) => {
+      // The bucket row lock orders this transaction with every other write to the bucket.
+      const bumped = await this.bumpWithUsage(client, bucket);
+      if (bumped === undefined) return rollback({ refused: 'no_bucket' });
+      const { revision } = bumped;
+      if (checks.length > 0) {
+        const keys = [...new Set(checks.map(({ op }) => op.key))].map((k) => Buffer.from(k));
+        const { rows } = await this.query<EntryRow & { key: Buffer }>('getEntries', { bucket, keys }, client);
+        const found = new Map(rows.map((row) => [row.key.toString('utf8'), row]));
+        const failed = checks
+          .filter(({ op }) => {
+            const row = found.get(op.key);
+            return !checkHolds(op, row && isLive(row, now) ? toEntry(row) : undefined);
+          })
+          .map(({ i }) => i);
+        if (failed.length > 0) return rollback({ refused: 'checks', failed });
+        // Checks alone change nothing: no new revision.
+        if (final.length === 0) return rollback({ revision: revision - 1 });
+      }
+      if (final.length > 0) {
+        // The quota counts the transaction as a whole, from each final key's size before it.
+        const keys = final.map((op) => Buffer.from(op.key));
+        const { rows } = await this.query<{ key: Buffer; size: number }>('entrySizes', { bucket, keys }, client);
+        const sizes = new Map(rows.map((row) => [row.key.toString('utf8'), Number(row.size)]));
+        const delta = { keys: 0, bytes: 0 };
+        for (const op of final) {
+          const old = sizes.get(op.key);
+          if (op.op === 'set') {
+            delta.keys += old === undefined ? 1 : 0;
+            delta.bytes += entrySize(Buffer.from(op.key), op.value.data) - (old ?? 0);
+          } else if (old !== undefined) {
+            delta.keys -= 1;
+            delta.bytes -= old;
+          }
+        }
+        await this.chargeUsage(client, bucket, bumped.usage, delta);
       }
       if (sets.length > 0) {
         await this.query(
-          'commitSets',
-          () =>
-            this.db
-              .insertInto('entries')
-              .columns(['bucket_id', 'key', 'type', 'value', 'expires_at'])
-              // Set-returning functions in one select list advance in lockstep: one row per operation.
-              .expression(
-                this.db.selectNoFrom([
-                  p(1).as('bucket_id'),
-                  sql`unnest(${p(2)}::bytea[])`.as('key'),
-                  sql`unnest(${p(3)}::text[])`.as('type'),
-                  sql`unnest(${p(4)}::bytea[])`.as('value'),
-                  sql`unnest(${p(5)}::bigint[])`.as('expires_at'),
-                ]),
-              )
-              .onConflict(replaceEntryOnConflict),
-          [
+          'putEntries',
+          {
             bucket,
-            sets.map((op) => Buffer.from(op.key)),
-            sets.map((op) => (op.op === 'set' ? op.value.type : '')),
-            sets.map((op) => (op.op === 'set' ? op.value.data : Buffer.alloc(0))),
-            sets.map((op) => (op.op === 'set' && op.expiresAt !== null ? String(op.expiresAt) : null)),
-          ],
+            keys: sets.map((op) => Buffer.from(op.key)),
+            types: sets.map((op) => (op.op === 'set' ? op.value.type : '')),
+            values: sets.map((op) => (op.op === 'set' ? op.value.data : Buffer.alloc(0))),
+            expiresAts: sets.map((op) => (op.op === 'set' && op.expiresAt !== null ? String(op.expiresAt) : null)),
+            revision,
+          },
           client,
         );
       }
+      const logged: LoggedChange[] = sets.map((op) =>
+        op.op === 'set' ? { key: Buffer.from(op.key), kind: 'set', type: op.value.type, value: op.value.data, expiresAt: op.expiresAt } : { key: Buffer.alloc(0), kind: 'set' },
+      );
       if (deletes.length > 0) {
-        await this.query(
-          'commitDeletes',
-          () => this.db.deleteFrom('entries').where('bucket_id', '=', p(1)).where('key', '=', sql<Buffer>`any(${p(2)}::bytea[])`),
-          [bucket, deletes],
-          client,
-        );
+        // Only keys that were there are reported as deleted.
+        const { rows } = await this.query<{ key: Buffer }>('removeEntries', { bucket, keys: deletes }, client);
+        for (const { key } of rows) logged.push({ key, kind: 'delete' });
       }
+      await this.logChanges(client, bucket, revision, logged, now);
+      return { revision };
     });
   }
 
-  async sweepExpired(now: number, batch: number): Promise<number> {
-    // Several instances sweep at once: each takes rows no other sweep (or writer) holds.
-    const { rowCount } = await this.query(
-      'sweep',
-      () =>
-        this.db.deleteFrom('entries').where(
-          sql.ref('ctid'),
-          'in',
-          this.db
-            .selectFrom('entries')
-            .select(sql.ref('ctid').as('ctid'))
-            .where('expires_at', '<=', p(1))
-            .limit(p(2))
-            .forUpdate()
-            .skipLocked(),
-        ),
-      [now, batch],
+  /** Writes one revision's change-log rows (distinct keys) in the caller's transaction: one round trip. */
+  private async logChanges(client: pg.PoolClient, bucket: string, revision: number, changes: LoggedChange[], now: number): Promise<void> {
+    if (changes.length === 0) return;
+    await this.query(
+      'logChanges',
+      {
+        bucket,
+        revision,
+        keys: changes.map((c) => c.key),
+        kinds: changes.map((c) => c.kind),
+        types: changes.map((c) => c.type ?? null),
+        values: changes.map((c) => c.value ?? null),
+        expiresAts: changes.map((c) => (c.expiresAt === undefined || c.expiresAt === null ? null : String(c.expiresAt))),
+        now,
+      },
+      client,
     );
-    return rowCount ?? 0;
+  }
+
+  async readChanges(bucket: string, after: number, limit: number): Promise<Change[]> {
+    if (bucket.includes('\u0000')) return [];
+    const { rows } = await this.query<ChangeRow>('changesAfter', { bucket, after, limit });
+    return wholeRevisions(rows.map(toChange), limit, async (revision) =>
+      (await this.query<ChangeRow>('changesAt', { bucket, revision })).rows.map(toChange),
+    );
+  }
+
+  async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {
+    if (bucket.includes('\u0000')) return undefined;
+    const { rows } = await this.query<{ changes_floor: number; revision: number }>('changesFloor', { bucket });
+    const row = rows[0];
+    return row && { floor: Number(row.changes_floor), revision: Number(row.revision) };
+  }
+
+  async pruneChanges(before: number, batch: number): Promise<number> {
+    // Under the sweep lease, like the sweep: one instance prunes at a time.
+    if (!(await this.takeLease('sweep'))) return 0;
+    const { rows } = await this.query<{ bucket_id: string; revision: number }>('prunable', { before, batch });
+    for (const { bucket_id: bucket, revision } of rows) {
+      // The floor is raised first, in the same transaction: a reader never finds a hole without a floor above it.
+      await this.transaction(async (client) => {
+        await this.query('raiseFloor', { bucket, revision }, client);
+        await this.query('pruneChanges', { bucket, revision }, client);
+      });
+    }
+    return rows.length;
+  }
+
+  /** Takes or renews a named lease for this instance; false while another live instance holds it. */
+  private async takeLease(name: string, now = Date.now()): Promise<boolean> {
+    const { rows } = await withRetries(() => this.query('takeLease', { name, holder: this.holder, until: now + LEASE_MS, now }));
+    return rows.length > 0;
+  }
+
+  async listBuckets(after: string | undefined, limit: number): Promise<BucketRecord[]> {
+    const { rows } = await this.query<Omit<Database['buckets'], 'signing_key'> & { signing_key: Buffer | null }>('listBuckets', {
+      after: after ?? '',
+      limit,
+    });
+    return rows.map((row) => bucketFromRow({ ...row, signing_key: row.signing_key && row.signing_key.toString('utf8') }));
+  }
+
+  async checkIntegrity(): Promise<string[]> {
+    const { rows } = await this.query<{ n: number }>('orphanEntries', {});
+    const n = Number(rows[0]?.n ?? 0);
+    return n > 0 ? [`${n} entries belong to no bucket`] : [];
+  }
+
+  async openSnapshot(bucket: string, prefix: string, now: number): Promise<EntrySnapshot | undefined> {
+    if (bucket.includes('\u0000')) return undefined;
+    return openPostgresSnapshot(this.pool, this.sql, bucket, prefix, now);
+  }
+
+  async beginImport(bucket: string): Promise<ImportStaging> {
+    return beginPostgresImport(this.pool, this.sql, bucket, this.quota);
+  }
+
+  async sweepExpired(now: number, batch: number): Promise<number> {
+    // One instance sweeps at a time (the others would only wait on the same rows).
+    if (!(await this.takeLease('sweep'))) return 0;
+    const { rows } = await this.query<{ bucket_id: string; key: Buffer }>('expiredEntries', { now, batch });
+    const byBucket = new Map<string, Buffer[]>();
+    for (const row of rows) byBucket.set(row.bucket_id, [...(byBucket.get(row.bucket_id) ?? []), row.key]);
+    let deleted = 0;
+    for (const [bucket, keys] of byBucket) {
+      // Like any write: bucket row first, then the keys still expired; one revision per bucket, none if nothing went.
+      deleted += await this.transaction<number, number>(async (client) => {
+        const revision = await this.bump(client, bucket);
+        const { rows: removed } = await this.query<{ key: Buffer; size: number }>('removeExpired', { bucket, keys, now }, client);
+        if (revision === undefined) return 0;
+        if (removed.length === 0) return rollback(0);
+        const bytes = removed.reduce((sum, { size }) => sum + Number(size), 0);
+        await this.query('addUsage', { bucket, keys: -removed.length, bytes: -bytes }, client);
+        await this.logChanges(client, bucket, revision, removed.map(({ key }) => ({ key, kind: 'expire' as const })), now);
+        return removed.length;
+      });
+    }
+    this.stats.sweptKeys += deleted;
+    return deleted;
+  }
+
+  poolStats(): PoolStats {
+    return { total: this.pool.totalCount, idle: this.pool.idleCount, waiting: this.pool.waitingCount };
   }
 
   async countEntries(): Promise<number> {
-    const { rows } = await this.query<{ n: number }>(
-      'count',
-      () => this.db.selectFrom('entries').select((eb) => eb.fn.countAll().as('n')),
-      [],
-    );
+    const { rows } = await this.query<{ n: number }>('countEntries', {});
     return Number(rows[0]?.n ?? 0);
+  }
+
+  async countBuckets(): Promise<number> {
+    const { rows } = await this.query<{ n: number }>('countBuckets', {});
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  async bucketUsage(bucket: string): Promise<Usage | undefined> {
+    if (bucket.includes('\u0000')) return undefined;
+    const { rows } = await this.query<{ usage_keys: number; usage_bytes: number }>('bucketUsage', { bucket });
+    const row = rows[0];
+    return row && { keys: Number(row.usage_keys), bytes: Number(row.usage_bytes) };
   }
 
   async ping(): Promise<void> {
@@ -498,30 +824,56 @@ export class PostgresStore implements Store {
   }
 
   async close(): Promise<void> {
+    await this.query('releaseLease', { name: 'sweep', holder: this.holder }).catch(() => {});
     await this.db.destroy();
+    // Kysely ends the pool only if it ever used it itself; the hot path queries the pool directly,
+    // so without this the idle connections kept a process (kvb db …) alive for idleTimeoutMillis.
+    if (!this.pool.ended) await this.pool.end();
+  }
+}
+
+/** Ignores the error a concurrent `CREATE … IF NOT EXISTS` can still raise when another instance created it first. */
+async function createConcurrently(run: () => Promise<unknown>): Promise<void> {
+  try {
+    await run();
+  } catch (err) {
+    if (!['23505', '42P06', '42P07'].includes(String(errorCode(err)))) throw err;
   }
 }
 
 /**
- * Creates the schema and runs the migrations under a session advisory lock on a connection of
- * its own, so instances starting together migrate one at a time and the rest find nothing to do.
+ * Creates the schema and the lease table, then runs the migrations under the `migrate` lease
+ * (a conditional upsert of one row, not an advisory lock): instances starting together migrate
+ * one at a time, and the rest wait until nothing is left to do. Each migration commits on its own.
  */
-async function migrate(connectionString: string, schema: string): Promise<void> {
-  const lock = new pg.Client({ connectionString, connectionTimeoutMillis: 5_000, types });
-  lock.on('error', () => {});
-  await lock.connect();
-  const pool = new pg.Pool({ connectionString, max: 1, connectionTimeoutMillis: 5_000, types });
-  pool.on('error', () => {});
-  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
-  try {
-    await lock.query(`select pg_advisory_lock(hashtext('kvb.migrate'), hashtext($1))`, [schema]);
-    // Checked first: CREATE SCHEMA IF NOT EXISTS still needs the CREATE privilege, which a role
-    // that only owns its tables in an existing schema may lack.
-    const { rowCount } = await lock.query('select 1 from pg_namespace where nspname = $1', [schema]);
-    if (rowCount === 0) await lock.query(`create schema "${schema}"`);
-    await migrateToLatest(db, 'postgres', schema);
-  } finally {
-    await db.destroy().catch(() => {});
-    await lock.end().catch(() => {});
+async function migrate(pool: pg.Pool, db: Kysely<Database>, schema: string): Promise<void> {
+  // Checked first: CREATE SCHEMA IF NOT EXISTS still needs the CREATE privilege, which a role
+  // that only owns its tables in an existing schema may lack.
+  const { rowCount } = await pool.query('select 1 from pg_namespace where nspname = $1', [schema]);
+  if (rowCount === 0) await createConcurrently(() => pool.query(`create schema if not exists "${schema}"`));
+  await createConcurrently(() =>
+    pool.query(`create table if not exists "${schema}".kvb_leases (name text primary key, holder text not null, expires_at bigint not null)`),
+  );
+  const builder = queryBuilder('postgres', schema);
+  const take = compileStatement('takeLease', postgresStatements(builder).takeLease);
+  const release = compileStatement('releaseLease', postgresStatements(builder).releaseLease);
+  const holder = randomUUID();
+  const steps = kvbMigrations('postgres');
+  const deadline = Date.now() + 2 * LEASE_MS;
+  for (;;) {
+    const now = Date.now();
+    const taken = await withRetries(() => pool.query(take.sql, bind(take, { name: 'migrate', holder, until: now + LEASE_MS, now })));
+    if ((taken.rowCount ?? 0) > 0) {
+      try {
+        await runMigrations(db, steps, schema);
+      } finally {
+        await pool.query(release.sql, bind(release, { name: 'migrate', holder })).catch(() => {});
+      }
+      return;
+    }
+    const applied = await appliedMigrations(db, schema).catch(() => new Set<string>());
+    if (steps.every((s) => applied.has(s.name))) return;
+    if (now > deadline) throw new Error('another instance has been migrating this schema for over a minute');
+    await sleep(100 + Math.random() * 200);
   }
 }

@@ -1,3 +1,6 @@
+import type { ExpressionBuilder, Generated, OnConflictBuilder } from 'kysely';
+import type { BucketChanges, BucketRecord } from './store.js';
+
 /** Kysely's view of the tables (see migrations.ts). */
 export interface BucketsTable {
   id: string;
@@ -7,8 +10,28 @@ export interface BucketsTable {
   write_key_hash: string | null;
   signing_key: string | null;
   signing_key_generation: number;
+  token_salt: string | null;
   default_ttl: number;
   created_at: number;
+  /** Starts at 0 (the column default); every committed change to the bucket adds one. */
+  revision: Generated<number>;
+  /** The highest revision no longer in `changes` (pruned, or from before the change log). */
+  changes_floor: Generated<number>;
+  /** Stored keys (expired ones until swept) and their bytes (key + value lengths): per-bucket quotas. */
+  usage_keys: Generated<number>;
+  usage_bytes: Generated<number>;
+}
+
+/** The watch feed's log: one row per key changed by a committed revision. */
+export interface ChangesTable {
+  bucket_id: string;
+  revision: number;
+  key: Buffer;
+  kind: 'set' | 'delete' | 'expire';
+  type: string | null;
+  value: Buffer | null;
+  expires_at: number | string | null;
+  committed_at: number;
 }
 
 export interface EntriesTable {
@@ -17,15 +40,23 @@ export interface EntriesTable {
   type: string;
   value: Buffer;
   expires_at: number | string | null;
+  revision: number;
+}
+
+/** PostgreSQL: who may sweep or migrate right now (see leases in postgres-store.ts). */
+export interface LeasesTable {
+  name: string;
+  holder: string;
+  expires_at: number;
 }
 
 export interface Database {
   buckets: BucketsTable;
   entries: EntriesTable;
+  kvb_leases: LeasesTable;
+  changes: ChangesTable;
 }
 
-import type { ExpressionBuilder, OnConflictBuilder } from 'kysely';
-import type { BucketChanges, BucketRecord } from './store.js';
 
 export function bucketFromRow(row: BucketsTable): BucketRecord {
   return {
@@ -36,6 +67,7 @@ export function bucketFromRow(row: BucketsTable): BucketRecord {
     writeKeyHash: row.write_key_hash,
     signingKey: row.signing_key,
     signingKeyGeneration: Number(row.signing_key_generation),
+    tokenSalt: row.token_salt,
     defaultTtl: Number(row.default_ttl),
   };
 }
@@ -50,6 +82,7 @@ export function bucketUpdate(changes: BucketChanges, signingKey: (key: string | 
     ...(changes.readKeyHash !== undefined && { read_key_hash: changes.readKeyHash }),
     ...(changes.writeKeyHash !== undefined && { write_key_hash: changes.writeKeyHash }),
     ...(changes.defaultTtl !== undefined && { default_ttl: changes.defaultTtl }),
+    ...(changes.tokenSalt !== undefined && { token_salt: changes.tokenSalt }),
     ...(changes.signingKey !== undefined && {
       signing_key: signingKey(changes.signingKey) as string | null,
       signing_key_generation: eb('signing_key_generation', '+', 1),
@@ -65,4 +98,5 @@ export const replaceEntryOnConflict = (oc: OnConflictBuilder<Database, 'entries'
     type: eb.ref('excluded.type'),
     value: eb.ref('excluded.value'),
     expires_at: eb.ref('excluded.expires_at'),
+    revision: eb.ref('excluded.revision'),
   }));

@@ -1,3 +1,6 @@
+import { accessSync, constants } from 'node:fs';
+import { dirname } from 'node:path';
+
 /** Codes that mean the storage cannot be reached right now (SQLite lock contention, PostgreSQL connection loss). */
 const UNAVAILABLE_CODES = new Set([
   'SQLITE_BUSY',
@@ -67,4 +70,45 @@ export function describeError(err: unknown): string {
     return err.message || (typeof code === 'string' ? code : err.name);
   }
   return String(err);
+}
+
+/**
+ * Why storage refuses writes for lack of room or permission, or undefined for any other error:
+ * a full disk (SQLITE_FULL, PostgreSQL 53100 disk_full), a database over its size limit, or a
+ * read-only database file, directory or server (SQLITE_READONLY*, PostgreSQL 25006). The server
+ * answers these 507 `insufficient_storage`; reads keep working.
+ */
+export function storageFullReason(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return undefined;
+  if (code === 'SQLITE_FULL' || code === '53100') return 'the disk holding the database is full';
+  if (code.startsWith('SQLITE_READONLY')) return 'the database file or its directory is read-only';
+  if (code === '25006') return 'the database server is read-only';
+  return undefined;
+}
+
+/** Node's `aborted` error: the client closed the connection before its request body arrived. */
+export function isClientAbort(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  return e?.code === 'ECONNRESET' && e.message === 'aborted';
+}
+
+/**
+ * Why a SQLite file cannot be opened for writing, when the reason is permissions or a read-only
+ * file system: SQLite itself only says "disk I/O error" or "unable to open database file".
+ */
+export function readOnlyReason(path: string): string | undefined {
+  for (const [target, what] of [
+    [path, 'the database file'],
+    [dirname(path), 'the directory of the database file'],
+  ] as const) {
+    try {
+      accessSync(target, constants.W_OK);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code === 'EROFS') return `${what} is on a read-only file system`;
+      if (code === 'EACCES' || code === 'EPERM') return `${what} is read-only for this user`;
+    }
+  }
+  return undefined;
 }

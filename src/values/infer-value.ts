@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { badRequest } from '../errors.js';
 import { formatNumber, parseNumber } from './numbers.js';
-import type { StoredValue } from './value-type.js';
+import type { StoredValue } from './stored-value.js';
 
 /** The bare media type of a Content-Type header: lower-cased, parameters dropped. */
 export function mediaType(contentType: string | undefined): string {

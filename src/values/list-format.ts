@@ -1,4 +1,4 @@
-import type { StoredValue } from './value-type.js';
+import type { StoredValue } from './stored-value.js';
 import { minifyJson } from './json-source.js';
 
 export const LIST_FORMATS = ['text', 'json', 'jsonl'] as const;

@@ -2,12 +2,6 @@
 export const VALUE_TYPES = ['json', 'text', 'int64', 'float64', 'bytes'] as const;
 export type ValueType = (typeof VALUE_TYPES)[number];
 
-/** A value as stored: its type and its canonical bytes (UTF-8 text for every type but bytes). */
-export interface StoredValue {
-  type: ValueType;
-  data: Buffer;
-}
-
 export const CONTENT_TYPES: Record<ValueType, string> = {
   json: 'application/json',
   text: 'text/plain; charset=utf-8',

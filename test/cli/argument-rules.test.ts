@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { changesFrom } from '../../src/cli/commands/bucket.js';
 import { normaliseDelta } from '../../src/cli/commands/incr.js';
 import { typedBody } from '../../src/cli/commands/set.js';
-import { flagOperations, txnBody } from '../../src/cli/commands/txn.js';
+import { checkOperation, flagOperations, txnBody } from '../../src/cli/commands/txn.js';
 
 /** The pure rules behind the commands' arguments (the end-to-end files run them for real). */
 
@@ -63,7 +63,7 @@ describe('txn input', () => {
   });
 
   it('--set k=v is JSON when v parses as JSON other than null, text otherwise; --ttl applies to every set', () => {
-    expect(flagOperations({ set: ['n=5', 's=hi', 'o={"a":1}', 'z=null', 'e=', 'eq=a=b'], del: ['d'], ttl: 9 })).toEqual([
+    expect(flagOperations({ check: [], set: ['n=5', 's=hi', 'o={"a":1}', 'z=null', 'e=', 'eq=a=b'], del: ['d'], ttl: 9 })).toEqual([
       '{"set":"n","value":5,"ttl":9}',
       '{"set":"s","value":"hi","ttl":9}',
       '{"set":"o","value":{"a":1},"ttl":9}',
@@ -72,7 +72,20 @@ describe('txn input', () => {
       '{"set":"eq","value":"a=b","ttl":9}',
       '{"delete":"d"}',
     ]);
-    expect(() => flagOperations({ set: ['novalue'], del: [] })).toThrow('KEY=VALUE');
+    expect(() => flagOperations({ check: [], set: ['novalue'], del: [] })).toThrow('KEY=VALUE');
+  });
+
+  it('--check KEY@REV, KEY:present and KEY:absent become check operations placed first; the last @ or : decides', () => {
+    expect(flagOperations({ check: ['a@12', 'user@example.com@3', 'lock:absent', 'x:y:present'], set: ['b=1'], del: [] })).toEqual([
+      '{"check":"a","rev":12}',
+      '{"check":"user@example.com","rev":3}',
+      '{"check":"lock","exists":false}',
+      '{"check":"x:y","exists":true}',
+      '{"set":"b","value":1}',
+    ]);
+    for (const bad of ['a', 'a@', '@3', 'a@-1', 'a@1.5', 'a:maybe', ':absent']) {
+      expect(() => checkOperation(bad), bad).toThrow('--check takes KEY@REVISION');
+    }
   });
 });
 

@@ -90,6 +90,9 @@ describe('kvb bucket', () => {
     expect(result.out).toContain(bucket);
     expect(result.out).toMatch(/secret key\s*│\s*yes/);
     expect(result.out).toMatch(/anonymous access\s*│\s*read, write, enumerate, delete/);
+    // What the bucket stores (the policy GET's Kvb-Usage-* headers); no quota on this server.
+    expect(result.out).toMatch(/keys stored\s*│\s*\d+\s/);
+    expect(result.out).toMatch(/bytes stored\s*│\s*[\d,]+ \(keys \+ values\)/);
   });
 
   it('update sets and clears the read key; anonymous reads follow (exit 3 while it is set)', async () => {

@@ -1,4 +1,5 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_URL, resolveConnection } from '../../src/cli/config.js';
@@ -118,20 +119,50 @@ describe('exit codes and failure messages', () => {
     await failing?.close();
   });
 
-  it('commander usage errors exit 1: unknown command, unknown option, missing argument, bad option value', async () => {
+  it('usage errors found by commander are one `kvb: …` line and exit 1, like every other failure', async () => {
     const results = await Promise.all([
       kvb(['frobnicate']),
+      kvb(['sett', 'k', 'v']),
       kvb(['get', 'k', '--bogus']),
       kvb(['get']),
+      kvb(['del', 'a', 'b']),
       kvb(['set', 'k', 'v', '--ttl', 'soon']),
       kvb(['set', 'k', 'v', '--type', 'date']),
       kvb(['completion', 'tcsh']),
     ]);
     for (const result of results) {
       expect(result.exitCode, result.stderr).toBe(1);
-      expect(result.stderr).toMatch(/^error: /);
+      expect(result.stderr).toMatch(/^kvb: [^\n]+\n$/);
+      expect(result.stderr).not.toContain('error:');
       expect(result.out).toBe('');
     }
+    expect(results[1]!.stderr).toBe("kvb: unknown command 'sett' (Did you mean set?)\n");
+    expect(results[4]!.stderr).toBe("kvb: too many arguments for 'del'. Expected 1 argument but got 2.\n");
+    expect(results[5]!.stderr).toBe("kvb: option '--ttl <seconds>' argument 'soon' is invalid. --ttl must be an integer from 0 to 2147483647\n");
+  });
+
+  it('an empty key is refused in words, before any request (exit 1)', async () => {
+    failing.requests.length = 0;
+    const results = await Promise.all(
+      [['get', ''], ['del', ''], ['set', '', 'v'], ['incr', '']].map((args) => kvb([...args, '--bucket', 'b', '--url', failing.url])),
+    );
+    for (const result of results) expect(result).toMatchObject({ exitCode: 1, stderr: 'kvb: a key must not be empty\n' });
+    expect(failing.requests).toHaveLength(0);
+  });
+
+  it('a server URL ending in /api/v1 (a common mistake) is explained, naming where it came from (exit 1)', async () => {
+    failing.requests.length = 0;
+    const [flag, env] = await Promise.all([
+      kvb(['get', 'k', '--bucket', 'b', '--url', `${failing.url}/api/v1`]),
+      kvb(['get', 'k', '--bucket', 'b'], { env: { KVB_URL: `${failing.url}/api/v1/` } }),
+    ]);
+    expect(flag).toMatchObject({
+      exitCode: 1,
+      stderr: `kvb: the server URL is its address without /api/v1: use "${failing.url}", not "${failing.url}/api/v1" (from --url)\n`,
+    });
+    expect(env.exitCode).toBe(1);
+    expect(env.stderr).toContain('(from KVB_URL)');
+    expect(failing.requests).toHaveLength(0);
   });
 
   it('--help and --version exit 0; --help documents the exit codes', async () => {
@@ -182,6 +213,29 @@ describe('exit codes and failure messages', () => {
     expect(loud.stderr).toBe('committed\n');
     expect(failed.exitCode).toBe(2);
     expect(failed.stderr).toMatch(/^kvb: not_found/);
+  });
+
+  it('--timeout (or KVB_TIMEOUT) gives up on a server that never answers: exit 4 naming the URL and the timeout', async () => {
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(silent.address() as { port: number }).port}`;
+    try {
+      const [flag, env, bad] = await Promise.all([
+        kvb(['get', 'k', '--bucket', 'b', '--url', url, '--timeout', '0.5']),
+        kvb(['get', 'k', '--bucket', 'b', '--url', url], { env: { KVB_TIMEOUT: '0.5' } }),
+        kvb(['get', 'k', '--bucket', 'b', '--url', url], { env: { KVB_TIMEOUT: 'soon' } }),
+      ]);
+      for (const result of [flag, env]) {
+        expect(result.exitCode).toBe(4);
+        expect(result.stderr).toMatch(new RegExp(`^kvb: cannot reach ${url} \\(timed out waiting for the response\\) after 0.5 s \\(--timeout or KVB_TIMEOUT allows longer\\)`));
+        expect(result.stderr.split('\n')).toHaveLength(2);
+      }
+      expect(bad.exitCode).toBe(1);
+      expect(bad.stderr).toBe('kvb: KVB_TIMEOUT must be a number of seconds above 0, at most 86400, not "soon"\n');
+    } finally {
+      silent.closeAllConnections();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 
   it('colour is never used when stderr is not a terminal', async () => {

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -51,6 +51,37 @@ describe('kvb init', () => {
     expect(policy).toMatchObject({ has_secret_key: true, has_signing_key: true, has_read_key: false, default_ttl: 3600 });
     // The profile works on its own.
     expect((await kvb(['--profile', 'wizard', 'bucket', 'exists'], { configHome: home })).exitCode).toBe(0);
+  });
+
+  it('a short key of your own is warned about and a generated one offered; "No" to replacing a profile asks for another name', async () => {
+    const home = tempConfigHome();
+    const taken = { url: 'http://elsewhere:1', bucket: 'OLD', secret_key: 'old-secret-key-kept' };
+    mkdirSync(join(home, 'kvb'), { recursive: true });
+    writeFileSync(join(home, 'kvb', 'config.json'), JSON.stringify({ profiles: { taken } }));
+    const result = await wizard(
+      [
+        { expect: 'Server URL', send: '\r' },
+        { expect: 'Admin email', send: 'me@example.com\r' },
+        { expect: 'Credentials to set', send: '\r' },
+        { expect: 'generate a strong random key', send: `${DOWN}\r` },
+        { expect: 'Enter the secret key', send: 'short\r' },
+        { expect: 'use a generated strong key instead', send: '\r' },
+        { expect: 'Default TTL', send: '\r' },
+        { expect: 'Save as profile', send: `${BACKSPACE.repeat(7)}taken\r` },
+        { expect: 'exists. Replace it?', send: '\r' },
+        { expect: 'Save as profile (another name)', send: 'fresh\r' },
+      ],
+      { KVB_URL: server.url, XDG_CONFIG_HOME: home },
+    );
+    expect(result.timedOut, result.output).toBeNull();
+    expect(result.exitCode, result.output).toBe(0);
+    expect(result.output).toContain('That secret key is 5 characters');
+    const profiles = (JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as { profiles: Record<string, { secret_key: string; bucket: string }> })
+      .profiles;
+    expect(profiles.taken).toEqual(taken);
+    expect(profiles.fresh!.secret_key).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(result.output).toContain(`secret_key: ${profiles.fresh!.secret_key}`);
+    expect((await call(`${server.api}/${profiles.fresh!.bucket}`, { token: profiles.fresh!.secret_key })).status).toBe(200);
   });
 
   it('Ctrl-C at a question leaves nothing behind: no profile file, exit 1', async () => {

@@ -69,11 +69,47 @@ describe('kvb set and kvb get', () => {
     expect((await read('from-file')).body).toEqual(Buffer.from([1, 2, 3, 250]));
   });
 
-  it('without --type the server infers the type, as with curl', async () => {
-    await Promise.all([run(['set', 'inferred-int', '42']), run(['set', 'inferred-float', '2.5']), run(['set', 'inferred-json', '[1]'])]);
-    expect((await read('inferred-int')).headers.get('kvb-type')).toBe('int64');
-    expect((await read('inferred-float')).headers.get('kvb-type')).toBe('float64');
-    expect((await read('inferred-json')).headers.get('kvb-type')).toBe('json');
+  it('a VALUE argument is typed by kvb: number -> int64/float64, JSON object or array -> json, anything else -> text', async () => {
+    const cases: Array<[string, string, string]> = [
+      ['arg-int', '42', 'int64'],
+      ['arg-negative', '-7', 'int64'],
+      ['arg-float', '2.5', 'float64'],
+      ['arg-array', '[1]', 'json'],
+      ['arg-object', '{"a": 1}', 'json'],
+      ['arg-word', 'world', 'text'],
+      ['arg-true', 'true', 'text'],
+      ['arg-null', 'null', 'text'],
+      ['arg-quoted', '"x"', 'text'],
+      ['arg-leading-zero', '007', 'text'],
+      ['arg-huge', '99999999999999999999', 'text'],
+      ['arg-broken-json', '{oops', 'text'],
+    ];
+    const results = await Promise.all(cases.map(([key, value]) => run(['set', key, value])));
+    for (const result of results) expect(result.exitCode, result.stderr).toBe(0);
+    for (const [key, value, type] of cases) {
+      const stored = await read(key);
+      expect(stored.headers.get('kvb-type'), key).toBe(type);
+      expect(stored.text, key).toBe(value);
+    }
+    // What kvb ls --values shows for a word is the word, not its base64.
+    expect((await run(['ls', 'arg-word', '--values'])).out).toBe('arg-word=world\n');
+  });
+
+  it('stdin and --file keep the server\'s inference (a word from stdin is bytes); --type always wins', async () => {
+    const file = join(tmpdir(), `kvb-cli-infer-${process.pid}.txt`);
+    writeFileSync(file, 'world');
+    await Promise.all([
+      run(['set', 'stdin-word', '-'], { input: 'world' }),
+      run(['set', 'stdin-int', '-'], { input: '42' }),
+      run(['set', 'file-word', '--file', file]),
+      run(['set', 'arg-as-bytes', 'world', '--type', 'bytes']),
+      run(['set', 'arg-as-json', 'true', '--type', 'json']),
+    ]);
+    expect((await read('stdin-word')).headers.get('kvb-type')).toBe('bytes');
+    expect((await read('stdin-int')).headers.get('kvb-type')).toBe('int64');
+    expect((await read('file-word')).headers.get('kvb-type')).toBe('bytes');
+    expect((await read('arg-as-bytes')).headers.get('kvb-type')).toBe('bytes');
+    expect((await read('arg-as-json')).headers.get('kvb-type')).toBe('json');
   });
 
   it('--type float 3 is sent as 3.0 and stored as float64', async () => {
@@ -125,7 +161,7 @@ describe('kvb set and kvb get', () => {
     expect((await run(['get', key])).out).toBe('v');
   });
 
-  it('get --json prints key, type, value and expires_at from the headers, numbers and JSON kept exact', async () => {
+  it('get --json prints key, type, value, expires_at and revision from the headers, numbers and JSON kept exact', async () => {
     await Promise.all([
       run(['set', 'j-big', '{"n": 12345678901234567890}', '--type', 'json', '--ttl', '0']),
       run(['set', 'j-int', '9223372036854775807', '--ttl', '0']),
@@ -135,9 +171,10 @@ describe('kvb set and kvb get', () => {
     const [big, int, text, bytes] = await Promise.all(
       ['j-big', 'j-int', 'j-text', 'j-bytes'].map((key) => run(['get', key, '--json'])),
     );
-    expect(big!.out).toBe('{"key":"j-big","type":"json","value":{"n":12345678901234567890},"expires_at":null}\n');
-    expect(int!.out).toBe('{"key":"j-int","type":"int64","value":9223372036854775807,"expires_at":null}\n');
-    expect(bytes!.out).toBe('{"key":"j-bytes","type":"bytes","value":"//4=","expires_at":null}\n');
+    const rev = async (key: string) => (await read(key)).headers.get('kvb-revision');
+    expect(big!.out).toBe(`{"key":"j-big","type":"json","value":{"n":12345678901234567890},"expires_at":null,"revision":${await rev('j-big')}}\n`);
+    expect(int!.out).toBe(`{"key":"j-int","type":"int64","value":9223372036854775807,"expires_at":null,"revision":${await rev('j-int')}}\n`);
+    expect(bytes!.out).toBe(`{"key":"j-bytes","type":"bytes","value":"//4=","expires_at":null,"revision":${await rev('j-bytes')}}\n`);
     const parsed = JSON.parse(text!.out) as { key: string; type: string; value: string; expires_at: string };
     expect(parsed).toMatchObject({ key: 'j-text', type: 'text', value: 'hi' });
     expect(parsed.expires_at).toBe((await read('j-text')).headers.get('kvb-expires-at'));

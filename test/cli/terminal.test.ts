@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inTerminal, kvb } from '../helpers/cli.js';
 import { call, createBucket } from '../helpers/http.js';
@@ -8,12 +10,14 @@ import { type RunningServer, startServer } from '../helpers/server.js';
 let server: RunningServer;
 let bucket: string;
 const SECRET = 'tty-secret';
+const BLOB = Buffer.from([0x1b, 0x5b, 0x32, 0x4a, 0x00, 0xff, 0xfe, 0x07]);
 const env = () => ({ KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: SECRET, XDG_CONFIG_HOME: server.dataDir });
 
 beforeAll(async () => {
   server = await startServer();
   bucket = await createBucket(server.api, { secret_key: SECRET });
   await kvb(['txn', '--set', 'greeting=hello', '--set', 'n=42'], { env: env() });
+  await kvb(['set', 'blob', '-'], { env: env(), input: BLOB });
 });
 afterAll(async () => {
   await server?.stop();
@@ -26,12 +30,50 @@ describe('on a terminal', () => {
     expect(result.output).toBe('hello\r\n');
   });
 
-  it('ls prints a table', async () => {
-    const result = await inTerminal(['ls', '--values'], [], env());
+  it('get refuses to print binary data (exit 1, with a hint); -o FILE writes its exact bytes', async () => {
+    const refused = await inTerminal(['get', 'blob'], [], env());
+    expect(refused.exitCode).toBe(1);
+    expect(refused.output).toBe(
+      'kvb: "blob" holds 8 bytes of binary data, not printed to a terminal: use -o FILE, or redirect stdout to a file\r\n',
+    );
+    const file = join(server.dataDir, 'blob.out');
+    const saved = await inTerminal(['get', 'blob', '-o', file], [], env());
+    expect(saved).toMatchObject({ exitCode: 0, output: '' });
+    expect(readFileSync(file)).toEqual(BLOB);
+    // Not at a terminal, the bytes go to stdout as they are.
+    expect((await kvb(['get', 'blob'], { env: env() })).stdout).toEqual(BLOB);
+  });
+
+  it('ls prints a bordered table of keys', async () => {
+    const result = await inTerminal(['ls'], [], env());
     expect(result.exitCode).toBe(0);
-    expect(result.output).toMatch(/┌─+┬─+┐/);
-    expect(result.output).toMatch(/│ greeting\s+│ hello\s+│/);
-    expect(result.output).toMatch(/│ n\s+│ 42\s+│/);
+    expect(result.output).toMatch(/┌─+┐/);
+    expect(result.output).toMatch(/│ greeting\s+│/);
+  });
+
+  it('ls --values fits an 80-column terminal: key, type, size, expires, value, one line per key, no rules', async () => {
+    const long = `long-${'x'.repeat(100)}`;
+    const set = await kvb(['set', long, 'v'.repeat(300)], { env: env() });
+    expect(set.exitCode, set.stderr.toString()).toBe(0);
+    try {
+      const result = await inTerminal(['ls', '--values'], [], { ...env(), PTY_COLUMNS: '80' });
+      expect(result.exitCode).toBe(0);
+      // A carriage return redraws the line (the progress note on stderr, when the listing is slow): keep what stays on screen.
+      const lines = result.output
+        .split('\r\n')
+        .map((l) => l.slice(l.lastIndexOf('\r') + 1))
+        .filter((l) => l !== '');
+      expect(lines[0]).toMatch(/^key\s+type\s+size\s+expires\s+value$/);
+      expect(lines, result.output).toHaveLength(5);
+      for (const l of lines) expect([...l].length, l).toBeLessThanOrEqual(80);
+      expect(result.output).not.toMatch(/[─│┌]/);
+      expect(lines.find((l) => l.startsWith('greeting'))).toMatch(/^greeting\s+text\s+5\s+in \d+d\s+hello$/);
+      expect(lines.find((l) => l.startsWith('blob'))).toMatch(/^blob\s+bytes\s+8\s+in \d+d\s+<8 bytes>$/);
+      expect(lines.find((l) => l.startsWith('n '))).toMatch(/\s42$/);
+      expect(lines.find((l) => l.startsWith('long-'))).toMatch(/^long-x+…\s.*\sv+…$/);
+    } finally {
+      await kvb(['del', long], { env: env() });
+    }
   });
 
   it('failures are coloured, unless NO_COLOR is set', async () => {

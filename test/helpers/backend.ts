@@ -1,14 +1,29 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 
-/** Which storage the black-box suites run against: the `postgres` vitest project sets KVB_TEST_BACKEND. */
-export const TEST_BACKEND: 'sqlite' | 'postgres' = process.env.KVB_TEST_BACKEND === 'postgres' ? 'postgres' : 'sqlite';
+/**
+ * Which storage the black-box suites run against: the `postgres` vitest project sets
+ * KVB_TEST_BACKEND=postgres; the `pgbouncer` project sets it to `pgbouncer`, which is PostgreSQL
+ * reached through PgBouncer in transaction pooling mode.
+ */
+const backendEnv = process.env.KVB_TEST_BACKEND;
+export const THROUGH_PGBOUNCER = backendEnv === 'pgbouncer';
+export const TEST_BACKEND: 'sqlite' | 'postgres' = backendEnv === 'postgres' || THROUGH_PGBOUNCER ? 'postgres' : 'sqlite';
+
+/** PostgreSQL through PgBouncer (transaction pooling) in front of the same database as KVB_TEST_POSTGRES_URL, or undefined. */
+export const PGBOUNCER_URL = process.env.KVB_TEST_PGBOUNCER_URL || undefined;
 
 /** The PostgreSQL the tests may use (a database they can create schemas in), or undefined. */
 export const POSTGRES_URL = process.env.KVB_TEST_POSTGRES_URL || undefined;
 
+/** The URL kvb servers of this test project connect with (through PgBouncer in the `pgbouncer` project). */
+export const SERVER_POSTGRES_URL = THROUGH_PGBOUNCER ? PGBOUNCER_URL : POSTGRES_URL;
+
 if (TEST_BACKEND === 'postgres' && !POSTGRES_URL) {
   throw new Error('KVB_TEST_BACKEND=postgres needs KVB_TEST_POSTGRES_URL');
+}
+if (THROUGH_PGBOUNCER && !PGBOUNCER_URL) {
+  throw new Error('KVB_TEST_BACKEND=pgbouncer needs KVB_TEST_PGBOUNCER_URL');
 }
 
 let sequence = 0;

@@ -24,10 +24,13 @@ export async function createBucket(api: string, fields: Record<string, string> =
   return res.text;
 }
 
-/** Asserts the spec's error envelope with the given status and message. */
+/** Asserts the spec's error envelope with the given status and message, and its detail: the header's reason. */
 export function expectError(answer: Answer, status: number, message: string): void {
   expect(answer.status, answer.text).toBe(status);
-  expect(answer.json()).toEqual({ error: { code: status, message } });
+  const body = answer.json() as { error: { detail: string } };
+  expect(body).toEqual({ error: { code: status, message, detail: expect.any(String) } });
+  expect(body.error.detail).not.toBe('');
+  expect(body.error.detail.replace(/[^\x20-\x7e]/g, '?')).toBe(answer.headers.get('kvb-error-detail'));
 }
 
 /** A JSON request body, with any other headers (Authorization, …) merged in. */

@@ -13,12 +13,16 @@ ANSI = re.compile(r'\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]')
 def main():
     steps = json.loads(sys.argv[1])
     command = sys.argv[sys.argv.index('--') + 1:]
+    # PTY_COLUMNS sets the terminal's width (120 by default).
+    columns = int(os.environ.get('PTY_COLUMNS', '120'))
     pid, fd = pty.fork()
     if pid == 0:
-        os.environ['COLUMNS'] = '120'
+        os.environ['COLUMNS'] = str(columns)
+        # Sized before the command starts, so it never sees the default 0x0 window.
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack('HHHH', 40, columns, 0, 0))
         os.execvp(command[0], command)
     # A real size: with the default 0x0 window, prompts wrap after every character.
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 40, 120, 0, 0))
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 40, columns, 0, 0))
     raw = b''
     timed_out = None
 

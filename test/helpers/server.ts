@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { TEST_BACKEND, dropSchema, postgresUrl, uniqueName } from './backend.js';
+import { SERVER_POSTGRES_URL, TEST_BACKEND, dropSchema, postgresUrl, uniqueName } from './backend.js';
 
 export const KVB_BIN = fileURLToPath(new URL('../../bin/kvb', import.meta.url));
 
@@ -47,7 +47,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   let db = options.db;
   if (db === undefined && TEST_BACKEND === 'postgres') {
     ownSchema = uniqueName('kvb_test');
-    db = postgresUrl({ schema: ownSchema });
+    db = postgresUrl({ schema: ownSchema }, SERVER_POSTGRES_URL);
   }
   db ??= join(dataDir, 'kvb.db');
   let applicationName: string | undefined;
@@ -86,7 +86,11 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
         void dropSchema(schema).finally(() => failed(err));
       };
     }
-    const timer = setTimeout(() => reject(new Error(`kvb serve did not start in time:\n${output}`)), 15_000);
+    const timer = setTimeout(() => {
+      // A server that misses the deadline must not live on (listening, holding connections) after the test gave up.
+      child.kill('SIGKILL');
+      reject(new Error(`kvb serve did not start in time:\n${output}`));
+    }, 15_000);
     child.all?.on('data', (chunk: string) => {
       output += chunk;
       const match = /listening on (http:\/\/[^\s"]+)/.exec(output);

@@ -136,7 +136,7 @@ describe.each(Object.keys(CONFIGS) as Config[])('bucket with %s credentials', (c
     else {
       expect(res.status, res.text).toBe(outcome);
       const message = { 401: 'unauthorized', 403: 'forbidden', 503: 'service_unavailable' }[outcome];
-      expect(res.json()).toEqual({ error: { code: outcome, message } });
+      expect(res.json()).toEqual({ error: { code: outcome, message, detail: expect.any(String) } });
       if (outcome === 401) expect(res.headers.get('www-authenticate')).toContain('Bearer');
     }
   });
@@ -167,7 +167,7 @@ describe('credential presentation', () => {
   it.each(['Digest abc', 'Bearer', 'Basic !!!', 'garbage'])('a malformed Authorization %j is 401', async (header) => {
     const res = await read({ headers: { authorization: header } });
     expect(res.status).toBe(401);
-    expect(res.json()).toEqual({ error: { code: 401, message: 'unauthorized' } });
+    expect(res.json()).toEqual({ error: { code: 401, message: 'unauthorized', detail: expect.any(String) } });
   });
   it('the write key cannot read when a read key is set; the read key cannot write when a write key is set', async () => {
     expect((await read({ headers: { authorization: 'Bearer W' } })).status).toBe(403);

@@ -101,7 +101,7 @@ describe('the OpenAPI document', () => {
 
   it('documents the query parameters of listing and of setting', () => {
     const names = (o: Operation) => (o.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name);
-    expect(names(op('get', '/api/v1/{bucket}/')).sort()).toEqual(['format', 'limit', 'prefix', 'reverse', 'skip', 'values']);
+    expect(names(op('get', '/api/v1/{bucket}/')).sort()).toEqual(['cursor', 'export', 'format', 'limit', 'meta', 'prefix', 'reverse', 'since', 'skip', 'values', 'watch']);
     expect(names(op('post', '/api/v1/{bucket}/{key}'))).toEqual(['ttl']);
     expect(names(op('patch', '/api/v1/{bucket}/{key}'))).toEqual(['ttl']);
   });
@@ -149,7 +149,7 @@ describe('the OpenAPI document', () => {
     expect(doc.components.schemas.ErrorEnvelope).toMatchObject({
       type: 'object',
       required: ['error'],
-      properties: { error: { required: ['code', 'message'] } },
+      properties: { error: { required: ['code', 'message', 'detail'] } },
     });
     let errorResponses = 0;
     for (const [method, path] of SPEC_OPERATIONS) {
@@ -158,7 +158,7 @@ describe('the OpenAPI document', () => {
         errorResponses++;
         const media = response.content?.['application/json'];
         expect(media?.schema, `${method} ${path} ${status}`).toEqual({ $ref: '#/components/schemas/ErrorEnvelope' });
-        expect(media?.example).toEqual({ error: { code: Number(status), message: expect.any(String) } });
+        expect(media?.example).toEqual({ error: { code: Number(status), message: expect.any(String), detail: expect.any(String) } });
       }
     }
     expect(errorResponses).toBeGreaterThan(50);

@@ -11,6 +11,17 @@ afterAll(async () => {
   await server.stop();
 });
 
+describe('Error envelope', () => {
+  it('carries the reason in words as "detail", the same text as the Kvb-Error-Detail header', async () => {
+    const bucket = await createBucket(server.api);
+    const res = await call(`${server.api}/${bucket}/nope`);
+    expect(res.status).toBe(404);
+    expect(res.text).toBe('{"error":{"code":404,"message":"not_found","detail":"no such key"}}');
+    expect(res.headers.get('kvb-error-detail')).toBe('no such key');
+    expectError(await call(`${server.api}/${bucket}/k?ttl=soon`, { method: 'PUT', body: 'v' }), 400, 'bad_request');
+  });
+});
+
 describe('Operational endpoints (root)', () => {
   it('GET /health is always ok with the version', async () => {
     const res = await call(`${server.url}/health`);
@@ -88,7 +99,7 @@ describe('HTTP edges', () => {
     const bucket = await createBucket(server.api);
     expectError(await call(`${server.api}/${bucket}`, { method: 'PATCH', body: '{}', headers: { 'content-type': 'text/plain' } }), 400, 'bad_request');
   });
-  it('errors carry a reason in Kvb-Error-Detail and nothing else in the body', async () => {
+  it('errors carry their reason in Kvb-Error-Detail and, the same words, in the envelope\'s detail', async () => {
     const bucket = await createBucket(server.api);
     const res = await call(`${server.api}/${bucket}/${'k'.repeat(129)}`, { method: 'POST', body: 'v' });
     expectError(res, 400, 'bad_request');
@@ -110,6 +121,20 @@ describe('CORS on the product endpoints', () => {
     const set = await call(`${server.api}/${bucket}/k`, { method: 'POST', body: 'v', headers: { origin: 'https://app.example' } });
     expect(set.headers.get('access-control-allow-origin')).toBe('*');
     expect(set.headers.get('access-control-expose-headers')).toContain('Kvb-Type');
+  });
+  it('with any origin allowed, errors and unknown routes carry the same CORS headers, and a preflight keeps its rules', async () => {
+    const bucket = await createBucket(server.api);
+    const set = await call(`${server.api}/${bucket}/k`, { method: 'POST', body: 'v' });
+    for (const res of [await call(`${server.api}/${bucket}/absent`), await call(`${server.url}/no-such-route`)]) {
+      expect(res.status).toBe(404);
+      expect(res.headers.get('access-control-allow-origin')).toBe('*');
+      expect(res.headers.get('access-control-expose-headers')).toBe(set.headers.get('access-control-expose-headers'));
+    }
+    const preflight = await call(`${server.api}/${bucket}/k`, { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'PUT' } });
+    expect(preflight.headers.get('access-control-max-age')).toBe('600');
+    expect(preflight.headers.get('access-control-allow-methods')).toBe('GET, HEAD, POST, PUT, PATCH, DELETE');
+    // A preflight needs Origin and Access-Control-Request-Method.
+    expect((await call(`${server.api}/${bucket}/k`, { method: 'OPTIONS' })).status).toBe(400);
   });
   it('--cors-origin limits the allowed origins', async () => {
     const limited = await startServer({ args: ['--cors-origin', 'https://good.example'] });

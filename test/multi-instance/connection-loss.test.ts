@@ -1,7 +1,7 @@
 import { type Server, type Socket, createConnection, createServer } from 'node:net';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
-import { POSTGRES_URL, dropSchema, postgresUrl, terminateBackends, uniqueName } from '../helpers/backend.js';
+import { POSTGRES_URL, THROUGH_PGBOUNCER, dropSchema, postgresUrl, terminateBackends, uniqueName } from '../helpers/backend.js';
 import { type Answer, call, createBucket, json } from '../helpers/http.js';
 import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
 
@@ -55,10 +55,23 @@ class Outage {
   }
 }
 
-const isEnvelope503 = (r: Answer) => r.status === 503 && JSON.stringify(r.json()) === JSON.stringify(SERVICE_UNAVAILABLE);
+/** The envelope's code and message; its `detail` (the reason in words) may vary with where the storage failed. */
+const isEnvelope503 = (r: Answer) => {
+  if (r.status !== 503) return false;
+  const { error } = r.json() as { error: { code: number; message: string; detail?: unknown } };
+  return error.code === SERVICE_UNAVAILABLE.error.code && error.message === SERVICE_UNAVAILABLE.error.message && typeof error.detail === 'string';
+};
 
-describe.skipIf(!POSTGRES_URL)(
-  `losing the PostgreSQL connection${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`,
+// Through PgBouncer the server connections belong to PgBouncer, not to kvb (its application_name
+// does not reach them), so this test cannot find and kill only kvb's connections there.
+describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
+  `losing the PostgreSQL connection${
+    THROUGH_PGBOUNCER
+      ? ' (SKIPPED through PgBouncer: it kills kvb\'s own backends by application_name, which PgBouncer does not pass on)'
+      : POSTGRES_URL
+        ? ''
+        : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'
+  }`,
   () => {
     const schemas: string[] = [];
     const servers: RunningServer[] = [];

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { POSTGRES_URL, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
+import { POSTGRES_URL, SERVER_POSTGRES_URL, THROUGH_PGBOUNCER, dropSchema, postgresUrl, uniqueName, withAdminClient } from '../helpers/backend.js';
 import { call, createBucket, json } from '../helpers/http.js';
 import { type RunningServer, startServer, storedKeys } from '../helpers/server.js';
 
@@ -21,15 +21,15 @@ async function msUntil(probe: () => Promise<boolean>, giveUpMs = 5000): Promise<
 }
 
 describe.skipIf(!POSTGRES_URL)(
-  `two kvb serve instances on one PostgreSQL schema${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`,
+  `two kvb serve instances on one PostgreSQL schema${THROUGH_PGBOUNCER ? ' through PgBouncer' : ''}${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`,
   () => {
     const schema = uniqueName('kvb_multi');
     let a: RunningServer;
     let b: RunningServer;
 
     beforeAll(async () => {
-      // Both start at once: their migrations race for the advisory lock.
-      const db = postgresUrl({ schema });
+      // Both start at once on a fresh schema: their migrations race for the `migrate` lease row.
+      const db = postgresUrl({ schema }, SERVER_POSTGRES_URL);
       [a, b] = await Promise.all([startServer({ db }), startServer({ db })]);
     });
     afterAll(async () => {
@@ -89,9 +89,9 @@ describe.skipIf(!POSTGRES_URL)(
       expect(state).toEqual(expected);
     });
 
-    it('both instances sweep expired keys at once without conflict (SKIP LOCKED)', { timeout: 30_000 }, async () => {
+    it('both instances sweep expired keys at once without conflict (the sweep lease row)', { timeout: 30_000 }, async () => {
       const sweepSchema = uniqueName('kvb_sweep');
-      const db = postgresUrl({ schema: sweepSchema });
+      const db = postgresUrl({ schema: sweepSchema }, SERVER_POSTGRES_URL);
       const sweepers = await Promise.all([0, 1].map(() => startServer({ db, args: ['--sweep-interval', '1', '--log-level', 'debug'] })));
       try {
         const bucket = await createBucket(sweepers[0]!.api);
@@ -101,11 +101,83 @@ describe.skipIf(!POSTGRES_URL)(
         await call(`${sweepers[0]!.api}/${bucket}/kept?ttl=0`, { method: 'PUT', body: 'x' });
         await new Promise((resolve) => setTimeout(resolve, 3500));
         await Promise.all(sweepers.map((s) => s.stop({ keepData: true })));
-        expect(await storedKeys({ ...sweepers[0]!, db })).toEqual(['kept']);
+        expect(await storedKeys({ ...sweepers[0]!, db: postgresUrl({ schema: sweepSchema }) })).toEqual(['kept']);
         for (const s of sweepers) expect(s.logs()).not.toContain('sweep failed');
       } finally {
         await Promise.all(sweepers.map((s) => s.stop()));
         await dropSchema(sweepSchema);
+      }
+    });
+
+    it('16 clients split across both instances doing GET + If-Match value+1: final value = acknowledged writes, revisions never shared', { timeout: 60_000 }, async () => {
+      const bucket = await createBucket(a.api);
+      await call(`${a.api}/${bucket}/n`, { method: 'PUT', body: '0' });
+      const acknowledged: number[] = [];
+      await Promise.all(
+        Array.from({ length: 16 }, async (_, client) => {
+          const server = client % 2 === 0 ? a : b;
+          for (let done = 0; done < 3; ) {
+            const read = await call(`${server.api}/${bucket}/n`);
+            const write = await call(`${server.api}/${bucket}/n`, {
+              method: 'PUT',
+              body: String(Number(read.text) + 1),
+              headers: { 'if-match': read.headers.get('etag')! },
+            });
+            if (write.status === 412) continue;
+            expect(write.status, write.text).toBe(200);
+            acknowledged.push(Number(write.headers.get('kvb-revision')));
+            done++;
+          }
+        }),
+      );
+      expect((await call(`${b.api}/${bucket}/n`)).text).toBe('48');
+      expect(new Set(acknowledged).size).toBe(48);
+    });
+
+    it('transfers with checks on both keys, split across both instances, keep the sum', { timeout: 60_000 }, async () => {
+      const bucket = await createBucket(a.api);
+      await call(`${a.api}/${bucket}`, { method: 'POST', ...json({ txn: [{ set: 'a', value: 500 }, { set: 'b', value: 500 }] }) });
+      await Promise.all(
+        Array.from({ length: 10 }, async (_, client) => {
+          const server = client % 2 === 0 ? a : b;
+          for (let done = 0; done < 3; ) {
+            const [x, y] = await Promise.all([call(`${server.api}/${bucket}/a`), call(`${server.api}/${bucket}/b`)]);
+            const answer = await call(`${server.api}/${bucket}`, {
+              method: 'POST',
+              ...json({
+                txn: [
+                  { check: 'a', rev: Number(x.headers.get('kvb-revision')) },
+                  { check: 'b', rev: Number(y.headers.get('kvb-revision')) },
+                  { set: 'a', value: Number(x.text) - 7 },
+                  { set: 'b', value: Number(y.text) + 7 },
+                ],
+              }),
+            });
+            if (answer.status === 409) continue;
+            expect(answer.status, answer.text).toBe(204);
+            done++;
+          }
+        }),
+      );
+      const [x, y] = await Promise.all([call(`${a.api}/${bucket}/a`), call(`${b.api}/${bucket}/b`)]);
+      expect([Number(x.text), Number(y.text)]).toEqual([500 - 7 * 30, 500 + 7 * 30]);
+    });
+
+    it('a bucket deleted on A while both instances write to it leaves no entries (issue 19 item 7)', { timeout: 60_000 }, async () => {
+      for (let round = 0; round < 4; round++) {
+        const bucket = await createBucket(a.api);
+        const writes = Array.from({ length: 60 }, (_, i) => {
+          const server = i % 2 === 0 ? a : b;
+          return i % 3 === 0
+            ? call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: [{ set: `t${i}`, value: 1 }] }) })
+            : call(`${server.api}/${bucket}/k${i}`, { method: 'PUT', body: 'x' });
+        });
+        const deletion = call(`${a.api}/${bucket}`, { method: 'DELETE' });
+        const answers = await Promise.all(writes);
+        expect((await deletion).status).toBe(204);
+        for (const answer of answers) expect([200, 204, 404], answer.text).toContain(answer.status);
+        const { rows } = await withAdminClient((c) => c.query(`select count(*)::int as n from "${schema}".entries where bucket_id = $1`, [bucket]));
+        expect(rows[0].n).toBe(0);
       }
     });
 

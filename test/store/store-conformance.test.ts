@@ -3,18 +3,36 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/open-store.js';
-import type { BucketRecord, Entry, Store, TxnOp } from '../../src/store/store.js';
-import type { StoredValue, ValueType } from '../../src/values/value-type.js';
-import { TEST_BACKEND, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
+import { type BucketRecord, type Entry, type NewEntry, type Refusal, type Store, type TxnOp, isRefusal } from '../../src/store/store.js';
+import type { StoredValue } from '../../src/values/stored-value.js';
+import type { ValueType } from '../../src/values/value-type.js';
+import { PGBOUNCER_URL, POSTGRES_URL, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
+
+type Backend = 'sqlite' | 'postgres' | 'pgbouncer';
 
 /**
- * One suite for every Store implementation, run directly (no HTTP): the `sqlite` project runs it
- * on SQLite, the `postgres` project on PostgreSQL. Both must give byte-identical answers.
+ * One suite for every Store implementation, run directly (no HTTP), on every backend in one run:
+ * SQLite always; PostgreSQL when KVB_TEST_POSTGRES_URL is set; PostgreSQL through PgBouncer (in
+ * transaction pooling mode) when KVB_TEST_PGBOUNCER_URL is set. A backend without its URL is
+ * reported as a skipped suite naming what to set. All must give byte-identical answers.
  */
-async function openTestStore(): Promise<{ store: Store; cleanup: () => Promise<void> }> {
-  if (TEST_BACKEND === 'postgres') {
+const BACKENDS: Array<{ backend: Backend; url: string | undefined; missing: string }> = [
+  { backend: 'sqlite', url: 'sqlite', missing: '' },
+  { backend: 'postgres', url: POSTGRES_URL, missing: 'KVB_TEST_POSTGRES_URL' },
+  { backend: 'pgbouncer', url: PGBOUNCER_URL, missing: 'KVB_TEST_PGBOUNCER_URL' },
+];
+
+async function openTestStore(backend: Backend, url: string): Promise<{ store: Store; cleanup: () => Promise<void> }> {
+  if (backend !== 'sqlite') {
     const schema = uniqueName('kvb_store');
-    const store = await openStore(postgresUrl({ schema, application_name: schema }), { durability: 'normal', poolSize: 8 });
+    const store = await openStore(postgresUrl({ schema, application_name: schema }, url), {
+      durability: 'normal',
+      poolSize: 8,
+      // Through PgBouncer, auto-detection must choose unnamed statements; the suite checks that it did.
+      pgPrepare: 'auto',
+      // The suite runs again with write batching on when asked (KVB_PG_BATCH_WRITES=on, as servers read it).
+      pgBatchWrites: process.env.KVB_PG_BATCH_WRITES === 'on',
+    });
     return { store, cleanup: async () => dropSchema(schema) };
   }
   const dir = mkdtempSync(join(tmpdir(), 'kvb-store-'));
@@ -23,11 +41,16 @@ async function openTestStore(): Promise<{ store: Store; cleanup: () => Promise<v
 }
 
 const NOW = 1_800_000_000_000;
+/** The entry a counter update answered (failing the test if it was refused). */
+function entryOf(outcome: Entry | Refusal): Entry {
+  if (isRefusal(outcome)) throw new Error(`refused: ${JSON.stringify(outcome)}`);
+  return outcome;
+}
 const value = (type: ValueType, data: string | Buffer): StoredValue => ({ type, data: Buffer.isBuffer(data) ? data : Buffer.from(data) });
 const bytewise = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 const listAll = (store: Store, bucket: string, prefix = '', extra: Partial<Parameters<Store['listEntries']>[1]> = {}) =>
   store
-    .listEntries(bucket, { prefix, reverse: false, withValues: false, offset: 0, limit: 1000, ...extra }, NOW)
+    .listEntries(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit: 1000, ...extra }, NOW)
     .then((rows) => rows.map((r) => r.key));
 
 function bucketRecord(id: string): BucketRecord {
@@ -39,11 +62,23 @@ function bucketRecord(id: string): BucketRecord {
     writeKeyHash: null,
     signingKey: 'sign-1',
     signingKeyGeneration: 0,
+    tokenSalt: 'salt-1',
     defaultTtl: 0,
   };
 }
 
-describe(`store conformance (${TEST_BACKEND})`, () => {
+for (const { backend, url, missing } of BACKENDS) {
+  if (!url) {
+    describe.skip(`store conformance (${backend}): SKIPPED, set ${missing} to run it`, () => {
+      it('needs a database', () => {});
+    });
+    continue;
+  }
+  conformance(backend, url);
+}
+
+function conformance(backend: Backend, url: string) {
+describe(`store conformance (${backend})`, () => {
   let store: Store;
   let cleanup: () => Promise<void>;
   let n = 0;
@@ -55,7 +90,7 @@ describe(`store conformance (${TEST_BACKEND})`, () => {
   };
 
   beforeAll(async () => {
-    ({ store, cleanup } = await openTestStore());
+    ({ store, cleanup } = await openTestStore(backend, url));
   });
   afterAll(async () => {
     await store?.close();
@@ -63,20 +98,24 @@ describe(`store conformance (${TEST_BACKEND})`, () => {
   });
 
   it('names its backend and whether it is shared between instances', () => {
-    expect(store.backend).toBe(TEST_BACKEND);
-    expect(store.shared).toBe(TEST_BACKEND === 'postgres');
+    expect(store.backend).toBe(backend === 'sqlite' ? 'sqlite' : 'postgres');
+    expect(store.shared).toBe(backend !== 'sqlite');
+    if (backend === 'pgbouncer') expect(store.capabilities).toContain('named prepared statements not used (auto:');
+    if (backend === 'postgres') expect(store.capabilities).toContain('named prepared statements used (auto: no pooler seen)');
   });
 
   describe('buckets', () => {
     it('creates, reads, changes and deletes a bucket; rotation bumps the signing key generation', async () => {
+      const before = await store.countBuckets();
       const id = await newBucket();
+      expect(await store.countBuckets()).toBe(before + 1);
       expect(await store.getBucket(id)).toEqual(bucketRecord(id));
-      expect(await store.updateBucket(id, { signingKey: 'sign-2', readKeyHash: 'hash-r', defaultTtl: 60 })).toBe(true);
-      expect(await store.getBucket(id)).toMatchObject({ signingKey: 'sign-2', signingKeyGeneration: 1, readKeyHash: 'hash-r', defaultTtl: 60 });
+      expect(await store.updateBucket(id, { signingKey: 'sign-2', tokenSalt: 'salt-2', readKeyHash: 'hash-r', defaultTtl: 60 })).toBe(true);
+      expect(await store.getBucket(id)).toMatchObject({ signingKey: 'sign-2', signingKeyGeneration: 1, tokenSalt: 'salt-2', readKeyHash: 'hash-r', defaultTtl: 60 });
       expect(await store.updateBucket(id, { signingKey: null })).toBe(true);
       expect(await store.getBucket(id)).toMatchObject({ signingKey: null, signingKeyGeneration: 2 });
       expect(await store.updateBucket('no-such-bucket', { defaultTtl: 1 })).toBe(false);
-      await store.setEntry(id, 'k', value('text', 'v'), null);
+      await store.setEntry(id, 'k', value('text', 'v'), null, NOW);
       expect(await store.deleteBucket(id)).toBe(true);
       expect(await store.getBucket(id)).toBeUndefined();
       expect(await store.getEntry(id, 'k', NOW)).toBeUndefined();
@@ -100,37 +139,37 @@ describe(`store conformance (${TEST_BACKEND})`, () => {
     it('Int64 extremes and float text keep every digit', async () => {
       const b = await newBucket();
       for (const text of ['9223372036854775807', '-9223372036854775808', '9007199254740993', '0']) {
-        await store.setEntry(b, `i${text}`, value('int64', text), null);
+        await store.setEntry(b, `i${text}`, value('int64', text), null, NOW);
         expect((await store.getEntry(b, `i${text}`, NOW))?.data.toString()).toBe(text);
       }
-      await store.setEntry(b, 'f', value('float64', '0.30000000000000004'), null);
-      expect(await store.getEntry(b, 'f', NOW)).toEqual({ type: 'float64', data: Buffer.from('0.30000000000000004'), expiresAt: null });
+      await store.setEntry(b, 'f', value('float64', '0.30000000000000004'), null, NOW);
+      expect(await store.getEntry(b, 'f', NOW)).toMatchObject({ type: 'float64', data: Buffer.from('0.30000000000000004'), expiresAt: null });
     });
 
     it('bytes with NUL and invalid UTF-8 come back byte for byte', async () => {
       const b = await newBucket();
       const data = Buffer.from([0x00, 0xff, 0xfe, 0x80, 0x00, 0xc3, 0x28, 0x00]);
-      await store.setEntry(b, 'bin', value('bytes', data), null);
+      await store.setEntry(b, 'bin', value('bytes', data), null, NOW);
       const entry = await store.getEntry(b, 'bin', NOW);
       expect(entry?.type).toBe('bytes');
       expect(Buffer.compare(entry!.data, data)).toBe(0);
-      await store.setEntry(b, 'empty', value('bytes', Buffer.alloc(0)), null);
+      await store.setEntry(b, 'empty', value('bytes', Buffer.alloc(0)), null, NOW);
       expect((await store.getEntry(b, 'empty', NOW))?.data.length).toBe(0);
     });
 
     it('expiry times in milliseconds are exact, up to the largest date', async () => {
       const b = await newBucket();
       const far = 8_640_000_000_000_000;
-      await store.setEntry(b, 'far', value('text', 'x'), far);
+      await store.setEntry(b, 'far', value('text', 'x'), far, NOW);
       expect((await store.getEntry(b, 'far', NOW))?.expiresAt).toBe(far);
-      await store.setEntry(b, 'odd', value('text', 'x'), NOW + 1_234_567);
+      await store.setEntry(b, 'odd', value('text', 'x'), NOW + 1_234_567, NOW);
       expect((await store.getEntry(b, 'odd', NOW))?.expiresAt).toBe(NOW + 1_234_567);
     });
 
     it('keys with NUL, multibyte characters and the highest code point are distinct keys', async () => {
       const b = await newBucket();
       const keys = ['a', 'a\u0000', 'a\u0000b', 'é', '\u{10FFFF}', '😀'];
-      for (const key of keys) await store.setEntry(b, key, value('text', `v:${key}`), null);
+      for (const key of keys) await store.setEntry(b, key, value('text', `v:${key}`), null, NOW);
       for (const key of keys) expect((await store.getEntry(b, key, NOW))?.data.toString()).toBe(`v:${key}`);
     });
   });
@@ -140,7 +179,7 @@ describe(`store conformance (${TEST_BACKEND})`, () => {
     let bucket: string;
     beforeAll(async () => {
       bucket = await newBucket();
-      for (const key of keys) await store.setEntry(bucket, key, value('text', key), null);
+      for (const key of keys) await store.setEntry(bucket, key, value('text', key), null, NOW);
     });
 
     it('lists keys in UTF-8 byte order (not collation order)', async () => {
@@ -165,7 +204,7 @@ describe(`store conformance (${TEST_BACKEND})`, () => {
     });
 
     it('returns values with the keys when asked', async () => {
-      const rows = await store.listEntries(bucket, { prefix: 'ab', reverse: false, withValues: true, offset: 0, limit: 10 }, NOW);
+      const rows = await store.listEntries(bucket, { prefix: 'ab', reverse: false, columns: 'values', offset: 0, limit: 10 }, NOW);
       expect(rows.map((r) => [r.key, r.entry?.data.toString(), r.entry?.type])).toEqual([
         ['ab', 'ab', 'text'],
         ['ab\u0000', 'ab\u0000', 'text'],
@@ -177,19 +216,19 @@ describe(`store conformance (${TEST_BACKEND})`, () => {
   describe('expiry', () => {
     it('an expired key is absent to every read, and the sweep deletes it', async () => {
       const b = await newBucket();
-      await store.setEntry(b, 'old', value('text', 'x'), NOW);
-      await store.setEntry(b, 'live', value('text', 'x'), NOW + 1);
-      await store.setEntry(b, 'forever', value('text', 'x'), null);
+      await store.setEntry(b, 'old', value('text', 'x'), NOW, NOW);
+      await store.setEntry(b, 'live', value('text', 'x'), NOW + 1, NOW);
+      await store.setEntry(b, 'forever', value('text', 'x'), null, NOW);
       expect(await store.getEntry(b, 'old', NOW)).toBeUndefined();
       expect(await listAll(store, b)).toEqual(['forever', 'live']);
-      expect(await store.deleteEntry(b, 'old', NOW)).toBe(false);
-      await store.setEntry(b, 'old2', value('int64', '5'), NOW - 1);
-      const counted = await store.updateEntry(b, 'old2', NOW, (current) => {
+      expect(await store.deleteEntry(b, 'old', NOW)).toMatchObject({ deleted: false });
+      await store.setEntry(b, 'old2', value('int64', '5'), NOW - 1, NOW);
+      const counted = entryOf(await store.updateEntry(b, 'old2', NOW, (current) => {
         expect(current).toBeUndefined();
         return { type: 'int64', data: Buffer.from('1'), expiresAt: null };
-      });
+      }));
       expect(counted.data.toString()).toBe('1');
-      await store.setEntry(b, 'old3', value('text', 'x'), NOW - 5);
+      await store.setEntry(b, 'old3', value('text', 'x'), NOW - 5, NOW);
       const before = await store.countEntries();
       let swept = 0;
       for (let got = -1; got !== 0; ) swept += got = await store.sweepExpired(NOW, 1);
@@ -201,7 +240,7 @@ describe(`store conformance (${TEST_BACKEND})`, () => {
   });
 
   describe('counters', () => {
-    const increment = (current: Entry | undefined): Entry => ({
+    const increment = (current: Entry | undefined): NewEntry => ({
       type: 'int64',
       data: Buffer.from(String(BigInt(current?.data.toString() ?? '0') + 1n)),
       expiresAt: null,
@@ -215,13 +254,13 @@ describe(`store conformance (${TEST_BACKEND})`, () => {
 
     it('keeps Int64 exact near the limits', async () => {
       const b = await newBucket();
-      await store.setEntry(b, 'max', value('int64', '9223372036854775806'), null);
-      expect((await store.updateEntry(b, 'max', NOW, increment)).data.toString()).toBe('9223372036854775807');
+      await store.setEntry(b, 'max', value('int64', '9223372036854775806'), null, NOW);
+      expect(entryOf(await store.updateEntry(b, 'max', NOW, increment)).data.toString()).toBe('9223372036854775807');
     });
 
     it('an update that throws writes nothing', async () => {
       const b = await newBucket();
-      await store.setEntry(b, 'c', value('int64', '7'), null);
+      await store.setEntry(b, 'c', value('int64', '7'), null, NOW);
       await expect(
         store.updateEntry(b, 'c', NOW, () => {
           throw new Error('refused');
@@ -240,17 +279,17 @@ describe(`store conformance (${TEST_BACKEND})`, () => {
 
     it('applies operations in order: the last one on a key wins', async () => {
       const b = await newBucket();
-      await store.setEntry(b, 'gone', value('text', 'x'), null);
-      await store.commit(b, [set('a', '1'), { op: 'delete', key: 'a' }, { op: 'delete', key: 'b' }, set('b', '2'), set('c', '3'), set('c', '4'), { op: 'delete', key: 'gone' }]);
+      await store.setEntry(b, 'gone', value('text', 'x'), null, NOW);
+      await store.commit(b, [set('a', '1'), { op: 'delete', key: 'a' }, { op: 'delete', key: 'b' }, set('b', '2'), set('c', '3'), set('c', '4'), { op: 'delete', key: 'gone' }], NOW);
       expect(await listAll(store, b)).toEqual(['b', 'c']);
       expect((await store.getEntry(b, 'c', NOW))?.data.toString()).toBe('4');
     });
 
     it('is all or nothing when one operation fails', async () => {
       const b = await newBucket();
-      await store.setEntry(b, 'keep', value('text', 'before'), null);
+      await store.setEntry(b, 'keep', value('text', 'before'), null, NOW);
       const broken: TxnOp = { op: 'set', key: 'bad', value: { type: 'text', data: null as unknown as Buffer }, expiresAt: null };
-      await expect(store.commit(b, [set('keep', 'after'), set('new', 'x'), { op: 'delete', key: 'keep' }, broken])).rejects.toThrow();
+      await expect(store.commit(b, [set('keep', 'after'), set('new', 'x'), { op: 'delete', key: 'keep' }, broken], NOW)).rejects.toThrow();
       expect(await listAll(store, b)).toEqual(['keep']);
       expect((await store.getEntry(b, 'keep', NOW))?.data.toString()).toBe('before');
     });
@@ -263,7 +302,7 @@ describe(`store conformance (${TEST_BACKEND})`, () => {
           const order = i % 2 === 0 ? keys : [...keys].reverse();
           // Even transactions set every key; odd ones set some and delete the rest.
           const ops: TxnOp[] = order.map((key, j) => (i % 2 === 1 && j % 2 === 1 ? { op: 'delete', key } : set(key, `t${i}`)));
-          return store.commit(b, ops);
+          return store.commit(b, ops, NOW);
         }),
       );
       const values = await Promise.all(keys.map(async (key) => (await store.getEntry(b, key, NOW))?.data.toString()));
@@ -276,4 +315,121 @@ describe(`store conformance (${TEST_BACKEND})`, () => {
       expect(values).toEqual(expected);
     });
   });
+
+  describe('revisions', () => {
+    const text = (data: string) => value('text', data);
+    const revisionOf = (outcome: object) => {
+      if (isRefusal(outcome as Refusal)) throw new Error(`refused: ${JSON.stringify(outcome)}`);
+      return (outcome as { revision: number }).revision;
+    };
+
+    it('a bucket starts at revision 0 and every committed change adds exactly one; each key keeps the revision of its last change', async () => {
+      const b = await newBucket();
+      expect(await store.bucketRevision(b)).toBe(0);
+      expect(revisionOf(await store.setEntry(b, 'a', text('1'), null, NOW))).toBe(1);
+      expect(revisionOf(await store.setEntry(b, 'b', text('2'), null, NOW))).toBe(2);
+      expect(entryOf(await store.updateEntry(b, 'n', NOW, () => ({ type: 'int64', data: Buffer.from('1'), expiresAt: null }))).revision).toBe(3);
+      expect(await store.deleteEntry(b, 'a', NOW)).toEqual({ deleted: true, revision: 4 });
+      expect(await store.commit(b, [{ op: 'set', key: 'c', value: text('3'), expiresAt: null }, { op: 'delete', key: 'b' }], NOW)).toEqual({ revision: 5 });
+      expect(await store.bucketRevision(b)).toBe(5);
+      expect((await store.getEntry(b, 'n', NOW))?.revision).toBe(3);
+      expect((await store.getEntry(b, 'c', NOW))?.revision).toBe(5);
+      // Nothing to delete is no change.
+      expect(await store.deleteEntry(b, 'never', NOW)).toEqual({ deleted: false });
+      expect(await store.bucketRevision(b)).toBe(5);
+      expect(await store.bucketRevision('no-such-bucket')).toBeUndefined();
+    });
+
+    it('If-Match (a revision or *) and If-None-Match (*) decide in the write itself; a refusal changes nothing and names the live entry', async () => {
+      const b = await newBucket();
+      expect(await store.setEntry(b, 'k', text('v1'), null, NOW, { ifMatch: '*' })).toEqual({ refused: 'precondition', current: undefined });
+      expect(await store.setEntry(b, 'k', text('v1'), null, NOW, { ifNoneMatch: '*' })).toEqual({ revision: 1 });
+      const refused = await store.setEntry(b, 'k', text('v2'), null, NOW, { ifNoneMatch: '*' });
+      expect(refused).toMatchObject({ refused: 'precondition', current: { revision: 1, data: Buffer.from('v1') } });
+      expect(await store.setEntry(b, 'k', text('v2'), null, NOW, { ifMatch: [7, 9] })).toMatchObject({ refused: 'precondition' });
+      expect(await store.setEntry(b, 'k', text('v2'), null, NOW, { ifMatch: [0, 1] })).toEqual({ revision: 2 });
+      expect(await store.setEntry(b, 'k', text('v3'), null, NOW, { ifMatch: '*' })).toEqual({ revision: 3 });
+      expect(await store.deleteEntry(b, 'k', NOW, { ifMatch: [2] })).toMatchObject({ refused: 'precondition', current: { revision: 3 } });
+      expect(await store.updateEntry(b, 'k2', NOW, () => ({ type: 'int64', data: Buffer.from('1'), expiresAt: null }), { ifMatch: '*' })).toEqual({
+        refused: 'precondition',
+        current: undefined,
+      });
+      expect(await store.bucketRevision(b)).toBe(3);
+      expect((await store.getEntry(b, 'k', NOW))?.data.toString()).toBe('v3');
+      expect(await store.getEntry(b, 'k2', NOW)).toBeUndefined();
+      expect(await store.deleteEntry(b, 'k', NOW, { ifMatch: [3] })).toEqual({ deleted: true, revision: 4 });
+      // An expired key is absent to conditions too.
+      await store.setEntry(b, 'old', text('x'), NOW - 1, NOW);
+      expect(await store.setEntry(b, 'old', text('y'), null, NOW, { ifNoneMatch: '*' })).toEqual({ revision: 6 });
+    });
+
+    it('transaction checks are evaluated with the writes: any failure writes nothing and names every failing check', async () => {
+      const b = await newBucket();
+      await store.setEntry(b, 'x', text('1'), null, NOW);
+      const ops: TxnOp[] = [
+        { op: 'check', key: 'x', rev: 1 },
+        { op: 'set', key: 'y', value: text('new'), expiresAt: null },
+        { op: 'check', key: 'y', exists: true },
+        { op: 'check', key: 'x', rev: 2 },
+        { op: 'check', key: 'z', exists: false },
+      ];
+      expect(await store.commit(b, ops, NOW)).toEqual({ refused: 'checks', failed: [2, 3] });
+      expect(await store.getEntry(b, 'y', NOW)).toBeUndefined();
+      expect(await store.bucketRevision(b)).toBe(1);
+      const passing: TxnOp[] = [{ op: 'check', key: 'x', rev: 1 }, { op: 'check', key: 'y', exists: false }, { op: 'set', key: 'y', value: text('new'), expiresAt: null }];
+      expect(await store.commit(b, passing, NOW)).toEqual({ revision: 2 });
+      // Checks alone are no change.
+      expect(await store.commit(b, [{ op: 'check', key: 'y', rev: 2 }], NOW)).toEqual({ revision: 2 });
+      expect(await store.bucketRevision(b)).toBe(2);
+    });
+
+    it('concurrent writers get distinct, gap-free revisions; of many writers conditioned on one revision exactly one wins', async () => {
+      const b = await newBucket();
+      const outcomes = await Promise.all(Array.from({ length: 60 }, (_, i) => store.setEntry(b, `k${i % 7}`, text(String(i)), null, NOW)));
+      expect(outcomes.map(revisionOf).sort((x, y) => x - y)).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+      const current = (await store.getEntry(b, 'k0', NOW))!;
+      const racers = await Promise.all(
+        Array.from({ length: 30 }, (_, i) => store.setEntry(b, 'k0', text(`w${i}`), null, NOW, { ifMatch: [current.revision] })),
+      );
+      expect(racers.filter((r) => !isRefusal(r))).toEqual([{ revision: 61 }]);
+      expect(await store.bucketRevision(b)).toBe(61);
+    });
+
+    it('the sweep numbers its removals: one revision per bucket per batch', async () => {
+      const b1 = await newBucket();
+      const b2 = await newBucket();
+      for (const k of ['a', 'b', 'c']) await store.setEntry(b1, k, text('x'), NOW - 10, NOW - 20);
+      await store.setEntry(b2, 'a', text('x'), NOW - 10, NOW - 20);
+      for (let got = -1; got !== 0; ) got = await store.sweepExpired(NOW, 1000);
+      expect(await store.bucketRevision(b1)).toBe(4);
+      expect(await store.bucketRevision(b2)).toBe(2);
+    });
+
+    it('a write to a deleted bucket is refused and leaves nothing; a delete racing writes leaves no entries', async () => {
+      const b = await newBucket();
+      await store.setEntry(b, 'k', text('x'), null, NOW);
+      expect(await store.deleteBucket(b)).toBe(true);
+      expect(await store.setEntry(b, 'k2', text('x'), null, NOW)).toEqual({ refused: 'no_bucket' });
+      expect(await store.setEntry(b, 'k2', text('x'), null, NOW, { ifNoneMatch: '*' })).toEqual({ refused: 'no_bucket' });
+      expect(await store.updateEntry(b, 'n', NOW, () => ({ type: 'int64', data: Buffer.from('1'), expiresAt: null }))).toEqual({ refused: 'no_bucket' });
+      expect(await store.commit(b, [{ op: 'set', key: 'k3', value: text('x'), expiresAt: null }], NOW)).toEqual({ refused: 'no_bucket' });
+      expect(await listAll(store, b)).toEqual([]);
+
+      for (let round = 0; round < 3; round++) {
+        const r = await newBucket();
+        const writes = Array.from({ length: 40 }, (_, i) =>
+          i % 3 === 0
+            ? store.commit(r, [{ op: 'set', key: `t${i}`, value: text('x'), expiresAt: null }], NOW)
+            : store.setEntry(r, `k${i}`, text('x'), null, NOW),
+        );
+        const deletion = store.deleteBucket(r);
+        const results = await Promise.all(writes);
+        expect(await deletion).toBe(true);
+        // Acknowledged or refused, no write outlives the bucket.
+        expect(results.every((o) => 'revision' in o || isRefusal(o as Refusal))).toBe(true);
+        expect(await listAll(store, r)).toEqual([]);
+      }
+    });
+  });
 });
+}

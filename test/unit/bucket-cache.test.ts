@@ -10,6 +10,7 @@ const record = (changes: Partial<BucketRecord> = {}): BucketRecord => ({
   writeKeyHash: null,
   signingKey: 'sign',
   signingKeyGeneration: 0,
+  tokenSalt: null,
   defaultTtl: 0,
   ...changes,
 });
@@ -31,14 +32,15 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 describe('bucket cache on a shared store', () => {
   it('reloads the record after the max age, so another instance’s change shows', async () => {
     const { store, state } = fakeStore();
-    const cache = new BucketCache(store, 20);
+    // A max age far above what two back-to-back awaits take on a loaded machine (20 ms was not).
+    const cache = new BucketCache(store, 500);
     expect((await cache.get('b'))?.record.readKeyHash).toBe('h-read');
     state.current = record({ readKeyHash: 'h-read-2' });
     expect((await cache.get('b'))?.record.readKeyHash).toBe('h-read');
-    await sleep(30);
+    await sleep(550);
     expect((await cache.get('b'))?.record.readKeyHash).toBe('h-read-2');
     state.current = undefined;
-    await sleep(30);
+    await sleep(550);
     expect(await cache.get('b')).toBeUndefined();
   });
 

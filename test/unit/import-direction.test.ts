@@ -70,10 +70,29 @@ describe('import direction', () => {
     expect(violations((i) => layer(i.from) === 'client' && ['server', 'store', 'auth', 'cli'].includes(layer(i.to)))).toEqual([]);
   });
 
+  it('client (published as kvb/client for browsers, Deno and Bun) imports no node: module and no package, nor anything that does', () => {
+    const reached = new Set<string>();
+    const visit = (path: string) => {
+      if (reached.has(path)) return;
+      reached.add(path);
+      for (const i of ALL) if (i.from === path) visit(i.to);
+    };
+    for (const path of ALL.map((i) => i.from).filter((path) => layer(path) === 'client')) visit(path);
+    expect([...reached].some((path) => path === 'values/value-type.ts')).toBe(true);
+    const bare = [...reached].flatMap((path) =>
+      [...readFileSync(join(SRC, path), 'utf8').matchAll(/^\s*(?:import|export)\s[^'";]*?from\s+'([^.][^']*)'|^\s*import\s+'([^.][^']*)'|\bimport\(\s*'([^.][^']*)'\s*\)/gm)].map(
+        (m) => `${path} -> ${m[1] ?? m[2] ?? m[3]}`,
+      ),
+    );
+    expect(bare).toEqual([]);
+  });
+
   it('cli loads server code only from the serve command, and only lazily (its defaults excepted)', () => {
     const serverReach = (i: Import) => layer(i.from) === 'cli' && ['server', 'store', 'auth'].includes(layer(i.to));
     const allowed = (i: Import) =>
-      i.from === 'cli/commands/serve.ts' && (i.dynamic || i.to === 'server/server-config.ts');
+      (i.from === 'cli/commands/serve.ts' && (i.dynamic || i.to === 'server/server-config.ts')) ||
+      // The operator commands (kvb db dump|restore|check|backup) open the storage directly, lazily, never the server.
+      (i.from === 'cli/commands/db.ts' && i.dynamic && layer(i.to) === 'store');
     expect(violations((i) => serverReach(i) && !allowed(i))).toEqual([]);
   });
 

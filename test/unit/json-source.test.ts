@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { JsonSyntaxError, minifyJson, parseJsonSource } from '../../src/values/json-source.js';
+import { JsonLimitError, JsonSyntaxError, minifyJson, parseJsonSource } from '../../src/values/json-source.js';
 
 describe('JSON with source text', () => {
   it('keeps the exact source of every value', () => {
@@ -34,5 +34,34 @@ describe('JSON with source text', () => {
   });
   it('minifies without touching strings or numbers', () => {
     expect(minifyJson('{ "a b" : [ 1.10 ,\n "x\\" y" ] }')).toBe('{"a b":[1.10,"x\\" y"]}');
+  });
+  describe('limits: what a large body may make the parser build', () => {
+    const limits = { collapseDepth: 1, maxValueLength: 10, maxMembers: [3] };
+    it('keeps a container at the collapse depth as its source only', () => {
+      const root = parseJsonSource('[[1, [2]], {"a":"b"}, "s"]', limits);
+      if (root.kind !== 'array') throw new Error('expected array');
+      expect(root.items.map((n) => [n.kind, n.source, 'collapsed' in n ? n.collapsed : false])).toEqual([
+        ['array', '[1, [2]]', true],
+        ['object', '{"a":"b"}', true],
+        ['string', '"s"', false],
+      ]);
+      expect(root.items[0]!.kind === 'array' && root.items[0]!.items).toEqual([]);
+    });
+    it.each([
+      ['a collapsed container longer than the limit', '[[1,2,3,4,5,6]]'],
+      ['a container too long deep inside a collapsed one', '[[[[1,2,3,4,5,6]]]]'],
+      ['a string whose decoded text is longer than the limit', '["abcdefghijk"]'],
+      ['a number longer than the limit', '[12345678901]'],
+      ['more members than allowed', '[1,2,3,4]'],
+    ])('stops at %s', (_what, text) => {
+      expect(() => parseJsonSource(text, limits)).toThrow(JsonLimitError);
+    });
+    it('counts an escape as the one character it decodes to', () => {
+      expect(parseJsonSource('["\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9"]', limits).kind).toBe('array');
+    });
+    it('still finds syntax errors inside a collapsed value', () => {
+      expect(() => parseJsonSource('[[1,]]', limits)).toThrow(JsonSyntaxError);
+      expect(() => parseJsonSource('[{"a" 1}]', limits)).toThrow(JsonSyntaxError);
+    });
   });
 });

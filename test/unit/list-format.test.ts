@@ -6,6 +6,7 @@ const entry = (type: Entry['type'], data: string | Buffer): Entry => ({
   type,
   data: typeof data === 'string' ? Buffer.from(data) : data,
   expiresAt: null,
+  revision: 0,
 });
 
 describe('list formats', () => {

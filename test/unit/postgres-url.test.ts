@@ -10,22 +10,23 @@ describe('--db URL', () => {
     for (const other of ['./kvb.db', '/var/lib/kvb/kvb.db', 'sqlite:/tmp/x.db', ':memory:', 'postgres.db']) expect(isPostgresUrl(other)).toBe(false);
   });
 
-  it('takes kvb’s schema parameter out and turns it into search_path; application_name defaults to kvb', () => {
+  it('takes kvb’s schema parameter out and sends no options (no search_path: statements name their schema); application_name defaults to kvb', () => {
     const { connectionString, schema } = parsePostgresUrl('postgres://u:p%40ss@h:5432/db?schema=tenant_1&sslmode=require');
     expect(schema).toBe('tenant_1');
     const url = new URL(connectionString);
     expect(url.searchParams.get('schema')).toBeNull();
-    expect(url.searchParams.get('options')).toBe('-c search_path=tenant_1');
+    // PgBouncer refuses the `options` startup parameter, so kvb never adds one.
+    expect(url.searchParams.get('options')).toBeNull();
     expect(url.searchParams.get('application_name')).toBe('kvb');
     expect(url.searchParams.get('sslmode')).toBe('require');
     expect(url.password).toBe('p%40ss');
   });
 
-  it('keeps the caller’s options and application_name; the schema defaults to public', () => {
+  it('passes the caller’s own options and application_name through unchanged; the schema defaults to public', () => {
     const { connectionString, schema } = parsePostgresUrl('postgresql://h/db?options=-c%20statement_timeout%3D5000&application_name=kvb-a');
     expect(schema).toBe('public');
     const url = new URL(connectionString);
-    expect(url.searchParams.get('options')).toBe('-c statement_timeout=5000 -c search_path=public');
+    expect(url.searchParams.get('options')).toBe('-c statement_timeout=5000');
     expect(url.searchParams.get('application_name')).toBe('kvb-a');
   });
 

@@ -1,7 +1,8 @@
-import type { Command } from 'commander';
-import type { BucketChanges, BucketPolicy } from '../../client/kvb-client.js';
+import { Option } from '@commander-js/extra-typings';
+import type { BucketChanges, BucketPolicy, BucketUsage } from '../../client/kvb-http.js';
 import { readConfig, saveProfile } from '../config.js';
 import { info, json, stdinIsTty, verticalTable } from '../output.js';
+import { MAX_TTL, defineCommand, defineGroup, examples, integer } from '../define-command.js';
 import { generateKey } from '../random-key.js';
 import { UsageError, withClient } from '../session.js';
 
@@ -19,7 +20,9 @@ interface UpdateOptions {
 
 const yesNo = (b: boolean) => (b ? 'yes' : 'no');
 
-function policyRows(bucket: string, p: BucketPolicy): Array<[string, string]> {
+const count = (n: number) => n.toLocaleString('en-US');
+
+function policyRows(bucket: string, p: BucketPolicy, usage?: BucketUsage): Array<[string, string]> {
   const anonymous = Object.entries(p.anonymous_access)
     .filter(([, allowed]) => allowed)
     .map(([name]) => name);
@@ -32,6 +35,12 @@ function policyRows(bucket: string, p: BucketPolicy): Array<[string, string]> {
     ['signing key', yesNo(p.has_signing_key)],
     ['signing key generation', String(p.signing_key_generation)],
     ['anonymous access', anonymous.length > 0 ? anonymous.join(', ') : 'none'],
+    ...(usage
+      ? ([
+          ['keys stored', `${count(usage.keys)}${usage.quotaKeys === undefined ? '' : ` of ${count(usage.quotaKeys)}`}`],
+          ['bytes stored', `${count(usage.bytes)}${usage.quotaBytes === undefined ? '' : ` of ${count(usage.quotaBytes)}`} (keys + values)`],
+        ] as Array<[string, string]>)
+      : []),
   ];
 }
 
@@ -60,51 +69,104 @@ export function changesFrom(options: UpdateOptions): { changes: BucketChanges; r
 }
 
 /** `kvb bucket show`: the policy projection, a table for people or `--json`. */
-export async function show(options: { json?: boolean }, command: Command): Promise<void> {
-  await withClient(command, async ({ client, bucket }) => {
-    const id = bucket();
-    const policy = await client.policy(id);
-    if (options.json) await json(policy);
-    else await verticalTable(policyRows(id, policy));
-  });
-}
+const show = defineCommand({
+  define: (parent) =>
+    parent
+      .command('show')
+      .description('show the policy: which credentials are set, default TTL, anonymous access, keys and bytes stored')
+      .option('--json', "print the server's policy projection as JSON")
+      .addHelpText('after', examples('kvb bucket show', 'kvb bucket show --json | jq .anonymous_access')),
+  async run(options, command) {
+    await withClient(command, async ({ client, bucket }) => {
+      const id = bucket();
+      const { policy, usage } = await client.policyAndUsage(id);
+      // --json stays the server's projection exactly; usage is shown in the table.
+      if (options.json) await json(policy);
+      else await verticalTable(policyRows(id, policy, usage));
+    });
+  },
+});
 
 /** `kvb bucket update`: one PATCH with every change asked for. */
-export async function update(options: UpdateOptions, command: Command): Promise<void> {
-  const { changes, rotatedSigningKey } = changesFrom(options);
-  await withClient(command, async ({ client, bucket, connection }) => {
-    const id = bucket();
-    await client.updateBucket(id, changes);
-    if (rotatedSigningKey !== undefined) info('signing key rotated: earlier tokens are no longer valid');
-    if (changes.secret_key !== undefined && connection.sources.token === 'profile') {
-      const profile = readConfig().profiles[connection.profileName];
-      if (profile?.bucket === id && profile.secret_key !== undefined) {
-        saveProfile(connection.profileName, { ...profile, secret_key: changes.secret_key });
-        info(`profile ${JSON.stringify(connection.profileName)} now holds the new secret key`);
+const update = defineCommand({
+  define: (parent) =>
+    parent
+      .command('update')
+      .description('set, rotate or clear credentials and the default TTL')
+      .option('--secret-key <key>', 'set a new admin key (a profile holding the old one is updated)')
+      .option('--read-key <key>', 'set the read key')
+      .option('--clear-read-key', 'remove the read key (anonymous read and list allowed)')
+      .option('--write-key <key>', 'set the write key')
+      .option('--clear-write-key', 'remove the write key (anonymous write allowed)')
+      .option('--signing-key <key>', 'set the token signing key (invalidates earlier tokens)')
+      .option('--rotate-signing-key', 'generate a new random signing key (invalidates earlier tokens)')
+      .option('--clear-signing-key', 'remove the signing key (no more tokens)')
+      .addOption(new Option('--default-ttl <seconds>', 'TTL of keys set without one (0 = no expiry)').argParser(integer('--default-ttl', 0, MAX_TTL)))
+      .addHelpText(
+        'after',
+        examples('kvb bucket update --read-key "$R"', 'kvb bucket update --clear-read-key --default-ttl 0', 'kvb bucket update --rotate-signing-key'),
+      ),
+  async run(options, command) {
+    const { changes, rotatedSigningKey } = changesFrom(options);
+    await withClient(command, async ({ client, bucket, connection }) => {
+      const id = bucket();
+      await client.updateBucket(id, changes);
+      if (rotatedSigningKey !== undefined) info('signing key rotated: earlier tokens are no longer valid');
+      if (changes.secret_key !== undefined && connection.sources.token === 'profile') {
+        const profile = readConfig().profiles[connection.profileName];
+        if (profile?.bucket === id && profile.secret_key !== undefined) {
+          saveProfile(connection.profileName, { ...profile, secret_key: changes.secret_key });
+          info(`profile ${JSON.stringify(connection.profileName)} now holds the new secret key`);
+        }
       }
-    }
-    info('updated');
-  });
-}
+      info('updated');
+    });
+  },
+});
 
 /** `kvb bucket delete`: asks first (on a terminal) unless --yes. */
-export async function remove(options: { yes?: boolean }, command: Command): Promise<void> {
-  await withClient(command, async ({ client, bucket }) => {
-    const id = bucket();
-    if (!options.yes) {
-      if (!stdinIsTty()) throw new UsageError('refusing to delete without confirmation: pass --yes');
-      const prompts = await import('@clack/prompts');
-      const answer = await prompts.confirm({ message: `Delete bucket ${id} and all its keys?`, initialValue: false, output: process.stderr });
-      if (prompts.isCancel(answer) || !answer) throw new UsageError('not deleted');
-    }
-    await client.deleteBucket(id);
-    info(`deleted bucket ${id}`);
-  });
-}
+const remove = defineCommand({
+  define: (parent) =>
+    parent
+      .command('delete')
+      .description('delete the bucket and every key in it (asks first unless --yes)')
+      .option('-y, --yes', 'do not ask for confirmation')
+      .addHelpText('after', examples('kvb bucket delete', 'kvb --bucket "$B" bucket delete --yes')),
+  async run(options, command) {
+    await withClient(command, async ({ client, bucket }) => {
+      const id = bucket();
+      if (!options.yes) {
+        if (!stdinIsTty()) throw new UsageError('refusing to delete without confirmation: pass --yes');
+        const prompts = await import('@clack/prompts');
+        const answer = await prompts.confirm({ message: `Delete bucket ${id} and all its keys?`, initialValue: false, output: process.stderr });
+        if (prompts.isCancel(answer) || !answer) throw new UsageError('not deleted');
+      }
+      await client.deleteBucket(id);
+      info(`deleted bucket ${id}`);
+    });
+  },
+});
 
 /** `kvb bucket exists`: exit 0 or 2, nothing printed. */
-export async function exists(_options: unknown, command: Command): Promise<void> {
-  await withClient(command, async ({ client, bucket }) => {
-    if (!(await client.bucketExists(bucket()))) process.exitCode = 2;
-  });
-}
+const exists = defineCommand({
+  define: (parent) =>
+    parent
+      .command('exists')
+      .description('exit 0 if the bucket exists and the credential is admin, 2 otherwise (prints nothing)')
+      .addHelpText('after', examples('kvb bucket exists && echo ok', 'kvb --bucket "$B" bucket exists || echo "no such bucket"')),
+  async run(_options, command) {
+    await withClient(command, async ({ client, bucket }) => {
+      if (!(await client.bucketExists(bucket()))) process.exitCode = 2;
+    });
+  },
+});
+
+/** `kvb bucket show|update|delete|exists`. */
+export const bucket = defineGroup(
+  (parent) =>
+    parent
+      .command('bucket')
+      .description("show, change, check or delete the bucket's policy (needs the secret key)")
+      .addHelpText('after', examples('kvb bucket show', 'kvb bucket update --read-key "$R" --default-ttl 3600', 'kvb bucket delete --yes')),
+  [show, update, remove, exists],
+);

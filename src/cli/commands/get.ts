@@ -1,23 +1,59 @@
-import type { Command } from 'commander';
+import { isUtf8 } from 'node:buffer';
+import { writeFile } from 'node:fs/promises';
+import { Option } from '@commander-js/extra-typings';
+import { defineCommand, examples, keyArgument } from '../define-command.js';
 import { data, line, stdoutIsTty } from '../output.js';
-import { withClient } from '../session.js';
+import { UsageError, asBuffer, withClient } from '../session.js';
 
 /** `kvb get KEY`: the value's exact bytes, or `--json` for `{key, type, value, expires_at}`. */
-export async function get(key: string, options: { json?: boolean }, command: Command): Promise<void> {
-  await withClient(command, async ({ client, bucket }) => {
-    const value = await client.get(bucket(), key);
-    if (options.json) {
-      const { valueAsJson } = await import('../../values/list-format.js');
-      // The listing's own rendering: JSON and numbers keep their exact text (no float rounding of
-      // 2^63-1), bytes become base64. A server that names no type gets its value as a string.
-      const rendered = value.type ? valueAsJson({ type: value.type, data: value.data }) : JSON.stringify(value.data.toString('utf8'));
-      await line(
-        `{"key":${JSON.stringify(key)},"type":${JSON.stringify(value.type ?? null)},"value":${rendered},"expires_at":${JSON.stringify(value.expiresAt ?? null)}}`,
-      );
-      return;
-    }
-    await data(value.data);
-    // People at a terminal get their prompt back on its own line; pipes get the exact bytes.
-    if (stdoutIsTty() && value.type !== 'bytes' && !value.data.toString('utf8').endsWith('\n')) await data('\n');
-  });
-}
+export const get = defineCommand({
+  define: (parent) =>
+    parent
+      .command('get')
+      .description("print a key's value (exact bytes), or with --json its type, expiry and revision too")
+      .addArgument(keyArgument('the key'))
+      .option('--json', 'print {"key","type","value","expires_at","revision"} (bytes as base64)')
+      .addOption(new Option('-o, --output <file>', 'write the exact bytes to FILE instead of stdout').conflicts('json'))
+      .addHelpText(
+        'after',
+        `
+Exits 2 when the key does not exist (or has expired), so scripts can write
+  kvb get k || echo missing
+Binary data (type bytes) is not printed to a terminal, as with curl: redirect
+stdout or use -o FILE. Text at a terminal is followed by a newline.
+${examples('kvb get greeting', 'kvb get photo -o photo.jpg', 'kvb get photo > photo.jpg', 'kvb get config --json | jq .value')}`,
+      ),
+  async run(key, options, command) {
+    await withClient(command, async ({ client, bucket }) => {
+      const read = await client.get(bucket(), key);
+      const value = { ...read, data: asBuffer(read.data) };
+      if (options.json) {
+        const { valueAsJson } = await import('../../values/list-format.js');
+        // The listing's own rendering: JSON and numbers keep their exact text (no float rounding of
+        // 2^63-1), bytes become base64. A server that names no type gets its value as a string.
+        const rendered = value.type ? valueAsJson({ type: value.type, data: value.data }) : JSON.stringify(value.data.toString('utf8'));
+        await line(
+          `{"key":${JSON.stringify(key)},"type":${JSON.stringify(value.type ?? null)},"value":${rendered},"expires_at":${JSON.stringify(value.expiresAt ?? null)},"revision":${value.revision ?? null}}`,
+        );
+        return;
+      }
+      if (options.output !== undefined) {
+        try {
+          await writeFile(options.output, value.data);
+        } catch (err) {
+          throw new UsageError(`cannot write ${options.output}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+        }
+        return;
+      }
+      const binary = value.type === 'bytes' || (value.type === undefined && !isUtf8(value.data));
+      if (binary && stdoutIsTty()) {
+        throw new UsageError(
+          `${JSON.stringify(key)} holds ${value.data.length} bytes of binary data, not printed to a terminal: use -o FILE, or redirect stdout to a file`,
+        );
+      }
+      await data(value.data);
+      // People at a terminal get their prompt back on its own line; pipes get the exact bytes.
+      if (stdoutIsTty() && value.type !== 'bytes' && !value.data.toString('utf8').endsWith('\n')) await data('\n');
+    });
+  },
+});

@@ -1,8 +1,8 @@
-import type { Command } from 'commander';
 import { readConfig, resolveConnection, saveProfile } from '../config.js';
 import { stdinIsTty } from '../output.js';
+import { type RunningCommand, defineCommand } from '../define-command.js';
 import { generateKey } from '../random-key.js';
-import { UsageError, globalFlags } from '../session.js';
+import { UsageError, globalFlags, openClient } from '../session.js';
 
 const CREDENTIALS = [
   { value: 'secret_key', label: 'secret key', hint: 'admin: policy, tokens, everything (recommended)' },
@@ -14,15 +14,36 @@ type CredentialName = (typeof CREDENTIALS)[number]['value'];
 
 class Cancelled extends Error {}
 
+/** Keys shorter than this get a warning and the offer of a generated one. */
+const MIN_KEY_LENGTH = 16;
+
 /** `kvb init`: the interactive wizard. Nothing is created or written until every answer is in. */
-export async function init(_options: unknown, command: Command): Promise<void> {
+export const init = defineCommand({
+  define: (parent) =>
+    parent
+      .command('init')
+      .description('interactive set-up: check the server, create a bucket, save a profile')
+      .addHelpText(
+        'after',
+        `
+Asks for the server URL (and checks /health), an email, which credentials to
+set (offering strong random keys, shown once; a key of your own shorter than
+16 characters is warned about) and a default TTL; then creates the bucket and
+saves a profile (no to replacing one asks for another name). Ctrl-C at any
+question leaves nothing behind.
+It needs a terminal; in scripts use:
+  kvb create-bucket --email me@example.com --secret-key "$S" --save`,
+      ),
+  run: (_options, command) => wizard(command),
+});
+
+async function wizard(command: RunningCommand): Promise<void> {
   const flags = globalFlags(command);
   if (!stdinIsTty()) {
     throw new UsageError('kvb init is interactive and stdin is not a terminal; in scripts use: kvb create-bucket --email E --secret-key K --save [PROFILE]');
   }
   const connection = resolveConnection(flags, process.env, { allowMissingProfile: true });
   const p = await import('@clack/prompts');
-  const { KvbClient } = await import('../../client/kvb-client.js');
   const ask = <T>(answer: T | symbol): Exclude<T, symbol> => {
     if (p.isCancel(answer)) throw new Cancelled();
     return answer as Exclude<T, symbol>;
@@ -48,7 +69,7 @@ export async function init(_options: unknown, command: Command): Promise<void> {
       ).replace(/\/+$/, '');
       const spin = p.spinner();
       spin.start(`Checking ${url}/health`);
-      const client = new KvbClient({ url, timeoutMs: 5000 });
+      const { client, close } = await openClient(url, undefined, 5000);
       try {
         const health = await client.health();
         spin.stop(`Server is up (kvb ${health.version})`);
@@ -56,7 +77,7 @@ export async function init(_options: unknown, command: Command): Promise<void> {
       } catch (err) {
         spin.error(`No kvb server answered: ${(err as Error).message}`);
       } finally {
-        await client.close();
+        await close();
       }
     }
 
@@ -79,8 +100,8 @@ export async function init(_options: unknown, command: Command): Promise<void> {
         await p.select({
           message: `${label[0]!.toUpperCase()}${label.slice(1)}`,
           options: [
-            { value: 'generate', label: 'generate a strong random key' },
-            { value: 'enter', label: 'enter my own' },
+            { value: 'generate', label: 'generate a strong random key', hint: 'recommended: 256 random bits' },
+            { value: 'enter', label: 'enter my own', hint: 'make it long: a short key can be guessed' },
           ],
         }),
       );
@@ -88,7 +109,25 @@ export async function init(_options: unknown, command: Command): Promise<void> {
         keys[name] = generateKey();
         generated.push(name);
       } else {
-        keys[name] = ask(await p.password({ message: `Enter the ${label}`, validate: (v) => (v ? undefined : 'cannot be empty') }));
+        const own = ask(await p.password({ message: `Enter the ${label}`, validate: (v) => (v ? undefined : 'cannot be empty') }));
+        if (own.length < MIN_KEY_LENGTH) {
+          p.log.warn(`That ${label} is ${own.length} characters: anyone who guesses it gets its access. ${MIN_KEY_LENGTH} or more is recommended.`);
+          const choice = ask(
+            await p.select({
+              message: `Keep this short ${label}?`,
+              options: [
+                { value: 'generate', label: 'use a generated strong key instead' },
+                { value: 'keep', label: 'keep mine' },
+              ],
+            }),
+          );
+          if (choice === 'generate') {
+            keys[name] = generateKey();
+            generated.push(name);
+            continue;
+          }
+        }
+        keys[name] = own;
       }
     }
     const ttlText = ask(
@@ -98,11 +137,15 @@ export async function init(_options: unknown, command: Command): Promise<void> {
         validate: (v) => (v && /^\d+$/.test(v) && Number(v) <= 2147483647 ? undefined : 'an integer from 0 to 2147483647'),
       }),
     );
-    const profileName = ask(
-      await p.text({ message: 'Save as profile', initialValue: connection.profileName, validate: (v) => (v ? undefined : 'a name') }),
-    );
-    if (readConfig().profiles[profileName] !== undefined) {
-      if (!ask(await p.confirm({ message: `Profile "${profileName}" exists. Replace it?`, initialValue: false }))) throw new Cancelled();
+    // Answering "No" to replacing a profile asks for another name (Ctrl-C still cancels).
+    let profileName = connection.profileName;
+    let message = 'Save as profile';
+    for (;;) {
+      profileName = ask(await p.text({ message, initialValue: profileName, validate: (v) => (v ? undefined : 'a name') }));
+      if (readConfig().profiles[profileName] === undefined) break;
+      if (ask(await p.confirm({ message: `Profile "${profileName}" exists. Replace it?`, initialValue: false }))) break;
+      profileName = '';
+      message = 'Save as profile (another name)';
     }
 
     // From here a Ctrl-C would leave a bucket without a profile (or with its generated keys never
@@ -114,7 +157,7 @@ export async function init(_options: unknown, command: Command): Promise<void> {
     process.on('SIGINT', holdInterrupt);
     // No spinner here: clack's spinner takes the terminal raw and exits at once on Ctrl-C.
     p.log.step('Creating the bucket…');
-    const client = new KvbClient({ url, token: flags.token || process.env.KVB_TOKEN || undefined });
+    const { client, close } = await openClient(url, flags.token || process.env.KVB_TOKEN || undefined, 30_000);
     let id: string;
     try {
       try {
@@ -123,7 +166,7 @@ export async function init(_options: unknown, command: Command): Promise<void> {
         p.log.error('Could not create the bucket');
         throw err;
       } finally {
-        await client.close();
+        await close();
       }
       saveProfile(profileName, { url, bucket: id, ...(keys.secret_key ? { secret_key: keys.secret_key } : {}) });
       p.log.success(`Created bucket ${id}`);

@@ -1,12 +1,45 @@
-import type { Command } from 'commander';
+import { InvalidArgumentError, Option } from '@commander-js/extra-typings';
+import { MAX_TTL, defineCommand, examples, integer } from '../define-command.js';
 import { json, line } from '../output.js';
 import { withClient } from '../session.js';
 
-/** `kvb mint-token`: a temporary token limited to a prefix and permissions; prints it alone. */
-export async function mintToken(options: { prefix: string; permissions: string[]; ttl: number; json?: boolean }, command: Command): Promise<void> {
-  await withClient(command, async ({ client, bucket }) => {
-    const answer = await client.mintToken(bucket(), { prefix: options.prefix, permissions: options.permissions, ttl: options.ttl });
-    if (options.json) await json(answer);
-    else await line(answer.access_token);
-  });
+const PERMISSIONS = ['read', 'write', 'enumerate', 'delete'];
+
+function permissionList(value: string): string[] {
+  const list = value
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
+  if (list.length === 0 || list.some((p) => !PERMISSIONS.includes(p))) {
+    throw new InvalidArgumentError(`permissions are a comma-separated list of ${PERMISSIONS.join(', ')}`);
+  }
+  return list;
 }
+
+/** `kvb mint-token`: a temporary token limited to a prefix and permissions; prints it alone. */
+export const mintToken = defineCommand({
+  define: (parent) =>
+    parent
+      .command('mint-token')
+      .description('mint a temporary token limited to a key prefix and permissions (needs the secret key)')
+      .requiredOption('--prefix <prefix>', 'keys the token may reach')
+      .addOption(new Option('--permissions <list>', 'comma-separated: read, write, enumerate, delete').argParser(permissionList).makeOptionMandatory())
+      .addOption(new Option('--ttl <seconds>', 'lifetime in seconds').argParser(integer('--ttl', 1, MAX_TTL)).makeOptionMandatory())
+      .option('--json', 'print the whole response, {"access_token": …}')
+      .addHelpText(
+        'after',
+        `
+The bucket needs a signing key (kvb bucket update --rotate-signing-key).
+${examples(
+  'export KVB_TOKEN=$(kvb mint-token --prefix user/42/ --permissions read,write --ttl 600)',
+  'kvb mint-token --prefix logs/ --permissions enumerate --ttl 3600 --json',
+)}`,
+      ),
+  async run(options, command) {
+    await withClient(command, async ({ client, bucket }) => {
+      const answer = await client.mintToken(bucket(), { prefix: options.prefix, permissions: options.permissions, ttl: options.ttl });
+      if (options.json) await json(answer);
+      else await line(answer.access_token);
+    });
+  },
+});

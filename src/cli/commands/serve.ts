@@ -1,7 +1,10 @@
-import { type Command, InvalidArgumentError, Option } from 'commander';
-import { DEFAULT_SERVER_CONFIG, type ServerConfig } from '../../server/server-config.js';
+import { InvalidArgumentError, Option } from '@commander-js/extra-typings';
+import { DEFAULT_SERVER_CONFIG, type ServerConfig, parseRateLimit } from '../../server/server-config.js';
+import { parseBooleanSetting } from '../../values/boolean-setting.js';
+import { defineCommand } from '../define-command.js';
+import { UsageError } from '../session.js';
 
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 function integer(min: number, max: number) {
   return (value: string) => {
@@ -12,76 +15,217 @@ function integer(min: number, max: number) {
   };
 }
 
+const d = DEFAULT_SERVER_CONFIG;
+
+/** A boolean flag that an environment variable can also set, read by the one shared parser. */
+function flagOrEnv(flag: true | undefined, name: string): boolean {
+  if (flag) return true;
+  const value = process.env[name];
+  if (value === undefined || value === '') return false;
+  try {
+    return parseBooleanSetting(name, value);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+/** A boolean option given as a word (`--access-log off`), read by the one shared parser. */
+function setting(name: string, value: string): boolean {
+  try {
+    return parseBooleanSetting(name, value);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
 /** `kvb serve`: the only command that loads server code, and only when it runs. */
-export function registerServe(program: Command): void {
-  const d = DEFAULT_SERVER_CONFIG;
-  program
-    .command('serve')
-    .description('run the HTTP key-value bucket service')
-    .addOption(new Option('--port <n>', 'TCP port (0 picks a free one)').env('KVB_PORT').default(d.port).argParser(integer(0, 65535)))
-    .addOption(new Option('--host <addr>', 'address to bind').env('KVB_HOST').default(d.host))
-    .addOption(new Option('--db <url>', 'SQLite file path, sqlite:PATH, or postgres://… URL').env('KVB_DB').default(d.db))
-    .addOption(new Option('--log-level <level>', 'log level').env('KVB_LOG_LEVEL').default(d.logLevel).choices(LOG_LEVELS))
-    .addOption(
-      new Option('--default-ttl <seconds>', 'TTL of buckets created without default_ttl (0 = no expiry)')
-        .env('KVB_DEFAULT_TTL')
-        .default(d.defaultTtl)
-        .argParser(integer(0, 2147483647)),
-    )
-    .addOption(new Option('--bucket-creation-key <key>', 'require this Bearer credential to create buckets').env('KVB_BUCKET_CREATION_KEY'))
-    .addOption(new Option('--require-secret-key', 'refuse to create buckets without a secret_key').env('KVB_REQUIRE_SECRET_KEY'))
-    .addOption(new Option('--cors-origin <origins>', "allowed CORS origins, comma-separated, or '*'").env('KVB_CORS_ORIGIN').default(d.corsOrigin))
-    .addOption(
-      new Option('--durability <mode>', 'normal: safe on process crash; full: fsync every commit')
-        .env('KVB_DURABILITY')
-        .default(d.durability)
-        .choices(['normal', 'full']),
-    )
-    .addOption(
-      new Option('--sweep-interval <seconds>', 'seconds between deletions of expired keys')
-        .env('KVB_SWEEP_INTERVAL')
-        .default(d.sweepIntervalSeconds)
-        .argParser(integer(1, 86400)),
-    )
-    .addOption(
-      new Option('--pool-size <n>', 'PostgreSQL connection pool size')
-        .env('KVB_POOL_SIZE')
-        .default(d.poolSize)
-        .argParser(integer(1, 1000)),
-    )
-    .addHelpText(
-      'after',
-      `
+export const serve = defineCommand({
+  define: (parent) =>
+    parent
+      .command('serve')
+      .description('run the HTTP key-value bucket service')
+      // Only serve's own options and exit codes: the client's global flags do not apply here.
+      .configureHelp({ showGlobalOptions: false })
+      .addOption(new Option('--port <n>', 'TCP port (0 picks a free one)').env('KVB_PORT').default(d.port).argParser(integer(0, 65535)))
+      .addOption(new Option('--host <addr>', 'address to bind').env('KVB_HOST').default(d.host))
+      .addOption(new Option('--db <url>', 'SQLite file (a path, sqlite:PATH or file:PATH; a missing directory is created) or a postgres:// / postgresql:// URL').env('KVB_DB').default(d.db))
+      .addOption(new Option('--log-level <level>', 'log level').env('KVB_LOG_LEVEL').default(d.logLevel).choices(LOG_LEVELS))
+      .addOption(
+        new Option('--default-ttl <seconds>', 'TTL of buckets created without default_ttl (0 = no expiry)')
+          .env('KVB_DEFAULT_TTL')
+          .default(d.defaultTtl)
+          .argParser(integer(0, 2147483647)),
+      )
+      .addOption(new Option('--bucket-creation-key <key>', 'require this Bearer credential to create buckets').env('KVB_BUCKET_CREATION_KEY'))
+      .option('--require-secret-key', 'refuse to create buckets without a secret_key (env: KVB_REQUIRE_SECRET_KEY=1/0, true/false, yes/no, on/off)')
+      .addOption(new Option('--cors-origin <origins>', "allowed CORS origins, comma-separated, or '*'").env('KVB_CORS_ORIGIN').default(d.corsOrigin))
+      .addOption(
+        new Option('--durability <mode>', 'normal: safe on process crash; full: fsync every commit')
+          .env('KVB_DURABILITY')
+          .default(d.durability)
+          .choices(['normal', 'full'] as const),
+      )
+      .addOption(
+        new Option('--sweep-interval <seconds>', 'seconds between deletions of expired keys')
+          .env('KVB_SWEEP_INTERVAL')
+          .default(d.sweepIntervalSeconds)
+          .argParser(integer(1, 86400)),
+      )
+      .addOption(
+        new Option('--access-log <on|off>', 'one info line per request: method, route, status, time, bytes, client IP, request id').env(
+          'KVB_ACCESS_LOG',
+        ),
+      )
+      .addOption(
+        new Option('--trust-proxy <proxies>', 'take the client IP from X-Forwarded-For only from these proxies: addresses/CIDRs, comma-separated, or a hop count').env(
+          'KVB_TRUST_PROXY',
+        ),
+      )
+      .addOption(
+        new Option('--log-format <format>', 'pretty (default at a terminal) or json (default otherwise)').env('KVB_LOG_FORMAT').choices(['pretty', 'json'] as const),
+      )
+      .addOption(
+        new Option('--pool-size <n>', 'PostgreSQL connection pool size')
+          .env('KVB_POOL_SIZE')
+          .default(d.poolSize)
+          .argParser(integer(1, 1000)),
+      )
+      .addOption(
+        new Option(
+          '--pg-prepare <mode>',
+          'PostgreSQL named prepared statements: on, off (needed behind a transaction pooler such as PgBouncer), or auto (off when a pooler is detected)',
+        )
+          .env('KVB_PG_PREPARE')
+          .default(d.pgPrepare)
+          .choices(['on', 'off', 'auto'] as const),
+      )
+      .addOption(
+        new Option(
+          '--pg-batch-writes <on|off>',
+          'PostgreSQL: run concurrent writes in shared transactions, one commit per batch (each answered after its batch commits)',
+        )
+          .env('KVB_PG_BATCH_WRITES')
+          .default('off')
+          .choices(['on', 'off'] as const),
+      )
+      .addOption(new Option('--console <on|off>', 'serve the web console at /console/').env('KVB_CONSOLE').default('on').choices(['on', 'off'] as const))
+      .addOption(
+        new Option('--max-import-bytes <n>', 'largest NDJSON import body in bytes (streamed)')
+          .env('KVB_MAX_IMPORT_BYTES')
+          .default(d.maxImportBytes)
+          .argParser(integer(1, Number.MAX_SAFE_INTEGER)),
+      )
+      .addOption(
+        new Option('--stalled-reader-timeout <seconds>', 'disconnect a client that accepts no response byte for this long (0 = never)')
+          .env('KVB_STALLED_READER_TIMEOUT')
+          .default(d.stalledReaderTimeoutSeconds)
+          .argParser(integer(0, 86400)),
+      )
+      .addOption(
+        new Option('--max-streamed-responses <n>', 'multi-page listings and exports streaming at once (more get 503)')
+          .env('KVB_MAX_STREAMED_RESPONSES')
+          .default(d.maxStreamedResponses)
+          .argParser(integer(1, 100000)),
+      )
+      .addOption(
+        new Option('--max-watchers <n>', 'open watch streams per instance (over it: 503)').env('KVB_MAX_WATCHERS').default(d.maxWatchers).argParser(integer(1, 1_000_000)),
+      )
+      .addOption(
+        new Option('--watch-retention <seconds>', 'seconds of changes kept for watchers to resume from')
+          .env('KVB_WATCH_RETENTION')
+          .default(d.watchRetentionSeconds)
+          .argParser(integer(1, 31_536_000)),
+      )
+      // Limits on what one client can consume (issue 19), all off by default.
+      .addOption(
+        new Option('--shutdown-timeout <seconds>', 'on SIGTERM, seconds to finish open requests before closing their connections')
+          .env('KVB_SHUTDOWN_TIMEOUT')
+          .default(d.shutdownTimeoutSeconds)
+          .argParser(integer(0, 3600)),
+      )
+      .addOption(
+        new Option('--max-buckets <n>', 'most buckets this server holds (0 = no limit)')
+          .env('KVB_MAX_BUCKETS')
+          .default(d.maxBuckets)
+          .argParser(integer(0, 1_000_000_000)),
+      )
+      .addOption(
+        new Option('--max-keys-per-bucket <n>', 'most keys one bucket stores; a write past it gets 507 (0 = no limit)')
+          .env('KVB_MAX_KEYS_PER_BUCKET')
+          .default(d.maxKeysPerBucket)
+          .argParser(integer(0, 1_000_000_000_000)),
+      )
+      .addOption(
+        new Option('--max-bytes-per-bucket <bytes>', 'most bytes (keys + values) one bucket stores; a write past it gets 507 (0 = no limit)')
+          .env('KVB_MAX_BYTES_PER_BUCKET')
+          .default(d.maxBytesPerBucket)
+          .argParser(integer(0, Number.MAX_SAFE_INTEGER)),
+      )
+      .addOption(
+        new Option('--bucket-creation-rate <N/WINDOW>', 'bucket creations per client address, e.g. 10/1h (default: no limit)')
+          .env('KVB_BUCKET_CREATION_RATE')
+          .argParser(rate),
+      )
+      .addOption(
+        new Option('--rate-limit <N/WINDOW>', 'requests per credential (per address when anonymous), e.g. 600/1m (default: no limit)')
+          .env('KVB_RATE_LIMIT')
+          .argParser(rate),
+      )
+      .addHelpText(
+        'after',
+        `
 Every option can also be set by the environment variable shown; a flag wins.
 
 Examples:
   kvb serve                                  # :8080, ./kvb.db
   kvb serve --port 9000 --db /var/lib/kvb/kvb.db
-  KVB_DB=postgres://kvb@db:5432/kvb kvb serve --pool-size 20`,
-    )
-    .action(async (options: Record<string, unknown>) => {
-      const config: ServerConfig = {
-        ...d,
-        port: Number(options.port),
-        host: String(options.host),
-        db: String(options.db),
-        logLevel: String(options.logLevel),
-        defaultTtl: Number(options.defaultTtl),
-        bucketCreationKey: (options.bucketCreationKey as string | undefined) || undefined,
-        requireSecretKey: isTruthy(options.requireSecretKey),
-        corsOrigin: String(options.corsOrigin),
-        durability: options.durability === 'full' ? 'full' : 'normal',
-        sweepIntervalSeconds: Number(options.sweepInterval),
-        poolSize: Number(options.poolSize),
-      };
-      const { runServer } = await import('../../server/run-server.js');
-      await runServer(config);
-    });
-}
+  KVB_DB=postgres://kvb@db:5432/kvb kvb serve --pool-size 20
+  kvb serve --console off                    # no web console at /console/`,
+      ),
+  async run(options, command) {
+    const config: ServerConfig = {
+      ...d,
+      port: options.port,
+      host: options.host,
+      db: options.db,
+      logLevel: options.logLevel,
+      defaultTtl: options.defaultTtl,
+      bucketCreationKey: options.bucketCreationKey || undefined,
+      requireSecretKey: flagOrEnv(options.requireSecretKey, 'KVB_REQUIRE_SECRET_KEY'),
+      corsOrigin: options.corsOrigin,
+      durability: options.durability,
+      sweepIntervalSeconds: options.sweepInterval,
+      poolSize: options.poolSize,
+      pgPrepare: options.pgPrepare,
+      pgBatchWrites: options.pgBatchWrites === 'on',
+      console: options.console !== 'off',
+      accessLog:
+        options.accessLog === undefined
+          ? true
+          : setting(command.getOptionValueSource('accessLog') === 'env' ? 'KVB_ACCESS_LOG' : '--access-log', options.accessLog),
+      trustProxy: options.trustProxy || undefined,
+      logFormat: options.logFormat ?? (process.stdout.isTTY ? 'pretty' : 'json'),
+      maxImportBytes: options.maxImportBytes,
+      stalledReaderTimeoutSeconds: options.stalledReaderTimeout,
+      maxStreamedResponses: options.maxStreamedResponses,
+      shutdownTimeoutSeconds: options.shutdownTimeout,
+      maxBuckets: options.maxBuckets,
+      maxKeysPerBucket: options.maxKeysPerBucket,
+      maxBytesPerBucket: options.maxBytesPerBucket,
+      bucketCreationRate: options.bucketCreationRate,
+      rateLimit: options.rateLimit,
+      maxWatchers: options.maxWatchers,
+      watchRetentionSeconds: options.watchRetention,
+      // Not a flag: tests shorten the 15 s heartbeat.
+      watchProgressMs: Number(process.env.KVB_WATCH_PROGRESS_MS) || d.watchProgressMs,
+    };
+    const { runServer } = await import('../../server/run-server.js');
+    await runServer(config);
+  },
+});
 
-/** `--require-secret-key` is a flag, but from the environment it arrives as text. */
-function isTruthy(value: unknown): boolean {
-  if (value === undefined || value === false) return false;
-  if (value === true) return true;
-  return !['0', 'false', 'no', 'off', ''].includes(String(value).toLowerCase());
+function rate(value: string) {
+  const limit = parseRateLimit(value);
+  if (!limit) throw new InvalidArgumentError('expected N/WINDOW, e.g. 600/1m, 10/s, 100/30s or 5000/1h');
+  return limit;
 }

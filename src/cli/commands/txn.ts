@@ -1,10 +1,15 @@
 import { readFile } from 'node:fs/promises';
-import type { Command } from 'commander';
+import { Option } from '@commander-js/extra-typings';
+import { MAX_TTL, defineCommand, examples, integer } from '../define-command.js';
 import { info } from '../output.js';
+import { KvbHttpError } from '../../client/client-errors.js';
 import { isValidJson } from '../../values/infer-value.js';
 import { UsageError, readStdin, stdinIsPiped, withClient } from '../session.js';
 
+const collect = (value: string, previous: string[]) => [...previous, value];
+
 interface TxnOptions {
+  check: string[];
   set: string[];
   del: string[];
   ttl?: number;
@@ -32,9 +37,19 @@ export function txnBody(input: string): string {
   return `{"txn":[${ops.join(',')}]}`;
 }
 
+/** `--check KEY@REV` (live at that revision), `KEY:present` or `KEY:absent`, as a check operation. */
+export function checkOperation(spec: string): string {
+  const state = /^(.+):(present|absent)$/s.exec(spec);
+  if (state) return `{"check":${JSON.stringify(state[1])},"exists":${state[2] === 'present'}}`;
+  const at = /^(.+)@(\d{1,15})$/s.exec(spec);
+  if (at) return `{"check":${JSON.stringify(at[1])},"rev":${Number(at[2])}}`;
+  throw new UsageError(`--check takes KEY@REVISION, KEY:present or KEY:absent, not ${JSON.stringify(spec)}`);
+}
+
 /** `--set k=v`: v is JSON when it is valid JSON other than null (5, true, {"a":1}), otherwise text. */
 export function flagOperations(options: TxnOptions): string[] {
-  const ops: string[] = [];
+  // Checks first: the server names failed checks by their index, which is then the --check's position.
+  const ops: string[] = options.check.map(checkOperation);
   for (const assignment of options.set) {
     const eq = assignment.indexOf('=');
     if (eq <= 0) throw new UsageError(`--set takes KEY=VALUE, not ${JSON.stringify(assignment)}`);
@@ -48,24 +63,62 @@ export function flagOperations(options: TxnOptions): string[] {
 }
 
 /** `kvb txn [FILE|-]` or `kvb txn --set k=v --del k`: set and delete keys atomically. */
-export async function txn(file: string | undefined, options: TxnOptions, command: Command): Promise<void> {
-  const flagOps = flagOperations(options);
-  let body: string;
-  if (file !== undefined || (flagOps.length === 0 && stdinIsPiped())) {
-    if (flagOps.length > 0) throw new UsageError('give operations in a file (or stdin) or as flags, not both');
-    let input: string;
-    try {
-      input = file === undefined || file === '-' ? (await readStdin()).toString('utf8') : await readFile(file, 'utf8');
-    } catch (err) {
-      throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+export const txn = defineCommand({
+  define: (parent) =>
+    parent
+      .command('txn')
+      .description('set and delete several keys atomically (all or nothing)')
+      .argument('[file]', "a {\"txn\":[…]} document or JSONL operations; '-', or none with stdin piped, reads stdin")
+      .option('--check <key@rev|key:present|key:absent>', 'commit only if the key is live at that revision, exists, or is absent (repeatable)', collect, [])
+      .option('--set <key=value>', 'set a key (repeatable); the value is JSON if it parses (except null), else text', collect, [])
+      .option('--del <key>', 'delete a key (repeatable)', collect, [])
+      .addOption(new Option('--ttl <seconds>', 'TTL of every --set (default: the bucket default)').argParser(integer('--ttl', 0, MAX_TTL)))
+      .addHelpText(
+        'after',
+        `
+Operations are {"set":"key","value":<json>,"ttl":S}, {"delete":"key"},
+{"check":"key","rev":N} and {"check":"key","exists":true|false}. A JSON string
+value is stored as text, any other JSON value as JSON. When a check fails,
+nothing is written and kvb exits 6 naming the failed checks.
+${examples(
+  'kvb txn --set a=1 --set b=hello --del c',
+  'kvb txn --check from@12 --check to@40 --set from=90 --set to=60',
+  'kvb txn --check lock:absent --set lock=me --set owner=me',
+  'kvb txn ops.json',
+  `printf '%s\\n' '{"set":"a","value":1}' '{"delete":"b"}' | kvb txn -`,
+)}`,
+      ),
+  async run(file, options, command) {
+    const flagOps = flagOperations(options);
+    let body: string;
+    if (file !== undefined || (flagOps.length === 0 && stdinIsPiped())) {
+      if (flagOps.length > 0) throw new UsageError('give operations in a file (or stdin) or as flags, not both');
+      let input: string;
+      try {
+        input = file === undefined || file === '-' ? (await readStdin()).toString('utf8') : await readFile(file, 'utf8');
+      } catch (err) {
+        throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      }
+      body = txnBody(input);
+    } else {
+      if (flagOps.length === 0) throw new UsageError('no operations: give FILE, pipe them on stdin, or use --set/--del');
+      body = `{"txn":[${flagOps.join(',')}]}`;
     }
-    body = txnBody(input);
-  } else {
-    if (flagOps.length === 0) throw new UsageError('no operations: give FILE, pipe them on stdin, or use --set/--del');
-    body = `{"txn":[${flagOps.join(',')}]}`;
-  }
-  await withClient(command, async ({ client, bucket }) => {
-    await client.txn(bucket(), body);
-    info('committed');
-  });
+    await withClient(command, async ({ client, bucket }) => {
+      try {
+        await client.txn(bucket(), body);
+      } catch (err) {
+        throw flagOps.length > 0 ? nameFailedChecks(err, options.check) : err;
+      }
+      info('committed');
+    });
+  },
+});
+
+/** A 409 from --check flags names the flags (`a@12`) instead of operation indices (`txn[0]`). */
+function nameFailedChecks(err: unknown, checks: string[]): unknown {
+  if (!(err instanceof KvbHttpError) || err.kind !== 'conflict' || !err.detail) return err;
+  const failed = [...err.detail.matchAll(/txn\[(\d+)\]/g)].map((m) => checks[Number(m[1])]).filter((c) => c !== undefined);
+  if (failed.length === 0) return err;
+  return new KvbHttpError(err.status, err.kind, err.subject, `checks failed: ${failed.join(', ')}`);
 }

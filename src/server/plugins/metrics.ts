@@ -1,22 +1,31 @@
-import type { FastifyInstance } from 'fastify';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Store } from '../../store/store.js';
+import { STORE_OPS, type StoreOp, TimedStore } from '../../store/timed-store.js';
+import { VERSION } from '../../version.js';
+import type { RequestLogController } from '../request-log-controller.js';
+import { Tallies, scrapedMetric } from './tallies.js';
 
 const KEY_COUNT_MAX_AGE_MS = 15_000;
 
-/** Prometheus metrics: requests by route and status, latency, keys stored, and process defaults. */
-export function setupMetrics(app: FastifyInstance, store: Store): Registry {
+const STORE_BOUNDS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+
+/**
+ * Prometheus metrics: requests by route and status, latency, keys stored, build, sweeper,
+ * storage latency by operation, entry cache and connection pool, and process defaults.
+ * Returns the registry and the store to serve with: the same store, timed per operation.
+ */
+export function setupMetrics(logs: RequestLogController, store: Store): { registry: Registry; store: Store } {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const labelNames = ['method', 'route', 'status'] as const;
-  const requests = new Counter({ name: 'kvb_http_requests_total', help: 'HTTP requests answered', labelNames, registers: [registry] });
-  const duration = new Histogram({
-    name: 'kvb_http_request_duration_seconds',
-    help: 'Time to answer an HTTP request',
-    labelNames,
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-    registers: [registry],
-  });
+  const { requests } = logs;
+  registry.registerMetric(
+    scrapedMetric('kvb_http_requests_total', 'HTTP requests answered', 'counter', () => requests.counterSamples('kvb_http_requests_total')) as never,
+  );
+  registry.registerMetric(
+    scrapedMetric('kvb_http_request_duration_seconds', 'Time to answer an HTTP request', 'histogram', () =>
+      requests.histogramSamples('kvb_http_request_duration_seconds'),
+    ) as never,
+  );
   // Counting a large table is not free, so the figure is refreshed at most every 15 s.
   let keyCount = { value: 0, at: 0 };
   new Gauge({
@@ -29,22 +38,46 @@ export function setupMetrics(app: FastifyInstance, store: Store): Registry {
     },
   });
 
-  // Label children are looked up once per (method, route, status): hashing labels on every
-  // request showed up in profiles of the hot path.
-  const children = new Map<string, { count: Counter.Internal; time: Histogram.Internal<string> }>();
-  app.addHook('onResponse', (request, reply, done) => {
-    // The route pattern, not the URL: keys and bucket ids must not become label values.
-    const route = request.routeOptions.url ?? 'unmatched';
-    const id = `${request.method} ${route} ${reply.statusCode}`;
-    let child = children.get(id);
-    if (!child) {
-      const labels = { method: request.method, route, status: reply.statusCode };
-      child = { count: requests.labels(labels), time: duration.labels(labels) };
-      children.set(id, child);
-    }
-    child.count.inc();
-    child.time.observe(reply.elapsedTime / 1000);
-    done();
-  });
-  return registry;
+  new Gauge({ name: 'kvb_build_info', help: 'The running kvb version (always 1)', labelNames: ['version'], registers: [registry] })
+    .labels({ version: VERSION })
+    .set(1);
+
+  // Counts the store keeps in plain fields, exported when scraped (nothing is done per request).
+  const stats = store.stats;
+  const fromStats = (name: string, help: string, read: () => number) => {
+    let exported = 0;
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const now = read();
+        this.inc(now - exported);
+        exported = now;
+      },
+    });
+  };
+  fromStats('kvb_keys_expired_swept_total', 'Expired keys removed by the expiry sweeper of this instance', () => stats.sweptKeys);
+  if (store.cachesEntries) {
+    fromStats('kvb_entry_cache_hits_total', 'Key reads answered from the in-memory entry cache', () => stats.cacheHits);
+    fromStats('kvb_entry_cache_misses_total', 'Key reads that went to the database', () => stats.cacheMisses);
+  }
+  if (store.poolStats) {
+    const poolStats = store.poolStats.bind(store);
+    const pool = (name: string, help: string, read: (p: ReturnType<typeof poolStats>) => number) =>
+      new Gauge({ name, help, registers: [registry], collect() { this.set(read(poolStats())); } });
+    pool('kvb_pg_pool_connections', 'PostgreSQL connections in the pool, busy or idle', (p) => p.total);
+    pool('kvb_pg_pool_idle_connections', 'PostgreSQL connections in the pool waiting for work', (p) => p.idle);
+    pool('kvb_pg_pool_waiting_requests', 'Queries waiting for a PostgreSQL connection', (p) => p.waiting);
+  }
+
+  const storeOps = new Tallies(STORE_BOUNDS);
+  registry.registerMetric(
+    scrapedMetric('kvb_store_operation_duration_seconds', 'Time a storage operation took, by operation (failed ones included)', 'histogram', () =>
+      storeOps.histogramSamples('kvb_store_operation_duration_seconds'),
+    ) as never,
+  );
+  const opLabels = Object.fromEntries(STORE_OPS.map((op) => [op, () => ({ op })])) as Record<StoreOp, () => { op: string }>;
+  const timed = new TimedStore(store, (op, seconds) => storeOps.record(op, opLabels[op], seconds));
+  return { registry, store: timed };
 }

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance } from 'fastify';
 import { anonymousAccess } from '../../auth/access.js';
@@ -7,15 +7,14 @@ import { KvbError, badRequest } from '../../errors.js';
 import type { BucketChanges, BucketRecord } from '../../store/store.js';
 import { authorize, openBucket, principalFor } from '../access-control.js';
 import { credentialMatches } from '../operator-key.js';
+import type { CreationLimiter } from '../plugins/rate-limits.js';
 import type { ServerContext } from '../server-context.js';
-import { MAX_TTL_SECONDS, decodeBucket, formBody, formField, parseInteger } from '../request-input.js';
+import { MAX_TTL_SECONDS, bucketIdOf, formBody, formField, parseInteger } from '../request-input.js';
 import { bucketSchemas } from './schemas.js';
 
 const FORM_LIMIT = 16 * 1024;
 const CREATE_FIELDS = ['email', 'secret_key', 'read_key', 'write_key', 'signing_key', 'default_ttl'] as const;
 const PATCH_FIELDS = ['secret_key', 'read_key', 'write_key', 'signing_key', 'default_ttl'];
-
-const bucketId = (params: unknown) => decodeBucket((params as { bucket: string }).bucket);
 
 /** A credential value from a PATCH body: a non-empty string or a number sets it, null clears it. */
 function credentialValue(name: string, value: unknown): string | null {
@@ -25,10 +24,31 @@ function credentialValue(name: string, value: unknown): string | null {
   throw badRequest(`${name} must be a non-empty string, a number or null`);
 }
 
+/** 256 random bits, the secret half of the key tokens are signed with (see auth/tokens.ts). */
+const newTokenSalt = () => randomBytes(32).toString('hex');
+
 const hashOrNull = (value: string | null) => (value === null ? null : hashCredential(value));
 
 /** Bucket creation (form) and the policy routes: GET, HEAD, PATCH, DELETE on /api/v1/{bucket}. */
-export async function bucketRoutes(app: FastifyInstance, { store, buckets, config }: ServerContext): Promise<void> {
+export async function bucketRoutes(
+  app: FastifyInstance,
+  { store, buckets, config, limitCreation }: ServerContext & { limitCreation?: CreationLimiter },
+): Promise<void> {
+  // With --max-buckets, creations run one at a time on this instance so the count cannot be overtaken.
+  let creating: Promise<unknown> = Promise.resolve();
+  const createBucket = async (record: BucketRecord) => {
+    if (config.maxBuckets === 0) return store.createBucket(record);
+    const run = async () => {
+      if ((await store.countBuckets()) >= config.maxBuckets) {
+        throw new KvbError('insufficient_storage', `this server holds its maximum of ${config.maxBuckets} buckets`);
+      }
+      await store.createBucket(record);
+    };
+    const next = creating.then(run, run);
+    creating = next.catch(() => undefined);
+    return next;
+  };
+
   // Forms are parsed only where the spec uses them: in this plugin, creation.
   await app.register(async (forms) => {
     forms.removeAllContentTypeParsers();
@@ -38,6 +58,8 @@ export async function bucketRoutes(app: FastifyInstance, { store, buckets, confi
       if (config.bucketCreationKey !== undefined && !credentialMatches(request, config.bucketCreationKey)) {
         throw new KvbError('unauthorized', 'creating a bucket needs the operator bucket-creation key');
       }
+      // Before any hashing: a refused creation costs next to nothing.
+      if (limitCreation) await limitCreation(request, reply);
       const body = formBody(request, CREATE_FIELDS);
       const field = (name: (typeof CREATE_FIELDS)[number]) => formField(body, name) || undefined;
       const email = field('email');
@@ -45,6 +67,10 @@ export async function bucketRoutes(app: FastifyInstance, { store, buckets, confi
       const secretKey = field('secret_key');
       if (config.requireSecretKey && !secretKey) throw badRequest('this server requires a secret_key for every bucket');
       const ttlText = field('default_ttl');
+      // Checked again when creating; this first look spares the hashing when the server is full.
+      if (config.maxBuckets > 0 && (await store.countBuckets()) >= config.maxBuckets) {
+        throw new KvbError('insufficient_storage', `this server holds its maximum of ${config.maxBuckets} buckets`);
+      }
       const [secretKeyHash, readKeyHash, writeKeyHash] = await Promise.all([
         hashOrNull(secretKey ?? null),
         hashOrNull(field('read_key') ?? null),
@@ -58,9 +84,10 @@ export async function bucketRoutes(app: FastifyInstance, { store, buckets, confi
         writeKeyHash,
         signingKey: field('signing_key') ?? null,
         signingKeyGeneration: 0,
+        tokenSalt: newTokenSalt(),
         defaultTtl: ttlText === undefined ? config.defaultTtl : parseInteger(ttlText, 'default_ttl', 0, MAX_TTL_SECONDS),
       };
-      await store.createBucket(record);
+      await createBucket(record);
       return reply
         .code(201)
         .header('location', `/api/v1/${record.id}`)
@@ -71,10 +98,18 @@ export async function bucketRoutes(app: FastifyInstance, { store, buckets, confi
     forms.post('/api/v1', { schema: { ...bucketSchemas.create, hide: true } }, create);
   });
 
-  app.get('/api/v1/:bucket', { schema: bucketSchemas.policy }, async (request) => {
-    const { bucket, principal } = await openBucket(buckets, bucketId(request.params), request);
+  app.get('/api/v1/:bucket', { schema: bucketSchemas.policy }, async (request, reply) => {
+    const { bucket, principal } = await openBucket(buckets, bucketIdOf(request), request);
     authorize(bucket, principal, 'manage');
     const { record, flags } = bucket;
+    const revision = await store.bucketRevision(record.id);
+    if (revision === undefined) throw new KvbError('not_found', 'no such bucket');
+    reply.header('kvb-revision', String(revision));
+    // Usage, and the quotas when set, as headers: the spec's policy body keeps its shape.
+    const usage = await store.bucketUsage(record.id);
+    if (usage) reply.header('kvb-usage-keys', String(usage.keys)).header('kvb-usage-bytes', String(usage.bytes));
+    if (config.maxKeysPerBucket > 0) reply.header('kvb-quota-keys', String(config.maxKeysPerBucket));
+    if (config.maxBytesPerBucket > 0) reply.header('kvb-quota-bytes', String(config.maxBytesPerBucket));
     return {
       default_ttl: record.defaultTtl,
       has_secret_key: flags.hasSecretKey,
@@ -88,7 +123,7 @@ export async function bucketRoutes(app: FastifyInstance, { store, buckets, confi
 
   // The spec: 404 unless the bucket exists and the caller has admin access, whatever the reason.
   app.head('/api/v1/:bucket', { schema: bucketSchemas.head, config: { swagger: { exposeHeadRoute: true } } }, async (request, reply) => {
-    const bucket = await buckets.get(bucketId(request.params));
+    const bucket = await buckets.get(bucketIdOf(request));
     const principal = bucket && (await principalFor(bucket, request).catch(() => undefined));
     if (!bucket || !principal) return reply.code(404).send();
     try {
@@ -100,7 +135,7 @@ export async function bucketRoutes(app: FastifyInstance, { store, buckets, confi
   });
 
   app.patch('/api/v1/:bucket', { schema: bucketSchemas.update }, async (request, reply) => {
-    const id = bucketId(request.params);
+    const id = bucketIdOf(request);
     const { bucket, principal } = await openBucket(buckets, id, request);
     authorize(bucket, principal, 'manage');
     const body = request.body;
@@ -116,7 +151,10 @@ export async function bucketRoutes(app: FastifyInstance, { store, buckets, confi
     }
     if ('read_key' in fields) changes.readKeyHash = await hashOrNull(credentialValue('read_key', fields.read_key));
     if ('write_key' in fields) changes.writeKeyHash = await hashOrNull(credentialValue('write_key', fields.write_key));
-    if ('signing_key' in fields) changes.signingKey = credentialValue('signing_key', fields.signing_key);
+    if ('signing_key' in fields) {
+      changes.signingKey = credentialValue('signing_key', fields.signing_key);
+      changes.tokenSalt = newTokenSalt();
+    }
     if ('default_ttl' in fields) {
       const ttl = fields.default_ttl;
       if (ttl === null) changes.defaultTtl = 0;
@@ -132,7 +170,7 @@ export async function bucketRoutes(app: FastifyInstance, { store, buckets, confi
   });
 
   const remove = async (request: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply) => {
-    const id = bucketId(request.params);
+    const id = bucketIdOf(request);
     const { bucket, principal } = await openBucket(buckets, id, request);
     authorize(bucket, principal, 'manage');
     const deleted = await store.deleteBucket(id);

@@ -1,11 +1,14 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
-import type { Entry } from '../../store/store.js';
+import { type Entry, isRefusal } from '../../store/store.js';
 import { type ParsedNumber, addNumbers, formatNumber, parseDelta, parseNumber } from '../../values/numbers.js';
 import { inferValue } from '../../values/infer-value.js';
 import { MAX_VALUE_BYTES, decodeKey } from '../../values/keys.js';
 import { minifyJson } from '../../values/json-source.js';
-import { authorize, openBucket } from '../access-control.js';
+import { authorize, openBucket, openBucketNow } from '../access-control.js';
+import type { CachedBucket } from '../bucket-cache.js';
+import type { Principal } from '../../auth/access.js';
+import { parseEntityTags, readOutcome, refusalError, revisionHeaders, writeCondition } from '../conditions.js';
 import type { ServerContext } from '../server-context.js';
 import { MAX_TTL_SECONDS, expiryFor, methodNotAllowed, optionalInteger, queryOf, splitKeyPath } from '../request-input.js';
 import { describeValue } from './values-reply.js';
@@ -29,42 +32,85 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets }: Server
     done(null, body),
   );
 
-  async function target(request: FastifyRequest) {
+  /** The bucket id and decoded key a key route names. */
+  function keyOf(request: FastifyRequest): { bucketId: string; key: string } {
     const { bucket: bucketId, encodedKey } = splitKeyPath(request);
     // `/api/v1/{bucket}/` with a method that listing does not serve lands here with no key.
     if (encodedKey === '') throw methodNotAllowed(['GET', 'DELETE']);
-    const key = decodeKey(encodedKey);
+    return { bucketId, key: decodeKey(encodedKey) };
+  }
+
+  async function target(request: FastifyRequest) {
+    const { bucketId, key } = keyOf(request);
     const { bucket, principal } = await openBucket(buckets, bucketId, request);
     return { key, bucket, principal };
   }
 
-  const read = async (request: FastifyRequest) => {
-    const { key, bucket, principal } = await target(request);
-    authorize(bucket, principal, 'read', key);
-    const entry = await store.getEntry(bucket.record.id, key, Date.now());
-    if (!entry) throw new KvbError('not_found', 'no such key');
-    return entry;
+  /**
+   * GET and HEAD: the live entry's bytes, or (under If-Match / If-None-Match) 412 or 304 with its
+   * ETag. Answers without a promise when nothing needs waiting for: the bucket and the caller's
+   * credential are cached and the store reads synchronously (SQLite). The promise hops of the
+   * async path measured about 1 µs per GET.
+   */
+  const read = (request: FastifyRequest, reply: FastifyReply): Buffer | undefined | Promise<Buffer | undefined> => {
+    const { bucketId, key } = keyOf(request);
+    const opened = openBucketNow(buckets, bucketId, request);
+    if (!opened) return openBucket(buckets, bucketId, request).then(({ bucket, principal }) => readOpened(request, reply, bucket, principal, key));
+    return readOpened(request, reply, opened.bucket, opened.principal, key);
   };
 
-  app.get('/api/v1/:bucket/*', { schema: keySchemas.get }, async (request, reply) => {
-    const entry = await read(request);
-    return describeValue(reply, entry).send(entry.data);
+  function readOpened(request: FastifyRequest, reply: FastifyReply, bucket: CachedBucket, principal: Principal, key: string) {
+    authorize(bucket, principal, 'read', key);
+    // Malformed condition headers are a 400 whether or not the key exists.
+    const ifMatch = parseEntityTags(request.headers['if-match'], 'If-Match');
+    parseEntityTags(request.headers['if-none-match'], 'If-None-Match');
+    const now = Date.now();
+    if (store.getEntryNow) return answerRead(request, reply, ifMatch, store.getEntryNow(bucket.record.id, key, now));
+    return store.getEntry(bucket.record.id, key, now).then((entry) => answerRead(request, reply, ifMatch, entry));
+  }
+
+  function answerRead(request: FastifyRequest, reply: FastifyReply, ifMatch: ReturnType<typeof parseEntityTags>, entry: Entry | undefined): Buffer | undefined {
+    if (!entry) {
+      // If-Match on an absent key fails (RFC 9110 13.1.1); the spec's 404 answers everything else.
+      if (ifMatch !== undefined) throw new KvbError('precondition_failed', 'the key is absent or expired');
+      throw new KvbError('not_found', 'no such key');
+    }
+    const outcome = readOutcome(request.headers, entry);
+    if (outcome === 'precondition_failed') throw refusalError({ refused: 'precondition', current: entry });
+    if (outcome === 'not_modified') {
+      reply.code(304).headers(revisionHeaders(entry.revision));
+      return undefined;
+    }
+    describeValue(reply, entry);
+    return entry.data;
+  }
+
+  app.get('/api/v1/:bucket/*', { schema: keySchemas.get }, (request, reply) => {
+    const data = read(request, reply);
+    if (data instanceof Promise) return data.then((d) => reply.send(d));
+    reply.send(data);
+    return undefined;
   });
 
-  app.head('/api/v1/:bucket/*', { schema: keySchemas.head, config: { swagger: { exposeHeadRoute: true } } }, async (request, reply) => {
-    const entry = await read(request);
-    return describeValue(reply, entry).send();
+  app.head('/api/v1/:bucket/*', { schema: keySchemas.head, config: { swagger: { exposeHeadRoute: true } } }, (request, reply) => {
+    const data = read(request, reply);
+    if (data instanceof Promise) return data.then(() => reply.send());
+    reply.send();
+    return undefined;
   });
 
-  const set = async (request: FastifyRequest, reply: import('fastify').FastifyReply) => {
+  const set = async (request: FastifyRequest, reply: FastifyReply) => {
     const { key, bucket, principal } = await target(request);
     authorize(bucket, principal, 'write', key);
     const ttl = optionalInteger(queryOf(request), 'ttl', 0, MAX_TTL_SECONDS);
+    const condition = writeCondition(request.headers);
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
     const value = inferValue(body, request.headers['content-type']);
-    const expiresAt = expiryFor(ttl ?? bucket.record.defaultTtl, Date.now());
-    await store.setEntry(bucket.record.id, key, value, expiresAt);
-    return describeValue(reply, { ...value, expiresAt }).code(200).send(value.data);
+    const now = Date.now();
+    const expiresAt = expiryFor(ttl ?? bucket.record.defaultTtl, now);
+    const written = await store.setEntry(bucket.record.id, key, value, expiresAt, now, condition);
+    if (isRefusal(written)) throw refusalError(written);
+    return describeValue(reply, { ...value, expiresAt, revision: written.revision }).code(200).send(value.data);
   };
   app.post('/api/v1/:bucket/*', { schema: keySchemas.set }, set);
   app.put('/api/v1/:bucket/*', { schema: keySchemas.put }, set);
@@ -72,9 +118,11 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets }: Server
   app.delete('/api/v1/:bucket/*', { schema: keySchemas.delete }, async (request, reply) => {
     const { key, bucket, principal } = await target(request);
     authorize(bucket, principal, 'delete', key);
-    const deleted = await store.deleteEntry(bucket.record.id, key, Date.now());
-    if (!deleted) throw new KvbError('not_found', 'no such key');
-    return reply.code(204).send();
+    const condition = writeCondition(request.headers);
+    const outcome = await store.deleteEntry(bucket.record.id, key, Date.now(), condition);
+    if (isRefusal(outcome)) throw refusalError(outcome);
+    if (!outcome.deleted) throw new KvbError('not_found', 'no such key');
+    return reply.code(204).header('kvb-revision', String(outcome.revision)).send();
   });
 
   app.patch('/api/v1/:bucket/*', { schema: keySchemas.counter }, async (request, reply) => {
@@ -84,6 +132,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets }: Server
     const body = Buffer.isBuffer(request.body) ? request.body.toString('utf8') : '';
     const delta = parseDelta(body);
     if (!delta) throw badRequest('delta must be +N or -N with N a decimal number');
+    const condition = writeCondition(request.headers);
     const now = Date.now();
     const updated = await store.updateEntry(bucket.record.id, key, now, (current) => {
       let next = delta;
@@ -97,7 +146,8 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets }: Server
       const expiresAt =
         ttl !== undefined ? expiryFor(ttl, now) : current ? current.expiresAt : expiryFor(bucket.record.defaultTtl, now);
       return { type: next.kind, data: Buffer.from(formatNumber(next)), expiresAt };
-    });
+    }, condition);
+    if (isRefusal(updated)) throw refusalError(updated);
     return describeValue(reply, updated).code(200).send(updated.data);
   });
 }

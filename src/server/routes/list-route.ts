@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Principal } from '../../auth/access.js';
-import type { ListedEntry } from '../../store/store.js';
+import type { Entry, EntryMeta, ListColumns, ListedEntry } from '../../store/store.js';
 import { KvbError } from '../../errors.js';
 import { checkKey } from '../../values/keys.js';
 import {
@@ -12,24 +12,43 @@ import {
   formatListItem,
 } from '../../values/list-format.js';
 import { authorize, openBucket } from '../access-control.js';
+import { decodeCursor, encodeCursor } from '../list-cursor.js';
+import { ResponseStreams } from '../response-streams.js';
 import type { ServerContext } from '../server-context.js';
-import { booleanParam, decodeBucket, optionalInteger, queryOf, singleParam } from '../request-input.js';
+import { booleanParam, bucketIdOf, optionalInteger, queryOf, singleParam } from '../request-input.js';
+import { exportBucket } from './export-route.js';
+import { formatListMeta } from '../../values/list-meta.js';
 import { bucketSchemas } from './schemas.js';
+import { watchStream } from './watch-stream.js';
 
-const PAGE_SIZE = 1000;
+/**
+ * Rows per storage read. Pages are bounded by bytes, not only rows: a key is at most 128 bytes, a
+ * value at most 16 KiB, so 1000 keys or 128 keys with values stay near 2 MiB of rows per page.
+ */
+const KEY_PAGE_ROWS = 1000;
+const VALUE_PAGE_ROWS = 128;
 export const MAX_LIST_LIMIT = 1_000_000;
 
+const metaOf = (entry: Entry): EntryMeta => ({ type: entry.type, size: entry.data.length, expiresAt: entry.expiresAt, revision: entry.revision });
+
+/** Byte order of keys as stored (UTF-8), which is not JavaScript's string order. */
+const compareKeys = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+
 /** The prefix a listing really uses: a token sees only its own prefix (403 when disjoint). */
-function effectivePrefix(principal: Principal, requested: string): string {
+export function effectivePrefix(principal: Principal, requested: string): string {
   if (principal.kind !== 'token' || requested.startsWith(principal.prefix)) return requested;
   if (principal.prefix.startsWith(requested)) return principal.prefix;
   throw new KvbError('forbidden', "prefix is outside the token's prefix");
 }
 
-/** `GET /api/v1/{bucket}/`: keys (and values) in byte order, streamed page by page. */
-export async function listRoute(app: FastifyInstance, { store, buckets }: ServerContext): Promise<void> {
+/** `GET /api/v1/{bucket}/`: keys (and values) in byte order, streamed page by page, continued by cursor. */
+export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promise<void> {
+  const { store, buckets, config } = ctx;
+  const streams = new ResponseStreams(config.maxStreamedResponses, config.stalledReaderTimeoutSeconds * 1000);
   app.get('/api/v1/:bucket/', { schema: bucketSchemas.list }, async (request, reply) => {
     const query = queryOf(request);
+    if (booleanParam(query, 'export')) return exportBucket(ctx, streams, request, reply);
+    if (booleanParam(query, 'watch')) return watchStream(request, reply, ctx);
     const formatParam = singleParam(query, 'format');
     let format: ListFormat | undefined;
     if (formatParam !== undefined) {
@@ -45,46 +64,102 @@ export async function listRoute(app: FastifyInstance, { store, buckets }: Server
     const skip = optionalInteger(query, 'skip', 0, Number.MAX_SAFE_INTEGER) ?? 0;
     const reverse = booleanParam(query, 'reverse');
     const withValues = booleanParam(query, 'values');
+    const cursor = singleParam(query, 'cursor');
+    // Extension: one object per key with its type, size, expiry and revision (json and jsonl),
+    // with or without the value.
+    const withMeta = booleanParam(query, 'meta');
+    if (withMeta && format === 'text') throw new KvbError('bad_request', 'meta=true needs format json or jsonl');
+    const columns: ListColumns = withValues ? 'values' : withMeta ? 'meta' : 'keys';
 
-    const { bucket, principal } = await openBucket(buckets, decodeBucket((request.params as { bucket: string }).bucket), request);
-    authorize(bucket, principal, withValues ? 'list_values' : 'enumerate');
+    const { bucket, principal } = await openBucket(buckets, bucketIdOf(request), request);
+    // Metadata reveals the value's type and size, so it needs what reading values needs.
+    authorize(bucket, principal, columns === 'keys' ? 'enumerate' : 'list_values');
     const prefix = effectivePrefix(principal, requestedPrefix);
     const bucketId = bucket.record.id;
+    const startAfter = cursor === undefined ? undefined : decodeCursor(bucket.record, cursor, { prefix, reverse });
+    const pageRows = withValues ? VALUE_PAGE_ROWS : KEY_PAGE_ROWS;
+    const read = (after: string | undefined, offset: number, rows: number, only: ListColumns = columns) =>
+      store.listEntries(bucketId, { prefix, reverse, columns: only, offset, limit: rows, ...(after !== undefined && { after }) }, now);
 
+    // The bucket revision is read first: the listing reflects at least every change up to it.
+    const revision = await store.bucketRevision(bucketId);
+    if (revision === undefined) throw new KvbError('not_found', 'no such bucket');
+    reply.header('kvb-revision', String(revision));
     // The first page is read before answering, so a storage error is still a clean error response.
+    // One row more than asked for tells whether keys follow, so a last page is never empty.
     const now = Date.now();
-    const firstPage = await store.listEntries(
-      bucketId,
-      { prefix, reverse, withValues, offset: skip, limit: Math.min(limit, PAGE_SIZE) },
-      now,
-    );
+    const firstRows = Math.min(limit, pageRows);
+    const firstPage = await read(startAfter, skip, firstRows + 1);
+    /** The last key of this response, when keys follow it (then it is the cursor's position). */
+    let lastKey: string | undefined;
+    /** The response ends after this key (inclusive); undefined: after `limit` rows. */
+    let endKey: string | undefined;
+    if (firstPage.length > firstRows) {
+      if (firstRows === limit) {
+        lastKey = firstPage[limit - 1]?.key;
+        endKey = lastKey;
+      } else {
+        // A long page: find its last key first (keys only, from the index), so the headers can
+        // carry the cursor. The body then streams up to that key: a key present throughout is
+        // sent exactly once, even if writes land in the range meanwhile.
+        const boundary = await read(startAfter, skip + limit - 1, 2, 'keys');
+        if (boundary.length > 0) endKey = boundary[0]!.key;
+        if (boundary.length > 1) lastKey = endKey;
+      }
+    }
+    if (limit > 0 && firstPage.length > firstRows) firstPage.length = firstRows;
+    if (limit === 0) firstPage.length = 0;
+    if (lastKey !== undefined) {
+      const next = encodeCursor(bucket.record, { prefix, reverse, lastKey });
+      const params = new URLSearchParams();
+      for (const [name, value] of Object.entries(query)) {
+        // Credentials in the query string are not echoed back into a header.
+        if (!['cursor', 'skip', 'access_token', 'key'].includes(name) && typeof value === 'string') params.set(name, value);
+      }
+      params.set('cursor', next);
+      reply.header('kvb-next-cursor', next);
+      reply.header('link', `<${request.url.split('?')[0]}?${params.toString()}>; rel="next"`);
+    }
+
     let sent = 0;
+    let done = false;
     const render = (page: ListedEntry[]) => {
       let chunk = '';
-      for (const { key, entry } of page) {
-        const item = formatListItem(format!, key, entry);
+      for (const { key, entry, meta } of page) {
+        const beyond =
+          endKey === undefined ? sent >= limit : reverse ? compareKeys(key, endKey) < 0 : compareKeys(key, endKey) > 0;
+        if (beyond) {
+          done = true;
+          break;
+        }
+        const item = withMeta
+          ? (entry ? formatListMeta(key, metaOf(entry), entry) : formatListMeta(key, meta!)) + (format === 'jsonl' ? '\n' : '')
+          : formatListItem(format!, key, entry);
         chunk += format === 'json' && sent > 0 ? `,${item}` : item;
         sent++;
+        if (key === endKey) done = true;
       }
       return chunk;
     };
-    const isLastPage = (page: ListedEntry[]) => page.length < PAGE_SIZE || sent >= limit || page.length === 0;
+    const isLastPage = (page: ListedEntry[], asked: number) =>
+      done || page.length < asked || (endKey === undefined && sent >= limit);
     const head = (format === 'json' ? '[' : '') + render(firstPage);
     const tail = format === 'json' ? ']\n' : '';
     reply.header('content-type', LIST_CONTENT_TYPES[format]);
+    streams.guard(reply);
     // Most listings fit in one page: one string, sent at once, costs far less than a stream.
     // A Buffer, so the Content-Type is sent exactly as set (a string would gain a charset).
-    if (isLastPage(firstPage)) return reply.send(Buffer.from(head + tail));
+    if (isLastPage(firstPage, firstRows)) return reply.send(Buffer.from(head + tail));
+    streams.acquire(reply);
 
     async function* body(): AsyncGenerator<string> {
       let page = firstPage;
       if (head) yield head;
-      while (!isLastPage(page)) {
-        page = await store.listEntries(
-          bucketId,
-          { prefix, reverse, withValues, offset: 0, limit: Math.min(limit - sent, PAGE_SIZE), after: page[page.length - 1]!.key },
-          now,
-        );
+      let asked = firstRows;
+      while (!isLastPage(page, asked)) {
+        // Up to endKey, the range decides (keys written into it meanwhile are sent too); else `limit` does.
+        asked = endKey === undefined ? Math.min(limit - sent, pageRows) : pageRows;
+        page = await read(page[page.length - 1]!.key, 0, asked);
         const chunk = render(page);
         if (chunk) yield chunk;
       }

@@ -17,19 +17,20 @@ export const errorEnvelopeSchema = {
   $id: ERROR_SCHEMA_ID,
   type: 'object',
   description:
-    'Every error body. `code` is the HTTP status; the human-readable reason is in the Kvb-Error-Detail header, never in the body.',
+    'Every error body. `code` is the HTTP status, `message` its kind; `detail` is the reason in words, the same text as the Kvb-Error-Detail header.',
   properties: {
     error: {
       type: 'object',
       properties: {
         code: { type: 'integer', description: 'the HTTP status', examples: [404] },
         message: { type: 'string', enum: Object.keys(ERRORS), examples: ['not_found'] },
+        detail: { type: 'string', maxLength: 300, description: 'why, in words (never a secret)', examples: ['no such key'] },
       },
-      required: ['code', 'message'],
+      required: ['code', 'message', 'detail'],
     },
   },
   required: ['error'],
-  examples: [envelope('not_found')],
+  examples: [envelope('not_found', 'no such key')],
 } as const;
 
 /** An error response: the shared envelope, with an example carrying this status's message and a typical detail. */
@@ -38,10 +39,11 @@ function errorResponse(kind: ErrorMessage, description: string, detail: string) 
     'Kvb-Error-Detail': { type: 'string', description: 'why, in words (printable ASCII)', example: detail },
   };
   if (kind === 'unauthorized') headers['WWW-Authenticate'] = { type: 'string', example: 'Bearer realm="kvb"' };
+  if (kind === 'too_many_requests') headers['Retry-After'] = { type: 'integer', description: 'seconds to wait', example: 30 };
   return {
     description,
     headers,
-    content: { 'application/json': { schema: { $ref: `${ERROR_SCHEMA_ID}#` }, example: envelope(kind) } },
+    content: { 'application/json': { schema: { $ref: `${ERROR_SCHEMA_ID}#` }, example: envelope(kind, detail) } },
   };
 }
 
@@ -57,9 +59,19 @@ const unauthorized = errorResponse(
 const forbidden = errorResponse('forbidden', 'The credential does not allow this', 'credential does not allow write');
 const unavailable = errorResponse('service_unavailable', 'Storage unreachable', 'storage is unavailable');
 const noBucket = errorResponse('not_found', 'No such bucket', 'no such bucket');
+const tooMany = errorResponse(
+  'too_many_requests',
+  'Over --rate-limit or --bucket-creation-rate, or too many unverified credentials at once',
+  'rate limit exceeded; retry in 30 s',
+);
+const storageFull = errorResponse(
+  'insufficient_storage',
+  'A write the storage cannot take (full or read-only), or --max-buckets reached',
+  'the disk holding the database is full',
+);
 
 /** The errors every bucket operation can answer; 404 is per operation. */
-const bucketErrors = { 400: badRequest, 401: unauthorized, 403: forbidden, 404: noBucket, 503: unavailable };
+const bucketErrors = { 400: badRequest, 401: unauthorized, 403: forbidden, 404: noBucket, 429: tooMany, 503: unavailable, 507: storageFull };
 const keyErrors = {
   ...bucketErrors,
   404: errorResponse('not_found', 'No such bucket, or the key is absent or expired', 'no such key'),
@@ -123,7 +135,56 @@ const ttlQuery = {
   },
 };
 
+const REVISION_HEADERS = {
+  ETag: { type: 'string', description: 'the key\'s revision as a strong entity tag, e.g. `"42"`', example: '"42"' },
+  'Kvb-Revision': { type: 'string', description: 'the bucket revision of the key\'s last change', example: '42' },
+};
+const commitRevision = {
+  'Kvb-Revision': { type: 'string', description: 'the bucket revision this change committed as', example: '43' },
+};
+const bucketRevision = {
+  'Kvb-Revision': { type: 'string', description: 'the bucket revision read at (every change up to it is visible)', example: '42' },
+};
+
+/** The policy GET's usage headers (admin only): what the bucket stores, and its quotas when the server sets them. */
+const bucketUsage = {
+  'Kvb-Usage-Keys': { type: 'string', description: 'keys the bucket stores (expired ones until the sweeper removes them)', example: '1200' },
+  'Kvb-Usage-Bytes': { type: 'string', description: 'bytes the bucket stores: the length of every key and value', example: '53211' },
+  'Kvb-Quota-Keys': { type: 'string', description: 'the server\'s --max-keys-per-bucket, when set', example: '100000' },
+  'Kvb-Quota-Bytes': { type: 'string', description: 'the server\'s --max-bytes-per-bucket, when set', example: '104857600' },
+};
+
+/** Request headers of a conditional write (RFC 9110 section 13). Validated by the route, described here. */
+const writeConditions = {
+  type: 'object',
+  properties: {
+    'if-match': {
+      type: 'string',
+      description:
+        'write only if the key is live at one of these revisions (`"42"`, a list `"41", "42"`), or live at all (`*`). ' +
+        'Strong comparison: a weak tag `W/"42"` never matches. Otherwise 412 with the current ETag.',
+    },
+    'if-none-match': {
+      type: 'string',
+      description: '`*`: write only if the key is absent or expired (create-only). A list: only if the key is at none of them.',
+    },
+  },
+};
+const readConditions = {
+  type: 'object',
+  properties: {
+    'if-none-match': { type: 'string', description: 'answer 304 (no body) when the live revision is listed (weak comparison), or any with `*`' },
+    'if-match': { type: 'string', description: 'answer 412 unless the key is live at a listed revision' },
+  },
+};
+const preconditionFailed = {
+  ...errorResponse('precondition_failed', 'The If-Match / If-None-Match condition does not hold; nothing was written', 'the key is at revision 42'),
+};
+preconditionFailed.headers = { ...preconditionFailed.headers, ETag: { type: 'string', description: 'the current revision, when the key is live', example: '"42"' } };
+const notModified = noBody('Not modified: the live revision is one the client listed in If-None-Match', { ETag: REVISION_HEADERS.ETag });
+
 const valueHeaders = {
+  ...REVISION_HEADERS,
   'Kvb-Type': { type: 'string', enum: ['json', 'text', 'int64', 'float64', 'bytes'], description: 'the stored type' },
   'Kvb-Expires-At': {
     type: 'string',
@@ -165,7 +226,8 @@ const setKey = {
   querystring: ttlQuery,
   security: anyCredential,
   rawBody: valueBody,
-  response: { 200: typedValue, ...keyErrors, 404: noBucket },
+  headers: writeConditions,
+  response: { 200: typedValue, ...keyErrors, 404: noBucket, 412: preconditionFailed },
 };
 
 export const keySchemas = {
@@ -174,8 +236,9 @@ export const keySchemas = {
     operationId: 'getKey',
     summary: 'Read a key',
     params: keyParams,
+    headers: readConditions,
     security: anyCredential,
-    response: { 200: typedValue, ...keyErrors },
+    response: { 200: typedValue, 304: notModified, ...keyErrors, 412: preconditionFailed },
   },
   head: {
     tags: [KEY],
@@ -183,7 +246,13 @@ export const keySchemas = {
     summary: 'Check a key exists (same headers as GET, no body)',
     params: keyParams,
     security: anyCredential,
-    response: { 200: noBody('The key is live', valueHeaders), 404: noBody('No such bucket, or the key is absent or expired') },
+    headers: readConditions,
+    response: {
+      200: noBody('The key is live', valueHeaders),
+      304: notModified,
+      404: noBody('No such bucket, or the key is absent or expired'),
+      412: noBody('If-Match does not hold'),
+    },
   },
   set: setKey,
   put: { ...setKey, operationId: 'setKeyPut', summary: 'Set a key (PUT, an alias of POST)' },
@@ -193,7 +262,8 @@ export const keySchemas = {
     summary: 'Delete a key',
     params: keyParams,
     security: anyCredential,
-    response: { 204: noBody('Deleted'), ...keyErrors },
+    headers: writeConditions,
+    response: { 204: noBody('Deleted', commitRevision), ...keyErrors, 412: preconditionFailed },
   },
   counter: {
     tags: [KEY],
@@ -204,6 +274,7 @@ export const keySchemas = {
       'A missing key starts from the delta with the bucket default TTL; an existing key keeps its expiry unless `ttl` is given.',
     params: keyParams,
     querystring: ttlQuery,
+    headers: writeConditions,
     security: anyCredential,
     rawBody: {
       content: {
@@ -220,11 +291,12 @@ export const keySchemas = {
     response: {
       200: {
         description: 'The new value',
-        headers: { 'Kvb-Type': valueHeaders['Kvb-Type'], 'Kvb-Expires-At': valueHeaders['Kvb-Expires-At'] },
+        headers: { ...REVISION_HEADERS, 'Kvb-Type': valueHeaders['Kvb-Type'], 'Kvb-Expires-At': valueHeaders['Kvb-Expires-At'] },
         content: { 'text/plain': { schema: { type: 'string' }, example: '42' } },
       },
       ...keyErrors,
       404: noBucket,
+      412: preconditionFailed,
     },
   },
 };
@@ -319,7 +391,9 @@ export const bucketSchemas = {
         'This server requires its operator key (Bearer) to create buckets',
         'creating a bucket needs the operator bucket-creation key',
       ),
+      429: tooMany,
       503: unavailable,
+      507: storageFull,
     },
   },
   policy: {
@@ -328,7 +402,7 @@ export const bucketSchemas = {
     summary: 'Read the bucket policy',
     params: bucketParams,
     security: adminCredential,
-    response: { 200: policyResponse, ...bucketErrors },
+    response: { 200: { ...policyResponse, headers: { ...bucketRevision, ...bucketUsage } }, ...bucketErrors },
   },
   head: {
     tags: [BUCKETS],
@@ -374,11 +448,14 @@ export const bucketSchemas = {
   transaction: {
     tags: [KEY],
     operationId: 'commitTransaction',
-    summary: 'Commit several set and delete operations atomically',
+    summary: 'Commit several set and delete operations atomically, optionally under checks',
     description:
       'Every operation is checked (shape, key, value size, permission) before anything is written; then all commit, or none. ' +
       'A string value is stored as text, any other JSON value as JSON exactly as written; null is 400. ' +
-      'Deleting an absent key is not an error.',
+      'Deleting an absent key is not an error. `{"check":K,"rev":N}` (K is live at revision N) and `{"check":K,"exists":bool}` ' +
+      'are evaluated atomically with the writes and count toward the 1,000 operations; if any fails nothing is written and the ' +
+      'answer is 409 with the failing indices in Kvb-Failed-Checks. A check needs read permission on its key. ' +
+      'The whole transaction is one bucket revision.',
     params: bucketParams,
     security: anyCredential,
     consumes: ['application/json'],
@@ -407,6 +484,16 @@ export const bucketSchemas = {
                 required: ['delete'],
                 additionalProperties: false,
               },
+              {
+                type: 'object',
+                properties: {
+                  check: { type: 'string', description: 'the key' },
+                  rev: { type: 'integer', minimum: 0, description: 'the key is live at this revision' },
+                  exists: { type: 'boolean', description: 'the key is live (true) or absent/expired (false)' },
+                },
+                required: ['check'],
+                additionalProperties: false,
+              },
             ],
           },
         },
@@ -415,7 +502,19 @@ export const bucketSchemas = {
       additionalProperties: false,
       examples: [{ txn: [{ set: 'a', value: 1 }, { set: 'b', value: 'text', ttl: 60 }, { delete: 'c' }] }],
     },
-    response: { 204: noBody('All operations committed'), ...keyErrors, 404: noBucket },
+    response: {
+      204: noBody('All operations committed', commitRevision),
+      ...keyErrors,
+      404: noBucket,
+      409: (() => {
+        const conflict = errorResponse('conflict', 'A check failed; nothing was written', 'checks failed: txn[0]');
+        conflict.headers = {
+          ...conflict.headers,
+          'Kvb-Failed-Checks': { type: 'string', description: 'indices (in txn) of the failing checks, comma-separated', example: '0,3' },
+        };
+        return conflict;
+      })(),
+    },
   },
   list: {
     tags: [KEY],
@@ -435,12 +534,30 @@ export const bucketSchemas = {
         skip: { type: 'string', pattern: '^[0-9]+$', description: 'skip this many first (default 0)' },
         reverse: booleanQuery('reverse byte order'),
         values: booleanQuery('include the values'),
+        meta: booleanQuery(
+          'format json or jsonl only (text: 400): each key as an object `{"key","type","size","expires_at","rev"}` ' +
+            '(size in bytes, expires_at RFC 3339 or null, rev the key\'s revision), plus `"value"` with values=true ' +
+            '(encoded as in the [key, value] pairs). Needs read permission, as values=true does',
+        ),
         format: { type: 'string', description: '`text` (default), `json` or `jsonl`; wins over Accept; anything else is 406' },
+        cursor: { type: 'string', description: 'continue after the page that answered this `Kvb-Next-Cursor` (same prefix and direction)' },
+        export: booleanQuery('export every live key with its type, value and expiry as NDJSON (takes only `prefix`)'),
+        watch: booleanQuery(
+          'instead of a listing, a live change feed of the prefix: Server-Sent Events (Accept: text/event-stream) or JSONL ' +
+            '(format=jsonl or Accept: application/x-ndjson); other formats 406; over --max-watchers 503 with Retry-After. ' +
+            'Events: sync, set, delete, expire, progress (every 15 s), reset (then the stream ends), closed (credential no longer valid, bucket deleted, shutdown)',
+        ),
+        since: {
+          type: 'string',
+          pattern: '^[0-9]+$',
+          description: 'with watch: every retained change after this revision, then live (SSE Last-Event-ID does the same); older than the retained log: reset',
+        },
       },
     },
     response: {
       200: {
         description: 'The keys (with their values when values=true)',
+        headers: bucketRevision,
         content: {
           'text/plain': { schema: { type: 'string' }, example: 'user/1\nuser/2\n' },
           'application/json': {
@@ -450,12 +567,29 @@ export const bucketSchemas = {
                 oneOf: [
                   { type: 'string', description: 'a key' },
                   { type: 'array', minItems: 2, maxItems: 2, items: {}, description: '[key, value] with values=true' },
+                  {
+                    type: 'object',
+                    description: 'with meta=true (value only with values=true)',
+                    required: ['key', 'type', 'size', 'expires_at', 'rev'],
+                    properties: {
+                      key: { type: 'string' },
+                      type: { type: 'string', enum: ['text', 'json', 'int64', 'float64', 'bytes'] },
+                      size: { type: 'integer', description: 'the stored value in bytes' },
+                      expires_at: { type: 'string', nullable: true, format: 'date-time' },
+                      rev: { type: 'integer', description: "the key's revision (its ETag)" },
+                      value: { description: 'with values=true, as in [key, value]: bytes as base64' },
+                    },
+                  },
                 ],
               },
             },
             example: ['user/1', 'user/2'],
           },
           'application/x-ndjson': { schema: { type: 'string' }, example: '"user/1"\n"user/2"\n' },
+          'text/event-stream': {
+            schema: { type: 'string', description: 'with watch=true: one message per transaction (id: revision, event: type, one JSON event per data line)' },
+            example: 'id: 7\nevent: set\ndata: {"type":"set","key":"user/1","rev":7,"value_type":"text","expires_at":null}\n\n',
+          },
         },
       },
       ...bucketErrors,

@@ -1,12 +1,12 @@
 import formbody from '@fastify/formbody';
 import type { FastifyInstance } from 'fastify';
 import { parsePermissions } from '../../auth/access.js';
-import { mintToken } from '../../auth/tokens.js';
+import { mintToken, tokenKey } from '../../auth/tokens.js';
 import { KvbError, badRequest } from '../../errors.js';
 import { checkKey } from '../../values/keys.js';
 import { authorize, openBucket } from '../access-control.js';
 import type { ServerContext } from '../server-context.js';
-import { MAX_TTL_SECONDS, decodeBucket, formBody, formField, parseInteger } from '../request-input.js';
+import { MAX_TTL_SECONDS, bucketIdOf, formBody, formField, parseInteger } from '../request-input.js';
 import { bucketSchemas } from './schemas.js';
 
 /** `POST /api/v1/{bucket}/tokens/` (form): mints a JWT limited to a prefix and permissions. */
@@ -15,7 +15,7 @@ export async function tokenRoute(app: FastifyInstance, { buckets }: ServerContex
   await app.register(formbody, { bodyLimit: 16 * 1024 });
 
   app.post('/api/v1/:bucket/tokens/', { schema: bucketSchemas.mint }, async (request) => {
-    const { bucket, principal } = await openBucket(buckets, decodeBucket((request.params as { bucket: string }).bucket), request);
+    const { bucket, principal } = await openBucket(buckets, bucketIdOf(request), request);
     authorize(bucket, principal, 'manage');
     const body = formBody(request, ['prefix', 'permissions', 'ttl']);
     const prefix = checkKey(formField(body, 'prefix') ?? '', 'prefix');
@@ -27,9 +27,9 @@ export async function tokenRoute(app: FastifyInstance, { buckets }: ServerContex
     const ttlText = formField(body, 'ttl');
     if (ttlText === undefined) throw badRequest('ttl is required');
     const ttl = parseInteger(ttlText, 'ttl', 1, MAX_TTL_SECONDS);
-    const { signingKey, signingKeyGeneration, id } = bucket.record;
+    const { signingKey, signingKeyGeneration, tokenSalt, id } = bucket.record;
     if (!signingKey) throw new KvbError('service_unavailable', 'the bucket has no signing_key');
-    const token = await mintToken(signingKey, { bucket: id, prefix, permissions, generation: signingKeyGeneration }, ttl);
+    const token = await mintToken(tokenKey(signingKey, tokenSalt), { bucket: id, prefix, permissions, generation: signingKeyGeneration }, ttl);
     return { access_token: token };
   });
 }

@@ -1,20 +1,75 @@
-import type { FastifyInstance } from 'fastify';
-import { badRequest } from '../../errors.js';
+import { type Readable, Transform } from 'node:stream';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { KvbError, badRequest } from '../../errors.js';
 import type { TxnOp } from '../../store/store.js';
-import { type JsonNode, JsonSyntaxError, parseJsonSource } from '../../values/json-source.js';
-import { MAX_VALUE_BYTES, checkKey } from '../../values/keys.js';
+import { type JsonLimits, type JsonNode, JsonSyntaxError, parseJsonSource } from '../../values/json-source.js';
+import { MAX_KEY_BYTES, MAX_VALUE_BYTES, checkKey } from '../../values/keys.js';
 import { mediaType } from '../../values/infer-value.js';
+import { allows } from '../../auth/access.js';
 import { authorize, openBucket } from '../access-control.js';
 import type { ServerContext } from '../server-context.js';
-import { MAX_TTL_SECONDS, decodeBucket, expiryFor, parseInteger } from '../request-input.js';
+import { MAX_TTL_SECONDS, bucketIdOf, expiryFor, parseInteger } from '../request-input.js';
 import { bucketSchemas } from './schemas.js';
+import { IMPORT_MEDIA_TYPES, importRoute, isImportRequest } from './import-route.js';
 
 export const MAX_TXN_OPS = 1000;
-const TXN_BODY_LIMIT = 20 * 1024 * 1024;
+
+/**
+ * Room per operation besides its key and value: `{"set":"","value":,"ttl":2147483647},` is 37
+ * characters, the rest allows whitespace and a few escapes.
+ */
+const OPERATION_OVERHEAD = 256;
+/**
+ * The largest body 1,000 legal operations can need written plainly: each at most a 16 KiB value
+ * (two quotes included in the overhead), a 128-byte key and the overhead, plus `{"txn":[]}`:
+ * 1,000 × (16,384 + 128 + 256) + 64 = 16,768,064 bytes (16 MiB). A body past it is refused
+ * while being read, before any parsing.
+ */
+export const TXN_BODY_LIMIT = MAX_TXN_OPS * (MAX_VALUE_BYTES + MAX_KEY_BYTES + OPERATION_OVERHEAD) + 64;
+
+/**
+ * The largest body of 1,000 checks: each key written with every byte escaped (`\u0001`, 6
+ * characters per byte) plus the overhead: 1,000 × (768 + 256) + 64 = 1,024,064 bytes. A caller
+ * who may read but neither write nor delete can only send checks, so its body is bounded here.
+ */
+export const CHECKS_BODY_LIMIT = MAX_TXN_OPS * (6 * MAX_KEY_BYTES + OPERATION_OVERHEAD) + 64;
+
+const checksOnlyTooLarge = () =>
+  badRequest(`a caller who may only read can send only checks: body is larger than ${CHECKS_BODY_LIMIT} bytes`);
+
+/** Passes the body through, failing (400) once it passes `limit` bytes (a body sent without Content-Length). */
+function bounded(payload: Readable, limit: number): Readable {
+  let received = 0;
+  return payload.pipe(
+    new Transform({
+      transform(chunk: Buffer, _encoding, callback) {
+        received += chunk.length;
+        if (received > limit) callback(checksOnlyTooLarge());
+        else callback(null, chunk);
+      },
+    }),
+  );
+}
+
+/**
+ * What parsing a transaction body may build: the body, the txn array, each operation and its
+ * fields are nodes; a field's value (depth 3) is kept as source only, bounded to the value limit
+ * while it is scanned. The txn array may run one past MAX_TXN_OPS so the route can say so by name.
+ */
+const TXN_JSON_LIMITS: JsonLimits = {
+  collapseDepth: 3,
+  // UTF-16 units never outnumber UTF-8 bytes, so this bound never refuses a legal value.
+  maxValueLength: MAX_VALUE_BYTES,
+  maxMembers: [8, MAX_TXN_OPS + 1, 16],
+};
+
+/** Per request: the bucket and caller resolved before the body was read. */
+const opened = Symbol('kvb.txn.opened');
+type OpenedRequest = FastifyRequest & { [opened]?: Awaited<ReturnType<typeof openBucket>> };
 
 type Member = [string, JsonNode];
 
-/** Turns one `{"set":…}` / `{"delete":…}` node into an operation, or throws a 400 naming it. */
+/** Turns one `{"set":…}` / `{"delete":…}` / `{"check":…}` node into an operation, or throws a 400 naming it. */
 function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: number): TxnOp {
   if (node.kind !== 'object') throw badRequest(`${at} must be an object`);
   const names = node.entries.map(([name]) => name);
@@ -24,11 +79,25 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
     if (n?.kind !== 'string') throw badRequest(`${at}: the key must be a string`);
     return checkKey(n.value, `${at} key`);
   };
+  if (names.includes('check')) {
+    const key = keyOf(field('check'));
+    const unknownField = names.find((n) => !['check', 'rev', 'exists'].includes(n));
+    if (unknownField) throw badRequest(`${at}: unknown field ${unknownField}`);
+    const rev = field('rev');
+    const exists = field('exists');
+    if ((rev === undefined) === (exists === undefined)) throw badRequest(`${at}: a check takes exactly one of rev and exists`);
+    if (rev) {
+      if (rev.kind !== 'number') throw badRequest(`${at}: rev must be an integer`);
+      return { op: 'check', key, rev: parseInteger(rev.source, `${at} rev`, 0, Number.MAX_SAFE_INTEGER) };
+    }
+    if (exists?.kind !== 'boolean') throw badRequest(`${at}: exists must be true or false`);
+    return { op: 'check', key, exists: exists.source === 'true' };
+  }
   if (names.includes('delete')) {
     if (names.length !== 1) throw badRequest(`${at}: a delete takes no other fields`);
     return { op: 'delete', key: keyOf(field('delete')) };
   }
-  if (!names.includes('set')) throw badRequest(`${at} must be {"set":…,"value":…} or {"delete":…}`);
+  if (!names.includes('set')) throw badRequest(`${at} must be {"set":…,"value":…}, {"delete":…} or {"check":…,"rev"|"exists":…}`);
   const unknown = names.find((n) => !['set', 'value', 'ttl'].includes(n));
   if (unknown) throw badRequest(`${at}: unknown field ${unknown}`);
   const key = keyOf(field('set'));
@@ -52,7 +121,8 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
 }
 
 /** `POST /api/v1/{bucket}` with `{"txn":[…]}`: every operation is checked first, then all commit together. */
-export async function transactionRoute(app: FastifyInstance, { store, buckets }: ServerContext): Promise<void> {
+export async function transactionRoute(app: FastifyInstance, ctx: ServerContext): Promise<void> {
+  const { store, buckets } = ctx;
   // The body stays text: values are stored as the exact JSON the client wrote.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: TXN_BODY_LIMIT }, (request, body, done) => {
@@ -60,6 +130,8 @@ export async function transactionRoute(app: FastifyInstance, { store, buckets }:
       done(badRequest('a transaction body must be application/json'), undefined);
     } else done(null, body);
   });
+  // An NDJSON body is an import: handed over unread, streamed by the import route.
+  app.addContentTypeParser(IMPORT_MEDIA_TYPES, (_request, payload, done) => done(null, payload));
 
   app.post(
     '/api/v1/:bucket',
@@ -68,12 +140,28 @@ export async function transactionRoute(app: FastifyInstance, { store, buckets }:
       bodyLimit: TXN_BODY_LIMIT,
       // The JSON schema above documents the body; parseOperation enforces it on the raw text.
       validatorCompiler: () => () => true,
+      // Before a byte of the body is read: an unknown bucket, a wrong credential, or a caller that
+      // may do no transaction operation at all is refused without reading (let alone parsing) it.
+      // Checks need read (a transaction of checks only is legal), writes need write or delete, so
+      // only a caller with none of read, write and delete is refused here; each operation's own
+      // permission on its key is checked after parsing.
+      preParsing: async (request: OpenedRequest, _reply, payload) => {
+        const target = await openBucket(buckets, bucketIdOf(request), request);
+        const { bucket, principal } = target;
+        request[opened] = target;
+        if (allows(principal, 'write', bucket.flags) || allows(principal, 'delete', bucket.flags)) return payload;
+        authorize(bucket, principal, 'read');
+        // Only checks are possible: the body is bounded to what 1,000 checks need.
+        if (Number(request.headers['content-length']) > CHECKS_BODY_LIMIT) throw checksOnlyTooLarge();
+        return bounded(payload, CHECKS_BODY_LIMIT);
+      },
     },
-    async (request, reply) => {
-      const { bucket, principal } = await openBucket(buckets, decodeBucket((request.params as { bucket: string }).bucket), request);
+    async (request: OpenedRequest, reply) => {
+      if (isImportRequest(request)) return importRoute(ctx, request, reply, request.body as Readable);
+      const { bucket, principal } = request[opened] ?? (await openBucket(buckets, bucketIdOf(request), request));
       let root: JsonNode;
       try {
-        root = parseJsonSource(typeof request.body === 'string' ? request.body : '');
+        root = parseJsonSource(typeof request.body === 'string' ? request.body : '', TXN_JSON_LIMITS);
       } catch (err) {
         if (err instanceof JsonSyntaxError) throw badRequest(err.message);
         throw err;
@@ -87,9 +175,15 @@ export async function transactionRoute(app: FastifyInstance, { store, buckets }:
       if (list.items.length > MAX_TXN_OPS) throw badRequest(`txn has more than ${MAX_TXN_OPS} operations`);
       const now = Date.now();
       const ops = list.items.map((node, i) => parseOperation(node, `txn[${i}]`, bucket.record.defaultTtl, now));
-      for (const op of ops) authorize(bucket, principal, op.op === 'set' ? 'write' : 'delete', op.key);
-      await store.commit(bucket.record.id, ops);
-      return reply.code(204).send();
+      for (const op of ops) authorize(bucket, principal, op.op === 'set' ? 'write' : op.op === 'delete' ? 'delete' : 'read', op.key);
+      const outcome = await store.commit(bucket.record.id, ops, now);
+      if ('refused' in outcome) {
+        if (outcome.refused === 'no_bucket') throw new KvbError('not_found', 'no such bucket');
+        throw new KvbError('conflict', `checks failed: txn[${outcome.failed.join('], txn[')}]`, {
+          'kvb-failed-checks': outcome.failed.join(','),
+        });
+      }
+      return reply.code(204).header('kvb-revision', String(outcome.revision)).send();
     },
   );
 }

@@ -1,0 +1,367 @@
+/**
+ * Every call the console makes to the kvb HTTP API, one function per call. Nothing else in the
+ * console uses fetch, so new API features (cursors, revisions, watch, export/import) slot in here.
+ */
+
+import { type Permission, PERMISSIONS, type ValueType, VALUE_TYPES } from './types.js';
+
+export { type Permission, PERMISSIONS, type ValueType, VALUE_TYPES };
+
+export interface Connection {
+  bucket: string;
+  credential: string;
+}
+
+/** An error answer from the server: its status, envelope message and the Kvb-Error-Detail reason. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    readonly detail: string,
+  ) {
+    super(detail ? `${code}: ${detail}` : code || `HTTP ${status}`);
+  }
+}
+
+/** Relative to the console's own URL (/console/), so a reverse proxy may mount kvb under a path. */
+export const API_BASE = new URL('../api/v1', document.baseURI).href;
+const API = API_BASE;
+const path = (c: Connection, key?: string) =>
+  key === undefined ? `${API}/${encodeURIComponent(c.bucket)}` : `${API}/${encodeURIComponent(c.bucket)}/${encodeURIComponent(key)}`;
+
+async function call(url: string, init: RequestInit & { credential?: string } = {}): Promise<Response> {
+  const headers = new Headers(init.headers);
+  if (init.credential) headers.set('Authorization', `Bearer ${init.credential}`);
+  const response = await fetch(url, { ...init, headers, cache: 'no-store' });
+  if (response.ok) return response;
+  let code = '';
+  try {
+    code = ((await response.json()) as { error?: { message?: string } }).error?.message ?? '';
+  } catch {
+    // not an envelope
+  }
+  throw new ApiError(response.status, code, response.headers.get('kvb-error-detail') ?? '');
+}
+
+export interface Policy {
+  default_ttl: number;
+  has_secret_key: boolean;
+  has_read_key: boolean;
+  has_write_key: boolean;
+  has_signing_key: boolean;
+  signing_key_generation: number;
+  anonymous_access: Record<Permission, boolean>;
+}
+
+export interface NewBucket {
+  email: string;
+  secret_key?: string;
+  read_key?: string;
+  write_key?: string;
+  signing_key?: string;
+  default_ttl?: string;
+  /** The operator's bucket-creation key, when the server requires one. */
+  creationKey?: string;
+}
+
+/** POST /api/v1/ (a form): the new bucket's id. */
+export async function createBucket({ creationKey, ...fields }: NewBucket): Promise<string> {
+  const form = new URLSearchParams();
+  for (const [name, value] of Object.entries(fields)) if (value) form.set(name, value);
+  const response = await call(`${API}/`, { method: 'POST', body: form, credential: creationKey });
+  return (await response.text()).trim();
+}
+
+/** GET /api/v1/{bucket}: the policy (admin only). */
+export async function getPolicy(c: Connection): Promise<Policy> {
+  return (await (await call(path(c), { credential: c.credential })).json()) as Policy;
+}
+
+export type BucketPatch = Partial<Record<'secret_key' | 'read_key' | 'write_key' | 'signing_key', string | null>> & {
+  default_ttl?: number;
+};
+
+/** PATCH /api/v1/{bucket}: set, rotate or clear (null) keys, change the default TTL. */
+export async function updateBucket(c: Connection, patch: BucketPatch): Promise<void> {
+  await call(path(c), {
+    method: 'PATCH',
+    credential: c.credential,
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(patch),
+  });
+}
+
+/** DELETE /api/v1/{bucket}. */
+export async function deleteBucket(c: Connection): Promise<void> {
+  await call(path(c), { method: 'DELETE', credential: c.credential });
+}
+
+/** POST /api/v1/{bucket}/tokens/: a temporary token. */
+export async function mintToken(c: Connection, prefix: string, permissions: Permission[], ttl: number): Promise<string> {
+  const form = new URLSearchParams({ prefix, permissions: permissions.join(','), ttl: String(ttl) });
+  const response = await call(`${path(c)}/tokens/`, { method: 'POST', credential: c.credential, body: form });
+  return ((await response.json()) as { access_token: string }).access_token;
+}
+
+/** What the listing's `meta=true` says about a key: the row's badges. */
+export interface KeyMeta {
+  type: ValueType;
+  /** The stored value's length in bytes. */
+  size: number;
+  /** Epoch ms, or null when the key never expires. */
+  expiresAt: number | null;
+  rev: number;
+}
+
+export interface KeyPage {
+  keys: string[];
+  /** Each key's metadata, when asked for (`meta`). */
+  metas: Map<string, KeyMeta>;
+  /** Where the next page starts (the server's `Kvb-Next-Cursor`); undefined on the last page. Opaque to callers. */
+  next: string | undefined;
+  /** The bucket revision the page was read at (`Kvb-Revision`): a watch from it misses nothing. */
+  revision: number;
+}
+
+interface MetaItem {
+  key: string;
+  type: ValueType;
+  size: number;
+  expires_at: string | null;
+  rev: number;
+}
+
+/**
+ * One page of keys under a prefix, in byte order, continued by the server's cursor (a seek to the
+ * last key, so every page costs the same however deep). With `meta`, each key's type, size,
+ * expiry and revision come in the same answer (the listing's `meta=true`, which needs read).
+ */
+export async function listKeys(c: Connection, prefix: string, cursor: string | undefined, limit: number, meta = false): Promise<KeyPage> {
+  const query = new URLSearchParams({ format: 'json', limit: String(limit) });
+  if (prefix) query.set('prefix', prefix);
+  if (meta) query.set('meta', 'true');
+  if (cursor !== undefined) query.set('cursor', cursor);
+  const response = await call(`${path(c)}/?${query}`, { credential: c.credential });
+  const items = (await response.json()) as Array<string | MetaItem>;
+  const keys: string[] = [];
+  const metas = new Map<string, KeyMeta>();
+  for (const item of items) {
+    if (typeof item === 'string') {
+      keys.push(item);
+      continue;
+    }
+    keys.push(item.key);
+    metas.set(item.key, { type: item.type, size: item.size, expiresAt: item.expires_at === null ? null : Date.parse(item.expires_at), rev: item.rev });
+  }
+  return { keys, metas, next: response.headers.get('kvb-next-cursor') ?? undefined, revision: Number(response.headers.get('kvb-revision') ?? 0) };
+}
+
+/** One key's metadata from a one-key listing (no value read), or undefined when it is gone. */
+export async function keyMeta(c: Connection, key: string): Promise<KeyMeta | undefined> {
+  return (await listKeys(c, key, undefined, 1, true)).metas.get(key);
+}
+
+/** Whether the credential may list (GET ?limit=0: lists nothing). */
+export async function canList(c: Connection, withValues: boolean): Promise<boolean> {
+  return allowed(() => call(`${path(c)}/?format=json&limit=0${withValues ? '&values=true' : ''}`, { credential: c.credential }));
+}
+
+/**
+ * Whether the credential may write under `key`, asked without writing: an invalid `ttl` is
+ * checked only after the permission, so an allowed writer gets 400 and nothing is stored.
+ */
+export async function canWrite(c: Connection, key: string): Promise<boolean> {
+  try {
+    await call(`${path(c, key)}?ttl=-1`, { method: 'PUT', credential: c.credential, body: new Uint8Array() });
+    return true;
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 400) return true;
+    if (err instanceof ApiError && (err.status === 401 || err.status === 403)) return false;
+    throw err;
+  }
+}
+
+async function allowed(request: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await request();
+    return true;
+  } catch (err) {
+    if (err instanceof ApiError && (err.status === 401 || err.status === 403)) return false;
+    throw err;
+  }
+}
+
+export interface StoredEntry {
+  key: string;
+  type: ValueType;
+  bytes: Uint8Array;
+  /** Epoch ms, or null when the key never expires. */
+  expiresAt: number | null;
+  /** The key's revision (its ETag): an edit saves with `If-Match` on it. */
+  rev: number;
+}
+
+/** GET /api/v1/{bucket}/{key}: the stored bytes, their type, expiry and revision. */
+export async function getEntry(c: Connection, key: string): Promise<StoredEntry> {
+  const response = await call(path(c, key), { credential: c.credential });
+  const type = (response.headers.get('kvb-type') ?? 'bytes') as ValueType;
+  const expires = response.headers.get('kvb-expires-at');
+  const rev = Number((response.headers.get('etag') ?? '"0"').replace(/"/g, ''));
+  return { key, type, bytes: new Uint8Array(await response.arrayBuffer()), expiresAt: expires ? Date.parse(expires) : null, rev };
+}
+
+/** The Content-Type that makes the server store `type` (numbers: none, so the number grammar decides). */
+const SET_CONTENT_TYPES: Record<ValueType, string | undefined> = {
+  json: 'application/json',
+  text: 'text/plain; charset=utf-8',
+  int64: undefined,
+  float64: undefined,
+  bytes: 'application/octet-stream',
+};
+
+/**
+ * A save's precondition: the key is still at the revision the user opened (`rev`), or is still
+ * absent (`absent`, a new key). A failed one is a 412 (ApiError), and nothing is written.
+ */
+export type SaveCondition = { rev: number } | { absent: true };
+
+/** POST /api/v1/{bucket}/{key}: stores `bytes` as `type`; `ttl` undefined means the bucket default. */
+export async function setEntry(
+  c: Connection,
+  key: string,
+  type: ValueType,
+  bytes: Uint8Array,
+  ttl: number | undefined,
+  condition?: SaveCondition,
+): Promise<void> {
+  const headers = new Headers();
+  const contentType = SET_CONTENT_TYPES[type];
+  // A Uint8Array body gets no Content-Type from the browser, unlike a string.
+  if (contentType) headers.set('Content-Type', contentType);
+  if (condition && 'rev' in condition) headers.set('If-Match', `"${condition.rev}"`);
+  if (condition && 'absent' in condition) headers.set('If-None-Match', '*');
+  await call(`${path(c, key)}${ttl === undefined ? '' : `?ttl=${ttl}`}`, {
+    method: 'POST',
+    credential: c.credential,
+    headers,
+    body: bytes as Uint8Array<ArrayBuffer>,
+  });
+}
+
+/** PATCH /api/v1/{bucket}/{key}: adds a signed delta; answers the new value as text. */
+export async function addToCounter(c: Connection, key: string, delta: number): Promise<string> {
+  const body = new TextEncoder().encode(delta < 0 ? String(delta) : `+${delta}`);
+  return (await call(path(c, key), { method: 'PATCH', credential: c.credential, body })).text();
+}
+
+/** DELETE /api/v1/{bucket}/{key}. */
+export async function deleteEntry(c: Connection, key: string): Promise<void> {
+  await call(path(c, key), { method: 'DELETE', credential: c.credential });
+}
+
+/** The server's limit on operations in one transaction. */
+export const MAX_TXN_OPS = 1000;
+
+/** POST /api/v1/{bucket} {"txn": [...]}: deletes every key in one transaction (at most MAX_TXN_OPS). */
+export async function deleteEntries(c: Connection, keys: string[]): Promise<void> {
+  if (keys.length > MAX_TXN_OPS) throw new ApiError(400, 'bad_request', `at most ${MAX_TXN_OPS} keys in one transaction`);
+  const txn = keys.map((key) => ({ delete: key }));
+  await call(path(c), { method: 'POST', credential: c.credential, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ txn }) });
+}
+
+/** One event of the watch feed (see README "Watching changes"). */
+export type WatchEvent =
+  | { type: 'sync'; rev: number }
+  | { type: 'progress'; rev: number }
+  | { type: 'set'; key: string; rev: number; value_type: ValueType; expires_at: string | null }
+  | { type: 'delete'; key: string; rev: number }
+  | { type: 'expire'; key: string; rev: number }
+  | { type: 'reset'; rev: number; oldest?: number; reason?: string }
+  | { type: 'closed'; reason: string };
+
+/**
+ * Follows the watch feed of a prefix (`?watch=true&format=jsonl`) with fetch, so the credential
+ * goes in the Authorization header as in every other call (EventSource could only put it in the
+ * URL, where proxies and logs keep it). Resolves when the stream ends (after `reset` or `closed`,
+ * or a dropped connection: the caller resumes with `since`); rejects on an error answer or a
+ * network failure; aborting `signal` closes it.
+ */
+export async function watchKeys(
+  c: Connection,
+  prefix: string,
+  since: number | undefined,
+  onEvent: (event: WatchEvent) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  const query = new URLSearchParams({ watch: 'true', format: 'jsonl' });
+  if (prefix) query.set('prefix', prefix);
+  if (since !== undefined) query.set('since', String(since));
+  const response = await call(`${path(c)}/?${query}`, { credential: c.credential, signal, headers: { Accept: 'application/x-ndjson' } });
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffered += value;
+    const lines = buffered.split('\n');
+    buffered = lines.pop()!;
+    for (const line of lines) if (line) onEvent(JSON.parse(line) as WatchEvent);
+  }
+}
+
+/** The file name an export of `prefix` is saved as. */
+export const exportFileName = (c: Connection, prefix: string) =>
+  `kvb-${c.bucket}${prefix ? `-${prefix.replace(/[^\w.-]+/g, '_')}` : ''}.jsonl`;
+
+/** GET /api/v1/{bucket}/?export=true&prefix=P: every live key under the prefix, as NDJSON bytes. */
+export async function exportKeys(c: Connection, prefix: string): Promise<Uint8Array> {
+  const query = new URLSearchParams({ export: 'true' });
+  if (prefix) query.set('prefix', prefix);
+  const response = await call(`${path(c)}/?${query}`, { credential: c.credential });
+  return new Uint8Array(await response.arrayBuffer());
+}
+
+export interface ImportOutcome {
+  imported: number;
+  skipped: number;
+}
+
+/**
+ * POST /api/v1/{bucket}?prefix=P (NDJSON): imports an export, all or nothing. XMLHttpRequest, not
+ * fetch: only it reports upload progress (`onProgress` gets the fraction sent).
+ */
+export function importKeys(
+  c: Connection,
+  prefix: string,
+  file: Blob,
+  mode: 'merge' | 'replace',
+  onProgress: (fraction: number) => void,
+): Promise<ImportOutcome> {
+  const query = new URLSearchParams({ mode });
+  if (prefix) query.set('prefix', prefix);
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open('POST', `${path(c)}?${query}`);
+    xhr.setRequestHeader('Content-Type', 'application/x-ndjson');
+    if (c.credential) xhr.setRequestHeader('Authorization', `Bearer ${c.credential}`);
+    xhr.upload.onprogress = (e) => {
+      if (e.lengthComputable && e.total > 0) onProgress(e.loaded / e.total);
+    };
+    xhr.onload = () => {
+      if (xhr.status >= 200 && xhr.status < 300) {
+        onProgress(1);
+        resolve(JSON.parse(xhr.responseText) as ImportOutcome);
+        return;
+      }
+      let code = '';
+      try {
+        code = (JSON.parse(xhr.responseText) as { error?: { message?: string } }).error?.message ?? '';
+      } catch {
+        // not an envelope
+      }
+      reject(new ApiError(xhr.status, code, xhr.getResponseHeader('kvb-error-detail') ?? ''));
+    };
+    xhr.onerror = () => reject(new Error('The upload failed: the connection was lost'));
+    xhr.send(file);
+  });
+}

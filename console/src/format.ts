@@ -1,0 +1,216 @@
+/** Pure helpers of the console: no DOM, no fetch (unit-tested in test/unit/console-format.test.ts). */
+import type { Permission, ValueType } from './types.js';
+
+/** "in 6 d", "in 3 h", "in 12 min", "in 40 s", "expired". */
+export function relativeExpiry(expiresAt: number, now: number): string {
+  const seconds = Math.round((expiresAt - now) / 1000);
+  if (seconds <= 0) return 'expired';
+  const units: Array<[number, string]> = [
+    [86400 * 365, 'y'],
+    [86400, 'd'],
+    [3600, 'h'],
+    [60, 'min'],
+  ];
+  for (const [size, name] of units) if (seconds >= size) return `in ${Math.floor(seconds / size)} ${name}`;
+  return `in ${seconds} s`;
+}
+
+/** "512 B", "1.5 KiB". */
+export function formatSize(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const kib = bytes / 1024;
+  return `${kib < 10 ? kib.toFixed(1) : Math.round(kib)} KiB`;
+}
+
+export function toHex(bytes: Uint8Array): string {
+  const lines: string[] = [];
+  for (let offset = 0; offset < bytes.length; offset += 16) {
+    const row = Array.from(bytes.subarray(offset, offset + 16), (b) => b.toString(16).padStart(2, '0'));
+    lines.push(`${offset.toString(16).padStart(8, '0')}  ${row.join(' ')}`);
+  }
+  return lines.join('\n');
+}
+
+export function toBase64(bytes: Uint8Array): string {
+  let binary = '';
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary);
+}
+
+/** Decodes base64 (whitespace ignored); undefined when it is not base64. */
+export function fromBase64(text: string): Uint8Array | undefined {
+  const clean = text.replace(/\s+/g, '');
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(clean) || clean.length % 4 === 1) return undefined;
+  try {
+    return Uint8Array.from(atob(clean), (c) => c.charCodeAt(0));
+  } catch {
+    return undefined;
+  }
+}
+
+/** JSON shown indented; the stored bytes are never reformatted (this is for display only). */
+export function prettyJson(text: string): string {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+export type Checked = { ok: true; bytes: Uint8Array } | { ok: false; error: string };
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+/** Checks what the editor holds against its type before anything is sent, and encodes it. */
+export function encodeValue(type: ValueType, text: string): Checked {
+  const utf8 = (s: string): Checked => ({ ok: true, bytes: new TextEncoder().encode(s) });
+  switch (type) {
+    case 'json':
+      try {
+        JSON.parse(text);
+        return utf8(text);
+      } catch (err) {
+        return { ok: false, error: `Not valid JSON: ${(err as Error).message}` };
+      }
+    case 'text':
+      return utf8(text);
+    case 'int64': {
+      const t = text.trim();
+      if (!/^[+-]?\d+$/.test(t)) return { ok: false, error: 'Not an integer' };
+      const n = BigInt(t);
+      if (n < INT64_MIN || n > INT64_MAX) return { ok: false, error: 'Outside the 64-bit integer range' };
+      return utf8(n.toString());
+    }
+    case 'float64': {
+      const t = text.trim();
+      const n = Number(t);
+      if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(t) || !Number.isFinite(n)) return { ok: false, error: 'Not a finite number' };
+      // In the server's number grammar; without a fraction or exponent it would store an integer.
+      const canonical = String(n);
+      return utf8(/^-?\d+$/.test(canonical) ? `${canonical}.0` : canonical);
+    }
+    case 'bytes': {
+      const bytes = fromBase64(text);
+      return bytes ? { ok: true, bytes } : { ok: false, error: 'Not base64' };
+    }
+  }
+}
+
+/** The editor's text for a stored value: bytes as base64, everything else as its UTF-8 text. */
+export function editableText(type: ValueType, bytes: Uint8Array): string {
+  return type === 'bytes' ? toBase64(bytes) : new TextDecoder().decode(bytes);
+}
+
+export type Row = { kind: 'folder'; name: string; prefix: string } | { kind: 'key'; key: string };
+
+/**
+ * Folds a page of sorted keys into rows: in folder view, keys that continue past the next `/`
+ * become one folder row (sorted keys keep a folder's keys together, so pages fold independently
+ * once the previous page's last folder is known).
+ */
+export function foldRows(keys: string[], prefix: string, folders: boolean, previous: Row | undefined): Row[] {
+  const rows: Row[] = [];
+  let last = previous;
+  // A folder is named from the last `/` of the prefix: prefix "no" shows folder "notes/".
+  const nameStart = prefix.lastIndexOf('/') + 1;
+  for (const key of keys) {
+    if (folders) {
+      const slash = key.indexOf('/', prefix.length);
+      if (slash !== -1) {
+        const folder = key.slice(0, slash + 1);
+        if (last?.kind === 'folder' && last.prefix === folder) continue;
+        last = { kind: 'folder', name: key.slice(nameStart, slash + 1), prefix: folder };
+        rows.push(last);
+        continue;
+      }
+    }
+    last = { kind: 'key', key };
+    rows.push(last);
+  }
+  return rows;
+}
+
+/** Breadcrumbs of a prefix: "a/b/c" → [{label: "a/", prefix: "a/"}, {label: "b/", prefix: "a/b/"}, {label: "c", prefix: "a/b/c"}]. */
+export function breadcrumbs(prefix: string): Array<{ label: string; prefix: string }> {
+  const crumbs: Array<{ label: string; prefix: string }> = [];
+  let start = 0;
+  while (start < prefix.length) {
+    const slash = prefix.indexOf('/', start);
+    const end = slash === -1 ? prefix.length : slash + 1;
+    crumbs.push({ label: prefix.slice(start, end), prefix: prefix.slice(0, end) });
+    start = end;
+  }
+  return crumbs;
+}
+
+const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/** A curl command that reads the key (the credential stays a shell variable, never pasted). */
+export function curlCommand(apiBase: string, bucket: string, key: string): string {
+  const url = `${apiBase}/${encodeURIComponent(bucket)}/${encodeURIComponent(key)}`;
+  return `curl -H "Authorization: Bearer $KVB_CREDENTIAL" ${shellQuote(url)}`;
+}
+
+/** A random key for the "generate" buttons: 32 base64url characters (192 bits). */
+export function generateKey(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  return toBase64(bytes).replace(/\+/g, '-').replace(/\//g, '_');
+}
+
+/** What a token says about itself (its claims), without verifying it: undefined when it is not a kvb token. */
+export function tokenClaims(credential: string): { prefix: string; permissions: Permission[]; expiresAt: number } | undefined {
+  const parts = credential.split('.');
+  if (parts.length !== 3) return undefined;
+  try {
+    const payload = JSON.parse(atob(parts[1]!.replace(/-/g, '+').replace(/_/g, '/'))) as Record<string, unknown>;
+    const { pfx, perm, exp } = payload;
+    if (typeof pfx !== 'string' || !Array.isArray(perm) || typeof exp !== 'number') return undefined;
+    return { prefix: pfx, permissions: perm as Permission[], expiresAt: exp * 1000 };
+  } catch {
+    return undefined;
+  }
+}
+
+const utf8 = new TextEncoder();
+
+/** Byte order of the keys' UTF-8, as the server sorts them (not JavaScript's UTF-16 order). */
+export function compareKeys(a: string, b: string): number {
+  const x = utf8.encode(a);
+  const y = utf8.encode(b);
+  const n = Math.min(x.length, y.length);
+  for (let i = 0; i < n; i++) if (x[i] !== y[i]) return x[i]! - y[i]!;
+  return x.length - y.length;
+}
+
+/** The row a key shows as under `prefix`: itself, or (folder view) the folder it is in. */
+export function rowOf(key: string, prefix: string, folders: boolean): Row {
+  const slash = folders ? key.indexOf('/', prefix.length) : -1;
+  if (slash === -1) return { kind: 'key', key };
+  const nameStart = prefix.lastIndexOf('/') + 1;
+  return { kind: 'folder', name: key.slice(nameStart, slash + 1), prefix: key.slice(0, slash + 1) };
+}
+
+/** A row's identity and its place in the order: a key, or a folder's prefix. */
+export const rowId = (row: Row) => (row.kind === 'key' ? row.key : row.prefix);
+
+/**
+ * The rows after a key was written (`set`) or removed (`delete`), as a live feed reports it: a
+ * new row is placed in order, or not at all when it sorts after the last loaded row while more
+ * pages follow (that page will bring it). A folder row stays when a key in it is removed.
+ */
+export function applyChange(rows: Row[], key: string, change: 'set' | 'delete', prefix: string, folders: boolean, complete: boolean): Row[] {
+  const row = rowOf(key, prefix, folders);
+  const id = rowId(row);
+  let low = 0;
+  let high = rows.length;
+  while (low < high) {
+    const mid = (low + high) >> 1;
+    if (compareKeys(rowId(rows[mid]!), id) < 0) low = mid + 1;
+    else high = mid;
+  }
+  const present = low < rows.length && rowId(rows[low]!) === id;
+  if (change === 'delete') return present && row.kind === 'key' ? rows.slice(0, low).concat(rows.slice(low + 1)) : rows;
+  if (present || (low === rows.length && !complete)) return rows;
+  return rows.slice(0, low).concat([row], rows.slice(low));
+}

@@ -1,0 +1,256 @@
+import { defineCommand, defineGroup, examples } from '../define-command.js';
+import { data, info } from '../output.js';
+
+/*
+ * `kvb db …`: operator commands on the server's machine. They open the storage directly (the
+ * same store code `kvb serve` runs, loaded only when a command runs), not over HTTP: the only
+ * cli -> store imports, allowed for this file by test/unit/import-direction.test.ts.
+ */
+
+/** A failure of an operator command, with its exit code (1: refused or bad input, 5: storage). */
+class DbError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
+    super(message);
+  }
+}
+
+const DB_HELP = 'SQLite file path, sqlite:PATH, or postgres://… URL (env KVB_DB)';
+
+/**
+ * Opens the store for a command. `access` (SQLite): 'read' reads beside a running kvb serve (dump,
+ * check); 'own' takes the file's lock and is refused while a server holds it (restore).
+ */
+async function withStore<T>(
+  url: string | undefined,
+  access: 'own' | 'read',
+  run: (store: import('../../store/store.js').Store) => Promise<T>,
+): Promise<T> {
+  const db = url ?? process.env.KVB_DB;
+  if (!db) throw new DbError('no database given: pass --db (a SQLite file or a postgres:// URL) or set KVB_DB', 1);
+  const { openStore, isPostgresUrl } = await import('../../store/open-store.js');
+  if (!isPostgresUrl(db)) {
+    const { existsSync } = await import('node:fs');
+    if (!existsSync(db.replace(/^sqlite:(\/\/)?/, ''))) throw new DbError(`no database at ${db}`, 1);
+  }
+  let store;
+  try {
+    store = await openStore(db, { durability: 'full', poolSize: 2, access });
+  } catch (err) {
+    const message = (err as Error).message;
+    const locked = (err as { code?: unknown }).code === 'KVB_DATABASE_IN_USE' || /locked|busy/i.test(message);
+    throw new DbError(`cannot open ${db.replace(/\/\/[^@/]*@/, '//…@')}: ${message}${locked ? ' (stop the kvb serve that holds it first)' : ''}`, locked ? 1 : 5);
+  }
+  try {
+    return await run(store);
+  } catch (err) {
+    if (err instanceof DbError) throw err;
+    const kind = (err as { kind?: unknown }).kind;
+    throw new DbError((err as Error).message, kind === 'bad_request' ? 1 : 5);
+  } finally {
+    await store.close();
+  }
+}
+
+async function* linesOf(file: string): AsyncGenerator<string> {
+  const { createReadStream } = await import('node:fs');
+  const { createInterface } = await import('node:readline');
+  let last: string | undefined;
+  let first = true;
+  for await (const line of createInterface({ input: createReadStream(file), crlfDelay: Number.POSITIVE_INFINITY })) {
+    if (!first) yield last!;
+    last = line;
+    first = false;
+  }
+  if (last !== undefined) yield last;
+}
+
+const dump = defineCommand({
+  define: (parent) =>
+    parent
+      .command('dump')
+      .description('write every bucket (policy, credential hashes, signing key) and every key to a dump file')
+      .option('--db <url>', DB_HELP)
+      .option('-o, --output <file>', 'write to this file (created 0600) instead of stdout')
+      .addHelpText(
+        'after',
+        `
+A dump holds credential hashes and signing keys: whoever reads it can mint
+tokens for every bucket in it. Keep it like a password. It runs beside a
+running kvb serve (SQLite or PostgreSQL): each bucket is read from its own
+consistent snapshot while the server keeps serving.
+${examples('kvb db dump --db /var/lib/kvb/kvb.db -o kvb.dump', 'kvb db dump --db postgres://kvb@db/kvb > kvb.dump')}`,
+      ),
+  async run(options) {
+    await withStore(options.db, 'read', async (store) => {
+      const { dumpStore } = await import('../../store/dump.js');
+      if (options.output === undefined) {
+        const counts = await dumpStore(store, data);
+        info(`dumped ${counts.buckets} buckets, ${counts.entries} keys`);
+        return;
+      }
+      const { open, rm } = await import('node:fs/promises');
+      const file = await open(options.output, 'w', 0o600);
+      try {
+        await file.chmod(0o600);
+        let pending = '';
+        const counts = await dumpStore(store, async (chunk) => {
+          pending += chunk;
+          if (pending.length >= 1 << 20) {
+            await file.write(pending);
+            pending = '';
+          }
+        });
+        await file.write(pending);
+        await file.sync();
+        info(`dumped ${counts.buckets} buckets, ${counts.entries} keys to ${options.output}`);
+      } catch (err) {
+        await file.close();
+        await rm(options.output, { force: true });
+        throw err;
+      }
+      await file.close();
+    });
+  },
+});
+
+const restore = defineCommand({
+  define: (parent) =>
+    parent
+      .command('restore')
+      .description('restore a dump into a database (checked whole first; refuses a non-empty database without --force)')
+      .argument('<file>', 'the dump file')
+      .option('--db <url>', DB_HELP)
+      .option('--force', 'restore into a database that already holds buckets (buckets of the same id are replaced)')
+      .addHelpText('after', `
+A SQLite file is refused while a kvb serve holds it (stop the server first).
+${examples('kvb db restore --db postgres://kvb@db/kvb kvb.dump', 'kvb db restore --db ./kvb.db kvb.dump --force')}`),
+  async run(file, options) {
+    const { existsSync } = await import('node:fs');
+    if (!existsSync(file)) throw new DbError(`cannot read ${file}`, 1);
+    await withStore(options.db, 'own', async (store) => {
+      const { restoreDump, storeIsEmpty, verifyDump } = await import('../../store/dump.js');
+      if (!options.force && !(await storeIsEmpty(store))) {
+        throw new DbError('the database already holds buckets or keys: restore into an empty one, or pass --force', 1);
+      }
+      // Checked whole before anything is written: a dump cut short or altered changes nothing.
+      await verifyDump(linesOf(file));
+      const counts = await restoreDump(store, linesOf(file), { force: options.force === true });
+      info(`restored ${counts.buckets} buckets, ${counts.entries} keys (${counts.skipped} already expired were skipped)`);
+    });
+  },
+});
+
+const check = defineCommand({
+  define: (parent) =>
+    parent
+      .command('check')
+      .description('check the database: storage integrity and entries without a bucket (exit 0 or 1)')
+      .option('--db <url>', DB_HELP)
+      .addHelpText('after', examples('kvb db check --db /var/lib/kvb/kvb.db', 'kvb db check --db postgres://kvb@db/kvb')),
+  async run(options) {
+    await withStore(options.db, 'read', async (store) => {
+      const problems = await store.checkIntegrity();
+      const buckets = (await store.listBuckets(undefined, 1_000_000)).length;
+      const entries = await store.countEntries();
+      if (problems.length > 0) throw new DbError(`check failed (${store.backend}): ${problems.join('; ')}`, 1);
+      info(`ok (${store.backend}): ${buckets} buckets, ${entries} keys, no problems found`);
+    });
+  },
+});
+
+const backup = defineCommand({
+  define: (parent) =>
+    parent
+      .command('backup')
+      .description('copy a SQLite database consistently to a new file (0600), verified with integrity_check; works while kvb serve runs')
+      .option('--db <file>', 'the SQLite database file (env KVB_DB)')
+      .requiredOption('--out <file>', 'the copy to write (must not exist)')
+      .addHelpText(
+        'after',
+        `
+Copies with SQLite's online backup from a read transaction of its own, so
+kvb serve keeps serving (and writing) meanwhile; the copy holds every write
+acknowledged before the backup began. A progress line is shown on stderr at
+a terminal. For PostgreSQL use pg_dump (see README).
+${examples('kvb db backup --db /var/lib/kvb/kvb.db --out /backup/kvb-$(date +%F).db')}`,
+      ),
+  async run(options) {
+    const db = options.db ?? process.env.KVB_DB;
+    if (!db) throw new DbError('no database given: pass --db or set KVB_DB', 1);
+    const { isPostgresUrl } = await import('../../store/open-store.js');
+    if (isPostgresUrl(db)) throw new DbError('kvb db backup copies SQLite files; for PostgreSQL use pg_dump, or kvb db dump', 1);
+    const path = db.replace(/^sqlite:(\/\/)?/, '');
+    const { closeSync, constants, existsSync, openSync, rmSync } = await import('node:fs');
+    if (!existsSync(path)) throw new DbError(`no database at ${path}`, 1);
+    const { default: Database } = await import('better-sqlite3');
+    let source;
+    try {
+      source = new Database(path, { readonly: true, fileMustExist: true, timeout: 5000 });
+      // One read transaction (a WAL snapshot) for the whole copy: the backup reads inside it, so
+      // the server's writes meanwhile neither restart the copy (as they would between steps
+      // outside a transaction) nor get into it, and the server is never blocked by it.
+      source.exec('begin');
+      source.prepare('select count(*) from sqlite_master').get();
+    } catch (err) {
+      source?.close();
+      throw new DbError(`cannot read ${path}: ${(err as Error).message}`, 1);
+    }
+    // Created 0600 before any byte is written (a chmod afterwards would leave a window under a lax umask).
+    try {
+      closeSync(openSync(options.out, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600));
+    } catch (err) {
+      source.close();
+      const code = (err as NodeJS.ErrnoException).code;
+      throw new DbError(code === 'EEXIST' ? `${options.out} already exists` : `cannot create ${options.out}: ${(err as Error).message}`, 1);
+    }
+    const removeCopy = () => {
+      for (const suffix of ['', '-journal', '-wal', '-shm']) rmSync(`${options.out}${suffix}`, { force: true });
+    };
+    const { progress } = await import('../output.js');
+    const pageSize = Number(source.pragma('page_size', { simple: true }));
+    const shown = progress('copied', 'pages');
+    try {
+      // SQLite's online backup rather than VACUUM INTO: it copies pages (no index rebuild), shows
+      // progress between steps, and writes into the 0600 file created above.
+      const result = await source.backup(options.out, {
+        progress: ({ totalPages, remainingPages }) => {
+          shown.update(totalPages - remainingPages, (totalPages - remainingPages) * pageSize);
+          // About 16 MiB per step with 4 KiB pages; the event loop turns between steps.
+          return 4096;
+        },
+      });
+      shown.done();
+      const copy = new Database(options.out, { fileMustExist: true });
+      let problems: string[];
+      try {
+        // The copy stands alone: a rollback-journal file, not WAL (no -wal/-shm beside it).
+        copy.pragma('journal_mode = DELETE');
+        problems = (copy.pragma('integrity_check') as Array<{ integrity_check: string }>).map((r) => r.integrity_check);
+      } finally {
+        copy.close();
+      }
+      if (problems.join() !== 'ok') throw new DbError(`the copy failed integrity_check: ${problems.join('; ')}`, 5);
+      const mib = ((result.totalPages * pageSize) / (1 << 20)).toFixed(1);
+      info(`backed up ${path} to ${options.out} (${result.totalPages} pages, ${mib} MiB, integrity_check ok)`);
+    } catch (err) {
+      shown.done();
+      removeCopy();
+      if (err instanceof DbError) throw err;
+      throw new DbError(`backup failed: ${(err as Error).message}`, 5);
+    } finally {
+      source.close();
+    }
+  },
+});
+
+export const db = defineGroup(
+  (parent) =>
+    parent
+      .command('db')
+      .description('operator commands on the database itself: dump, restore, check, backup (on the server machine)')
+      .addHelpText('after', examples('kvb db dump --db ./kvb.db -o kvb.dump', 'kvb db restore --db postgres://kvb@db/kvb kvb.dump', 'kvb db check --db ./kvb.db')),
+  [dump, restore, check, backup],
+);

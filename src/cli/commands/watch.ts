@@ -1,0 +1,125 @@
+import { Option } from '@commander-js/extra-typings';
+import { defineCommand, examples, integer } from '../define-command.js';
+import { data, stdoutIsTty, warn } from '../output.js';
+import { withClient } from '../session.js';
+
+/** `since` is older than the server's retained changes: the caller must re-list (exit code 7). */
+export class WatchResetError extends Error {
+  readonly exitCode = 7;
+}
+
+/** The credential stopped being valid, or the bucket was deleted, while watching (exit code 3). */
+class WatchClosedError extends Error {
+  readonly exitCode = 3;
+}
+
+interface WatchEvent {
+  type: string;
+  key?: string;
+  rev?: number;
+  value?: unknown;
+  value_type?: string;
+  expires_at?: string | null;
+  reason?: string;
+  oldest?: number;
+}
+
+function readable(e: WatchEvent, withValues: boolean): string {
+  const value = withValues && e.type === 'set' ? ` = ${JSON.stringify(e.value)}` : '';
+  const expiry = e.type === 'set' && e.expires_at ? `  (expires ${e.expires_at})` : '';
+  return `${String(e.rev).padStart(6)}  ${e.type.padEnd(6)}  ${e.key}${value}${expiry}`;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** `kvb watch [PREFIX]`: the live change feed, resumed after a dropped connection without gaps or repeats. */
+export const watch = defineCommand({
+  define: (parent) =>
+    parent
+      .command('watch')
+      .description('print changes under a prefix as they happen (resumes after a dropped connection)')
+      .argument('[prefix]', 'only keys starting with this')
+      .addOption(new Option('--since <rev>', 'start after this revision (every retained change since), not from now').argParser(integer('--since', 0, Number.MAX_SAFE_INTEGER)))
+      .option('--values', 'include the values')
+      .addOption(new Option('--format <format>', 'text (default on a terminal) or jsonl (default when piped)').choices(['text', 'jsonl'] as const))
+      .addHelpText(
+        'after',
+        `
+Runs until Ctrl-C (exit 0). After a dropped connection it reconnects with backoff
+and resumes after the last revision it printed. When the server no longer holds
+the changes after that revision (--since too old, or down for longer than its
+--watch-retention), it says so on stderr and exits 7: list again (kvb ls) and
+watch from the revision the listing was taken at.
+${examples('kvb watch config/', 'kvb watch --values --format jsonl | jq -c .', 'kvb watch --since 1200 user/')}`,
+      ),
+  async run(prefix, options, command) {
+    process.once('SIGINT', () => process.exit(0));
+    await withClient(command, async ({ client, bucket }) => {
+      const format = options.format ?? (stdoutIsTty() ? 'text' : 'jsonl');
+      const id = bucket();
+      // Resume point: `done` is complete; events of `current` already printed are skipped on a resume.
+      let done = options.since;
+      let current: number | undefined;
+      const printed = new Set<string>();
+      let failures = 0;
+      for (;;) {
+        let body;
+        try {
+          body = await client.watch(id, { prefix, since: done, values: options.values });
+        } catch (err) {
+          // An answer (4xx/5xx other than 503) is final; an unreachable server is retried.
+          const status = (err as { status?: number }).status;
+          if (status !== undefined && status !== 503) throw err;
+          failures++;
+          if (failures === 1) warn(`connection lost; reconnecting and resuming after revision ${done ?? 'now'}`);
+          await sleep(Math.min(10_000, 250 * 2 ** Math.min(failures, 6)) * (0.5 + Math.random() / 2));
+          continue;
+        }
+        failures = 0;
+        let buffer = '';
+        try {
+          for await (const chunk of body) {
+            buffer += (chunk as Buffer).toString('utf8');
+            let at: number;
+            while ((at = buffer.indexOf('\n')) !== -1) {
+              const text = buffer.slice(0, at);
+              buffer = buffer.slice(at + 1);
+              const e = JSON.parse(text) as WatchEvent;
+              if (e.type === 'reset') {
+                throw new WatchResetError(
+                  `the server no longer holds the changes after revision ${done ?? 0} (it keeps them from revision ${e.oldest ?? '?'}; ${e.rev} is current)${e.oldest === undefined ? ': this client fell behind' : ''}; list the keys again (kvb ls) and run kvb watch --since <the revision of that listing>`,
+                );
+              }
+              if (e.type === 'closed') {
+                if (/shutting down/.test(e.reason ?? '')) break;
+                throw new WatchClosedError(`the server ended the watch: ${e.reason}`);
+              }
+              if (e.type === 'sync' || e.type === 'progress') {
+                done = e.rev;
+                current = undefined;
+                printed.clear();
+                if (format === 'jsonl' && e.type === 'sync' && options.since === undefined) await data(`${text}\n`);
+                continue;
+              }
+              const rev = e.rev!;
+              if (rev !== current) {
+                if (current !== undefined) done = current;
+                current = rev;
+                printed.clear();
+              } else if (printed.has(e.key!)) continue;
+              printed.add(e.key!);
+              await data(format === 'jsonl' ? `${text}\n` : `${readable(e, options.values === true)}\n`);
+            }
+          }
+        } catch (err) {
+          if (err instanceof WatchResetError || err instanceof WatchClosedError) throw err;
+          // A dropped connection: reconnect below.
+        }
+        // Resume at the start of a revision that may have been cut, skipping what was printed of it.
+        if (current !== undefined) done = current - 1;
+        warn(`connection lost; reconnecting and resuming after revision ${done ?? 'now'}`);
+        await sleep(250 + Math.random() * 250);
+      }
+    });
+  },
+});

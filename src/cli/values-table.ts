@@ -1,0 +1,124 @@
+/** One key as `?values=true&meta=true` lists it. */
+export interface MetaRow {
+  key: string;
+  type: string;
+  size: number;
+  expires_at: string | null;
+  value: unknown;
+}
+
+const GAP = '  ';
+const TYPE_WIDTH = 'float64'.length;
+
+/** Columns a character takes at a terminal: 0 for combining marks, 2 for wide East Asian and emoji, else 1. */
+function charWidth(ch: string): number {
+  const cp = ch.codePointAt(0)!;
+  if (/\p{Mn}|\p{Me}|\p{Cf}/u.test(ch)) return 0;
+  if (
+    (cp >= 0x1100 && cp <= 0x115f) ||
+    (cp >= 0x2e80 && cp <= 0xa4cf && cp !== 0x303f) ||
+    (cp >= 0xac00 && cp <= 0xd7a3) ||
+    (cp >= 0xf900 && cp <= 0xfaff) ||
+    (cp >= 0xfe30 && cp <= 0xfe4f) ||
+    (cp >= 0xff00 && cp <= 0xff60) ||
+    (cp >= 0xffe0 && cp <= 0xffe6) ||
+    (cp >= 0x1f300 && cp <= 0x1faff) ||
+    (cp >= 0x20000 && cp <= 0x3fffd)
+  ) {
+    return 2;
+  }
+  return 1;
+}
+
+/** Display width of a string (after control characters were made visible). */
+export function displayWidth(text: string): number {
+  let width = 0;
+  for (const ch of text) width += charWidth(ch);
+  return width;
+}
+
+/** Control characters (newlines, tabs, escapes) would break the one-line layout: shown as `\n`, `\t`, `\x1b`. */
+function oneLine(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) =>
+    c === '\n' ? '\\n' : c === '\t' ? '\\t' : c === '\r' ? '\\r' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`,
+  );
+}
+
+/** Cuts `text` to at most `width` columns, ending in … when cut. */
+export function truncate(text: string, width: number): string {
+  if (displayWidth(text) <= width) return text;
+  if (width <= 0) return '';
+  let out = '';
+  let used = 0;
+  for (const ch of text) {
+    const w = charWidth(ch);
+    if (used + w > width - 1) break;
+    out += ch;
+    used += w;
+  }
+  return `${out}…`;
+}
+
+function pad(text: string, width: number, right = false): string {
+  const fill = ' '.repeat(Math.max(0, width - displayWidth(text)));
+  return right ? fill + text : text + fill;
+}
+
+/** A value in one line: bytes as `<N bytes>`, JSON compact, text as is (control characters escaped). */
+export function valueCell(row: MetaRow): string {
+  if (row.type === 'bytes') return `<${row.size} bytes>`;
+  if (row.type === 'json') return oneLine(JSON.stringify(row.value));
+  return oneLine(typeof row.value === 'string' ? row.value : JSON.stringify(row.value));
+}
+
+/** When a key expires, relative to `now`: `-` for never, else `in 42s`, `in 5m`, `in 3h`, `in 12d`. */
+export function expiresCell(expiresAt: string | null, now: number): string {
+  if (expiresAt === null) return '-';
+  const seconds = Math.max(0, Math.round((Date.parse(expiresAt) - now) / 1000));
+  if (seconds < 60) return `in ${seconds}s`;
+  if (seconds < 3600) return `in ${Math.floor(seconds / 60)}m`;
+  if (seconds < 86_400) return `in ${Math.floor(seconds / 3600)}h`;
+  return `in ${Math.floor(seconds / 86_400)}d`;
+}
+
+/**
+ * The `kvb ls --values` table: columns key, type, size, expires, value, one line per key, a
+ * heading line and no rules; every line at most `width` columns (key and value are cut with …).
+ */
+export function renderValuesTable(rows: MetaRow[], width: number, now: number): string {
+  const cells = rows.map((row) => ({
+    key: oneLine(row.key),
+    type: row.type,
+    size: String(row.size),
+    expires: expiresCell(row.expires_at, now),
+    value: valueCell(row),
+  }));
+  const head = { key: 'key', type: 'type', size: 'size', expires: 'expires', value: 'value' };
+  const all = [head, ...cells];
+  const widest = (column: keyof typeof head) => Math.max(...all.map((c) => displayWidth(c[column])));
+  const sizeWidth = widest('size');
+  const expiresWidth = widest('expires');
+  const typeWidth = Math.min(TYPE_WIDTH, widest('type'));
+  // What is left for key and value once the fixed columns and four gaps are placed.
+  const free = Math.max(2, width - typeWidth - sizeWidth - expiresWidth - 4 * GAP.length);
+  const keyWanted = widest('key');
+  const valueWanted = widest('value');
+  let keyWidth = keyWanted;
+  if (keyWanted + valueWanted > free) {
+    // The value gets what the key leaves, but the key never takes more than half when both are long.
+    keyWidth = Math.max(1, Math.min(keyWanted, Math.max(Math.ceil(free / 2), free - valueWanted)));
+  }
+  const valueWidth = Math.max(1, free - keyWidth);
+  const lines = all.map((c) => {
+    const text = [
+      pad(truncate(c.key, keyWidth), keyWidth),
+      pad(truncate(c.type, typeWidth), typeWidth),
+      pad(c.size, sizeWidth, c !== head),
+      pad(c.expires, expiresWidth),
+      truncate(c.value, valueWidth),
+    ].join(GAP);
+    // Last resort for a terminal too narrow for the fixed columns: cut the whole line.
+    return truncate(text.trimEnd(), width);
+  });
+  return `${lines.join('\n')}\n`;
+}

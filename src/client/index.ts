@@ -1,0 +1,51 @@
+/**
+ * `kvb/client`: a typed client for kvb with no dependency beyond the platform's fetch (Node 20+,
+ * browsers, Deno, Bun). See README "Using kvb from code".
+ */
+export {
+  AtomicOperation,
+  type CommitResult,
+  type ConnectOptions,
+  type DeleteOptions,
+  type Entry,
+  type ImportOptions,
+  type IncrementOptions,
+  KvbBucket,
+  type ListedEntry,
+  type Listing,
+  type ListOptions,
+  type SetOptions,
+  type TokenOptions,
+  type UpdateOptions,
+  connect,
+  connectFromEnv,
+  createBucket,
+} from './kvb-bucket.js';
+export {
+  type BucketChanges,
+  type BucketPolicy,
+  type CallOptions,
+  type CreateBucketFields,
+  type FetchInit,
+  type FetchLike,
+  type FetchResponse,
+  KvbHttp,
+  type RequestBody,
+} from './kvb-http.js';
+export {
+  BadRequestError,
+  ConflictError,
+  ForbiddenError,
+  InsufficientStorageError,
+  InternalServerError,
+  KvbHttpError,
+  KvbNetworkError,
+  KvbTimeoutError,
+  NotFoundError,
+  PreconditionFailedError,
+  RateLimitedError,
+  UnauthorizedError,
+  UnavailableError,
+} from './client-errors.js';
+export type { JsonValue, Value, ValueType } from './typed-values.js';
+export { WatchClosedError, type WatchEvent, type WatchOptions, WatchResetError } from './watch-feed.js';

@@ -1,0 +1,393 @@
+import { ConflictError, NotFoundError, PreconditionFailedError } from './client-errors.js';
+import {
+  type BucketChanges,
+  type BucketPolicy,
+  type CallOptions,
+  type CreateBucketFields,
+  DEFAULT_URL,
+  type FetchLike,
+  KvbHttp,
+  type RequestBody,
+  type ValueRead,
+} from './kvb-http.js';
+import { type JsonValue, type Value, type ValueType, decodeJsonValue, decodeValue, encodeValue, linesOf, typeOfValue } from './typed-values.js';
+import { type WatchEvent, type WatchOptions, watchFeed } from './watch-feed.js';
+
+export interface ConnectOptions {
+  /** The server, e.g. `https://kv.example.com` (without /api/v1). */
+  url: string;
+  /** The bucket id. */
+  bucket: string;
+  /** A bucket key (secret, read or write) or a temporary token; sent as `Authorization: Bearer`. */
+  token?: string | undefined;
+  /** A fetch to use instead of `globalThis.fetch` (a proxy agent, a test double, the CLI's undici). */
+  fetch?: FetchLike | undefined;
+  /** Milliseconds each call may take; 0 = no limit. Default 30000. */
+  timeoutMs?: number | undefined;
+  /** How often an idempotent call is retried after 429 or 503 (honouring Retry-After). Default 2. */
+  retries?: number | undefined;
+}
+
+/** A key's value with what the server says about it. */
+export interface Entry<V extends Value = Value> {
+  key: string;
+  value: V;
+  type: ValueType;
+  /** The revision of the key's last change (use it with `ifRevision` and `atomic().check`). */
+  revision: number;
+  /** null when the key never expires. */
+  expiresAt: Date | null;
+}
+
+/** A key as a listing gives it with `values: true` (a listing carries no per-key revision). */
+export interface ListedEntry {
+  key: string;
+  value: Value;
+  type: ValueType;
+  /** The stored value's length in bytes. */
+  size: number;
+  expiresAt: Date | null;
+}
+
+export interface SetOptions extends CallOptions {
+  /** Seconds until the key expires; 0 = never. Default: the bucket's default TTL. */
+  ttl?: number | undefined;
+  /** Write only if the key is live at this revision (If-Match); otherwise PreconditionFailedError. */
+  ifRevision?: number | undefined;
+  /** Write only if the key is absent or expired (If-None-Match: *); otherwise PreconditionFailedError. */
+  ifAbsent?: boolean | undefined;
+  /** Store as this type instead of the value's own (e.g. a string as json, a number as int64). */
+  type?: ValueType | undefined;
+}
+
+export interface DeleteOptions extends CallOptions {
+  ifRevision?: number | undefined;
+}
+
+export interface IncrementOptions extends CallOptions {
+  ttl?: number | undefined;
+  ifRevision?: number | undefined;
+}
+
+export interface ListOptions extends CallOptions {
+  prefix?: string | undefined;
+  reverse?: boolean | undefined;
+  /** Include each key's value, type, size and expiry. */
+  values?: boolean | undefined;
+  /** At most this many keys in all. */
+  limit?: number | undefined;
+  /** Keys asked for per request while following cursors. Default 1000. */
+  pageSize?: number | undefined;
+}
+
+export interface UpdateOptions extends CallOptions {
+  /** Attempts after the first when another writer got in between. Default 10. */
+  retries?: number | undefined;
+  /** Seconds until expiry; default: an existing key keeps its expiry, a new one gets the bucket default. */
+  ttl?: number | undefined;
+  type?: ValueType | undefined;
+}
+
+export interface TokenOptions extends CallOptions {
+  /** The key prefix the token is limited to (1 to 128 bytes). */
+  prefix: string;
+  permissions: Array<'read' | 'write' | 'enumerate' | 'delete'>;
+  /** Seconds the token is valid. */
+  ttl: number;
+}
+
+export interface ImportOptions extends CallOptions {
+  /** merge (default) sets every key in the file; replace also deletes keys it does not hold. */
+  mode?: 'merge' | 'replace' | undefined;
+  /** With replace: replace only keys under this prefix. */
+  prefix?: string | undefined;
+}
+
+export type CommitResult = { ok: true; revision: number } | { ok: false; failedChecks: Array<{ index: number; key: string }> };
+
+/** A listing: iterate it for its keys (it follows cursors); `revision` is the bucket revision its first page was read at. */
+export interface Listing<T> extends AsyncIterable<T> {
+  readonly revision: number | undefined;
+}
+
+/** An entry from a value read, typed by its Kvb-Type. */
+function entryOf(key: string, read: ValueRead): Entry {
+  const type = read.type ?? 'bytes';
+  return {
+    key,
+    value: decodeValue(type, read.data),
+    type,
+    revision: read.revision ?? 0,
+    expiresAt: read.expiresAt ? new Date(read.expiresAt) : null,
+  };
+}
+
+const isMissingKey = (err: unknown) => err instanceof NotFoundError && err.detail === 'no such key';
+const INT64_AT_END = /"value":(-?\d+)\}$/;
+
+/** One bucket, typed. Every method takes an optional `signal` and `timeoutMs`. */
+export class KvbBucket {
+  /** The HTTP layer, for what the typed methods do not cover. */
+  readonly http: KvbHttp;
+
+  constructor(
+    http: KvbHttp,
+    readonly id: string,
+  ) {
+    this.http = http;
+  }
+
+  /** The key's entry, or null when it is absent or expired. */
+  async get<V extends Value = Value>(key: string, options: CallOptions = {}): Promise<Entry<V> | null> {
+    try {
+      return entryOf(key, await this.http.get(this.id, key, options)) as Entry<V>;
+    } catch (err) {
+      if (isMissingKey(err)) return null;
+      throw err;
+    }
+  }
+
+  /** Stores a value with the type it has (see `Value`), or `options.type`; resolves with the stored entry. */
+  async set<V extends Value>(key: string, value: V, options: SetOptions = {}): Promise<Entry<V>> {
+    const { body, contentType } = encodeValue(value, options.type);
+    const read = await this.http.set(this.id, key, body, {
+      ...options,
+      contentType,
+      condition: { ifRevision: options.ifRevision, ifAbsent: options.ifAbsent },
+    });
+    return entryOf(key, read) as Entry<V>;
+  }
+
+  /** Deletes a key; resolves false when there was none. */
+  async delete(key: string, options: DeleteOptions = {}): Promise<boolean> {
+    try {
+      await this.http.del(this.id, key, { ifRevision: options.ifRevision }, options);
+      return true;
+    } catch (err) {
+      if (isMissingKey(err)) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Adds `delta` atomically (a missing key starts from it): an int64 with a bigint or integer delta,
+   * a float64 once either side is a float. Resolves with the new entry. Never retried on its own.
+   */
+  async increment(key: string, delta: bigint | number = 1n, options: IncrementOptions = {}): Promise<Entry<bigint | number>> {
+    let text: string;
+    if (typeof delta === 'bigint') text = delta < 0n ? `-${-delta}` : `+${delta}`;
+    else if (Number.isFinite(delta)) text = `${delta < 0 || Object.is(delta, -0) ? '-' : '+'}${String(Math.abs(delta))}`;
+    else throw new RangeError(`a delta must be finite, not ${delta}`);
+    const read = await this.http.incr(this.id, key, text, options.ttl, { ifRevision: options.ifRevision }, options);
+    return entryOf(key, read) as Entry<bigint | number>;
+  }
+
+  /** Every key in byte order (or reversed), following cursors; with `values: true`, each key's value, type, size and expiry. */
+  list(options: ListOptions & { values: true }): Listing<ListedEntry>;
+  list(options?: ListOptions & { values?: false | undefined }): Listing<{ key: string }>;
+  list(options?: ListOptions): Listing<{ key: string } | ListedEntry>;
+  list(options: ListOptions = {}): Listing<{ key: string } | ListedEntry> {
+    const http = this.http;
+    const id = this.id;
+    const pageSize = options.pageSize ?? 1000;
+    const wanted = options.limit ?? Number.POSITIVE_INFINITY;
+    const listing = {
+      revision: undefined as number | undefined,
+      async *[Symbol.asyncIterator]() {
+        let cursor: string | undefined;
+        let listed = 0;
+        do {
+          const page = await http.listPage(
+            id,
+            {
+              prefix: options.prefix,
+              reverse: options.reverse,
+              values: options.values,
+              meta: options.values,
+              format: 'jsonl',
+              limit: Math.min(pageSize, wanted - listed),
+              cursor,
+            },
+            options,
+          );
+          listing.revision ??= page.revision;
+          for await (const line of linesOf(page.body)) {
+            listed++;
+            if (!options.values) {
+              yield { key: JSON.parse(line) as string };
+              continue;
+            }
+            const row = JSON.parse(line) as { key: string; type: ValueType; size: number; expires_at: string | null; value: unknown };
+            // An int64 is a JSON number in a listing: read its exact text, not the rounded double.
+            const int64 = row.type === 'int64' ? INT64_AT_END.exec(line)?.[1] : undefined;
+            yield {
+              key: row.key,
+              value: decodeJsonValue(row.type, row.value, int64),
+              type: row.type,
+              size: row.size,
+              expiresAt: row.expires_at ? new Date(row.expires_at) : null,
+            };
+          }
+          cursor = page.nextCursor;
+        } while (cursor !== undefined && listed < wanted);
+      },
+    };
+    return listing;
+  }
+
+  /** A transaction: checks, sets and deletes that commit together or not at all. */
+  atomic(): AtomicOperation {
+    return new AtomicOperation(this.http, this.id);
+  }
+
+  /**
+   * Compare-and-set loop: reads the key, computes its next value with `fn` (given undefined when it
+   * is absent), writes it only if nothing changed meanwhile, and starts over when something did.
+   * An existing key keeps its type (when the new value fits it) and its expiry unless `ttl` is given.
+   */
+  async update<V extends Value>(key: string, fn: (current: Value | undefined, entry: Entry | null) => V | Promise<V>, options: UpdateOptions = {}): Promise<Entry<V>> {
+    const retries = options.retries ?? 10;
+    for (let attempt = 0; ; attempt++) {
+      const current = await this.get(key, options);
+      const next = await fn(current?.value, current);
+      let ttl = options.ttl;
+      if (ttl === undefined && current) ttl = current.expiresAt === null ? 0 : Math.max(1, Math.ceil((current.expiresAt.getTime() - Date.now()) / 1000));
+      const type = options.type ?? (current?.type === 'json' && typeOfValue(next) !== 'int64' && typeOfValue(next) !== 'bytes' ? 'json' : undefined);
+      try {
+        return await this.set(key, next, { ...options, ttl, type, ...(current ? { ifRevision: current.revision } : { ifAbsent: true }) });
+      } catch (err) {
+        if (!(err instanceof PreconditionFailedError) || attempt >= retries) throw err;
+        // Another writer got in between: back off a little (more with every loss), then read again.
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(200, 5 * 2 ** attempt)));
+      }
+    }
+  }
+
+  /** The change feed (see WatchEvent); reconnects with backoff and resumes by revision. Ends with `break` or `signal`. */
+  watch(options: WatchOptions = {}): AsyncIterable<WatchEvent> {
+    return watchFeed(this.http, this.id, options);
+  }
+
+  /** The bucket (or a prefix) in the NDJSON export format, streamed from one consistent snapshot. */
+  async export(options: CallOptions & { prefix?: string | undefined } = {}): Promise<AsyncIterable<Uint8Array>> {
+    return this.http.exportBucket(this.id, options.prefix, options);
+  }
+
+  /** Imports an export (text, bytes, or a stream of bytes); all or nothing. Never retried (a stream is read once). */
+  async import(body: RequestBody, options: ImportOptions = {}): Promise<{ imported: number; skipped: number; revision: number }> {
+    const result = await this.http.importBucket(this.id, body, options);
+    return { imported: result.imported, skipped: result.skipped, revision: result.rev };
+  }
+
+  /** A temporary token limited to a prefix and permissions (needs the secret key; 503 without a signing key). */
+  async mintToken(options: TokenOptions): Promise<string> {
+    return (await this.http.mintToken(this.id, options, options)).access_token;
+  }
+
+  /** The bucket's policy (needs the secret key). */
+  async policy(options: CallOptions = {}): Promise<BucketPolicy> {
+    return this.http.policy(this.id, options);
+  }
+
+  /** Sets, rotates (a string) or clears (null) credentials and the default TTL. */
+  async updatePolicy(changes: BucketChanges, options: CallOptions = {}): Promise<void> {
+    await this.http.updateBucket(this.id, changes, options);
+  }
+
+  /** Deletes the bucket and every key in it. */
+  async deleteBucket(options: CallOptions = {}): Promise<void> {
+    await this.http.deleteBucket(this.id, options);
+  }
+}
+
+type TxnOp = { check: string; rev: number } | { check: string; exists: boolean } | { set: string; value: string | JsonValue; ttl?: number } | { delete: string };
+
+/**
+ * Checks and writes that commit together. In a transaction a value is stored as text (a string)
+ * or json (any other JSON value), as the server's transaction format defines.
+ */
+export class AtomicOperation {
+  private readonly ops: TxnOp[] = [];
+
+  constructor(
+    private readonly http: KvbHttp,
+    private readonly bucket: string,
+  ) {}
+
+  /** Commit only if the key is live at `revision` (an Entry's revision), or, with null, absent. */
+  check(key: string, revision: number | null): this {
+    this.ops.push(revision === null ? { check: key, exists: false } : { check: key, rev: revision });
+    return this;
+  }
+
+  /** Commit only if the key exists (true) or is absent (false), at any revision. */
+  checkExists(key: string, exists: boolean): this {
+    this.ops.push({ check: key, exists });
+    return this;
+  }
+
+  set(key: string, value: string | JsonValue, options: { ttl?: number | undefined } = {}): this {
+    const type = typeof value;
+    if (type === 'bigint' || value instanceof Uint8Array || value === null || value === undefined) {
+      throw new TypeError('a transaction stores text (a string) or json (any other JSON value but null)');
+    }
+    this.ops.push(options.ttl === undefined ? { set: key, value } : { set: key, value, ttl: options.ttl });
+    return this;
+  }
+
+  delete(key: string): this {
+    this.ops.push({ delete: key });
+    return this;
+  }
+
+  /** `{ ok: true, revision }`, or `{ ok: false, failedChecks }` when a check failed (nothing written). Never retried on its own. */
+  async commit(options: CallOptions = {}): Promise<CommitResult> {
+    const outcome = await this.http.txn(this.bucket, JSON.stringify({ txn: this.ops }), { ...options, acceptConflict: true });
+    if (outcome.ok) return { ok: true, revision: outcome.revision ?? 0 };
+    const failedChecks = outcome.failedChecks.map((index) => {
+      const op = this.ops[index];
+      return { index, key: op && 'check' in op ? op.check : '' };
+    });
+    if (failedChecks.length === 0) throw new ConflictError(409, 'conflict', `transaction in bucket ${this.bucket}`, 'checks failed');
+    return { ok: false, failedChecks };
+  }
+}
+
+/** A client for one bucket. */
+export function connect(options: ConnectOptions): KvbBucket {
+  if (!options.bucket) throw new TypeError('connect: a bucket id is needed');
+  return new KvbBucket(new KvbHttp(options), options.bucket);
+}
+
+/**
+ * A client configured as the CLI is: KVB_URL (default http://127.0.0.1:8080), KVB_BUCKET, KVB_TOKEN
+ * and KVB_TIMEOUT (seconds). `env` defaults to `process.env` (Node, Bun) or `Deno.env`.
+ */
+export function connectFromEnv(env: Record<string, string | undefined> = platformEnv(), options: Partial<ConnectOptions> = {}): KvbBucket {
+  const bucket = env.KVB_BUCKET;
+  if (!bucket) throw new TypeError('connectFromEnv: KVB_BUCKET is not set');
+  const timeout = env.KVB_TIMEOUT ? Number(env.KVB_TIMEOUT) : undefined;
+  if (timeout !== undefined && !(timeout > 0)) throw new TypeError(`KVB_TIMEOUT must be a number of seconds above 0, not ${JSON.stringify(env.KVB_TIMEOUT)}`);
+  return connect({
+    url: env.KVB_URL || DEFAULT_URL,
+    bucket,
+    token: env.KVB_TOKEN || undefined,
+    ...(timeout !== undefined && { timeoutMs: timeout * 1000 }),
+    ...options,
+  });
+}
+
+function platformEnv(): Record<string, string | undefined> {
+  const g = globalThis as { process?: { env?: Record<string, string | undefined> }; Deno?: { env: { toObject(): Record<string, string> } } };
+  return g.process?.env ?? g.Deno?.env.toObject() ?? {};
+}
+
+/** Creates a bucket; resolves with its id. `token` is the operator's bucket-creation key, when the server wants one. */
+export async function createBucket(
+  server: { url: string; token?: string | undefined; fetch?: FetchLike | undefined; timeoutMs?: number | undefined },
+  fields: CreateBucketFields,
+  options: CallOptions = {},
+): Promise<string> {
+  // Not retried: a second POST would create a second bucket.
+  return new KvbHttp(server).createBucket(fields, options);
+}

@@ -1,0 +1,53 @@
+import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+
+type LogControllerOptions = ConstructorParameters<typeof LogController>[0];
+import { Tallies } from './plugins/tallies.js';
+
+/** Credentials may ride in the query string; they never reach a log line. */
+export function redactUrl(url: string): string {
+  return url.replace(/([?&](?:access_token|key)=)[^&#]*/gi, '$1[redacted]');
+}
+
+/** Upper bounds (seconds) of kvb_http_request_duration_seconds. */
+const REQUEST_BOUNDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+
+/**
+ * Fastify's log controller, which Fastify calls once per finished response whatever the hooks:
+ * each request is tallied for the metrics and (unless --access-log is off) logged here, so
+ * neither needs an onResponse hook (the hooks and prom-client's observe measured about 3 µs per
+ * request on the hot path).
+ */
+export class RequestLogController extends LogController {
+  readonly requests = new Tallies(REQUEST_BOUNDS);
+
+  constructor(
+    options: LogControllerOptions,
+    private readonly accessLog: boolean,
+  ) {
+    super(options);
+  }
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (!this.isLogDisabled(request)) super.requestCompleted(error, request, reply);
+    // The route pattern, not the URL: keys and bucket ids must not become label values.
+    const route = request.routeOptions.url;
+    const method = request.method;
+    const status = reply.statusCode;
+    this.requests.record(`${method} ${status} ${route}`, () => ({ method, route: route ?? 'unmatched', status }), reply.elapsedTime / 1000);
+    if (!this.accessLog) return;
+    // The route pattern groups requests; the path (query credentials redacted) says which key.
+    const length = reply.getHeader('content-length');
+    request.log.info(
+      {
+        method,
+        route: route ?? null,
+        url: redactUrl(request.url),
+        status,
+        ms: Math.round(reply.elapsedTime * 100) / 100,
+        bytes: length === undefined ? null : Number(length),
+        ip: request.ip,
+      },
+      'request',
+    );
+  }
+}

@@ -1,0 +1,132 @@
+import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { KvbError, badRequest } from '../../errors.js';
+import type { ImportStaging, KeyedEntry } from '../../store/store.js';
+import { MAX_EXPORT_LINE_BYTES, parseExportLine } from '../../values/export-format.js';
+import { mediaType } from '../../values/infer-value.js';
+import { checkKey } from '../../values/keys.js';
+import { authorize, openBucket } from '../access-control.js';
+import { ndjsonLines } from '../ndjson-lines.js';
+import type { ServerContext } from '../server-context.js';
+import { bucketIdOf, queryOf, singleParam } from '../request-input.js';
+import { effectivePrefix } from './list-route.js';
+
+export const IMPORT_MEDIA_TYPES = ['application/x-ndjson', 'application/jsonl', 'application/x-jsonlines'];
+/** Entries handed to the staging area at a time. */
+const STAGE_BATCH = 1000;
+/** Imports staging at once on this instance (each holds a pooled connection on PostgreSQL). */
+export const MAX_CONCURRENT_IMPORTS = 2;
+const running = new WeakMap<ServerContext['store'], number>();
+
+export const isImportRequest = (request: FastifyRequest) => IMPORT_MEDIA_TYPES.includes(mediaType(request.headers['content-type']));
+
+/** A 400 or 403 naming the line it is about, in Kvb-Error-Detail. */
+function atLine(number: number, err: unknown): unknown {
+  if (err instanceof KvbError && !err.detail.startsWith('line ')) return new KvbError(err.kind, `line ${number}: ${err.detail}`);
+  return err;
+}
+
+/**
+ * `POST /api/v1/{bucket}` with an NDJSON export as the body: streamed into a staging area, checked
+ * line by line, and only once the end line's count and SHA-256 match applied in one transaction.
+ * Any failure leaves the bucket untouched.
+ */
+export async function importRoute(
+  { store, buckets, config }: ServerContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  body: Readable,
+): Promise<FastifyReply> {
+  const query = queryOf(request);
+  const other = Object.keys(query).find((name) => !['mode', 'prefix', 'access_token', 'key'].includes(name));
+  if (other) throw badRequest(`an import takes only mode and prefix (not ${other})`);
+  const mode = singleParam(query, 'mode') ?? 'merge';
+  if (mode !== 'merge' && mode !== 'replace') throw badRequest('mode must be merge or replace');
+  const requestedPrefix = singleParam(query, 'prefix') ?? '';
+  if (requestedPrefix !== '') checkKey(requestedPrefix, 'prefix');
+  // Authorized before a byte of the body is read.
+  const { bucket, principal } = await openBucket(buckets, bucketIdOf(request), request);
+  authorize(bucket, principal, 'write');
+  const prefix = effectivePrefix(principal, requestedPrefix);
+  if (mode === 'replace') authorize(bucket, principal, 'delete', prefix || undefined);
+  // A refusal mid-body closes the connection instead of reading the rest of a large upload.
+  const refuse = (err: unknown) => {
+    reply.header('connection', 'close');
+    return err;
+  };
+
+  const open = running.get(store) ?? 0;
+  if (open >= MAX_CONCURRENT_IMPORTS) {
+    reply.header('retry-after', '5');
+    throw refuse(new KvbError('service_unavailable', `too many imports at once (at most ${MAX_CONCURRENT_IMPORTS})`));
+  }
+  running.set(store, open + 1);
+  let staging: ImportStaging | undefined;
+  try {
+    staging = await store.beginImport(bucket.record.id);
+    const now = Date.now();
+    const hash = createHash('sha256');
+    let imported = 0;
+    let skipped = 0;
+    let entries = 0;
+    let batch: KeyedEntry[] = [];
+    let end: { count: number; sha256: string; line: number } | undefined;
+    for await (const line of ndjsonLines(body, MAX_EXPORT_LINE_BYTES, config.maxImportBytes)) {
+      try {
+        if (end) {
+          if (line.bytes.length === 0 && !line.terminated) continue;
+          throw badRequest('text after the end line');
+        }
+        const text = line.bytes.toString('utf8');
+        if (!line.bytes.equals(Buffer.from(text, 'utf8'))) throw badRequest('not valid UTF-8');
+        const parsed = parseExportLine(text);
+        if (line.number === 1) {
+          if (parsed.kind !== 'header') throw badRequest('the first line must be the export header {"kvb":"export",…}');
+        } else if (parsed.kind === 'header') {
+          throw badRequest('a second header line');
+        } else if (parsed.kind === 'end') {
+          if (!line.terminated) throw badRequest('the end line is cut short');
+          end = { ...parsed, line: line.number };
+          continue;
+        } else {
+          entries++;
+          if (!parsed.key.startsWith(prefix)) {
+            if (principal.kind === 'token' && !parsed.key.startsWith(principal.prefix)) {
+              throw new KvbError('forbidden', "key is outside the token's prefix");
+            }
+            throw badRequest(`key is outside the prefix being ${mode === 'replace' ? 'replaced' : 'imported'}`);
+          }
+          authorize(bucket, principal, 'write', parsed.key);
+          if (parsed.expiresAt !== null && parsed.expiresAt <= now) skipped++;
+          else {
+            imported++;
+            batch.push({ key: parsed.key, entry: { type: parsed.value.type, data: parsed.value.data, expiresAt: parsed.expiresAt } });
+            if (batch.length >= STAGE_BATCH) {
+              await staging.add(batch);
+              batch = [];
+            }
+          }
+        }
+        if (!line.terminated) throw badRequest('the file ends without an end line (cut short?)');
+        hash.update(line.bytes).update('\n');
+      } catch (err) {
+        throw refuse(atLine(line.number, err));
+      }
+    }
+    if (!end) throw badRequest('the import has no end line {"kvb":"end",…}: is it cut short?');
+    if (end.count !== entries) throw badRequest(`line ${end.line}: the end line counts ${end.count} keys, the file holds ${entries}`);
+    if (end.sha256 !== hash.digest('hex')) throw badRequest(`line ${end.line}: sha256 does not match the lines before it`);
+    if (batch.length > 0) await staging.add(batch);
+    // An import is one revision of the bucket: every imported key carries it.
+    const outcome = await staging.apply({ replace: mode === 'replace', prefix });
+    staging = undefined;
+    if ('refused' in outcome) throw new KvbError('not_found', 'no such bucket');
+    return reply.code(200).header('kvb-revision', String(outcome.revision)).send({ imported, skipped, rev: outcome.revision });
+  } catch (err) {
+    throw refuse(err);
+  } finally {
+    running.set(store, (running.get(store) ?? 1) - 1);
+    await staging?.abort();
+  }
+}

@@ -1,0 +1,33 @@
+import type { ValueType } from '../values/value-type.js';
+import type { Change } from './store.js';
+
+/** A change-log row as both drivers return it. */
+export interface ChangeRow {
+  revision: number | string;
+  key: Buffer;
+  kind: Change['kind'];
+  type: string | null;
+  value: Buffer | null;
+  expires_at: number | string | null;
+}
+
+export function toChange(row: ChangeRow): Change {
+  return {
+    revision: Number(row.revision),
+    key: row.key.toString('utf8'),
+    kind: row.kind,
+    ...(row.kind === 'set' && row.type !== null && row.value !== null && { value: { type: row.type as ValueType, data: row.value } }),
+    expiresAt: row.expires_at === null ? null : Number(row.expires_at),
+  };
+}
+
+/**
+ * Whole revisions only: when a read hit its row limit, the last revision may be cut, so it is
+ * dropped (or, when it is the only one, read on its own by `readWhole`).
+ */
+export async function wholeRevisions(rows: Change[], limit: number, readWhole: (revision: number) => Promise<Change[]>): Promise<Change[]> {
+  if (rows.length < limit || rows.length === 0) return rows;
+  const last = rows[rows.length - 1]!.revision;
+  if (rows[0]!.revision === last) return readWhole(last);
+  return rows.filter((r) => r.revision !== last);
+}

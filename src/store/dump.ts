@@ -1,0 +1,250 @@
+import { createHash } from 'node:crypto';
+import { badRequest } from '../errors.js';
+import { entryLine, parseExportLine } from '../values/export-format.js';
+import type { BucketRecord, KeyedEntry, Store } from './store.js';
+
+/**
+ * A whole store as NDJSON, for `kvb db dump|restore`: a header, then each bucket's policy line
+ * (credential hashes, signing key, generation, default TTL, email) followed by its entries in
+ * the export format, then an end line with the counts and the SHA-256 of every preceding line.
+ * It holds signing keys: whoever reads a dump can mint tokens for every bucket in it.
+ */
+export const DUMP_VERSION = 2;
+/** Version 1 (before revisions) is still read: its buckets restore at revision 0. */
+const READABLE_VERSIONS = [1, 2];
+const BATCH = 1000;
+
+interface BucketLine {
+  kvb: 'bucket';
+  id: string;
+  email: string;
+  secret_key_hash: string | null;
+  read_key_hash: string | null;
+  write_key_hash: string | null;
+  signing_key: string | null;
+  signing_key_generation: number;
+  default_ttl: number;
+  /** The bucket's revision (version 2): a restored bucket continues its sequence. */
+  revision?: number;
+  /** The salt tokens are signed with (secret like the signing key): moved along, earlier tokens keep working. */
+  token_salt?: string | null;
+}
+
+/** A bucket as dumped: its policy and its revision. */
+interface DumpedBucket {
+  bucket: BucketRecord;
+  revision: number;
+}
+
+const bucketLine = (b: BucketRecord, revision: number): string =>
+  `${JSON.stringify({
+    kvb: 'bucket',
+    id: b.id,
+    email: b.email,
+    secret_key_hash: b.secretKeyHash,
+    read_key_hash: b.readKeyHash,
+    write_key_hash: b.writeKeyHash,
+    signing_key: b.signingKey,
+    signing_key_generation: b.signingKeyGeneration,
+    default_ttl: b.defaultTtl,
+    revision,
+    token_salt: b.tokenSalt,
+  } satisfies BucketLine)}\n`;
+
+function bucketFrom(line: BucketLine): DumpedBucket {
+  const text = (v: unknown) => v === null || typeof v === 'string';
+  if (
+    typeof line.id !== 'string' ||
+    typeof line.email !== 'string' ||
+    !text(line.secret_key_hash) ||
+    !text(line.read_key_hash) ||
+    !text(line.write_key_hash) ||
+    !text(line.signing_key) ||
+    !Number.isSafeInteger(line.signing_key_generation) ||
+    !Number.isSafeInteger(line.default_ttl) ||
+    (line.revision !== undefined && !(Number.isSafeInteger(line.revision) && line.revision >= 0)) ||
+    (line.token_salt !== undefined && !text(line.token_salt))
+  ) {
+    throw badRequest('malformed bucket line');
+  }
+  return {
+    bucket: {
+      id: line.id,
+      email: line.email,
+      secretKeyHash: line.secret_key_hash,
+      readKeyHash: line.read_key_hash,
+      writeKeyHash: line.write_key_hash,
+      signingKey: line.signing_key,
+      signingKeyGeneration: line.signing_key_generation,
+      defaultTtl: line.default_ttl,
+      // A dump from before token salts: the bucket gets a salt the first time its signing key is set.
+      tokenSalt: line.token_salt ?? null,
+    },
+    revision: line.revision ?? 0,
+  };
+}
+
+/**
+ * Writes every bucket and its live entries, each with its revision; each bucket is read from its
+ * own consistent snapshot, which also gives the bucket line its revision.
+ */
+export async function dumpStore(store: Store, write: (chunk: string) => Promise<void>, now = Date.now()): Promise<{ buckets: number; entries: number }> {
+  const hash = createHash('sha256');
+  const out = async (chunk: string) => {
+    hash.update(chunk);
+    await write(chunk);
+  };
+  await out(`${JSON.stringify({ kvb: 'dump', version: DUMP_VERSION, backend: store.backend, dumped_at: new Date(now).toISOString() })}\n`);
+  let buckets = 0;
+  let entries = 0;
+  let after: string | undefined;
+  for (;;) {
+    const page = await store.listBuckets(after, 100);
+    if (page.length === 0) break;
+    for (const bucket of page) {
+      const snapshot = await store.openSnapshot(bucket.id, '', now);
+      // Deleted since the page was read: not in the dump.
+      if (!snapshot) continue;
+      try {
+        await out(bucketLine(bucket, snapshot.revision));
+        buckets++;
+        for (let batch = await snapshot.read(BATCH); batch.length > 0; batch = await snapshot.read(BATCH)) {
+          await out(batch.map(({ key, entry }) => entryLine(key, entry, entry.expiresAt, entry.revision)).join(''));
+          entries += batch.length;
+        }
+      } finally {
+        await snapshot.close();
+      }
+    }
+    after = page[page.length - 1]!.id;
+  }
+  await write(`${JSON.stringify({ kvb: 'end', buckets, count: entries, sha256: hash.digest('hex') })}\n`);
+  return { buckets, entries };
+}
+
+type DumpItem = ({ kind: 'bucket' } & DumpedBucket) | { kind: 'entry'; entry: KeyedEntry };
+
+/** Reads a dump's lines, checking the header, every line, and the end line's counts and SHA-256. */
+async function* readDump(lines: AsyncIterable<string>): AsyncGenerator<DumpItem> {
+  const hash = createHash('sha256');
+  let number = 0;
+  let buckets = 0;
+  let entries = 0;
+  let ended = false;
+  for await (const text of lines) {
+    number++;
+    const at = (why: string) => badRequest(`line ${number}: ${why}`);
+    if (ended) {
+      if (text === '') continue;
+      throw at('text after the end line');
+    }
+    if (text.startsWith('{"kvb":')) {
+      let line: { kvb?: unknown; version?: unknown; buckets?: unknown; count?: unknown; sha256?: unknown };
+      try {
+        line = JSON.parse(text) as typeof line;
+      } catch {
+        throw at('invalid JSON');
+      }
+      if (number === 1) {
+        if (line.kvb !== 'dump' || !READABLE_VERSIONS.includes(line.version as number)) {
+          throw at(`not a kvb dump (versions ${READABLE_VERSIONS.join(', ')})`);
+        }
+      } else if (line.kvb === 'end') {
+        if (line.buckets !== buckets || line.count !== entries) throw at(`the end line counts ${String(line.buckets)} buckets and ${String(line.count)} keys, the file holds ${buckets} and ${entries}`);
+        if (line.sha256 !== hash.digest('hex')) throw at('sha256 does not match the lines before it');
+        ended = true;
+        continue;
+      } else if (line.kvb === 'bucket') {
+        buckets++;
+        try {
+          yield { kind: 'bucket', ...bucketFrom(line as BucketLine) };
+        } catch (err) {
+          throw at((err as Error).message);
+        }
+      } else throw at('unknown line');
+    } else {
+      if (number === 1) throw at('not a kvb dump');
+      if (buckets === 0) throw at('an entry before any bucket');
+      let parsed;
+      try {
+        parsed = parseExportLine(text, true);
+      } catch (err) {
+        throw at((err as Error).message);
+      }
+      if (parsed.kind !== 'entry') throw at('unexpected line');
+      entries++;
+      yield {
+        kind: 'entry',
+        entry: { key: parsed.key, entry: { type: parsed.value.type, data: parsed.value.data, expiresAt: parsed.expiresAt, revision: parsed.rev ?? 0 } },
+      };
+    }
+    hash.update(text).update('\n');
+  }
+  if (!ended) throw badRequest('the dump has no end line: is it cut short?');
+}
+
+/** Checks a whole dump without writing anything; returns its counts. */
+export async function verifyDump(lines: AsyncIterable<string>): Promise<{ buckets: number; entries: number }> {
+  let buckets = 0;
+  let entries = 0;
+  for await (const item of readDump(lines)) {
+    if (item.kind === 'bucket') buckets++;
+    else entries++;
+  }
+  return { buckets, entries };
+}
+
+/** Whether the store holds any bucket (a restore refuses a non-empty target unless forced). */
+export async function storeIsEmpty(store: Store): Promise<boolean> {
+  return (await store.listBuckets(undefined, 1)).length === 0 && (await store.countEntries()) === 0;
+}
+
+/**
+ * Restores a dump that `verifyDump` accepted: each bucket is created with its policy as dumped
+ * (a bucket of the same id is replaced when `force`), and its entries applied in one transaction
+ * with their dumped revisions, which also sets the bucket's revision: it continues its sequence.
+ */
+export async function restoreDump(store: Store, lines: AsyncIterable<string>, options: { force: boolean; now?: number }): Promise<{ buckets: number; entries: number; skipped: number }> {
+  const now = options.now ?? Date.now();
+  let buckets = 0;
+  let entries = 0;
+  let skipped = 0;
+  let staging: Awaited<ReturnType<Store['beginImport']>> | undefined;
+  let restoreRevision = 0;
+  let bucketId = '';
+  let batch: KeyedEntry[] = [];
+  const finishBucket = async () => {
+    if (!staging) return;
+    if (batch.length > 0) await staging.add(batch);
+    batch = [];
+    const outcome = await staging.apply({ replace: true, prefix: '', restoreRevision });
+    staging = undefined;
+    if ('refused' in outcome) throw new Error(`bucket ${bucketId} was deleted while it was being restored`);
+  };
+  try {
+    for await (const item of readDump(lines)) {
+      if (item.kind === 'bucket') {
+        await finishBucket();
+        if (options.force) await store.deleteBucket(item.bucket.id);
+        await store.createBucket(item.bucket);
+        staging = await store.beginImport(item.bucket.id);
+        restoreRevision = item.revision;
+        bucketId = item.bucket.id;
+        buckets++;
+      } else if (item.entry.entry.expiresAt !== null && item.entry.entry.expiresAt <= now) {
+        skipped++;
+      } else {
+        batch.push(item.entry);
+        entries++;
+        if (batch.length >= BATCH) {
+          await staging!.add(batch);
+          batch = [];
+        }
+      }
+    }
+    await finishBucket();
+  } finally {
+    await staging?.abort();
+  }
+  return { buckets, entries, skipped };
+}

@@ -1,0 +1,204 @@
+import type pg from 'pg';
+import { type Quota, checkQuota } from './quota.js';
+import { prefixUpperBound } from '../values/keys.js';
+import { type CompiledStatement, bind } from './statements.js';
+import { StorageUnavailableError, isPostgresConnectionError } from './storage-errors.js';
+import type { Entry, EntrySnapshot, ImportStaging, KeyedEntry, Written } from './store.js';
+import { type EntryRow, toEntry } from './entry-row.js';
+
+/** The compiled statements (statements.ts) an export or import runs, by name. */
+type Statements = Record<string, CompiledStatement>;
+
+const storageError = (err: unknown) =>
+  err instanceof StorageUnavailableError || !isPostgresConnectionError(err) ? err : new StorageUnavailableError(err);
+
+/** A connection of its own for a long-running export or import; `release` hands it back (destroyed if it failed). */
+async function checkout(pool: pg.Pool): Promise<{
+  client: pg.PoolClient;
+  release: () => void;
+  run: <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>;
+  statement: <R extends pg.QueryResultRow>(statement: CompiledStatement, args: Record<string, unknown>) => Promise<pg.QueryResult<R>>;
+}> {
+  let broken: unknown;
+  let client: pg.PoolClient;
+  const onError = (err: unknown) => {
+    broken = err;
+  };
+  try {
+    client = await new Promise<pg.PoolClient>((resolve, reject) =>
+      pool.connect((err, connected) => {
+        if (err || !connected) return reject(err ?? new Error('no client'));
+        connected.on('error', onError);
+        resolve(connected);
+      }),
+    );
+  } catch (err) {
+    throw storageError(err);
+  }
+  let released = false;
+  return {
+    client,
+    statement: async <R extends pg.QueryResultRow>(statement: CompiledStatement, args: Record<string, unknown>) => {
+      try {
+        return await client.query<R>(statement.sql, bind(statement, args));
+      } catch (err) {
+        broken ??= err;
+        throw storageError(err);
+      }
+    },
+    run: async <R extends pg.QueryResultRow>(text: string, values: unknown[] = []) => {
+      try {
+        return await client.query<R>(text, values);
+      } catch (err) {
+        broken ??= err;
+        throw storageError(err);
+      }
+    },
+    release: () => {
+      if (released) return;
+      released = true;
+      client.off('error', onError);
+      client.release(broken === undefined ? undefined : true);
+    },
+  };
+}
+
+/**
+ * An export's snapshot on PostgreSQL: a REPEATABLE READ, READ ONLY transaction on a connection of
+ * its own (behind a transaction pooler it pins one server connection for just that transaction),
+ * read through a server-side cursor a batch at a time, so the client's pace decides how fast rows
+ * are fetched and a batch is all that is held in memory. The bucket's revision is read first, in
+ * the same snapshot.
+ */
+export async function openPostgresSnapshot(pool: pg.Pool, sql: Statements, bucket: string, prefix: string, now: number): Promise<EntrySnapshot | undefined> {
+  const connection = await checkout(pool);
+  const prefixBytes = Buffer.from(prefix);
+  const upper = prefix ? prefixUpperBound(prefixBytes) : undefined;
+  const select = upper ? sql.snapshotEntriesUpper! : sql.snapshotEntries!;
+  let revision: number;
+  try {
+    await connection.run('begin isolation level repeatable read read only');
+    const { rows } = await connection.statement<{ revision: number }>(sql.bucketRevision!, { bucket });
+    if (rows[0] === undefined) {
+      await connection.run('rollback').catch(() => {});
+      connection.release();
+      return undefined;
+    }
+    revision = Number(rows[0].revision);
+    await connection.run(`declare kvb_export no scroll cursor for ${select.sql}`, bind(select, { bucket, prefix: prefixBytes, now, upper }));
+  } catch (err) {
+    await connection.run('rollback').catch(() => {});
+    connection.release();
+    throw err;
+  }
+  let open = true;
+  return {
+    revision,
+    async read(max: number): Promise<Array<{ key: string; entry: Entry }>> {
+      if (!open) return [];
+      const { rows } = await connection.run<EntryRow & { key: Buffer }>(`fetch forward ${Math.max(1, Math.floor(max))} from kvb_export`);
+      return rows.map((row) => ({ key: row.key.toString('utf8'), entry: toEntry(row) }));
+    },
+    async close(): Promise<void> {
+      if (!open) return;
+      open = false;
+      await connection.run('rollback').catch(() => {});
+      connection.release();
+    },
+  };
+}
+
+/**
+ * An import staged in a temporary table inside one transaction on a connection of its own: the
+ * staging takes no lock on the bucket's rows. `apply` then bumps the bucket row (its lock orders
+ * the import with the bucket's other writers, as for any write), copies the staged rows over with
+ * that one revision, and commits. Any failure, or `abort`, rolls everything back. The temporary
+ * table is dropped at commit: no session state outlives the transaction (transaction poolers).
+ */
+export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket: string, quota: Quota): Promise<ImportStaging> {
+  const connection = await checkout(pool);
+  let finished = false;
+  const finish = async (how: 'commit' | 'rollback') => {
+    finished = true;
+    try {
+      await connection.run(how);
+    } finally {
+      connection.release();
+    }
+  };
+  try {
+    await connection.run('begin');
+    // The import's own scratch table, not kvb's schema: so not in statements.ts.
+    await connection.run(
+      'create temporary table kvb_import (key bytea primary key, type text not null, value bytea not null, expires_at bigint, revision bigint not null) on commit drop',
+    );
+  } catch (err) {
+    await finish('rollback').catch(() => {});
+    throw err;
+  }
+  return {
+    async add(entries: KeyedEntry[]): Promise<void> {
+      // One row per key within a statement (ON CONFLICT cannot touch a row twice): the last wins.
+      const last = new Map<string, KeyedEntry>();
+      for (const e of entries) last.set(e.key, e);
+      const rows = [...last.values()];
+      if (rows.length === 0) return;
+      await connection.run(
+        `insert into pg_temp.kvb_import (key, type, value, expires_at, revision)
+         select * from unnest($1::bytea[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[])
+         on conflict (key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision`,
+        [
+          rows.map((r) => Buffer.from(r.key)),
+          rows.map((r) => r.entry.type),
+          rows.map((r) => r.entry.data),
+          rows.map((r) => (r.entry.expiresAt === null ? null : String(r.entry.expiresAt))),
+          rows.map((r) => String(r.entry.revision ?? 0)),
+        ],
+      );
+    },
+    async apply({ replace, prefix, restoreRevision }): Promise<Written | { refused: 'no_bucket' }> {
+      if (finished) throw new Error('import already finished');
+      let revision: number;
+      try {
+        // The bucket row first, as every write does: it locks the row, and numbers the import.
+        const bumped = await connection.statement<{ revision: number; usage_keys: number; usage_bytes: number }>(sql.bumpBucket!, { bucket });
+        if (bumped.rows[0] === undefined) {
+          await finish('rollback');
+          return { refused: 'no_bucket' };
+        }
+        revision = Number(bumped.rows[0].revision);
+        if (restoreRevision !== undefined) {
+          await connection.statement(sql.setRevision!, { bucket, revision: restoreRevision });
+          revision = restoreRevision;
+        }
+        if (replace) {
+          const prefixBytes = Buffer.from(prefix);
+          const upper = prefix ? prefixUpperBound(prefixBytes) : undefined;
+          await connection.statement(upper ? sql.clearRangeUpper! : sql.clearRange!, { bucket, prefix: prefixBytes, upper });
+        }
+        if (restoreRevision === undefined) await connection.statement(sql.copyStaged!, { bucket, revision });
+        else await connection.statement(sql.copyStagedKeepRevisions!, { bucket });
+        // Usage counted again (millions of rows in one statement), then held to the quota as a whole.
+        await connection.statement(sql.recountUsage!, { bucket });
+        const usage = await connection.statement<{ usage_keys: number; usage_bytes: number }>(sql.bucketUsage!, { bucket });
+        const before = bumped.rows[0];
+        const after = usage.rows[0]!;
+        checkQuota(
+          quota,
+          { keys: Number(before.usage_keys), bytes: Number(before.usage_bytes) },
+          { keys: Number(after.usage_keys) - Number(before.usage_keys), bytes: Number(after.usage_bytes) - Number(before.usage_bytes) },
+        );
+        // No change rows for an import (one revision of up to millions of keys): watchers behind it get `reset`.
+        await connection.statement(sql.raiseFloor!, { bucket, revision });
+      } catch (err) {
+        if (!finished) await finish('rollback').catch(() => {});
+        throw err;
+      }
+      await finish('commit');
+      return { revision };
+    },
+    async abort(): Promise<void> {
+      if (!finished) await finish('rollback').catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,446 @@
+import {
+  type Compilable,
+  DummyDriver,
+  type Kysely as KyselyType,
+  type SelectExpression,
+  Kysely,
+  PostgresAdapter,
+  PostgresIntrospector,
+  PostgresQueryCompiler,
+  SqliteAdapter,
+  SqliteIntrospector,
+  SqliteQueryCompiler,
+  sql,
+} from 'kysely';
+import { usageRecount } from './migrations.js';
+import { type Database, replaceEntryOnConflict } from './schema.js';
+import type { ListColumns } from './store.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+/** A named parameter: Kysely places it as `?` (SQLite) or `$n` (PostgreSQL); `bind` fills it by name. */
+class Named {
+  constructor(readonly name: string) {}
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a placeholder stands for a value of any column type
+export const param = (name: string) => sql<any>`${new Named(name)}`;
+
+/** One statement compiled for one dialect: its SQL and the names of its positional parameters, in order. */
+export interface CompiledStatement {
+  name: string;
+  sql: string;
+  params: string[];
+}
+
+/**
+ * A Kysely that only compiles (no connection): the dialect's own query compiler decides the
+ * placeholders and quoting. On PostgreSQL every table is schema-qualified, so no statement
+ * depends on a session's search_path (which a transaction pooler cannot carry).
+ */
+export function queryBuilder(dialect: Dialect, schema?: string): KyselyType<Database> {
+  const db = new Kysely<Database>({
+    dialect:
+      dialect === 'sqlite'
+        ? {
+            createAdapter: () => new SqliteAdapter(),
+            createDriver: () => new DummyDriver(),
+            createIntrospector: (k) => new SqliteIntrospector(k),
+            createQueryCompiler: () => new SqliteQueryCompiler(),
+          }
+        : {
+            createAdapter: () => new PostgresAdapter(),
+            createDriver: () => new DummyDriver(),
+            createIntrospector: (k) => new PostgresIntrospector(k),
+            createQueryCompiler: () => new PostgresQueryCompiler(),
+          },
+  });
+  return schema ? db.withSchema(schema) : db;
+}
+
+export function compileStatement(name: string, query: Compilable): CompiledStatement {
+  const compiled = query.compile();
+  const params = compiled.parameters.map((p, i) => {
+    if (!(p instanceof Named)) throw new Error(`statement ${name}: parameter ${i + 1} is a literal, not a named parameter`);
+    return p.name;
+  });
+  return { name, sql: compiled.sql, params };
+}
+
+/** The positional values for a compiled statement, from named arguments. A missing name is a bug, so it throws. */
+export function bind(statement: CompiledStatement, args: Record<string, unknown>): unknown[] {
+  return statement.params.map((name) => {
+    const value = args[name];
+    if (value === undefined) throw new Error(`statement ${statement.name}: no value for parameter ${name}`);
+    return value;
+  });
+}
+
+/** The columns a key read returns. */
+const ENTRY_COLUMNS = ['type', 'value', 'expires_at', 'revision'] as const;
+
+/** The shape of one listing statement (each shape is compiled once). */
+export interface ListShape {
+  reverse: boolean;
+  columns: ListColumns;
+  /** A `prefix` upper bound is given. */
+  upper: boolean;
+  /**
+   * The lower bound is exclusive: it is a cursor position (`after`, ascending). A listing has ONE
+   * lower and ONE upper bound (see list-bounds.ts), so a page after a cursor is a seek to it.
+   */
+  after: boolean;
+}
+
+export const listShapeName = (s: ListShape) =>
+  `list_${s.reverse ? 'desc' : 'asc'}_${s.columns[0]}${s.upper ? '_u' : ''}${s.after ? '_a' : ''}`;
+
+const LIST_COLUMNS: ListColumns[] = ['keys', 'meta', 'values'];
+
+/** Every listing shape, so both stores can compile them all up front. */
+export const LIST_SHAPES: ListShape[] = [false, true].flatMap((reverse) =>
+  LIST_COLUMNS.flatMap((columns) =>
+    [false, true].flatMap((upper) => [false, true].map((after) => ({ reverse, columns, upper, after }))),
+  ),
+);
+
+/** The bytes a stored key counts toward its bucket's usage: key and value (the same on both backends). */
+const ENTRY_SIZE = sql<number>`length(key) + length(value)`;
+
+export function listStatement(db: KyselyType<Database>, s: ListShape): Compilable {
+  let query = db
+    .selectFrom('entries')
+    .select((eb): Array<SelectExpression<Database, 'entries'>> =>
+      s.columns === 'values'
+        ? ['key', ...ENTRY_COLUMNS]
+        : s.columns === 'meta'
+          ? // length() of a BLOB (SQLite) or bytea (PostgreSQL) counts bytes; the value itself is never read out.
+            ['key', 'type', eb.fn<number>('length', ['value']).as('size'), 'expires_at', 'revision']
+          : ['key'],
+    )
+    .where('bucket_id', '=', param('bucket'))
+    .where('key', s.after ? '>' : '>=', param('lower'))
+    .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', param('now'))]));
+  if (s.upper) query = query.where('key', '<', param('upper'));
+  return query
+    .orderBy('key', s.reverse ? 'desc' : 'asc')
+    .limit(param('limit'))
+    .offset(param('offset'));
+}
+
+/**
+ * The statements both backends run, each written once. Parameters are named; `bind` orders them
+ * for the dialect. The bucket revision bump (`bumpBucket`) is every write's first statement: it
+ * numbers the write and, on PostgreSQL, its row lock orders the bucket's writers.
+ */
+export function sharedStatements(db: KyselyType<Database>) {
+  return {
+    createBucket: db.insertInto('buckets').values({
+      id: param('id'),
+      email: param('email'),
+      secret_key_hash: param('secretKeyHash'),
+      read_key_hash: param('readKeyHash'),
+      write_key_hash: param('writeKeyHash'),
+      signing_key: param('signingKey'),
+      signing_key_generation: param('signingKeyGeneration'),
+      token_salt: param('tokenSalt'),
+      default_ttl: param('defaultTtl'),
+      created_at: param('createdAt'),
+    }),
+    getBucket: db.selectFrom('buckets').selectAll().where('id', '=', param('id')),
+    bucketRevision: db.selectFrom('buckets').select('revision').where('id', '=', param('bucket')),
+    bumpBucket: db
+      .updateTable('buckets')
+      .set({ revision: sql`revision + 1` })
+      .where('id', '=', param('bucket'))
+      // Usage as of the row lock: what a quota is checked against.
+      .returning(['revision', 'usage_keys', 'usage_bytes']),
+    /** Per-bucket quotas: what one stored key costs (key and value bytes); no row when absent. */
+    entrySize: db
+      .selectFrom('entries')
+      .select(ENTRY_SIZE.as('size'))
+      .where('bucket_id', '=', param('bucket'))
+      .where('key', '=', param('key')),
+    addUsage: db
+      .updateTable('buckets')
+      .set({ usage_keys: sql`usage_keys + ${param('keys')}`, usage_bytes: sql`usage_bytes + ${param('bytes')}` })
+      .where('id', '=', param('bucket')),
+    bucketUsage: db.selectFrom('buckets').select(['usage_keys', 'usage_bytes']).where('id', '=', param('bucket')),
+    /** After an import (millions of keys in one statement): counted again, exactly. */
+    recountUsage: db.updateTable('buckets').set(usageRecount).where('id', '=', param('bucket')),
+    /** SQLite: a batch's final revision of a bucket; both: a restored bucket's revision. */
+    setRevision: db.updateTable('buckets').set({ revision: param('revision') }).where('id', '=', param('bucket')),
+    deleteBucket: db.deleteFrom('buckets').where('id', '=', param('bucket')),
+    deleteBucketEntries: db.deleteFrom('entries').where('bucket_id', '=', param('bucket')),
+    getEntry: db.selectFrom('entries').select(ENTRY_COLUMNS).where('bucket_id', '=', param('bucket')).where('key', '=', param('key')),
+    putEntry: db
+      .insertInto('entries')
+      .values({
+        bucket_id: param('bucket'),
+        key: param('key'),
+        type: param('type'),
+        value: param('value'),
+        expires_at: param('expiresAt'),
+        revision: param('revision'),
+      })
+      .onConflict(replaceEntryOnConflict),
+    removeEntry: db
+      .deleteFrom('entries')
+      .where('bucket_id', '=', param('bucket'))
+      .where('key', '=', param('key'))
+      .returning(ENTRY_COLUMNS),
+    expiredEntries: db
+      .selectFrom('entries')
+      .select(['bucket_id', 'key'])
+      .where('expires_at', '<=', param('now'))
+      .limit(param('batch')),
+    countEntries: db.selectFrom('entries').select((eb) => eb.fn.countAll().as('n')),
+    countBuckets: db.selectFrom('buckets').select((eb) => eb.fn.countAll().as('n')),
+    /** The watch feed: one bucket's changes after a revision, in order (a range seek on the primary key). */
+    changesAfter: db
+      .selectFrom('changes')
+      .select(CHANGE_COLUMNS)
+      .where('bucket_id', '=', param('bucket'))
+      .where('revision', '>', param('after'))
+      .orderBy('revision')
+      .orderBy('key')
+      .limit(param('limit')),
+    changesAt: db
+      .selectFrom('changes')
+      .select(CHANGE_COLUMNS)
+      .where('bucket_id', '=', param('bucket'))
+      .where('revision', '=', param('revision'))
+      .orderBy('key'),
+    changesFloor: db.selectFrom('buckets').select(['changes_floor', 'revision']).where('id', '=', param('bucket')),
+    /** Per bucket, the newest change older than the retention (pruning removes it and every older one). */
+    prunable: db
+      .selectFrom('changes')
+      .select(['bucket_id', (eb) => eb.fn.max('revision').as('revision')])
+      .where('committed_at', '<', param('before'))
+      .groupBy('bucket_id')
+      .limit(param('batch')),
+    raiseFloor: db
+      .updateTable('buckets')
+      .set({ changes_floor: param('revision') })
+      .where('id', '=', param('bucket'))
+      .where('changes_floor', '<', param('revision')),
+    pruneChanges: db.deleteFrom('changes').where('bucket_id', '=', param('bucket')).where('revision', '<=', param('revision')),
+    deleteBucketChanges: db.deleteFrom('changes').where('bucket_id', '=', param('bucket')),
+  };
+}
+
+/**
+ * Export, import, dump and check, written once for both dialects. `staged` is the import's
+ * staging table (SQLite: a table in an attached private database; PostgreSQL: a temporary
+ * table of the import's own transaction); it has the columns key, type, value, expires_at and
+ * revision. Casts in the select list give PostgreSQL the parameters' types; SQLite accepts them.
+ */
+export function portabilityStatements(db: KyselyType<Database>, staged: string) {
+  const snapshot = (upper: boolean) => {
+    const query = db
+      .selectFrom('entries')
+      .select(['key', ...ENTRY_COLUMNS])
+      .where('bucket_id', '=', param('bucket'))
+      .where('key', '>=', param('prefix'))
+      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', param('now'))]));
+    return (upper ? query.where('key', '<', param('upper')) : query).orderBy('key');
+  };
+  const clear = (upper: boolean) => {
+    const query = db.deleteFrom('entries').where('bucket_id', '=', param('bucket')).where('key', '>=', param('prefix'));
+    return upper ? query.where('key', '<', param('upper')) : query;
+  };
+  /** Every staged row into the bucket; `keep`: with its staged revision (a restore), else with `revision` (one import, one revision). */
+  const copy = (keep: boolean) =>
+    db
+      .insertInto('entries')
+      .columns(['bucket_id', 'key', 'type', 'value', 'expires_at', 'revision'])
+      .expression(
+        // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the staging table is not in the Database type
+        (db as any)
+          .selectFrom(sql.table(staged).as('s'))
+          .select([
+            sql`cast(${param('bucket')} as text)`.as('bucket_id'),
+            sql.ref('s.key').as('key'),
+            sql.ref('s.type').as('type'),
+            sql.ref('s.value').as('value'),
+            sql.ref('s.expires_at').as('expires_at'),
+            (keep ? sql.ref('s.revision') : sql`cast(${param('revision')} as bigint)`).as('revision'),
+          ])
+          // SQLite needs a WHERE before an upsert's ON CONFLICT in INSERT … SELECT (else it parses a join's ON).
+          .where(sql<boolean>`true`),
+      )
+      .onConflict(replaceEntryOnConflict);
+  return {
+    snapshotEntries: snapshot(false),
+    snapshotEntriesUpper: snapshot(true),
+    clearRange: clear(false),
+    clearRangeUpper: clear(true),
+    copyStaged: copy(false),
+    copyStagedKeepRevisions: copy(true),
+    listBuckets: db.selectFrom('buckets').selectAll().where('id', '>', param('after')).orderBy('id').limit(param('limit')),
+    orphanEntries: db
+      .selectFrom('entries')
+      .select((eb) => eb.fn.countAll().as('n'))
+      .where(({ not, exists, selectFrom }) =>
+        not(exists(selectFrom('buckets').select('id').whereRef('buckets.id', '=', 'entries.bucket_id'))),
+      ),
+  };
+}
+
+const CHANGE_COLUMNS = ['revision', 'key', 'kind', 'type', 'value', 'expires_at'] as const;
+
+/** SQLite only: removes one key if it is (still) expired; writes a bucket revision kept in memory during a batch. */
+export function sqliteStatements(db: KyselyType<Database>) {
+  return {
+    /** One change-log row; a later change of the same key in the same transaction replaces it (the final state counts). */
+    logChange: db
+      .insertInto('changes')
+      .values({
+        bucket_id: param('bucket'),
+        revision: param('revision'),
+        key: param('key'),
+        kind: param('kind'),
+        type: param('type'),
+        value: param('value'),
+        expires_at: param('expiresAt'),
+        committed_at: param('now'),
+      })
+      .onConflict((oc) =>
+        oc.columns(['bucket_id', 'revision', 'key']).doUpdateSet((eb) => ({
+          kind: eb.ref('excluded.kind'),
+          type: eb.ref('excluded.type'),
+          value: eb.ref('excluded.value'),
+          expires_at: eb.ref('excluded.expires_at'),
+        })),
+      ),
+    setRevision: db.updateTable('buckets').set({ revision: param('revision') }).where('id', '=', param('bucket')),
+    removeExpired: db
+      .deleteFrom('entries')
+      .where('bucket_id', '=', param('bucket'))
+      .where('key', '=', param('key'))
+      .where('expires_at', '<=', param('now'))
+      .returning(ENTRY_SIZE.as('size')),
+  };
+}
+
+/** PostgreSQL only: array parameters (one round trip for many keys) and data-modifying CTEs. */
+export function postgresStatements(db: KyselyType<Database>) {
+  return {
+    /**
+     * One key's set after the bump (under the bucket row lock): the entry, its change-log row and
+     * the bucket's usage in one statement (data-modifying CTEs), one round trip instead of three.
+     */
+    putEntryCharged: db
+      .with('c', (qb) =>
+        qb
+          .insertInto('changes')
+          .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'committed_at'])
+          .expression(
+            db.selectNoFrom([
+              sql`${param('bucket')}::text`.as('bucket_id'),
+              sql`${param('revision')}::bigint`.as('revision'),
+              sql`${param('key')}::bytea`.as('key'),
+              sql`'set'`.as('kind'),
+              sql`${param('type')}::text`.as('type'),
+              sql`${param('value')}::bytea`.as('value'),
+              sql`${param('expiresAt')}::bigint`.as('expires_at'),
+              sql`${param('now')}::bigint`.as('committed_at'),
+            ]),
+          ),
+      )
+      .with('u', (qb) =>
+        qb
+          .updateTable('buckets')
+          .set({ usage_keys: sql`usage_keys + ${param('keys')}::bigint`, usage_bytes: sql`usage_bytes + ${param('bytes')}::bigint` })
+          .where('id', '=', param('bucket')),
+      )
+      .insertInto('entries')
+      .values({
+        bucket_id: param('bucket'),
+        key: param('key'),
+        type: param('type'),
+        value: param('value'),
+        expires_at: param('expiresAt'),
+        revision: param('revision'),
+      })
+      .onConflict(replaceEntryOnConflict),
+    entrySizes: db
+      .selectFrom('entries')
+      .select(['key', ENTRY_SIZE.as('size')])
+      .where('bucket_id', '=', param('bucket'))
+      .where('key', '=', sql<Buffer>`any(${param('keys')}::bytea[])`),
+    getEntries: db
+      .selectFrom('entries')
+      .select(['key', ...ENTRY_COLUMNS])
+      .where('bucket_id', '=', param('bucket'))
+      .where('key', '=', sql<Buffer>`any(${param('keys')}::bytea[])`),
+    putEntries: db
+      .insertInto('entries')
+      .columns(['bucket_id', 'key', 'type', 'value', 'expires_at', 'revision'])
+      // Set-returning functions in one select list advance in lockstep: one row per operation.
+      .expression(
+        db.selectNoFrom([
+          sql`${param('bucket')}::text`.as('bucket_id'),
+          sql`unnest(${param('keys')}::bytea[])`.as('key'),
+          sql`unnest(${param('types')}::text[])`.as('type'),
+          sql`unnest(${param('values')}::bytea[])`.as('value'),
+          sql`unnest(${param('expiresAts')}::bigint[])`.as('expires_at'),
+          sql`${param('revision')}::bigint`.as('revision'),
+        ]),
+      )
+      .onConflict(replaceEntryOnConflict),
+    removeEntries: db
+      .deleteFrom('entries')
+      .where('bucket_id', '=', param('bucket'))
+      .where('key', '=', sql<Buffer>`any(${param('keys')}::bytea[])`)
+      .returning('key'),
+    removeExpired: db
+      .deleteFrom('entries')
+      .where('bucket_id', '=', param('bucket'))
+      .where('key', '=', sql<Buffer>`any(${param('keys')}::bytea[])`)
+      .where('expires_at', '<=', param('now'))
+      // What each removed key counted toward its bucket's usage.
+      .returning(['key', ENTRY_SIZE.as('size')]),
+    /** Change-log rows for one revision, many keys in one round trip (keys are distinct). */
+    logChanges: db
+      .insertInto('changes')
+      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'committed_at'])
+      .expression(
+        db.selectNoFrom([
+          sql`${param('bucket')}::text`.as('bucket_id'),
+          sql`${param('revision')}::bigint`.as('revision'),
+          sql`unnest(${param('keys')}::bytea[])`.as('key'),
+          sql`unnest(${param('kinds')}::text[])`.as('kind'),
+          sql`unnest(${param('types')}::text[])`.as('type'),
+          sql`unnest(${param('values')}::bytea[])`.as('value'),
+          sql`unnest(${param('expiresAts')}::bigint[])`.as('expires_at'),
+          sql`${param('now')}::bigint`.as('committed_at'),
+        ]),
+      ),
+    /** Takes (or renews) a lease when it is free, expired, or already ours; returns a row only then. */
+    takeLease: db
+      .insertInto('kvb_leases')
+      .values({ name: param('name'), holder: param('holder'), expires_at: param('until') })
+      .onConflict((oc) =>
+        oc
+          .column('name')
+          .doUpdateSet((eb) => ({ holder: eb.ref('excluded.holder'), expires_at: eb.ref('excluded.expires_at') }))
+          .where((eb) => eb.or([eb('kvb_leases.expires_at', '<=', param('now')), eb('kvb_leases.holder', '=', param('holder'))])),
+      )
+      .returning('holder'),
+    releaseLease: db
+      .updateTable('kvb_leases')
+      .set({ expires_at: sql.lit(0) })
+      .where('name', '=', param('name'))
+      .where('holder', '=', param('holder')),
+  };
+}
+
+export type SharedStatementName = keyof ReturnType<typeof sharedStatements>;
+
+/** Compiles every statement of a group for one dialect. */
+export function compileAll<T extends Record<string, Compilable>>(group: T): { [K in keyof T]: CompiledStatement } {
+  return Object.fromEntries(Object.entries(group).map(([name, query]) => [name, compileStatement(name, query)])) as {
+    [K in keyof T]: CompiledStatement;
+  };
+}
