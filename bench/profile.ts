@@ -1,0 +1,152 @@
+/**
+ * `npm run bench:profile -- --case get_hit`: where a kvb server's CPU time goes under one bench case.
+ * Starts `kvb serve` (the installed bundle) with `--cpu-prof`, drives the case with autocannon in a
+ * forked load generator, stops the server, and sums the profile's self time by where the code lives:
+ * kvb's own modules (named by esbuild's `// src/...` markers in the bundle), each package, Node's
+ * internals, native code and GC. The .cpuprofile stays in the temp dir for Chrome DevTools.
+ * `--startup` profiles start-up instead: spawn to the first 200 from /health, then stop.
+ */
+import { fork } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { LoadJob, LoadResult } from './load-generator.js';
+import { freePort, serviceCpuMs, spawnLogged, stopChild, waitForOk } from './processes.js';
+import { KVB_BIN, kvbArgs } from './services.js';
+import { CASES, type CaseName, kvbWorkloads, prepareKvb } from './workloads.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+
+const { values: flags } = parseArgs({
+  options: {
+    case: { type: 'string', default: 'get_hit' },
+    duration: { type: 'string', default: '5' },
+    connections: { type: 'string', default: '50' },
+    top: { type: 'string', default: '25' },
+    startup: { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (flags.help) {
+  console.log(`Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup]`);
+  process.exit(0);
+}
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** The bundle's module markers: line number → `src/...` or `node_modules/<package>`. */
+function bundleModules(file: string): Array<{ line: number; module: string }> {
+  const marks: Array<{ line: number; module: string }> = [];
+  readFileSync(file, 'utf8')
+    .split('\n')
+    .forEach((text, line) => {
+      const m = /^\/\/ (src\/\S+|node_modules\/(?:@[^/]+\/)?[^/]+)/.exec(text);
+      if (m) marks.push({ line, module: m[1]! });
+    });
+  return marks;
+}
+
+function place(frame: ProfileNode['callFrame'], bundles: Map<string, Array<{ line: number; module: string }>>): string {
+  const { url, functionName, lineNumber } = frame;
+  if (!url) return functionName.startsWith('(') ? functionName : `native ${functionName || '(anonymous)'}`;
+  if (url.startsWith('node:')) return `node ${url.slice(5).split('/')[0]}`;
+  const path = url.replace(/^file:\/\//, '');
+  const marks = bundles.get(path);
+  if (marks) {
+    let found = 'bundle (runtime)';
+    for (const mark of marks) {
+      if (mark.line > lineNumber) break;
+      found = mark.module;
+    }
+    return found;
+  }
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(path);
+  return pkg ? `node_modules/${pkg[1]}` : path.replace(ROOT, '');
+}
+
+function summarize(profileFile: string): void {
+  const profile = JSON.parse(readFileSync(profileFile, 'utf8')) as CpuProfile;
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const bundles = new Map<string, Array<{ line: number; module: string }>>();
+  for (const name of ['kvb-server.cjs', 'kvb-cli.cjs']) bundles.set(join(ROOT, 'dist', name), bundleModules(join(ROOT, 'dist', name)));
+  const byPlace = new Map<string, number>();
+  const byFunction = new Map<string, number>();
+  let total = 0;
+  profile.samples.forEach((id, i) => {
+    const node = byId.get(id)!;
+    const us = profile.timeDeltas[i] ?? 0;
+    total += us;
+    const where = place(node.callFrame, bundles);
+    byPlace.set(where, (byPlace.get(where) ?? 0) + us);
+    const fn = `${node.callFrame.functionName || '(anonymous)'} ${where}`;
+    byFunction.set(fn, (byFunction.get(fn) ?? 0) + us);
+  });
+  const idle = byPlace.get('(idle)') ?? 0;
+  const busy = total - idle;
+  const top = Number(flags.top);
+  const show = (title: string, map: Map<string, number>) => {
+    console.log(`\n${title} (share of busy time, ${(busy / 1000).toFixed(0)} ms busy of ${(total / 1000).toFixed(0)} ms)`);
+    for (const [name, us] of [...map].filter(([n]) => n !== '(idle)').sort((a, b) => b[1] - a[1]).slice(0, top)) {
+      console.log(`${((100 * us) / busy).toFixed(1).padStart(6)}%  ${name}`);
+    }
+  };
+  show('Self time by where the code lives', byPlace);
+  show('Self time by function', byFunction);
+  console.log(`\nprofile: ${profileFile}`);
+}
+
+async function main() {
+  const tmp = mkdtempSync(join(tmpdir(), 'kvb-profile-'));
+  const port = await freePort();
+  const env = { ...process.env, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${tmp}` };
+  const started = performance.now();
+  const child = spawnLogged(KVB_BIN, kvbArgs(port, join(tmp, 'kvb.db'), ['--log-level', 'warn']), join(tmp, 'kvb.log'), env);
+  const url = `http://127.0.0.1:${port}`;
+  await waitForOk(`${url}/health`);
+  if (flags.startup) {
+    console.log(`start-up: ${(performance.now() - started).toFixed(0)} ms to the first 200 from /health`);
+  } else {
+    const name = flags.case as CaseName;
+    if (!(name in CASES)) throw new Error(`no case ${name}: one of ${Object.keys(CASES).join(', ')}`);
+    const workload = kvbWorkloads(await prepareKvb(url))[name];
+    const generator = fork(join(ROOT, 'bench/load-generator.ts'), [], { execArgv: ['--import', 'tsx'] });
+    const job = (id: number, seconds: number): LoadJob => ({
+      id,
+      url,
+      plan: workload.plan,
+      ...(workload.keySpace && { keySpace: workload.keySpace }),
+      connections: Number(flags.connections),
+      pipelining: 1,
+      seconds,
+      warmupSeconds: 0,
+    });
+    const drive = (j: LoadJob) =>
+      new Promise<LoadResult>((resolve) => {
+        generator.once('message', (r: LoadResult) => resolve(r));
+        generator.send(j);
+      });
+    const server = { name: 'kvb', children: [child], stop: () => stopChild(child) };
+    await drive(job(0, 1)); // warm-up, not counted (it is in the profile)
+    const cpuBefore = serviceCpuMs(server);
+    const result = await drive(job(1, Number(flags.duration)));
+    const cpuMs = serviceCpuMs(server) - cpuBefore;
+    generator.kill();
+    console.log(`${CASES[name].title}: ${result.requestsPerSecond.toFixed(0)} req/s, p99 ${result.p99Ms} ms, ${((cpuMs * 1000) / result.total).toFixed(0)} µs server CPU per request (profiler on)`);
+  }
+  await stopChild(child);
+  const file = readdirSync(tmp).find((f) => f.endsWith('.cpuprofile'));
+  if (!file) throw new Error(`no profile was written in ${tmp} (see kvb.log there)`);
+  summarize(join(tmp, file));
+}
+
+await main();
