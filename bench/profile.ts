@@ -108,9 +108,10 @@ function summarize(profileFile: string): void {
 async function main() {
   const tmp = mkdtempSync(join(tmpdir(), 'kvb-profile-'));
   const port = await freePort();
-  const env = { ...process.env, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${tmp}` };
   const started = performance.now();
-  const child = spawnLogged(KVB_BIN, kvbArgs(port, join(tmp, 'kvb.db'), ['--log-level', 'warn']), join(tmp, 'kvb.log'), env);
+  // bin/kvb's own flag (its shebang line) plus the profiler's, which NODE_OPTIONS may not carry.
+  const node = [process.execPath, '--max-semi-space-size=8', '--cpu-prof', `--cpu-prof-dir=${tmp}`];
+  const child = spawnLogged(node[0]!, [...node.slice(1), KVB_BIN, ...kvbArgs(port, join(tmp, 'kvb.db'), ['--log-level', 'warn'])], join(tmp, 'kvb.log'));
   const url = `http://127.0.0.1:${port}`;
   await waitForOk(`${url}/health`);
   if (flags.startup) {

@@ -22,6 +22,7 @@ import { tokenRoute } from './routes/token-route.js';
 import { transactionRoute } from './routes/transaction-route.js';
 import type { ServerConfig } from './server-config.js';
 import { WatchHub, registerWatchMetrics } from './watch-hub.js';
+import { lazySchemaCompilers } from './lazy-schemas.js';
 
 /** How long another instance's change to a bucket's credentials can go unseen on a shared store. */
 export const SHARED_CACHE_MAX_AGE_MS = 1000;
@@ -121,6 +122,7 @@ const CORS_EXPOSED = CORS_OPTIONS.exposedHeaders.join(', ');
 
 /** Builds the whole service without listening, so tests and the bench can start it however they like. */
 export async function buildApp(store: Store, config: ServerConfig): Promise<FastifyInstance> {
+  const schemas = lazySchemaCompilers();
   const logs = new RequestLogController({ disableRequestLogging: true, requestIdLogLabel: 'req_id' }, config.accessLog);
   const app = Fastify({
     logger: loggerOptions(config.logLevel, config.logFormat),
@@ -144,6 +146,8 @@ export async function buildApp(store: Store, config: ServerConfig): Promise<Fast
     routerOptions: { maxParamLength: 65_535 },
     // Validation must neither coerce nor silently drop: an unknown PATCH field is a 400, null stays null.
     ajv: { customOptions: { allowUnionTypes: true, coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
+    // Route schemas compile once the server listens (or on first use), not before (lazy-schemas.ts).
+    schemaController: { compilersFactory: schemas.builders },
     frameworkErrors: (error, _request, reply) =>
       sendError(reply, 'bad_request', error.code === 'FST_ERR_BAD_URL' ? 'malformed percent-encoding in the URL' : error.message),
     serverFactory: (handler, options) =>
@@ -170,6 +174,9 @@ export async function buildApp(store: Store, config: ServerConfig): Promise<Fast
     if (anyOrigin) reply.header('access-control-allow-origin', '*').header('access-control-expose-headers', CORS_EXPOSED);
     done();
   });
+  // A second after listening, so a readiness probe right at start is not kept waiting behind
+  // Ajv's first compile (about 40 ms). (kvb serve listens on app.server: no onListen hook.)
+  app.server.once('listening', () => setTimeout(schemas.warm, 1000).unref());
   installErrorHandling(app);
   const measured = setupMetrics(logs, store);
   const metrics = measured.registry;
