@@ -79,6 +79,16 @@ export function bind(statement: CompiledStatement, args: Record<string, unknown>
 /** The columns a key read returns. */
 const ENTRY_COLUMNS = ['type', 'value', 'expires_at', 'revision'] as const;
 
+/** One key's row from named parameters: what a set writes (both backends' `putEntry`, PostgreSQL's `putEntryCharged`). */
+const ENTRY_ROW = {
+  bucket_id: param('bucket'),
+  key: param('key'),
+  type: param('type'),
+  value: param('value'),
+  expires_at: param('expiresAt'),
+  revision: param('revision'),
+};
+
 /** The shape of one listing statement (each shape is compiled once). */
 export interface ListShape {
   reverse: boolean;
@@ -175,14 +185,7 @@ export function sharedStatements(db: KyselyType<Database>) {
     getEntry: db.selectFrom('entries').select(ENTRY_COLUMNS).where('bucket_id', '=', param('bucket')).where('key', '=', param('key')),
     putEntry: db
       .insertInto('entries')
-      .values({
-        bucket_id: param('bucket'),
-        key: param('key'),
-        type: param('type'),
-        value: param('value'),
-        expires_at: param('expiresAt'),
-        revision: param('revision'),
-      })
+      .values(ENTRY_ROW)
       .onConflict(replaceEntryOnConflict),
     removeEntry: db
       .deleteFrom('entries')
@@ -355,14 +358,7 @@ export function postgresStatements(db: KyselyType<Database>) {
           .where('id', '=', param('bucket')),
       )
       .insertInto('entries')
-      .values({
-        bucket_id: param('bucket'),
-        key: param('key'),
-        type: param('type'),
-        value: param('value'),
-        expires_at: param('expiresAt'),
-        revision: param('revision'),
-      })
+      .values(ENTRY_ROW)
       .onConflict(replaceEntryOnConflict),
     entrySizes: db
       .selectFrom('entries')
