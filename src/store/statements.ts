@@ -292,7 +292,7 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
 
 const CHANGE_COLUMNS = ['revision', 'key', 'kind', 'type', 'value', 'expires_at'] as const;
 
-/** SQLite only: removes one key if it is (still) expired; writes a bucket revision kept in memory during a batch. */
+/** SQLite only: one key's change-log row; removes one key if it is (still) expired. */
 export function sqliteStatements(db: KyselyType<Database>) {
   return {
     /** One change-log row; a later change of the same key in the same transaction replaces it (the final state counts). */
@@ -316,7 +316,6 @@ export function sqliteStatements(db: KyselyType<Database>) {
           expires_at: eb.ref('excluded.expires_at'),
         })),
       ),
-    setRevision: db.updateTable('buckets').set({ revision: param('revision') }).where('id', '=', param('bucket')),
     removeExpired: db
       .deleteFrom('entries')
       .where('bucket_id', '=', param('bucket'))
