@@ -2,6 +2,8 @@ import {
   type Compilable,
   DummyDriver,
   type Kysely as KyselyType,
+  type QueryCreator,
+  type RawBuilder,
   type SelectExpression,
   Kysely,
   PostgresAdapter,
@@ -327,6 +329,23 @@ export function sqliteStatements(db: KyselyType<Database>) {
 
 /** PostgreSQL only: array parameters (one round trip for many keys) and data-modifying CTEs. */
 export function postgresStatements(db: KyselyType<Database>) {
+  /** Change-log rows of one revision: `row` selects what differs per key (one key, or arrays unnested in lockstep). */
+  const logChangesInto = (qc: QueryCreator<Database>, row: Record<'key' | 'kind' | 'type' | 'value' | 'expires_at', RawBuilder<unknown>>) =>
+    qc
+      .insertInto('changes')
+      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'committed_at'])
+      .expression(
+        db.selectNoFrom([
+          sql`${param('bucket')}::text`.as('bucket_id'),
+          sql`${param('revision')}::bigint`.as('revision'),
+          row.key.as('key'),
+          row.kind.as('kind'),
+          row.type.as('type'),
+          row.value.as('value'),
+          row.expires_at.as('expires_at'),
+          sql`${param('now')}::bigint`.as('committed_at'),
+        ]),
+      );
   return {
     /**
      * One key's set after the bump (under the bucket row lock): the entry, its change-log row and
@@ -334,21 +353,13 @@ export function postgresStatements(db: KyselyType<Database>) {
      */
     putEntryCharged: db
       .with('c', (qb) =>
-        qb
-          .insertInto('changes')
-          .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'committed_at'])
-          .expression(
-            db.selectNoFrom([
-              sql`${param('bucket')}::text`.as('bucket_id'),
-              sql`${param('revision')}::bigint`.as('revision'),
-              sql`${param('key')}::bytea`.as('key'),
-              sql`'set'`.as('kind'),
-              sql`${param('type')}::text`.as('type'),
-              sql`${param('value')}::bytea`.as('value'),
-              sql`${param('expiresAt')}::bigint`.as('expires_at'),
-              sql`${param('now')}::bigint`.as('committed_at'),
-            ]),
-          ),
+        logChangesInto(qb, {
+          key: sql`${param('key')}::bytea`,
+          kind: sql`'set'`,
+          type: sql`${param('type')}::text`,
+          value: sql`${param('value')}::bytea`,
+          expires_at: sql`${param('expiresAt')}::bigint`,
+        }),
       )
       .with('u', (qb) =>
         qb
@@ -397,21 +408,13 @@ export function postgresStatements(db: KyselyType<Database>) {
       // What each removed key counted toward its bucket's usage.
       .returning(['key', ENTRY_SIZE.as('size')]),
     /** Change-log rows for one revision, many keys in one round trip (keys are distinct). */
-    logChanges: db
-      .insertInto('changes')
-      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'committed_at'])
-      .expression(
-        db.selectNoFrom([
-          sql`${param('bucket')}::text`.as('bucket_id'),
-          sql`${param('revision')}::bigint`.as('revision'),
-          sql`unnest(${param('keys')}::bytea[])`.as('key'),
-          sql`unnest(${param('kinds')}::text[])`.as('kind'),
-          sql`unnest(${param('types')}::text[])`.as('type'),
-          sql`unnest(${param('values')}::bytea[])`.as('value'),
-          sql`unnest(${param('expiresAts')}::bigint[])`.as('expires_at'),
-          sql`${param('now')}::bigint`.as('committed_at'),
-        ]),
-      ),
+    logChanges: logChangesInto(db, {
+      key: sql`unnest(${param('keys')}::bytea[])`,
+      kind: sql`unnest(${param('kinds')}::text[])`,
+      type: sql`unnest(${param('types')}::text[])`,
+      value: sql`unnest(${param('values')}::bytea[])`,
+      expires_at: sql`unnest(${param('expiresAts')}::bigint[])`,
+    }),
     /** Takes (or renews) a lease when it is free, expired, or already ours; returns a row only then. */
     takeLease: db
       .insertInto('kvb_leases')
