@@ -183,6 +183,20 @@ async function main() {
   generator = fork(join(ROOT, 'bench/load-generator.ts'), [], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
 
   const dbFor = (name: string) => (settings.backend === 'postgres' ? flags.db! : join(tmp, `${name}.db`));
+  /** A kvb named `name` with one bucket of `size` keys; a large SQLite bucket is written into the file while kvb is stopped. */
+  const loadedKvb = async (name: string, size: number) => {
+    let service = await startKvb(name, tmp, dbFor(name));
+    const bucket = await createBucket(service.url);
+    if (settings.backend === 'sqlite' && size > 10_000) {
+      await service.stop();
+      loadKeysIntoSqlite(dbFor(name), bucket, 0, size);
+      service = await startKvb(name, tmp, dbFor(name));
+    } else {
+      await loadKeysOverHttp(service.url, bucket, 0, size);
+    }
+    services.push(service);
+    return { service, bucket };
+  };
 
   log('starting servers');
   const baseline = await startBaseline(tmp, baselineScript);
@@ -237,17 +251,8 @@ async function main() {
       const name = `kvb-${size}`;
       log(`loading ${size} keys`);
       const started = performance.now();
-      let service = await startKvb(name, tmp, dbFor(name));
-      const bucket = await createBucket(service.url);
-      if (settings.backend === 'sqlite' && size > 10_000) {
-        await service.stop();
-        loadKeysIntoSqlite(dbFor(name), bucket, 0, size);
-        service = await startKvb(name, tmp, dbFor(name));
-      } else {
-        await loadKeysOverHttp(service.url, bucket, 0, size);
-      }
+      const { service, bucket } = await loadedKvb(name, size);
       log(`  ${size} keys loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-      services.push(service);
       const target = `kvb ${size.toLocaleString('en-US')} keys`;
       const workloads = sizeWorkloads(bucket, size);
       add(target, 'get_hit', service, workloads.get_hit);
@@ -261,16 +266,7 @@ async function main() {
     const size = settings.sizes.at(-1)!;
     const name = `kvb-portability-${size}`;
     log(`loading ${size} keys for export and import`);
-    let service = await startKvb(name, tmp, dbFor(name));
-    const bucket = await createBucket(service.url);
-    if (settings.backend === 'sqlite' && size > 10_000) {
-      await service.stop();
-      loadKeysIntoSqlite(dbFor(name), bucket, 0, size);
-      service = await startKvb(name, tmp, dbFor(name));
-    } else {
-      await loadKeysOverHttp(service.url, bucket, 0, size);
-    }
-    services.push(service);
+    const { service, bucket } = await loadedKvb(name, size);
     portability = await measurePortability(service.url, bucket, size, join(tmp, 'export.ndjson'), () => createBucket(service.url));
     log(
       `  export: ${portability.exportKeysPerSecond} keys/s (${portability.exportSeconds.toFixed(1)} s, ${(portability.exportBytes / 2 ** 20).toFixed(0)} MiB); ` +

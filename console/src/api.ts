@@ -3,6 +3,7 @@
  * console uses fetch, so new API features (cursors, revisions, watch, export/import) slot in here.
  */
 
+import type { BucketPolicy } from '../../src/client/bucket-policy.js';
 import { type Permission, PERMISSIONS, type ValueType, VALUE_TYPES } from './types.js';
 
 export { type Permission, PERMISSIONS, type ValueType, VALUE_TYPES };
@@ -43,15 +44,8 @@ async function call(url: string, init: RequestInit & { credential?: string } = {
   throw new ApiError(response.status, code, response.headers.get('kvb-error-detail') ?? '');
 }
 
-export interface Policy {
-  default_ttl: number;
-  has_secret_key: boolean;
-  has_read_key: boolean;
-  has_write_key: boolean;
-  has_signing_key: boolean;
-  signing_key_generation: number;
-  anonymous_access: Record<Permission, boolean>;
-}
+/** A bucket's policy, typed once for the client library and the console (a type: no client code is bundled). */
+export type Policy = BucketPolicy;
 
 export interface NewBucket {
   email: string;

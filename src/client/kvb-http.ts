@@ -1,4 +1,5 @@
 import { isValueType, type ValueType } from '../values/value-type.js';
+import type { BucketPolicy } from './bucket-policy.js';
 import { KvbTimeoutError, httpErrorFor, networkErrorFor, retryAfterSeconds, revisionOf } from './client-errors.js';
 
 // The one module that knows kvb's HTTP API: every URL, header and status is read or written here.
@@ -64,15 +65,7 @@ export interface Health {
   version: string;
 }
 
-export interface BucketPolicy {
-  default_ttl: number;
-  has_secret_key: boolean;
-  has_read_key: boolean;
-  has_write_key: boolean;
-  has_signing_key: boolean;
-  signing_key_generation: number;
-  anonymous_access: { read: boolean; write: boolean; enumerate: boolean; delete: boolean };
-}
+export type { BucketPolicy };
 
 /** What the policy GET's headers say a bucket stores, and the server's per-bucket quotas (undefined: none). */
 export interface BucketUsage {

@@ -2,6 +2,8 @@ import {
   type Compilable,
   DummyDriver,
   type Kysely as KyselyType,
+  type QueryCreator,
+  type RawBuilder,
   type SelectExpression,
   Kysely,
   PostgresAdapter,
@@ -78,6 +80,16 @@ export function bind(statement: CompiledStatement, args: Record<string, unknown>
 
 /** The columns a key read returns. */
 const ENTRY_COLUMNS = ['type', 'value', 'expires_at', 'revision'] as const;
+
+/** One key's row from named parameters: what a set writes (both backends' `putEntry`, PostgreSQL's `putEntryCharged`). */
+const ENTRY_ROW = {
+  bucket_id: param('bucket'),
+  key: param('key'),
+  type: param('type'),
+  value: param('value'),
+  expires_at: param('expiresAt'),
+  revision: param('revision'),
+};
 
 /** The shape of one listing statement (each shape is compiled once). */
 export interface ListShape {
@@ -175,14 +187,7 @@ export function sharedStatements(db: KyselyType<Database>) {
     getEntry: db.selectFrom('entries').select(ENTRY_COLUMNS).where('bucket_id', '=', param('bucket')).where('key', '=', param('key')),
     putEntry: db
       .insertInto('entries')
-      .values({
-        bucket_id: param('bucket'),
-        key: param('key'),
-        type: param('type'),
-        value: param('value'),
-        expires_at: param('expiresAt'),
-        revision: param('revision'),
-      })
+      .values(ENTRY_ROW)
       .onConflict(replaceEntryOnConflict),
     removeEntry: db
       .deleteFrom('entries')
@@ -289,7 +294,7 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
 
 const CHANGE_COLUMNS = ['revision', 'key', 'kind', 'type', 'value', 'expires_at'] as const;
 
-/** SQLite only: removes one key if it is (still) expired; writes a bucket revision kept in memory during a batch. */
+/** SQLite only: one key's change-log row; removes one key if it is (still) expired. */
 export function sqliteStatements(db: KyselyType<Database>) {
   return {
     /** One change-log row; a later change of the same key in the same transaction replaces it (the final state counts). */
@@ -313,7 +318,6 @@ export function sqliteStatements(db: KyselyType<Database>) {
           expires_at: eb.ref('excluded.expires_at'),
         })),
       ),
-    setRevision: db.updateTable('buckets').set({ revision: param('revision') }).where('id', '=', param('bucket')),
     removeExpired: db
       .deleteFrom('entries')
       .where('bucket_id', '=', param('bucket'))
@@ -325,6 +329,23 @@ export function sqliteStatements(db: KyselyType<Database>) {
 
 /** PostgreSQL only: array parameters (one round trip for many keys) and data-modifying CTEs. */
 export function postgresStatements(db: KyselyType<Database>) {
+  /** Change-log rows of one revision: `row` selects what differs per key (one key, or arrays unnested in lockstep). */
+  const logChangesInto = (qc: QueryCreator<Database>, row: Record<'key' | 'kind' | 'type' | 'value' | 'expires_at', RawBuilder<unknown>>) =>
+    qc
+      .insertInto('changes')
+      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'committed_at'])
+      .expression(
+        db.selectNoFrom([
+          sql`${param('bucket')}::text`.as('bucket_id'),
+          sql`${param('revision')}::bigint`.as('revision'),
+          row.key.as('key'),
+          row.kind.as('kind'),
+          row.type.as('type'),
+          row.value.as('value'),
+          row.expires_at.as('expires_at'),
+          sql`${param('now')}::bigint`.as('committed_at'),
+        ]),
+      );
   return {
     /**
      * One key's set after the bump (under the bucket row lock): the entry, its change-log row and
@@ -332,21 +353,13 @@ export function postgresStatements(db: KyselyType<Database>) {
      */
     putEntryCharged: db
       .with('c', (qb) =>
-        qb
-          .insertInto('changes')
-          .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'committed_at'])
-          .expression(
-            db.selectNoFrom([
-              sql`${param('bucket')}::text`.as('bucket_id'),
-              sql`${param('revision')}::bigint`.as('revision'),
-              sql`${param('key')}::bytea`.as('key'),
-              sql`'set'`.as('kind'),
-              sql`${param('type')}::text`.as('type'),
-              sql`${param('value')}::bytea`.as('value'),
-              sql`${param('expiresAt')}::bigint`.as('expires_at'),
-              sql`${param('now')}::bigint`.as('committed_at'),
-            ]),
-          ),
+        logChangesInto(qb, {
+          key: sql`${param('key')}::bytea`,
+          kind: sql`'set'`,
+          type: sql`${param('type')}::text`,
+          value: sql`${param('value')}::bytea`,
+          expires_at: sql`${param('expiresAt')}::bigint`,
+        }),
       )
       .with('u', (qb) =>
         qb
@@ -355,14 +368,7 @@ export function postgresStatements(db: KyselyType<Database>) {
           .where('id', '=', param('bucket')),
       )
       .insertInto('entries')
-      .values({
-        bucket_id: param('bucket'),
-        key: param('key'),
-        type: param('type'),
-        value: param('value'),
-        expires_at: param('expiresAt'),
-        revision: param('revision'),
-      })
+      .values(ENTRY_ROW)
       .onConflict(replaceEntryOnConflict),
     entrySizes: db
       .selectFrom('entries')
@@ -402,21 +408,13 @@ export function postgresStatements(db: KyselyType<Database>) {
       // What each removed key counted toward its bucket's usage.
       .returning(['key', ENTRY_SIZE.as('size')]),
     /** Change-log rows for one revision, many keys in one round trip (keys are distinct). */
-    logChanges: db
-      .insertInto('changes')
-      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'committed_at'])
-      .expression(
-        db.selectNoFrom([
-          sql`${param('bucket')}::text`.as('bucket_id'),
-          sql`${param('revision')}::bigint`.as('revision'),
-          sql`unnest(${param('keys')}::bytea[])`.as('key'),
-          sql`unnest(${param('kinds')}::text[])`.as('kind'),
-          sql`unnest(${param('types')}::text[])`.as('type'),
-          sql`unnest(${param('values')}::bytea[])`.as('value'),
-          sql`unnest(${param('expiresAts')}::bigint[])`.as('expires_at'),
-          sql`${param('now')}::bigint`.as('committed_at'),
-        ]),
-      ),
+    logChanges: logChangesInto(db, {
+      key: sql`unnest(${param('keys')}::bytea[])`,
+      kind: sql`unnest(${param('kinds')}::text[])`,
+      type: sql`unnest(${param('types')}::text[])`,
+      value: sql`unnest(${param('values')}::bytea[])`,
+      expires_at: sql`unnest(${param('expiresAts')}::bigint[])`,
+    }),
     /** Takes (or renews) a lease when it is free, expired, or already ours; returns a row only then. */
     takeLease: db
       .insertInto('kvb_leases')

@@ -1,33 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { dumpStore, restoreDump } from '../../src/store/dump.js';
-import { openStore } from '../../src/store/open-store.js';
 import type { BucketRecord, KeyedEntry, Store } from '../../src/store/store.js';
-import { PGBOUNCER_URL, POSTGRES_URL, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
+import { uniqueName } from '../helpers/backend.js';
+import { type StoreBackend, describeEachBackend, openTestStore } from '../helpers/store-backends.js';
 
-/**
- * Revisions in export, import, dump and restore, straight on the store, on every backend (a
- * backend that is not configured is reported as a skipped suite naming what to set).
- */
-type Backend = 'sqlite' | 'postgres' | 'pgbouncer';
-const BACKENDS: Array<{ backend: Backend; url: string | undefined; missing: string }> = [
-  { backend: 'sqlite', url: 'sqlite', missing: '' },
-  { backend: 'postgres', url: POSTGRES_URL, missing: 'KVB_TEST_POSTGRES_URL' },
-  { backend: 'pgbouncer', url: PGBOUNCER_URL, missing: 'KVB_TEST_PGBOUNCER_URL' },
-];
-
-async function openTestStore(backend: Backend, url: string): Promise<{ store: Store; cleanup: () => Promise<void> }> {
-  if (backend !== 'sqlite') {
-    const schema = uniqueName('kvb_revs');
-    const store = await openStore(postgresUrl({ schema, application_name: schema }, url), { durability: 'normal', poolSize: 4, pgPrepare: 'auto' });
-    return { store, cleanup: async () => dropSchema(schema) };
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'kvb-revs-'));
-  const store = await openStore(join(dir, 'kvb.db'), { durability: 'normal', poolSize: 1 });
-  return { store, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
-}
+/** A store of its own for this suite on `backend`. */
+const openRevisionsStore = (backend: StoreBackend, url: string) => openTestStore(backend, url, { prefix: 'kvb_revs', poolSize: 4 });
 
 const NOW = Date.now();
 const text = (s: string) => ({ type: 'text' as const, data: Buffer.from(s) });
@@ -58,123 +36,118 @@ async function readAll(store: Store, bucket: string, prefix = '') {
   }
 }
 
-for (const { backend, url, missing } of BACKENDS) {
-  if (!url) {
-    describe.skip(`import/export revisions (${backend}): SKIPPED, set ${missing} to run it`, () => {
-      it('skipped', () => {});
-    });
-    continue;
-  }
-
-  describe(`import/export revisions (${backend})`, () => {
-    let store: Store;
-    let cleanup: () => Promise<void>;
-    beforeAll(async () => {
-      ({ store, cleanup } = await openTestStore(backend, url));
-    });
-    afterAll(async () => {
-      await store.close();
-      await cleanup();
-    });
-
-    it('a snapshot carries the bucket revision it was read at, and each entry its own', async () => {
-      const b = uniqueName('snap');
-      await store.createBucket(record(b));
-      await store.setEntry(b, 'a', text('1'), null, NOW);
-      await store.setEntry(b, 'b', text('2'), null, NOW);
-      await store.setEntry(b, 'a', text('3'), null, NOW);
-      const snapshot = (await store.openSnapshot(b, '', NOW))!;
-      // A write after the snapshot opened is neither in its rows nor in its revision.
-      await store.setEntry(b, 'c', text('4'), null, NOW);
-      const rows = await snapshot.read(10);
-      await snapshot.close();
-      expect(snapshot.revision).toBe(3);
-      expect(rows.map((r) => [r.key, r.entry.revision])).toEqual([
-        ['a', 3],
-        ['b', 2],
-      ]);
-      expect(await store.bucketRevision(b)).toBe(4);
-      expect(await store.openSnapshot(uniqueName('none'), '', NOW)).toBeUndefined();
-    });
-
-    it('an import commits as ONE revision: the bucket revision goes up by one and every imported key carries it', async () => {
-      const b = uniqueName('imp');
-      await store.createBucket(record(b));
-      await store.setEntry(b, 'keep', text('k'), null, NOW);
-      await store.setEntry(b, 'x/old', text('o'), null, NOW);
-      const before = (await store.bucketRevision(b))!;
-      const staging = await store.beginImport(b);
-      await staging.add([staged('x/1'), staged('x/2'), staged('x/1', 'last')]);
-      await staging.add([staged('x/3')]);
-      const outcome = await staging.apply({ replace: true, prefix: 'x/' });
-      expect(outcome).toEqual({ revision: before + 1 });
-      expect(await store.bucketRevision(b)).toBe(before + 1);
-      const { rows } = await readAll(store, b);
-      expect(rows).toEqual([
-        { key: 'keep', revision: 1, value: 'k' },
-        { key: 'x/1', revision: before + 1, value: 'last' },
-        { key: 'x/2', revision: before + 1, value: 'x/2' },
-        { key: 'x/3', revision: before + 1, value: 'x/3' },
-      ]);
-      expect((await store.getEntry(b, 'x/1', NOW))?.revision).toBe(before + 1);
-      // The next write continues the sequence.
-      expect(await store.setEntry(b, 'after', text('a'), null, NOW)).toEqual({ revision: before + 2 });
-    });
-
-    it('an import into a bucket deleted meanwhile writes nothing and says so', async () => {
-      const b = uniqueName('gone');
-      await store.createBucket(record(b));
-      const staging = await store.beginImport(b);
-      await staging.add([staged('a'), staged('b')]);
-      expect(await store.deleteBucket(b)).toBe(true);
-      expect(await staging.apply({ replace: false, prefix: '' })).toEqual({ refused: 'no_bucket' });
-      // A new bucket of the same id starts empty: nothing of the import landed.
-      await store.createBucket(record(b));
-      expect((await readAll(store, b)).rows).toEqual([]);
-      expect(await store.bucketRevision(b)).toBe(0);
-      expect((await store.checkIntegrity()).filter((p) => p.includes('no bucket'))).toEqual([]);
-    });
-
-    it('dump and restore keep the bucket revision and every entry revision; a restored bucket continues its sequence', async () => {
-      const b = uniqueName('dump');
-      await store.createBucket(record(b));
-      await store.setEntry(b, 'one', text('1'), null, NOW);
-      await store.setEntry(b, 'two', text('2'), null, NOW);
-      await store.setEntry(b, 'one', text('1b'), null, NOW);
-      await store.deleteEntry(b, 'two', NOW);
-      await store.setEntry(b, 'three', text('3'), null, NOW);
-      const dumped = await readAll(store, b);
-      expect(dumped.revision).toBe(5);
-
-      let text_ = '';
-      await dumpStore(store, async (chunk) => {
-        text_ += chunk;
-      }, NOW);
-      const lines = text_.split('\n');
-      expect(JSON.parse(lines[0]!)).toMatchObject({ kvb: 'dump', version: 2 });
-      const bucketLine = lines.map((l) => JSON.parse(l || 'null') as Record<string, unknown> | null).find((l) => l?.kvb === 'bucket' && l.id === b);
-      expect(bucketLine).toMatchObject({ revision: 5, signing_key_generation: 3 });
-      expect(lines).toContain(`{"key":"one","type":"text","value":"1b","expires_at":null,"rev":3}`);
-
-      // Into a fresh store of the same backend, and into SQLite (a move between backends).
-      for (const target of [await openTestStore(backend, url), await openTestStore('sqlite', 'sqlite')]) {
-        try {
-          async function* chunks() {
-            yield* text_.split('\n').slice(0, -1);
-          }
-          const restored = await restoreDump(target.store, chunks(), { force: false, now: NOW });
-          expect(restored.entries).toBeGreaterThanOrEqual(2);
-          expect(await readAll(target.store, b)).toEqual(dumped);
-          expect(await target.store.getBucket(b)).toEqual(record(b));
-          expect(await target.store.setEntry(b, 'four', text('4'), null, NOW)).toEqual({ revision: 6 });
-          // A conditional write with the ETag revision read before the move still matches.
-          const outcome = await target.store.setEntry(b, 'one', text('1c'), null, NOW, { ifMatch: [3] });
-          expect(outcome).toEqual({ revision: 7 });
-        } finally {
-          await target.store.close();
-          await target.cleanup();
-        }
-      }
-    });
+/**
+ * Revisions in export, import, dump and restore, straight on the store, on every backend (a
+ * backend that is not configured is reported as a skipped suite naming what to set).
+ */
+describeEachBackend('import/export revisions', (backend, url) => {
+  let store: Store;
+  let cleanup: () => Promise<void>;
+  beforeAll(async () => {
+    ({ store, cleanup } = await openRevisionsStore(backend, url));
   });
-}
+  afterAll(async () => {
+    await store.close();
+    await cleanup();
+  });
+
+  it('a snapshot carries the bucket revision it was read at, and each entry its own', async () => {
+    const b = uniqueName('snap');
+    await store.createBucket(record(b));
+    await store.setEntry(b, 'a', text('1'), null, NOW);
+    await store.setEntry(b, 'b', text('2'), null, NOW);
+    await store.setEntry(b, 'a', text('3'), null, NOW);
+    const snapshot = (await store.openSnapshot(b, '', NOW))!;
+    // A write after the snapshot opened is neither in its rows nor in its revision.
+    await store.setEntry(b, 'c', text('4'), null, NOW);
+    const rows = await snapshot.read(10);
+    await snapshot.close();
+    expect(snapshot.revision).toBe(3);
+    expect(rows.map((r) => [r.key, r.entry.revision])).toEqual([
+      ['a', 3],
+      ['b', 2],
+    ]);
+    expect(await store.bucketRevision(b)).toBe(4);
+    expect(await store.openSnapshot(uniqueName('none'), '', NOW)).toBeUndefined();
+  });
+
+  it('an import commits as ONE revision: the bucket revision goes up by one and every imported key carries it', async () => {
+    const b = uniqueName('imp');
+    await store.createBucket(record(b));
+    await store.setEntry(b, 'keep', text('k'), null, NOW);
+    await store.setEntry(b, 'x/old', text('o'), null, NOW);
+    const before = (await store.bucketRevision(b))!;
+    const staging = await store.beginImport(b);
+    await staging.add([staged('x/1'), staged('x/2'), staged('x/1', 'last')]);
+    await staging.add([staged('x/3')]);
+    const outcome = await staging.apply({ replace: true, prefix: 'x/' });
+    expect(outcome).toEqual({ revision: before + 1 });
+    expect(await store.bucketRevision(b)).toBe(before + 1);
+    const { rows } = await readAll(store, b);
+    expect(rows).toEqual([
+      { key: 'keep', revision: 1, value: 'k' },
+      { key: 'x/1', revision: before + 1, value: 'last' },
+      { key: 'x/2', revision: before + 1, value: 'x/2' },
+      { key: 'x/3', revision: before + 1, value: 'x/3' },
+    ]);
+    expect((await store.getEntry(b, 'x/1', NOW))?.revision).toBe(before + 1);
+    // The next write continues the sequence.
+    expect(await store.setEntry(b, 'after', text('a'), null, NOW)).toEqual({ revision: before + 2 });
+  });
+
+  it('an import into a bucket deleted meanwhile writes nothing and says so', async () => {
+    const b = uniqueName('gone');
+    await store.createBucket(record(b));
+    const staging = await store.beginImport(b);
+    await staging.add([staged('a'), staged('b')]);
+    expect(await store.deleteBucket(b)).toBe(true);
+    expect(await staging.apply({ replace: false, prefix: '' })).toEqual({ refused: 'no_bucket' });
+    // A new bucket of the same id starts empty: nothing of the import landed.
+    await store.createBucket(record(b));
+    expect((await readAll(store, b)).rows).toEqual([]);
+    expect(await store.bucketRevision(b)).toBe(0);
+    expect((await store.checkIntegrity()).filter((p) => p.includes('no bucket'))).toEqual([]);
+  });
+
+  it('dump and restore keep the bucket revision and every entry revision; a restored bucket continues its sequence', async () => {
+    const b = uniqueName('dump');
+    await store.createBucket(record(b));
+    await store.setEntry(b, 'one', text('1'), null, NOW);
+    await store.setEntry(b, 'two', text('2'), null, NOW);
+    await store.setEntry(b, 'one', text('1b'), null, NOW);
+    await store.deleteEntry(b, 'two', NOW);
+    await store.setEntry(b, 'three', text('3'), null, NOW);
+    const dumped = await readAll(store, b);
+    expect(dumped.revision).toBe(5);
+
+    let text_ = '';
+    await dumpStore(store, async (chunk) => {
+      text_ += chunk;
+    }, NOW);
+    const lines = text_.split('\n');
+    expect(JSON.parse(lines[0]!)).toMatchObject({ kvb: 'dump', version: 2 });
+    const bucketLine = lines.map((l) => JSON.parse(l || 'null') as Record<string, unknown> | null).find((l) => l?.kvb === 'bucket' && l.id === b);
+    expect(bucketLine).toMatchObject({ revision: 5, signing_key_generation: 3 });
+    expect(lines).toContain(`{"key":"one","type":"text","value":"1b","expires_at":null,"rev":3}`);
+
+    // Into a fresh store of the same backend, and into SQLite (a move between backends).
+    for (const target of [await openRevisionsStore(backend, url), await openRevisionsStore('sqlite', 'sqlite')]) {
+      try {
+        async function* chunks() {
+          yield* text_.split('\n').slice(0, -1);
+        }
+        const restored = await restoreDump(target.store, chunks(), { force: false, now: NOW });
+        expect(restored.entries).toBeGreaterThanOrEqual(2);
+        expect(await readAll(target.store, b)).toEqual(dumped);
+        expect(await target.store.getBucket(b)).toEqual(record(b));
+        expect(await target.store.setEntry(b, 'four', text('4'), null, NOW)).toEqual({ revision: 6 });
+        // A conditional write with the ETag revision read before the move still matches.
+        const outcome = await target.store.setEntry(b, 'one', text('1c'), null, NOW, { ifMatch: [3] });
+        expect(outcome).toEqual({ revision: 7 });
+      } finally {
+        await target.store.close();
+        await target.cleanup();
+      }
+    }
+  });
+});

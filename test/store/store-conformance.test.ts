@@ -1,44 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStore } from '../../src/store/open-store.js';
 import { type BucketRecord, type Entry, type NewEntry, type Refusal, type Store, type TxnOp, isRefusal } from '../../src/store/store.js';
 import type { StoredValue } from '../../src/values/stored-value.js';
 import type { ValueType } from '../../src/values/value-type.js';
-import { PGBOUNCER_URL, POSTGRES_URL, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
-
-type Backend = 'sqlite' | 'postgres' | 'pgbouncer';
-
-/**
- * One suite for every Store implementation, run directly (no HTTP), on every backend in one run:
- * SQLite always; PostgreSQL when KVB_TEST_POSTGRES_URL is set; PostgreSQL through PgBouncer (in
- * transaction pooling mode) when KVB_TEST_PGBOUNCER_URL is set. A backend without its URL is
- * reported as a skipped suite naming what to set. All must give byte-identical answers.
- */
-const BACKENDS: Array<{ backend: Backend; url: string | undefined; missing: string }> = [
-  { backend: 'sqlite', url: 'sqlite', missing: '' },
-  { backend: 'postgres', url: POSTGRES_URL, missing: 'KVB_TEST_POSTGRES_URL' },
-  { backend: 'pgbouncer', url: PGBOUNCER_URL, missing: 'KVB_TEST_PGBOUNCER_URL' },
-];
-
-async function openTestStore(backend: Backend, url: string): Promise<{ store: Store; cleanup: () => Promise<void> }> {
-  if (backend !== 'sqlite') {
-    const schema = uniqueName('kvb_store');
-    const store = await openStore(postgresUrl({ schema, application_name: schema }, url), {
-      durability: 'normal',
-      poolSize: 8,
-      // Through PgBouncer, auto-detection must choose unnamed statements; the suite checks that it did.
-      pgPrepare: 'auto',
-      // The suite runs again with write batching on when asked (KVB_PG_BATCH_WRITES=on, as servers read it).
-      pgBatchWrites: process.env.KVB_PG_BATCH_WRITES === 'on',
-    });
-    return { store, cleanup: async () => dropSchema(schema) };
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'kvb-store-'));
-  const store = await openStore(join(dir, 'kvb.db'), { durability: 'normal', poolSize: 1 });
-  return { store, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
-}
+import { type StoreBackend, describeEachBackend, openTestStore } from '../helpers/store-backends.js';
 
 const NOW = 1_800_000_000_000;
 /** The entry a counter update answered (failing the test if it was refused). */
@@ -67,18 +31,13 @@ function bucketRecord(id: string): BucketRecord {
   };
 }
 
-for (const { backend, url, missing } of BACKENDS) {
-  if (!url) {
-    describe.skip(`store conformance (${backend}): SKIPPED, set ${missing} to run it`, () => {
-      it('needs a database', () => {});
-    });
-    continue;
-  }
-  conformance(backend, url);
-}
+/**
+ * One suite for every Store implementation, run directly (no HTTP), on every backend in one run
+ * (see store-backends.ts). All must give byte-identical answers.
+ */
+describeEachBackend('store conformance', conformance);
 
-function conformance(backend: Backend, url: string) {
-describe(`store conformance (${backend})`, () => {
+function conformance(backend: StoreBackend, url: string) {
   let store: Store;
   let cleanup: () => Promise<void>;
   let n = 0;
@@ -90,7 +49,12 @@ describe(`store conformance (${backend})`, () => {
   };
 
   beforeAll(async () => {
-    ({ store, cleanup } = await openTestStore(backend, url));
+    ({ store, cleanup } = await openTestStore(backend, url, {
+      prefix: 'kvb_store',
+      poolSize: 8,
+      // The suite runs again with write batching on when asked (KVB_PG_BATCH_WRITES=on, as servers read it).
+      pgBatchWrites: process.env.KVB_PG_BATCH_WRITES === 'on',
+    }));
   });
   afterAll(async () => {
     await store?.close();
@@ -431,5 +395,4 @@ describe(`store conformance (${backend})`, () => {
       }
     });
   });
-});
 }

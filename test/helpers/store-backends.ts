@@ -1,0 +1,60 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'vitest';
+import { openStore } from '../../src/store/open-store.js';
+import type { Store } from '../../src/store/store.js';
+import { PGBOUNCER_URL, POSTGRES_URL, dropSchema, postgresUrl, uniqueName } from './backend.js';
+
+/** A backend the store suites (test/store) run on directly, all of them in one run. */
+export type StoreBackend = 'sqlite' | 'postgres' | 'pgbouncer';
+
+/** SQLite always; PostgreSQL when KVB_TEST_POSTGRES_URL is set; PostgreSQL through PgBouncer (transaction pooling) when KVB_TEST_PGBOUNCER_URL is set. */
+const STORE_BACKENDS: Array<{ backend: StoreBackend; url: string | undefined; missing: string }> = [
+  { backend: 'sqlite', url: 'sqlite', missing: '' },
+  { backend: 'postgres', url: POSTGRES_URL, missing: 'KVB_TEST_POSTGRES_URL' },
+  { backend: 'pgbouncer', url: PGBOUNCER_URL, missing: 'KVB_TEST_PGBOUNCER_URL' },
+];
+
+/** `describe(`${title} (${backend})`)` once per backend; a backend without its URL is reported as a skipped suite naming what to set. */
+export function describeEachBackend(title: string, suite: (backend: StoreBackend, url: string) => void): void {
+  for (const { backend, url, missing } of STORE_BACKENDS) {
+    if (!url) {
+      describe.skip(`${title} (${backend}): SKIPPED, set ${missing} to run it`, () => {
+        it('needs a database', () => {});
+      });
+      continue;
+    }
+    describe(`${title} (${backend})`, () => suite(backend, url));
+  }
+}
+
+export interface TestStoreOptions {
+  /** Names the PostgreSQL schema (and application_name) or the SQLite temporary folder. */
+  prefix: string;
+  /** PostgreSQL's pool size (SQLite always opens one connection). */
+  poolSize: number;
+  pgBatchWrites?: boolean;
+}
+
+/** A store of its own on `backend` (a fresh schema or SQLite file), and how to remove it after closing. */
+export async function openTestStore(
+  backend: StoreBackend,
+  url: string,
+  { prefix, poolSize, pgBatchWrites }: TestStoreOptions,
+): Promise<{ store: Store; cleanup: () => Promise<void> }> {
+  if (backend !== 'sqlite') {
+    const schema = uniqueName(prefix);
+    const store = await openStore(postgresUrl({ schema, application_name: schema }, url), {
+      durability: 'normal',
+      poolSize,
+      // Through PgBouncer, auto-detection must choose unnamed statements.
+      pgPrepare: 'auto',
+      pgBatchWrites,
+    });
+    return { store, cleanup: async () => dropSchema(schema) };
+  }
+  const dir = mkdtempSync(join(tmpdir(), `${prefix}-`));
+  const store = await openStore(join(dir, 'kvb.db'), { durability: 'normal', poolSize: 1 });
+  return { store, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
+}
