@@ -158,6 +158,7 @@ export class SqliteStore implements Store {
     /** The sidecar lock this store holds; undefined for a store that reads beside a running server. */
     private readonly lock: HeldLock | undefined,
   ) {
+    this.inTransaction = raw.transaction((run: () => unknown) => run());
     const version = (raw.prepare('select sqlite_version() as v').get() as { v: string }).v;
     this.capabilities = `SQLite ${version}; kvb uses a sidecar lock file, WAL, transactional DDL, savepoints and RETURNING`;
     const builder = queryBuilder('sqlite');
@@ -262,7 +263,7 @@ export class SqliteStore implements Store {
     this.batchRevisions = new Map();
     this.batchNow = Date.now();
     try {
-      this.raw.transaction(() => {
+      this.atomically(() => {
         for (const { run } of batch) {
           this.bumps = [];
           try {
@@ -279,7 +280,7 @@ export class SqliteStore implements Store {
         for (const [bucket, revision] of this.batchRevisions) {
           if (revision !== null) this.run('setRevision', { bucket, revision });
         }
-      })();
+      });
     } catch (error) {
       for (const { reject } of batch) reject(error);
       return;
@@ -345,9 +346,15 @@ export class SqliteStore implements Store {
     );
   }
 
+  /**
+   * One better-sqlite3 transaction function, made once: making one builds four wrappers (about 5%
+   * of a SET's server CPU when it was made per write). Inside a transaction it takes a savepoint.
+   */
+  private readonly inTransaction: (run: () => unknown) => unknown;
+
   /** Runs several statements as one unit inside the current batch (a savepoint). */
   private atomically<T>(run: () => T): T {
-    return this.raw.transaction(run)();
+    return this.inTransaction(run) as T;
   }
 
   async createBucket(b: BucketRecord): Promise<void> {
