@@ -4,7 +4,8 @@
  * forked load generator, stops the server, and sums the profile's self time by where the code lives:
  * kvb's own modules (named by esbuild's `// src/...` markers in the bundle), each package, Node's
  * internals, native code and GC. The .cpuprofile stays in the temp dir for Chrome DevTools.
- * `--startup` profiles start-up instead: spawn to the first 200 from /health, then stop.
+ * `--startup` profiles start-up instead: spawn to the first 200 from /health, then stop. `--db URL`
+ * runs kvb on that database (PostgreSQL) instead of a temp SQLite file.
  */
 import { fork } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
@@ -25,11 +26,12 @@ const { values: flags } = parseArgs({
     connections: { type: 'string', default: '50' },
     top: { type: 'string', default: '25' },
     startup: { type: 'boolean', default: false },
+    db: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
 if (flags.help) {
-  console.log(`Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup]`);
+  console.log(`Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup] [--db postgres://…]`);
   process.exit(0);
 }
 
@@ -111,7 +113,7 @@ async function main() {
   const started = performance.now();
   // bin/kvb's own flag (its shebang line) plus the profiler's, which NODE_OPTIONS may not carry.
   const node = [process.execPath, '--max-semi-space-size=8', '--cpu-prof', `--cpu-prof-dir=${tmp}`];
-  const child = spawnLogged(node[0]!, [...node.slice(1), KVB_BIN, ...kvbArgs(port, join(tmp, 'kvb.db'), ['--log-level', 'warn'])], join(tmp, 'kvb.log'));
+  const child = spawnLogged(node[0]!, [...node.slice(1), KVB_BIN, ...kvbArgs(port, flags.db ?? join(tmp, 'kvb.db'), ['--log-level', 'warn'])], join(tmp, 'kvb.log'));
   const url = `http://127.0.0.1:${port}`;
   await waitForOk(`${url}/health`);
   if (flags.startup) {

@@ -65,10 +65,11 @@ if (flags.help) {
   --warmup S            seconds of unmeasured load before each measurement (default 1)
   --repeats N           rounds; every case runs once per round (default 3)
   --connections N       autocannon connections (default 50); --pipelining N (default 1)
-  --cases a,b           only these cases (${Object.keys(CASES).join(', ')}, full, size, portability, watch)
+  --cases a,b           only these cases (${Object.keys(CASES).join(', ')}, full, size, portability, watch, postgres)
   --sizes N,M           stored-key counts for the size series (default 10000,1000000)
   --backend B --db URL  run kvb against another backend (postgres://...); env KVB_BENCH_BACKEND, KVB_BENCH_DB
-  --pg URL              also measure the watch delay across two instances on this PostgreSQL; env KVB_BENCH_PG
+  --pg URL              also run GET, SET and counter on one kvb on this PostgreSQL (compared with SQLite in the
+                        same rounds) and the watch delay across two instances on it; env KVB_BENCH_PG
   --no-peers            skip webdis and etcd; --no-startup skips start-up and CLI timings
   --no-build            do not compile kvb first
   --out FILE            JSON results (default bench/results/latest.json; quick.json with --quick)`);
@@ -246,6 +247,16 @@ async function main() {
     add('kvb durability=full', 'set_text', full, kvbWorkloads(fullFixture).set_text);
   }
 
+  // The single-key cases on PostgreSQL, in the same rounds as SQLite: its targets are ratios to SQLite.
+  if (settings.backend === 'sqlite' && flags.pg && wanted('postgres')) {
+    const pg = await startKvb('kvb-postgres', tmp, flags.pg);
+    services.push(pg);
+    const pgCases = kvbWorkloads(await prepareKvb(pg.url));
+    for (const name of ['get_hit', 'set_text', 'counter'] as const) add('kvb postgres', name, pg, pgCases[name]);
+  } else if (settings.backend === 'sqlite' && wanted('postgres')) {
+    skipped['kvb on PostgreSQL'] = 'skipped: pass --pg postgres://... (or KVB_BENCH_PG) to compare it with SQLite';
+  }
+
   if (wanted('size')) {
     for (const size of settings.sizes) {
       const name = `kvb-${size}`;
@@ -413,6 +424,8 @@ function report(
     ...watchDelays.map((w) => ({ goal: `watch delay p99 (${w.where})`, value: w.p99Ms, unit: 'ms' as const, max: 1000 })),
     { goal: 'start-up vs bare Fastify', value: startup?.ratio, unit: 'x', max: 1.2 },
     { goal: `CLI round trip (${cli?.label ?? 'kvb'}) vs node -e 0`, value: cli?.ratio, unit: 'x', max: 1.6 },
+    { goal: 'PostgreSQL GET hit vs SQLite GET hit', value: ratio(find('kvb postgres', 'get_hit'), find('kvb', 'get_hit')), unit: 'x', min: 0.6 },
+    { goal: 'PostgreSQL SET vs SQLite SET', value: ratio(find('kvb postgres', 'set_text'), find('kvb', 'set_text')), unit: 'x', min: 0.5 },
     { goal: 'SET durability=full vs etcd put', value: get('kvb durability=full', 'set_text')?.vsEtcd, unit: 'x', min: 2 },
     {
       goal: 'SET durability=full vs durability=normal (reported)',

@@ -197,7 +197,8 @@ export const rowId = (row: Row) => (row.kind === 'key' ? row.key : row.prefix);
 /**
  * The rows after a key was written (`set`) or removed (`delete`), as a live feed reports it: a
  * new row is placed in order, or not at all when it sorts after the last loaded row while more
- * pages follow (that page will bring it). A folder row stays when a key in it is removed.
+ * pages follow (that page will bring it). A folder row stays when a key in it is removed (the
+ * keys view checks whether the folder is empty and then takes it away with `removeRow`).
  */
 export function applyChange(rows: Row[], key: string, change: 'set' | 'delete', prefix: string, folders: boolean, complete: boolean): Row[] {
   const row = rowOf(key, prefix, folders);
@@ -213,4 +214,10 @@ export function applyChange(rows: Row[], key: string, change: 'set' | 'delete', 
   if (change === 'delete') return present && row.kind === 'key' ? rows.slice(0, low).concat(rows.slice(low + 1)) : rows;
   if (present || (low === rows.length && !complete)) return rows;
   return rows.slice(0, low).concat([row], rows.slice(low));
+}
+
+/** The rows without the one whose identity (a key, or a folder's prefix) is `id`. */
+export function removeRow(rows: Row[], id: string): Row[] {
+  const at = rows.findIndex((row) => rowId(row) === id);
+  return at === -1 ? rows : rows.slice(0, at).concat(rows.slice(at + 1));
 }

@@ -32,6 +32,7 @@ import {
   formatSize,
   prettyJson,
   relativeExpiry,
+  removeRow,
   rowId,
   rowOf,
   toBase64,
@@ -75,6 +76,8 @@ type Meta = Omit<KeyMeta, 'size'> & { size: number | undefined };
 const HIGHLIGHT_MS = 3000;
 /** The longest wait between reconnection attempts of the live feed. */
 const MAX_RECONNECT_MS = 10_000;
+/** How long after a key in a folder is removed the folder is checked for emptiness (a burst of deletes: one check). */
+const FOLDER_CHECK_MS = 300;
 
 type Open = { mode: 'view'; key: string } | { mode: 'edit'; key: string } | { mode: 'new' } | undefined;
 
@@ -481,6 +484,29 @@ function KeyList(props: {
         });
       }, HIGHLIGHT_MS);
     };
+    /** Per folder: the revision of the last write into it that the feed reported. */
+    const folderWrites = new Map<string, number>();
+    const folderChecks = new Map<string, ReturnType<typeof setTimeout>>();
+    /**
+     * A key in a folder was removed: the folder row goes too if nothing is left in it. A one-key
+     * listing tells, unless a write into the folder came after the revision it read at.
+     */
+    const checkFolder = (folder: string) => {
+      clearTimeout(folderChecks.get(folder));
+      folderChecks.set(
+        folder,
+        setTimeout(() => {
+          folderChecks.delete(folder);
+          listKeys(conn, folder, undefined, 1).then(
+            (page) => {
+              if (gen !== generation.current || page.keys.length > 0 || (folderWrites.get(folder) ?? 0) > page.revision) return;
+              setState((s) => (s.gen !== gen ? s : { ...s, rows: removeRow(s.rows, folder) }));
+            },
+            () => {}, // the row stays, as it did before the check
+          );
+        }, FOLDER_CHECK_MS),
+      );
+    };
     const onEvent = (event: WatchEvent) => {
       if (gen !== generation.current) return;
       delay = 500;
@@ -509,6 +535,11 @@ function KeyList(props: {
         const rows = applyChange(s.rows, event.key, change, prefix, folders, s.next === undefined);
         return rows === s.rows ? s : { ...s, rows };
       });
+      const changed = rowOf(event.key, prefix, folders);
+      if (changed.kind === 'folder') {
+        if (event.type === 'set') folderWrites.set(changed.prefix, event.rev);
+        else checkFolder(changed.prefix);
+      }
       if (event.type === 'set') {
         if (caps.read) staleMeta(event.key, { type: event.value_type, expiresAt: event.expires_at === null ? null : Date.parse(event.expires_at), rev: event.rev });
         flash(rowId(rowOf(event.key, prefix, folders)));
@@ -538,6 +569,7 @@ function KeyList(props: {
     void follow();
     return () => {
       controller.abort();
+      for (const timer of folderChecks.values()) clearTimeout(timer);
       removeEventListener('pagehide', unload);
     };
   }, [props.live, listedAt, conn, prefix, folders, caps.read, staleMeta]);

@@ -621,6 +621,18 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     await txn([{ set: 'live/folder/y', value: 1 }, { set: 'live/m', value: 2 }]);
     await expect.poll(rows, within2s).toEqual(['live/a', 'live/aa', 'folder/', 'live/m', 'live/z']);
     await expect.poll(() => page.locator('.viewport li.folder').getAttribute('class'), within2s).toMatch(/\bchanged\b/);
+    // A folder row stays while a key is left in it (a one-key listing checks), and goes with its
+    // last key; a key written into it again brings it back.
+    const folderChecks = () => apiRequests.filter((r) => r.startsWith(`GET /api/v1/${bucket}/?`) && r.includes('limit=1&prefix=live%2Ffolder%2F')).length;
+    const checked = folderChecks();
+    await txn([{ delete: 'live/folder/x' }]);
+    await expect.poll(folderChecks, within2s).toBe(checked + 1);
+    await expect.poll(() => pendingApi.size - [...pendingApi].filter((r) => /watch=true/.test((r as { url(): string }).url())).length).toBe(0);
+    expect(await rows()).toEqual(['live/a', 'live/aa', 'folder/', 'live/m', 'live/z']);
+    await txn([{ delete: 'live/folder/y' }]);
+    await expect.poll(rows, within2s).toEqual(['live/a', 'live/aa', 'live/m', 'live/z']);
+    await txn([{ set: 'live/folder/x', value: 0 }]);
+    await expect.poll(rows, within2s).toEqual(['live/a', 'live/aa', 'folder/', 'live/m', 'live/z']);
     await expectAccessible(page, 'live');
 
     // A dropped connection: the next watch answer is cut off after its first chunk, and a change is

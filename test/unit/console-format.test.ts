@@ -11,6 +11,7 @@ import {
   fromBase64,
   prettyJson,
   relativeExpiry,
+  removeRow,
   toBase64,
   toHex,
   tokenClaims,
@@ -131,5 +132,11 @@ describe('console: live changes applied to the loaded rows', () => {
     expect(applyChange(rows, 'p/f/new', 'set', 'p/', true, true)).toBe(rows);
     expect(applyChange(rows, 'p/e/x', 'set', 'p/', true, true)).toEqual([rows[0], { kind: 'folder', name: 'e/', prefix: 'p/e/' }, rows[1]]);
     expect(applyChange(rows, 'p/f/new', 'delete', 'p/', true, true)).toBe(rows);
+  });
+  it('removeRow takes away a folder (by its prefix) or a key, and leaves the rows alone when it is not there', () => {
+    const rows: Row[] = [{ kind: 'key', key: 'p/a' }, { kind: 'folder', name: 'f/', prefix: 'p/f/' }, { kind: 'key', key: 'p/g' }];
+    expect(removeRow(rows, 'p/f/')).toEqual([rows[0], rows[2]]);
+    expect(removeRow(rows, 'p/a')).toEqual([rows[1], rows[2]]);
+    expect(removeRow(rows, 'p/zz')).toBe(rows);
   });
 });
