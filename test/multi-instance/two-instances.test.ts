@@ -95,9 +95,18 @@ describe.skipIf(!POSTGRES_URL)(
       const sweepers = await Promise.all([0, 1].map(() => startServer({ db, args: ['--sweep-interval', '1', '--log-level', 'debug'] })));
       try {
         const bucket = await createBucket(sweepers[0]!.api);
-        await Promise.all(
-          Array.from({ length: 400 }, (_, i) => call(`${sweepers[i % 2]!.api}/${bucket}/gone-${i}?ttl=1`, { method: 'PUT', body: 'x' })),
+        // 400 keys that expire in a second, written by two transactions, one through each instance
+        // (400 single PUTs on one bucket could hold every pooled connection for seconds on a
+        // loaded machine, and the sweep waiting for one would time out: not what this test is about).
+        const written = await Promise.all(
+          [0, 1].map((half) =>
+            call(`${sweepers[half]!.api}/${bucket}`, {
+              method: 'POST',
+              ...json({ txn: Array.from({ length: 200 }, (_, i) => ({ set: `gone-${half * 200 + i}`, value: 'x', ttl: 1 })) }),
+            }),
+          ),
         );
+        for (const w of written) expect(w.status, w.text).toBe(204);
         await call(`${sweepers[0]!.api}/${bucket}/kept?ttl=0`, { method: 'PUT', body: 'x' });
         await new Promise((resolve) => setTimeout(resolve, 3500));
         await Promise.all(sweepers.map((s) => s.stop({ keepData: true })));
