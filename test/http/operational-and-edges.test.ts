@@ -124,11 +124,20 @@ describe('CORS on the product endpoints', () => {
   });
   it('with any origin allowed, errors and unknown routes carry the same CORS headers, and a preflight keeps its rules', async () => {
     const bucket = await createBucket(server.api);
-    const set = await call(`${server.api}/${bucket}/k`, { method: 'POST', body: 'v' });
-    for (const res of [await call(`${server.api}/${bucket}/absent`), await call(`${server.url}/no-such-route`)]) {
+    const origin = { origin: 'https://app.example' };
+    const set = await call(`${server.api}/${bucket}/k`, { method: 'POST', body: 'v', headers: origin });
+    for (const res of [await call(`${server.api}/${bucket}/absent`, { headers: origin }), await call(`${server.url}/no-such-route`, { headers: origin })]) {
       expect(res.status).toBe(404);
       expect(res.headers.get('access-control-allow-origin')).toBe('*');
       expect(res.headers.get('access-control-expose-headers')).toBe(set.headers.get('access-control-expose-headers'));
+      expect(res.headers.get('vary')).toBe('Origin');
+    }
+    // A request without Origin (curl, a script, a same-origin page) gets no CORS headers: it has
+    // no use for them. Vary says that the answer depends on Origin.
+    for (const res of [await call(`${server.api}/${bucket}/k`), await call(`${server.api}/${bucket}/absent`)]) {
+      expect(res.headers.get('access-control-allow-origin')).toBeNull();
+      expect(res.headers.get('access-control-expose-headers')).toBeNull();
+      expect(res.headers.get('vary')).toBe('Origin');
     }
     const preflight = await call(`${server.api}/${bucket}/k`, { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'PUT' } });
     expect(preflight.headers.get('access-control-max-age')).toBe('600');
