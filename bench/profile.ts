@@ -7,12 +7,11 @@
  * `--startup` profiles start-up instead: spawn to the first 200 from /health, then stop. `--db URL`
  * runs kvb on that database (PostgreSQL) instead of a temp SQLite file.
  */
-import { fork } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { LoadJob, LoadResult } from './load-generator.js';
+import { forkLoadDriver } from './load-driver.js';
 import { freePort, serviceCpuMs, spawnLogged, stopChild, waitForOk } from './processes.js';
 import { KVB_BIN, kvbArgs } from './services.js';
 import { CASES, type CaseName, kvbWorkloads, prepareKvb } from './workloads.js';
@@ -122,28 +121,13 @@ async function main() {
     const name = flags.case as CaseName;
     if (!(name in CASES)) throw new Error(`no case ${name}: one of ${Object.keys(CASES).join(', ')}`);
     const workload = kvbWorkloads(await prepareKvb(url))[name];
-    const generator = fork(join(ROOT, 'bench/load-generator.ts'), [], { execArgv: ['--import', 'tsx'] });
-    const job = (id: number, seconds: number): LoadJob => ({
-      id,
-      url,
-      plan: workload.plan,
-      ...(workload.keySpace && { keySpace: workload.keySpace }),
-      connections: Number(flags.connections),
-      pipelining: 1,
-      seconds,
-      warmupSeconds: 0,
-    });
-    const drive = (j: LoadJob) =>
-      new Promise<LoadResult>((resolve) => {
-        generator.once('message', (r: LoadResult) => resolve(r));
-        generator.send(j);
-      });
+    const driver = forkLoadDriver(Number(flags.connections), 1);
     const server = { name: 'kvb', children: [child], stop: () => stopChild(child) };
-    await drive(job(0, 1)); // warm-up, not counted (it is in the profile)
+    await driver.load(url, workload, 1); // warm-up, not counted (it is in the profile)
     const cpuBefore = serviceCpuMs(server);
-    const result = await drive(job(1, Number(flags.duration)));
+    const result = await driver.load(url, workload, Number(flags.duration));
     const cpuMs = serviceCpuMs(server) - cpuBefore;
-    generator.kill();
+    driver.stop();
     console.log(`${CASES[name].title}: ${result.requestsPerSecond.toFixed(0)} req/s, p99 ${result.p99Ms} ms, ${((cpuMs * 1000) / result.total).toFixed(0)} µs server CPU per request (profiler on)`);
   }
   await stopChild(child);

@@ -3,12 +3,13 @@
  * measured in one run on one machine. Every figure is also a ratio to the baseline of the same
  * round, because absolute numbers on a shared machine mean little. See README "Performance".
  */
-import { type ChildProcess, execFileSync, fork, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { LoadJob, LoadResult } from './load-generator.js';
+import type { LoadResult } from './load-generator.js';
+import { type LoadDriver, forkLoadDriver } from './load-driver.js';
 import { type PortabilityResult, measurePortability } from './portability.js';
 import { type WatchDelayResult, measureWatchDelay } from './watch-delay.js';
 import { type Service, freePort, sampleRss, serviceCpuMs, spawnLogged, stopChild, waitForOk } from './processes.js';
@@ -107,32 +108,7 @@ interface Row {
   runs: Array<LoadResult & { rssBytes: number; rssAnonBytes: number; cpuUsPerRequest: number }>;
 }
 
-let generator: ChildProcess;
-let nextJob = 0;
-function load(url: string, workload: Workload, seconds: number): Promise<LoadResult> {
-  const job: LoadJob = {
-    id: nextJob++,
-    url,
-    plan: workload.plan,
-    ...(workload.keySpace && { keySpace: workload.keySpace }),
-    connections: settings.connections,
-    pipelining: settings.pipelining,
-    seconds,
-    warmupSeconds: 0,
-  };
-  return new Promise((resolve, reject) => {
-    const onExit = (code: number | null) => reject(new Error(`the load generator exited (${code})`));
-    const onMessage = (result: LoadResult) => {
-      if (result.id !== job.id) return;
-      generator.off('message', onMessage);
-      generator.off('exit', onExit);
-      resolve(result);
-    };
-    generator.on('message', onMessage);
-    generator.once('exit', onExit);
-    generator.send(job);
-  });
-}
+let driver: LoadDriver | undefined;
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -181,7 +157,7 @@ async function main() {
     execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
   }
   const baselineScript = compileBaseline();
-  generator = fork(join(ROOT, 'bench/load-generator.ts'), [], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+  driver = forkLoadDriver(settings.connections, settings.pipelining);
 
   const dbFor = (name: string) => (settings.backend === 'postgres' ? flags.db! : join(tmp, `${name}.db`));
   /** A kvb named `name` with one bucket of `size` keys; a large SQLite bucket is written into the file while kvb is stopped. */
@@ -309,10 +285,10 @@ async function main() {
   log(`measuring ${rows.length} cases x ${settings.repeats} rounds (about ${Math.ceil(total / 60)} min)`);
   for (let round = 0; round < settings.repeats; round++) {
     for (const row of rows) {
-      if (settings.warmupSeconds > 0) await load(row.service.url, row.workload, settings.warmupSeconds);
+      if (settings.warmupSeconds > 0) await driver.load(row.service.url, row.workload, settings.warmupSeconds);
       const rss = sampleRss(row.service);
       const cpuBefore = serviceCpuMs(row.service);
-      const result = await load(row.service.url, row.workload, settings.seconds);
+      const result = await driver.load(row.service.url, row.workload, settings.seconds);
       const cpuUsPerRequest = ((serviceCpuMs(row.service) - cpuBefore) * 1000) / Math.max(1, result.total);
       const memory = rss.stop();
       row.runs.push({ ...result, rssBytes: memory.rss, rssAnonBytes: memory.anon, cpuUsPerRequest });
@@ -497,7 +473,7 @@ function report(
 
 async function cleanup() {
   for (const service of services.reverse()) await service.stop().catch(() => undefined);
-  generator?.kill();
+  driver?.stop();
   rmSync(tmp, { recursive: true, force: true });
 }
 
