@@ -33,6 +33,16 @@ function checkHeaderSchema(schema: unknown, url: string): void {
  */
 export function lazySchemaCompilers(): { builders: Builders; warm(): void } {
   const waiting = new Set<() => void>();
+  /** `make`, called once: by warm(), or by the first caller of the returned getter. */
+  const later = <T>(make: () => T): (() => T) => {
+    let made: T | undefined;
+    const ready = () => {
+      waiting.delete(ready);
+      return (made ??= make());
+    };
+    waiting.add(ready);
+    return () => made ?? ready();
+  };
 
   function buildValidator(externalSchemas: unknown, ajvOptions: unknown) {
     // Even making the Ajv instance compiles its meta-schemas: that waits too.
@@ -40,17 +50,12 @@ export function lazySchemaCompilers(): { builders: Builders; warm(): void } {
     const compile = (route: Route) => (compiler ??= AjvCompiler()(externalSchemas as never, ajvOptions as never) as (route: Route) => Validate)(route);
     return (route: Route): Validate => {
       if (route.httpPart === 'headers') checkHeaderSchema(route.schema, route.url);
-      let validate: Validate | undefined;
-      const ready = () => {
-        waiting.delete(ready);
-        return (validate ??= compile(route));
-      };
-      waiting.add(ready);
+      const validator = later(() => compile(route));
       const lazy: Validate = (data) => {
-        const v = validate ?? ready();
-        const valid = v(data);
+        const validate = validator();
+        const valid = validate(data);
         // Fastify reads a failed validation's errors from the function it called.
-        lazy.errors = v.errors;
+        lazy.errors = validate.errors;
         return valid;
       };
       return lazy;
@@ -60,13 +65,8 @@ export function lazySchemaCompilers(): { builders: Builders; warm(): void } {
   function buildSerializer(externalSchemas: unknown, serializerOptions: unknown) {
     const compile = SerializerSelector()(externalSchemas, serializerOptions as never) as (route: Route) => (data: unknown) => string;
     return (route: Route) => {
-      let serialize: ((data: unknown) => string) | undefined;
-      const ready = () => {
-        waiting.delete(ready);
-        return (serialize ??= compile(route));
-      };
-      waiting.add(ready);
-      return (data: unknown) => (serialize ?? ready())(data);
+      const serializer = later(() => compile(route));
+      return (data: unknown) => serializer()(data);
     };
   }
 
