@@ -50,6 +50,40 @@ interface FeedLine {
   oldest?: number;
 }
 
+/**
+ * Where a watch resumes after a dropped connection. Every change up to `since` was delivered
+ * whole; of the revision being delivered (a transaction's lines share one), the keys already
+ * given are skipped when the resumed feed replays it: nothing missed, nothing twice.
+ */
+export class ResumePoint {
+  private current: number | undefined;
+  private readonly given = new Set<string>();
+  constructor(public since: number | undefined) {}
+
+  /** A sync or progress line: every change up to `rev` is delivered. */
+  reached(rev: number): void {
+    this.since = rev;
+    this.current = undefined;
+    this.given.clear();
+  }
+
+  /** After a cut: resume at the start of the revision being delivered (its given keys stay skipped). */
+  cut(): void {
+    if (this.current !== undefined) this.since = this.current - 1;
+  }
+
+  /** A change line: true when it is to be delivered, false when a replay already gave it. */
+  fresh(rev: number, key: string): boolean {
+    if (rev !== this.current) {
+      if (this.current !== undefined) this.since = this.current;
+      this.current = rev;
+      this.given.clear();
+    } else if (this.given.has(key)) return false;
+    this.given.add(key);
+    return true;
+  }
+}
+
 /** Statuses worth reconnecting after: the server is there but busy or between instances. */
 const TRANSIENT = new Set([429, 502, 503, 504]);
 
@@ -61,16 +95,13 @@ const TRANSIENT = new Set([429, 502, 503, 504]);
 export async function* watchFeed(http: KvbHttp, bucket: string, options: WatchOptions): AsyncGenerator<WatchEvent, void, undefined> {
   const { signal } = options;
   const maxBackoff = options.maxBackoffMs ?? 10_000;
-  // `done`: every change up to it was yielded. `current`: the revision being yielded, and its keys so far.
-  let done = options.since;
-  let current: number | undefined;
-  const yielded = new Set<string>();
+  const resume = new ResumePoint(options.since);
   let failures = 0;
   for (;;) {
     if (signal?.aborted) throw signal.reason;
     let body: AsyncIterable<Uint8Array>;
     try {
-      body = await http.watch(bucket, { prefix: options.prefix, since: done, values: options.values }, { signal, timeoutMs: options.timeoutMs });
+      body = await http.watch(bucket, { prefix: options.prefix, since: resume.since, values: options.values }, { signal, timeoutMs: options.timeoutMs });
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
       if (err instanceof KvbHttpError && !TRANSIENT.has(err.status)) throw err;
@@ -82,9 +113,7 @@ export async function* watchFeed(http: KvbHttp, bucket: string, options: WatchOp
         failures = 0;
         const line = JSON.parse(text) as FeedLine;
         if (line.type === 'sync' || line.type === 'progress') {
-          done = line.rev;
-          current = undefined;
-          yielded.clear();
+          resume.reached(line.rev!);
           continue;
         }
         if (line.type === 'reset') throw new WatchResetError(line.rev ?? 0, line.oldest, line.reason);
@@ -92,21 +121,14 @@ export async function* watchFeed(http: KvbHttp, bucket: string, options: WatchOp
           if (/shutting down/.test(line.reason ?? '')) break;
           throw new WatchClosedError(line.reason ?? 'closed');
         }
-        const rev = line.rev!;
-        if (rev !== current) {
-          if (current !== undefined) done = current;
-          current = rev;
-          yielded.clear();
-        } else if (yielded.has(line.key!)) continue;
-        yielded.add(line.key!);
-        yield toEvent(line);
+        if (resume.fresh(line.rev!, line.key!)) yield toEvent(line);
       }
     } catch (err) {
       if (err instanceof WatchResetError || err instanceof WatchClosedError || err instanceof SyntaxError) throw err;
       if (signal?.aborted) throw signal.reason;
       // The connection dropped mid-stream: reconnect below.
     }
-    // The stream ended (connection lost, server restarting): resume after `done`.
+    // The stream ended (connection lost, server restarting): resume after `resume.since`.
     await backoff(++failures, maxBackoff, signal);
   }
 }

@@ -1,4 +1,5 @@
 import { Option } from '@commander-js/extra-typings';
+import { ResumePoint } from '../../client/watch-feed.js';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { data, stdoutIsTty, warn } from '../output.js';
 import { withClient } from '../session.js';
@@ -57,21 +58,18 @@ ${examples('kvb watch config/', 'kvb watch --values --format jsonl | jq -c .', '
     await withClient(command, async ({ client, bucket }) => {
       const format = options.format ?? (stdoutIsTty() ? 'text' : 'jsonl');
       const id = bucket();
-      // Resume point: `done` is complete; events of `current` already printed are skipped on a resume.
-      let done = options.since;
-      let current: number | undefined;
-      const printed = new Set<string>();
+      const resume = new ResumePoint(options.since);
       let failures = 0;
       for (;;) {
         let body;
         try {
-          body = await client.watch(id, { prefix, since: done, values: options.values });
+          body = await client.watch(id, { prefix, since: resume.since, values: options.values });
         } catch (err) {
           // An answer (4xx/5xx other than 503) is final; an unreachable server is retried.
           const status = (err as { status?: number }).status;
           if (status !== undefined && status !== 503) throw err;
           failures++;
-          if (failures === 1) warn(`connection lost; reconnecting and resuming after revision ${done ?? 'now'}`);
+          if (failures === 1) warn(`connection lost; reconnecting and resuming after revision ${resume.since ?? 'now'}`);
           await sleep(Math.min(10_000, 250 * 2 ** Math.min(failures, 6)) * (0.5 + Math.random() / 2));
           continue;
         }
@@ -87,7 +85,7 @@ ${examples('kvb watch config/', 'kvb watch --values --format jsonl | jq -c .', '
               const e = JSON.parse(text) as WatchEvent;
               if (e.type === 'reset') {
                 throw new WatchResetError(
-                  `the server no longer holds the changes after revision ${done ?? 0} (it keeps them from revision ${e.oldest ?? '?'}; ${e.rev} is current)${e.oldest === undefined ? ': this client fell behind' : ''}; list the keys again (kvb ls) and run kvb watch --since <the revision of that listing>`,
+                  `the server no longer holds the changes after revision ${resume.since ?? 0} (it keeps them from revision ${e.oldest ?? '?'}; ${e.rev} is current)${e.oldest === undefined ? ': this client fell behind' : ''}; list the keys again (kvb ls) and run kvb watch --since <the revision of that listing>`,
                 );
               }
               if (e.type === 'closed') {
@@ -95,19 +93,11 @@ ${examples('kvb watch config/', 'kvb watch --values --format jsonl | jq -c .', '
                 throw new WatchClosedError(`the server ended the watch: ${e.reason}`);
               }
               if (e.type === 'sync' || e.type === 'progress') {
-                done = e.rev;
-                current = undefined;
-                printed.clear();
+                resume.reached(e.rev!);
                 if (format === 'jsonl' && e.type === 'sync' && options.since === undefined) await data(`${text}\n`);
                 continue;
               }
-              const rev = e.rev!;
-              if (rev !== current) {
-                if (current !== undefined) done = current;
-                current = rev;
-                printed.clear();
-              } else if (printed.has(e.key!)) continue;
-              printed.add(e.key!);
+              if (!resume.fresh(e.rev!, e.key!)) continue;
               await data(format === 'jsonl' ? `${text}\n` : `${readable(e, options.values === true)}\n`);
             }
           }
@@ -115,9 +105,8 @@ ${examples('kvb watch config/', 'kvb watch --values --format jsonl | jq -c .', '
           if (err instanceof WatchResetError || err instanceof WatchClosedError) throw err;
           // A dropped connection: reconnect below.
         }
-        // Resume at the start of a revision that may have been cut, skipping what was printed of it.
-        if (current !== undefined) done = current - 1;
-        warn(`connection lost; reconnecting and resuming after revision ${done ?? 'now'}`);
+        resume.cut();
+        warn(`connection lost; reconnecting and resuming after revision ${resume.since ?? 'now'}`);
         await sleep(250 + Math.random() * 250);
       }
     });
