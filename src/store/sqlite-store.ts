@@ -352,7 +352,7 @@ export class SqliteStore implements Store {
    */
   private readonly inTransaction: (run: () => unknown) => unknown;
 
-  /** Runs several statements as one unit inside the current batch (a savepoint). */
+  /** Runs several statements as one unit: a transaction, or a savepoint inside the running batch. */
   private atomically<T>(run: () => T): T {
     return this.inTransaction(run) as T;
   }
