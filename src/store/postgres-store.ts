@@ -4,6 +4,9 @@ import pg from 'pg';
 import type { StoredValue } from '../values/stored-value.js';
 import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from './entry-row.js';
+import { compileHistory } from './history-statements.js';
+import { HistoryReader } from './history-reader.js';
+import type { HistoryRecord, PastRead } from './history-types.js';
 import { listBounds } from './list-bounds.js';
 import { appliedMigrations, kvbMigrations, runMigrations } from './migrations.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
@@ -28,6 +31,7 @@ import {
   type Change,
   type ChangeLogBounds,
   type BucketRecord,
+  type CommitOptions,
   type CommitOutcome,
   type Condition,
   type Deleted,
@@ -239,6 +243,7 @@ export class PostgresStore implements Store {
       ...compileAll(postgresStatements(builder)),
       // An import stages in a temporary table of its own transaction (see postgres-portability.ts).
       ...compileAll(portabilityStatements(builder, 'pg_temp.kvb_import')),
+      ...compileHistory(builder, 'pg_temp.kvb_import'),
       ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
     };
   }
@@ -476,6 +481,7 @@ export class PostgresStore implements Store {
       const { rowCount } = await this.query('deleteBucket', { bucket: id }, client);
       await this.query('deleteBucketEntries', { bucket: id }, client);
       await this.query('deleteBucketChanges', { bucket: id }, client);
+      await this.query('deleteBucketOperations', { bucket: id }, client);
       return (rowCount ?? 0) > 0;
     });
   }
@@ -601,6 +607,7 @@ export class PostgresStore implements Store {
           client,
         );
         await this.logChanges(client, bucket, revision, [{ key: keyBytes, kind: 'set', type: next.type, value: next.data, expiresAt: next.expiresAt }], now);
+        await this.query('logOperation', { bucket, revision, operation: 'counter' }, client);
         return { ...next, revision };
       }),
     );
@@ -617,7 +624,7 @@ export class PostgresStore implements Store {
     }));
   }
 
-  async commit(bucket: string, ops: TxnOp[], now: number): Promise<CommitOutcome> {
+  async commit(bucket: string, ops: TxnOp[], now: number, options: CommitOptions = {}): Promise<CommitOutcome> {
     // Writes are blind, so the outcome is the last write on each key.
     const last = new Map<string, TxnOp>();
     for (const op of ops) {
@@ -634,6 +641,7 @@ export class PostgresStore implements Store {
       const bumped = await this.bumpWithUsage(client, bucket);
       if (bumped === undefined) return rollback({ refused: 'no_bucket' });
       const { revision } = bumped;
+      if (options.expectRevision !== undefined && revision - 1 !== options.expectRevision) return rollback({ refused: 'moved' });
       if (checks.length > 0) {
         const keys = [...new Set(checks.map(({ op }) => op.key))].map((k) => Buffer.from(k));
         const { rows } = await this.query<EntryRow & { key: Buffer }>('getEntries', { bucket, keys }, client);
@@ -689,6 +697,7 @@ export class PostgresStore implements Store {
         for (const { key } of rows) logged.push({ key, kind: 'delete' });
       }
       await this.logChanges(client, bucket, revision, logged, now);
+      await this.query('logOperation', { bucket, revision, operation: options.operation ?? 'transaction' }, client);
       return { revision };
     });
   }
@@ -727,18 +736,42 @@ export class PostgresStore implements Store {
     return row && { floor: Number(row.changes_floor), revision: Number(row.revision) };
   }
 
+  /** Changes committed before this were all looked at by an earlier prune of this instance (see `prunable`). */
+  private prunedBefore = 0;
+
   async pruneChanges(before: number, batch: number): Promise<number> {
     // Under the sweep lease, like the sweep: one instance prunes at a time.
     if (!(await this.takeLease('sweep'))) return 0;
-    const { rows } = await this.query<{ bucket_id: string; revision: number }>('prunable', { before, batch });
+    const { rows } = await this.query<{ bucket_id: string; revision: number }>('prunable', { before, since: this.prunedBefore, batch });
     for (const { bucket_id: bucket, revision } of rows) {
       // The floor is raised first, in the same transaction: a reader never finds a hole without a floor above it.
       await this.transaction(async (client) => {
+        const floor = await this.query<{ changes_floor: number }>('changesFloor', { bucket }, client);
         await this.query('raiseFloor', { bucket, revision }, client);
-        await this.query('pruneChanges', { bucket, revision }, client);
+        await this.query('compactChanges', { bucket, revision, floor: Number(floor.rows[0]?.changes_floor ?? 0) }, client);
+        await this.query('pruneOperations', { bucket, revision }, client);
       });
     }
+    if (rows.length < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
     return rows.length;
+  }
+
+  private readonly history = new HistoryReader(
+    async (name, args) => (await this.query<Record<string, unknown>>(name, args)).rows,
+    (bucket) => this.changeLogBounds(bucket),
+  );
+
+  readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>> {
+    return this.history.readAt(bucket, key, revision);
+  }
+
+  listAt(bucket: string, query: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>> {
+    return this.history.listAt(bucket, query, revision);
+  }
+
+  async keyHistory(bucket: string, key: string, before: number, limit: number): Promise<HistoryRecord[]> {
+    if (bucket.includes('\u0000')) return [];
+    return this.history.keyHistory(bucket, key, before, limit);
   }
 
   /** Takes or renews a named lease for this instance; false while another live instance holds it. */

@@ -5,6 +5,9 @@ import { dirname } from 'node:path';
 import { prefixUpperBound } from '../values/keys.js';
 import type { StoredValue } from '../values/stored-value.js';
 import { EntryCache } from './entry-cache.js';
+import { compileHistory } from './history-statements.js';
+import { HistoryReader } from './history-reader.js';
+import type { HistoryRecord, PastRead } from './history-types.js';
 import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { listBounds } from './list-bounds.js';
@@ -31,6 +34,7 @@ import {
   type Change,
   type ChangeLogBounds,
   type BucketRecord,
+  type CommitOptions,
   type CommitOutcome,
   type Condition,
   type Deleted,
@@ -79,7 +83,7 @@ interface PendingWrite {
 }
 
 /** The tables, indexes and bookkeeping a kvb database holds; anything else means the file belongs to someone else. */
-const KVB_OBJECTS = new Set(['buckets', 'entries', 'entries_expires_at', 'changes', 'changes_committed_at', MIGRATION_TABLE, 'kysely_migration_lock']);
+const KVB_OBJECTS = new Set(['buckets', 'entries', 'entries_expires_at', 'changes', 'changes_committed_at', 'changes_key', 'revision_ops', MIGRATION_TABLE, 'kysely_migration_lock']);
 
 /** A SQLite file that is neither empty nor kvb's: kvb refuses it before writing anything. */
 export class ForeignDatabaseError extends Error {
@@ -166,6 +170,7 @@ export class SqliteStore implements Store {
       ...compileAll(sharedStatements(builder)),
       ...compileAll(sqliteStatements(builder)),
       ...compileAll(portabilityStatements(builder, `${IMPORT_ALIAS}.staged`)),
+      ...compileHistory(builder, `${IMPORT_ALIAS}.staged`),
       ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
     };
   }
@@ -333,17 +338,45 @@ export class SqliteStore implements Store {
     return { floor: row.changes_floor, revision: this.committedRevisions.get(bucket) ?? row.revision };
   }
 
+  /** Changes committed before this were all looked at by an earlier prune (see `prunable`). */
+  private prunedBefore = 0;
+
   async pruneChanges(before: number, batch: number): Promise<number> {
-    return this.write(() =>
+    const since = this.prunedBefore;
+    const pruned = await this.write(() =>
       this.atomically(() => {
-        const rows = this.statement('prunable').all(this.args('prunable', { before, batch })) as Array<{ bucket_id: string; revision: number }>;
-        for (const { bucket_id: bucket, revision } of rows) {
-          this.run('raiseFloor', { bucket, revision });
-          this.run('pruneChanges', { bucket, revision });
-        }
+        const rows = this.statement('prunable').all(this.args('prunable', { before, since, batch })) as Array<{ bucket_id: string; revision: number }>;
+        for (const { bucket_id: bucket, revision } of rows) this.compactTo(bucket, revision);
         return rows.length;
       }),
     );
+    if (pruned < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
+    return pruned;
+  }
+
+  /** Raises the bucket's floor to `revision` and compacts its log up to it, in the running write. */
+  private compactTo(bucket: string, revision: number, floor?: number): void {
+    const previous = floor ?? Number(this.get<{ changes_floor: number }>('changesFloor', { bucket })?.changes_floor ?? 0);
+    this.run('raiseFloor', { bucket, revision });
+    this.run('compactChanges', { bucket, revision, floor: previous });
+    this.run('pruneOperations', { bucket, revision });
+  }
+
+  private readonly history = new HistoryReader(
+    async (name, args) => this.statement(name).all(this.args(name, args)) as Array<Record<string, unknown>>,
+    (bucket) => this.changeLogBounds(bucket),
+  );
+
+  readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>> {
+    return this.history.readAt(bucket, key, revision);
+  }
+
+  listAt(bucket: string, query: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>> {
+    return this.history.listAt(bucket, query, revision);
+  }
+
+  keyHistory(bucket: string, key: string, before: number, limit: number): Promise<HistoryRecord[]> {
+    return this.history.keyHistory(bucket, key, before, limit);
   }
 
   /**
@@ -388,6 +421,7 @@ export class SqliteStore implements Store {
         const deleted = this.run('deleteBucket', { bucket: id }).changes > 0;
         this.run('deleteBucketEntries', { bucket: id });
         this.run('deleteBucketChanges', { bucket: id });
+        this.run('deleteBucketOperations', { bucket: id });
         this.bumps.push([id, this.batchRevisions.get(id)]);
         this.batchRevisions.set(id, null);
         return deleted;
@@ -534,6 +568,7 @@ export class SqliteStore implements Store {
         const revision = this.bump(bucket);
         if (revision === undefined) return { refused: 'no_bucket' };
         this.withinQuota(bucket, () => this.writeEntry(bucket, keyBytes, next.type, next.data, next.expiresAt, revision));
+        this.run('logOperation', { bucket, revision, operation: 'counter' });
         return { ...next, revision };
       }),
     );
@@ -556,8 +591,13 @@ export class SqliteStore implements Store {
     }));
   }
 
-  async commit(bucket: string, ops: TxnOp[], now: number): Promise<CommitOutcome> {
+  async commit(bucket: string, ops: TxnOp[], now: number, options: CommitOptions = {}): Promise<CommitOutcome> {
     return this.write(() => this.atomically((): CommitOutcome => {
+      if (options.expectRevision !== undefined) {
+        const current = this.currentRevision(bucket);
+        if (current === undefined) return { refused: 'no_bucket' };
+        if (current !== options.expectRevision) return { refused: 'moved' };
+      }
       const failed: number[] = [];
       ops.forEach((op, i) => {
         if (op.op === 'check' && !checkHolds(op, this.liveEntry(bucket, Buffer.from(op.key), now))) failed.push(i);
@@ -578,6 +618,7 @@ export class SqliteStore implements Store {
           else if (op.op === 'delete') this.removeEntry(bucket, key, revision);
         }
       });
+      this.run('logOperation', { bucket, revision, operation: options.operation ?? 'transaction' });
       return { revision };
     }));
   }
@@ -656,7 +697,15 @@ export class SqliteStore implements Store {
             }
             if (revision === undefined) return { refused: 'no_bucket' };
             this.clearCacheAfterCommit = true;
+            const floor = restoreRevision === undefined ? Number(this.get<{ changes_floor: number }>('changesFloor', { bucket })?.changes_floor ?? 0) : -1;
             this.withinQuota(bucket, () => {
+              // History: the import's keys and the keys it removes, as of its revision (statements on the attached database, prepared afresh).
+              const logged = restoreRevision === undefined ? 'logStaged' : 'logStagedKeepRevisions';
+              this.raw.prepare(this.sql[logged]!.sql).run(this.args(logged, { bucket, revision, now: this.batchNow }));
+              if (replace) {
+                const cleared = upper ? 'logClearedUpper' : 'logCleared';
+                this.raw.prepare(this.sql[cleared]!.sql).run(this.args(cleared, { bucket, revision, now: this.batchNow, prefix: prefixBytes, upper }));
+              }
               if (replace) this.run(upper ? 'clearRangeUpper' : 'clearRange', { bucket, prefix: prefixBytes, upper });
               // Prepared afresh: it names the attached database, which is detached again right after.
               const copy = restoreRevision === undefined ? 'copyStaged' : 'copyStagedKeepRevisions';
@@ -664,8 +713,10 @@ export class SqliteStore implements Store {
               // Millions of rows in one statement: the usage is counted again rather than tracked per row.
               this.run('recountUsage', { bucket });
             });
-            // No change rows for an import (one revision of up to millions of keys): watchers behind it get `reset`.
-            this.run('raiseFloor', { bucket, revision });
+            // Watchers behind an import (one revision of up to millions of keys) get `reset`; history
+            // starts at it: the floor rises to it and the log is compacted up to it.
+            this.compactTo(bucket, revision, floor);
+            this.run('logOperation', { bucket, revision, operation: 'import' });
             return { revision };
           }),
         );

@@ -217,12 +217,19 @@ export function sharedStatements(db: KyselyType<Database>) {
       .where('revision', '=', param('revision'))
       .orderBy('key'),
     changesFloor: db.selectFrom('buckets').select(['changes_floor', 'revision']).where('id', '=', param('bucket')),
-    /** Per bucket, the newest change older than the retention (pruning removes it and every older one). */
+    /**
+     * Per bucket, the newest change older than the retention and above the floor (the floor rises
+     * to it). Rows at or below the floor stay as history's base, so only rows committed since the
+     * last pass (`since`) are looked at.
+     */
     prunable: db
-      .selectFrom('changes')
-      .select(['bucket_id', (eb) => eb.fn.max('revision').as('revision')])
-      .where('committed_at', '<', param('before'))
-      .groupBy('bucket_id')
+      .selectFrom('changes as c')
+      .innerJoin('buckets as b', 'b.id', 'c.bucket_id')
+      .select(['c.bucket_id', (eb) => eb.fn.max('c.revision').as('revision')])
+      .where('c.committed_at', '<', param('before'))
+      .where('c.committed_at', '>=', param('since'))
+      .whereRef('c.revision', '>', 'b.changes_floor')
+      .groupBy('c.bucket_id')
       .limit(param('batch')),
     raiseFloor: db
       .updateTable('buckets')

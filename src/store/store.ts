@@ -1,4 +1,5 @@
 import type { Usage } from './quota.js';
+import type { HistoryRecord, PastRead } from './history-types.js';
 import type { StoredValue } from '../values/stored-value.js';
 import type { ValueType } from '../values/value-type.js';
 
@@ -126,7 +127,17 @@ export type TxnOp =
   | { op: 'check'; key: string; rev?: number; exists?: boolean };
 
 /** A transaction's outcome: its one revision, the indices (in `ops`) of the checks that failed, or a missing bucket. */
-export type CommitOutcome = Written | { refused: 'checks'; failed: number[] } | { refused: 'no_bucket' };
+export type CommitOutcome = Written | { refused: 'checks'; failed: number[] } | { refused: 'no_bucket' } | { refused: 'moved' };
+
+/**
+ * A transaction's extras. `expectRevision`: commit only if the bucket is still at this revision
+ * (else `moved`, nothing written): a rollback planned from the state at that revision. `operation`:
+ * what history records as having made the revision (default 'transaction').
+ */
+export interface CommitOptions {
+  expectRevision?: number;
+  operation?: 'transaction' | 'rollback';
+}
 
 /** Whether a transaction check holds for the key's live entry. */
 export function checkHolds(op: Extract<TxnOp, { op: 'check' }>, current: Entry | undefined): boolean {
@@ -249,7 +260,16 @@ export interface Store {
   /** One page of live keys in byte order (or reverse). */
   listEntries(bucket: string, query: ListQuery, now: number): Promise<ListedEntry[]>;
   /** Evaluates every check and applies every write in one database transaction (one revision), or none. */
-  commit(bucket: string, ops: TxnOp[], now: number): Promise<CommitOutcome>;
+  commit(bucket: string, ops: TxnOp[], now: number, options?: CommitOptions): Promise<CommitOutcome>;
+
+  /*
+   * History (issue 25, history-reader.ts): the change log read as of a past revision. Each read
+   * says when the revision is below the bucket's floor or beyond its revision.
+   */
+  readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>>;
+  listAt(bucket: string, query: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>>;
+  /** Up to `limit` of a key's recorded changes before revision `before`, newest first. */
+  keyHistory(bucket: string, key: string, before: number, limit: number): Promise<HistoryRecord[]>;
 
   /** Up to `limit` buckets with ids after `after`, in id order (for a dump). */
   listBuckets(after: string | undefined, limit: number): Promise<BucketRecord[]>;
@@ -268,7 +288,11 @@ export interface Store {
    */
   readChanges(bucket: string, after: number, limit: number): Promise<Change[]>;
   changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined>;
-  /** Removes log rows committed before `before` (ms), raising each bucket's floor; returns how many buckets. */
+  /**
+   * Raises each bucket's floor to its newest change committed before `before` (ms) and compacts
+   * the log up to it (history-statements.ts `compactChanges`): the state at the floor stays
+   * readable. Returns how many buckets.
+   */
   pruneChanges(before: number, batch: number): Promise<number>;
   /** Called after each commit with the buckets it changed (a store that only this process writes to). */
   onCommit?(listener: (buckets: string[]) => void): void;

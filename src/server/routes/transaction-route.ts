@@ -179,6 +179,7 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       const outcome = await store.commit(bucket.record.id, ops, now);
       if ('refused' in outcome) {
         if (outcome.refused === 'no_bucket') throw new KvbError('not_found', 'no such bucket');
+        if (outcome.refused === 'moved') throw new KvbError('conflict', 'the bucket changed meanwhile');
         throw new KvbError('conflict', `checks failed: txn[${outcome.failed.join('], txn[')}]`, {
           'kvb-failed-checks': outcome.failed.join(','),
         });
