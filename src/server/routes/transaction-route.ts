@@ -11,6 +11,7 @@ import type { ServerContext } from '../server-context.js';
 import { MAX_TTL_SECONDS, bucketIdOf, expiryFor, parseInteger } from '../request-input.js';
 import { bucketSchemas } from './schemas.js';
 import { IMPORT_MEDIA_TYPES, importRoute, isImportRequest } from './import-route.js';
+import { isRollbackRequest, rollbackRoute } from './history-routes.js';
 
 export const MAX_TXN_OPS = 1000;
 
@@ -158,6 +159,7 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
     },
     async (request: OpenedRequest, reply) => {
       if (isImportRequest(request)) return importRoute(ctx, request, reply, request.body as Readable);
+      if (isRollbackRequest(request)) return rollbackRoute(ctx, request, reply);
       const { bucket, principal } = request[opened] ?? (await openBucket(buckets, bucketIdOf(request), request));
       let root: JsonNode;
       try {
