@@ -10,11 +10,13 @@ import { edit } from './commands/edit.js';
 import { exportCommand } from './commands/export.js';
 import { get } from './commands/get.js';
 import { importCommand } from './commands/import.js';
+import { history } from './commands/history.js';
 import { incr } from './commands/incr.js';
 import { init } from './commands/init.js';
 import { ls } from './commands/ls.js';
 import { mintToken } from './commands/mint-token.js';
 import { profile } from './commands/profile.js';
+import { rollbackCommand } from './commands/rollback.js';
 import { serve } from './commands/serve.js';
 import { set } from './commands/set.js';
 import { txn } from './commands/txn.js';
@@ -38,7 +40,7 @@ import { type CommandModule, type ParentCommand, declareGlobalOptions, examples 
  *   3. `npm run completions`, and document it in man/kvb.1 and README.md (tests check both).
  */
 const COMMANDS: CommandModule[] = [
-  init, createBucket, bucket, set, get, edit, del, incr, ls, watch, txn, exportCommand, importCommand, mintToken, profile, version, completion, db, serve,
+  init, createBucket, bucket, set, get, edit, del, incr, ls, history, rollbackCommand, watch, txn, exportCommand, importCommand, mintToken, profile, version, completion, db, serve,
 ];
 
 /** What each client exit code means; the HTTP statuses behind it come from the one ERRORS table. */
@@ -47,6 +49,8 @@ const EXIT_MEANINGS: Record<number, string> = {
   2: 'key or bucket not found',
   3: 'authentication or permission refused',
   5: 'server error',
+  // Also a watch stream's `reset` event, which is no HTTP error.
+  7: 'older than the history the server keeps: kvb watch cannot resume (list again), or --rev / kvb rollback\n     names a revision below the bucket\'s history floor (',
   6: 'precondition failed or conflict: a --if-rev/--if-absent/--if-exists write, a kvb txn --check\n     or a kvb edit save found the key in another state (',
 };
 
@@ -57,8 +61,6 @@ export function exitCodesHelp(): string {
   const rows: Array<[number, string]> = [
     [0, 'success'],
     [4, 'server or network unreachable (or no answer within --timeout)'],
-    // Not an HTTP error: a watch stream's `reset` event.
-    [7, 'kvb watch: the server no longer holds the changes to resume from (list again)'],
   ];
   for (const [code, list] of statuses) {
     const meaning = EXIT_MEANINGS[code] ?? 'the server refused the request';

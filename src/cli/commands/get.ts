@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { writeFile } from 'node:fs/promises';
 import { Option } from '@commander-js/extra-typings';
-import { defineCommand, examples, keyArgument } from '../define-command.js';
+import { defineCommand, examples, integer, keyArgument } from '../define-command.js';
 import { data, line, stdoutIsTty } from '../output.js';
 import { UsageError, asBuffer, withClient } from '../session.js';
 
@@ -14,6 +14,11 @@ export const get = defineCommand({
       .addArgument(keyArgument('the key'))
       .option('--json', 'print {"key","type","value","expires_at","revision"} (bytes as base64)')
       .addOption(new Option('-o, --output <file>', 'write the exact bytes to FILE instead of stdout').conflicts('json'))
+      .addOption(
+        new Option('--rev <n>', 'the value the key had at revision N (history; exits 7 below the bucket\'s history floor)').argParser(
+          integer('--rev', 0, Number.MAX_SAFE_INTEGER),
+        ),
+      )
       .addHelpText(
         'after',
         `
@@ -21,11 +26,11 @@ Exits 2 when the key does not exist (or has expired), so scripts can write
   kvb get k || echo missing
 Binary data (type bytes) is not printed to a terminal, as with curl: redirect
 stdout or use -o FILE. Text at a terminal is followed by a newline.
-${examples('kvb get greeting', 'kvb get photo -o photo.jpg', 'kvb get photo > photo.jpg', 'kvb get config --json | jq .value')}`,
+${examples('kvb get greeting', 'kvb get photo -o photo.jpg', 'kvb get photo > photo.jpg', 'kvb get config --json | jq .value', 'kvb get config --rev 41')}`,
       ),
   async run(key, options, command) {
     await withClient(command, async ({ client, bucket }) => {
-      const read = await client.get(bucket(), key);
+      const read = await client.get(bucket(), key, { revision: options.rev });
       const value = { ...read, data: asBuffer(read.data) };
       if (options.json) {
         const { valueAsJson } = await import('../../values/list-format.js');

@@ -26,6 +26,11 @@ export const ls = defineCommand({
       .option('--reverse', 'reverse byte order')
       .option('--values', 'include the values')
       .addOption(
+        new Option('--rev <n>', 'list the bucket as it was at revision N (history; exits 7 below its history floor)').argParser(
+          integer('--rev', 0, Number.MAX_SAFE_INTEGER),
+        ),
+      )
+      .addOption(
         new Option('--format <format>', 'table (default on a terminal), text (default when piped), json or jsonl').choices([
           'table',
           'text',
@@ -45,7 +50,7 @@ ${examples('kvb ls user/', 'kvb ls --values --limit 20', "kvb ls --format jsonl 
       const format = options.format ?? (stdoutIsTty() ? 'table' : 'text');
       const id = bucket();
       const wanted = options.limit ?? Number.POSITIVE_INFINITY;
-      const query = { prefix, reverse: options.reverse, values: options.values };
+      const query = { prefix, reverse: options.reverse, values: options.values, revision: options.rev };
       /**
        * Every page of the listing, following Kvb-Next-Cursor until the last page or --limit:
        * each page streams through as it arrives, so memory stays constant however many keys.
