@@ -387,7 +387,7 @@ export class KvbHttp {
       kind = undefined;
     }
     const errorHeaders: Record<string, string> = {};
-    for (const name of ['etag', 'retry-after', 'kvb-failed-checks', 'www-authenticate', 'kvb-revision']) {
+    for (const name of ['etag', 'retry-after', 'kvb-failed-checks', 'www-authenticate', 'kvb-revision', 'kvb-history-floor']) {
       const value = response.headers.get(name);
       if (value !== null) errorHeaders[name] = value;
     }
