@@ -20,6 +20,8 @@ complete -c kvb -n '__fish_use_subcommand' -a edit -d 'edit a value in $VISUAL o
 complete -c kvb -n '__fish_use_subcommand' -a del -d 'delete a key (exit 2 if it does not exist)'
 complete -c kvb -n '__fish_use_subcommand' -a incr -d 'add a signed delta to a numeric key (default +1) and print the new value'
 complete -c kvb -n '__fish_use_subcommand' -a ls -d 'list keys (and values) in byte order'
+complete -c kvb -n '__fish_use_subcommand' -a history -d 'a key\'s recorded changes, newest first: revision, operation, time, type, size (and value)'
+complete -c kvb -n '__fish_use_subcommand' -a rollback -d 'make the bucket (or a prefix) what it was at a past revision, as one new revision (asks first unless --yes)'
 complete -c kvb -n '__fish_use_subcommand' -a watch -d 'print changes under a prefix as they happen (resumes after a dropped connection)'
 complete -c kvb -n '__fish_use_subcommand' -a txn -d 'set and delete several keys atomically (all or nothing)'
 complete -c kvb -n '__fish_use_subcommand' -a export -d 'export every key with its type, value and expiry (NDJSON, from one consistent snapshot)'
@@ -78,6 +80,7 @@ complete -c kvb -n '__fish_seen_subcommand_from set' -l if-exists -d 'only if th
 # kvb get
 complete -c kvb -n '__fish_seen_subcommand_from get' -l json -d 'print {"key","type","value","expires_at","revision"} (bytes as base64)'
 complete -c kvb -n '__fish_seen_subcommand_from get' -l output -s o -r -F -d 'write the exact bytes to FILE instead of stdout'
+complete -c kvb -n '__fish_seen_subcommand_from get' -l rev -x -d 'the value the key had at revision N (history; exits 7 below the bucket\'s history floor)'
 
 # kvb edit
 
@@ -97,7 +100,20 @@ complete -c kvb -n '__fish_seen_subcommand_from ls' -l limit -x -d 'at most this
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l skip -x -d 'skip this many keys first'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l reverse -d 'reverse byte order'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l values -d 'include the values'
+complete -c kvb -n '__fish_seen_subcommand_from ls' -l rev -x -d 'list the bucket as it was at revision N (history; exits 7 below its history floor)'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l format -x -a 'table text json jsonl' -d 'table (default on a terminal), text (default when piped), json or jsonl'
+
+# kvb history
+complete -c kvb -n '__fish_seen_subcommand_from history' -l values -d 'include each change\'s value'
+complete -c kvb -n '__fish_seen_subcommand_from history' -l limit -x -d 'at most this many changes'
+complete -c kvb -n '__fish_seen_subcommand_from history' -l format -x -a 'table jsonl' -d 'table (default on a terminal) or jsonl (default when piped)'
+
+# kvb rollback
+complete -c kvb -n '__fish_seen_subcommand_from rollback' -l to -x -d 'the revision to go back to'
+complete -c kvb -n '__fish_seen_subcommand_from rollback' -l prefix -x -d 'roll back only the keys under this prefix (others are left alone)'
+complete -c kvb -n '__fish_seen_subcommand_from rollback' -l dry-run -d 'print what would change and change nothing'
+complete -c kvb -n '__fish_seen_subcommand_from rollback' -l yes -s y -d 'do not ask for confirmation'
+complete -c kvb -n '__fish_seen_subcommand_from rollback' -l json -d 'print the server\'s answer as JSON (the default when piped)'
 
 # kvb watch
 complete -c kvb -n '__fish_seen_subcommand_from watch' -l since -x -d 'start after this revision (every retained change since), not from now'
@@ -195,7 +211,8 @@ complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-import-bytes -x -d
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l stalled-reader-timeout -x -d 'disconnect a client that accepts no response byte for this long (0 = never)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-streamed-responses -x -d 'multi-page listings and exports streaming at once (more get 503)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-watchers -x -d 'open watch streams per instance (over it: 503)'
-complete -c kvb -n '__fish_seen_subcommand_from serve' -l watch-retention -x -d 'seconds of changes kept for watchers to resume from'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l history-retention -x -d 'seconds of changes kept as history: reads at a past revision, key history, rollback, and watchers resuming (default 3600)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l watch-retention -x -d 'the same setting as --history-retention (its older name)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l shutdown-timeout -x -d 'on SIGTERM, seconds to finish open requests before closing their connections'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-buckets -x -d 'most buckets this server holds (0 = no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-keys-per-bucket -x -d 'most keys one bucket stores; a write past it gets 507 (0 = no limit)'
