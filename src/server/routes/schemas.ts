@@ -235,6 +235,12 @@ export const keySchemas = {
     tags: [KEY],
     operationId: 'getKey',
     summary: 'Read a key',
+    description:
+      'History (extensions): `?rev=N` answers the key as it was at revision N (404 if absent then, 410 `gone` below the ' +
+      "bucket's history floor, named in Kvb-History-Floor; 400 beyond its revision). `?history=true` answers the key's recorded " +
+      'changes as JSONL, newest first: `{"rev","operation","time","type","size","expires_at"}` (operation: set, delete, expire, ' +
+      'counter, transaction, import or rollback), with `"value"` when `values=true`; `limit` (default 100, at most 1000) and ' +
+      '`cursor` (from Kvb-Next-Cursor) page it. HEAD takes `rev` too.',
     params: keyParams,
     headers: readConditions,
     security: anyCredential,
@@ -455,7 +461,10 @@ export const bucketSchemas = {
       'Deleting an absent key is not an error. `{"check":K,"rev":N}` (K is live at revision N) and `{"check":K,"exists":bool}` ' +
       'are evaluated atomically with the writes and count toward the 1,000 operations; if any fails nothing is written and the ' +
       'answer is 409 with the failing indices in Kvb-Failed-Checks. A check needs read permission on its key. ' +
-      'The whole transaction is one bucket revision.',
+      'The whole transaction is one bucket revision. ' +
+      'History (extension): with no body, `?rollback=N[&prefix=P][&dry_run=true]` makes the bucket (or the keys under P) what it ' +
+      'was at revision N as one new revision and answers JSON `{"rollback_to","prefix","dry_run","revision","changed","changes"}`; ' +
+      'needs write and delete on the range (a dry run: read); N below the history floor is 410 `gone`. A POST with a body is a transaction whatever its query.',
     params: bucketParams,
     security: anyCredential,
     consumes: ['application/json'],
@@ -541,6 +550,11 @@ export const bucketSchemas = {
         ),
         format: { type: 'string', description: '`text` (default), `json` or `jsonl`; wins over Accept; anything else is 406' },
         cursor: { type: 'string', description: 'continue after the page that answered this `Kvb-Next-Cursor` (same prefix and direction)' },
+        rev: {
+          type: 'string',
+          pattern: '^[0-9]+$',
+          description: "history: list (or with export=true, export) the bucket as it was at this revision; below the bucket's history floor 410 `gone`",
+        },
         export: booleanQuery('export every live key with its type, value and expiry as NDJSON (takes only `prefix`)'),
         watch: booleanQuery(
           'instead of a listing, a live change feed of the prefix: Server-Sent Events (Accept: text/event-stream) or JSONL ' +
