@@ -64,7 +64,9 @@ export async function readPast(
   const query = queryOf(request);
   const bucketId = bucket.record.id;
   if (booleanParam(query, 'history')) return historyPage(store, request, reply, bucketId, key);
-  const revision = revisionParam(request)!;
+  const revision = revisionParam(request);
+  // `history=false` without `rev`: the present, as if neither were given.
+  if (revision === undefined) return answer(await store.getEntry(bucketId, key, Date.now()));
   const entry = pastValue(await store.readAt(bucketId, key, revision), revision, reply);
   return answer(entry);
 }
