@@ -363,3 +363,34 @@ describe(`history retention: pruning keeps the state at the floor (${TEST_BACKEN
     else expectError(then, 410, 'gone');
   });
 });
+
+describe(`rollback is counted against quotas (${TEST_BACKEND})`, () => {
+  let server: RunningServer;
+  beforeAll(async () => {
+    server = await startServer({ args: ['--max-keys-per-bucket', '3'] });
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('a rollback that would take the bucket over its key quota is refused whole (507), nothing written', async () => {
+    const bucket = await createBucket(server.api, { default_ttl: '0' });
+    const url = `${server.api}/${bucket}/`;
+    const put = async (key: string) => expect((await call(`${url}${key}`, { method: 'PUT', body: 'v' })).status).toBe(200);
+    await put('a/1');
+    await put('a/2');
+    await put('b/1');
+    const full = revisionOf(await call(`${url}?format=json`));
+    expect((await call(`${url}a/1`, { method: 'DELETE' })).status).toBe(204);
+    await put('c/1');
+    const before = revisionOf(await call(`${url}?format=json`));
+    // Bringing a/1 back beside c/1 makes 4 keys.
+    expectError(await call(`${server.api}/${bucket}?rollback=${full}&prefix=a/`, { method: 'POST' }), 507, 'insufficient_storage');
+    expect(revisionOf(await call(`${url}?format=json`))).toBe(before);
+    expect((await call(`${url}?format=json`)).json()).toEqual(['a/2', 'b/1', 'c/1']);
+    // The whole bucket back to that revision deletes c/1 in the same revision: within the quota.
+    const whole = await call(`${server.api}/${bucket}?rollback=${full}`, { method: 'POST' });
+    expect(whole.status, whole.text).toBe(200);
+    expect((await call(`${url}?format=json`)).json()).toEqual(['a/1', 'a/2', 'b/1']);
+  });
+});

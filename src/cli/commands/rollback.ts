@@ -60,7 +60,7 @@ ${examples('kvb rollback --to 1200 --dry-run', 'kvb rollback --to 1200 --prefix 
       }
       const result = await client.rollback(id, options.to, scope);
       if (options.json || !stdoutIsTty()) await json(result);
-      else info(result.changed === 0 ? `nothing to change: already as at revision ${options.to}` : `rolled back ${result.changed} key${result.changed === 1 ? "" : "s"}: revision ${result.revision}`);
+      else info(result.changed === 0 ? `nothing to change: already as at revision ${options.to}` : `rolled back ${result.changed} key${result.changed === 1 ? '' : 's'}: revision ${result.revision}`);
     });
   },
 });
