@@ -84,7 +84,7 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
     const read = async (after: string | undefined, offset: number, rows: number, only: ListColumns = columns) => {
       const q = { prefix, reverse, columns: only, offset, limit: rows, ...(after !== undefined && { after }) };
       if (pastRevision === undefined) return store.listEntries(bucketId, q, now);
-      return pastValue(await store.listAt(bucketId, q, pastRevision), pastRevision, reply);
+      return pastValue(await store.listAt(bucketId, q, pastRevision), pastRevision);
     };
 
     // The bucket revision is read first: the listing reflects at least every change up to it.
