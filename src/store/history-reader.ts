@@ -4,6 +4,13 @@ import { listAtShapeName } from './history-statements.js';
 import type { ChangeLogBounds, Entry, ListQuery, ListedEntry } from './store.js';
 import type { HistoryRecord, HistoryOperation, PastRead } from './history-types.js';
 
+/**
+ * Each prune looks again at changes committed this long before its previous pass's cut-off: a
+ * change's time is taken when its write starts (PostgreSQL), so one that commits late would
+ * otherwise never be looked at (the floor would then wait for the bucket's next change).
+ */
+export const PRUNE_OVERLAP_MS = 30_000;
+
 /** Runs one compiled history statement by name and returns its rows (each store supplies its own). */
 export type RunHistoryStatement = (name: string, args: Record<string, unknown>) => Promise<Array<Record<string, unknown>>>;
 

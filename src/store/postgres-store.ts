@@ -5,7 +5,7 @@ import type { StoredValue } from '../values/stored-value.js';
 import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { compileHistory } from './history-statements.js';
-import { HistoryReader } from './history-reader.js';
+import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
 import type { HistoryRecord, PastRead } from './history-types.js';
 import { listBounds } from './list-bounds.js';
 import { appliedMigrations, kvbMigrations, runMigrations } from './migrations.js';
@@ -742,7 +742,7 @@ export class PostgresStore implements Store {
   async pruneChanges(before: number, batch: number): Promise<number> {
     // Under the sweep lease, like the sweep: one instance prunes at a time.
     if (!(await this.takeLease('sweep'))) return 0;
-    const { rows } = await this.query<{ bucket_id: string; revision: number }>('prunable', { before, since: this.prunedBefore, batch });
+    const { rows } = await this.query<{ bucket_id: string; revision: number }>('prunable', { before, since: Math.max(0, this.prunedBefore - PRUNE_OVERLAP_MS), batch });
     for (const { bucket_id: bucket, revision } of rows) {
       // The floor is raised first, in the same transaction: a reader never finds a hole without a floor above it.
       await this.transaction(async (client) => {

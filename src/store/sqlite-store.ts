@@ -6,7 +6,7 @@ import { prefixUpperBound } from '../values/keys.js';
 import type { StoredValue } from '../values/stored-value.js';
 import { EntryCache } from './entry-cache.js';
 import { compileHistory } from './history-statements.js';
-import { HistoryReader } from './history-reader.js';
+import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
 import type { HistoryRecord, PastRead } from './history-types.js';
 import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, isLive, toEntry, toMeta } from './entry-row.js';
@@ -342,7 +342,7 @@ export class SqliteStore implements Store {
   private prunedBefore = 0;
 
   async pruneChanges(before: number, batch: number): Promise<number> {
-    const since = this.prunedBefore;
+    const since = Math.max(0, this.prunedBefore - PRUNE_OVERLAP_MS);
     const pruned = await this.write(() =>
       this.atomically(() => {
         const rows = this.statement('prunable').all(this.args('prunable', { before, since, batch })) as Array<{ bucket_id: string; revision: number }>;
