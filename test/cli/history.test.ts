@@ -24,7 +24,7 @@ const revisionAfter = async (args: string[]) => {
 };
 
 describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
-  it('reads a key and lists the bucket as of a revision; history is JSONL when piped, newest first', async () => {
+  it('reads a key and lists the bucket as of a revision; history is JSONL when piped, newest first', { timeout: 120_000 }, async () => {
     const r1 = await revisionAfter(['set', 'cfg/a', 'one', '--type', 'text']);
     const r2 = await revisionAfter(['set', 'cfg/a', 'two', '--type', 'text']);
     await revisionAfter(['set', 'cfg/b', 'b', '--type', 'text']);
@@ -45,7 +45,7 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
     expect((await run(['history', 'cfg/a', '--limit', '1'])).out.trim().split('\n')).toHaveLength(1);
   });
 
-  it('rollback: --dry-run changes nothing, a pipe without --yes is refused, --yes makes one new revision', async () => {
+  it('rollback: --dry-run changes nothing, a pipe without --yes is refused, --yes makes one new revision', { timeout: 120_000 }, async () => {
     const before = Number((await call(`${server.api}/${bucket}`, { token: SECRET })).headers.get('kvb-revision'));
     await revisionAfter(['set', 'cfg/a', 'three', '--type', 'text']);
     await revisionAfter(['set', 'other', 'x', '--type', 'text']);
@@ -67,7 +67,7 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
     expect((await run(['history', 'cfg/b'])).out.split('\n')[0]).toContain('"operation":"rollback"');
   });
 
-  it('an import starts history at its revision: bucket show names the floor, a revision below it exits 7', async () => {
+  it('an import starts history at its revision: bucket show names the floor, a revision below it exits 7', { timeout: 120_000 }, async () => {
     const exported = await run(['export']);
     expect(exported.exitCode, exported.stderr).toBe(0);
     const imported = await run(['import', '-', '--mode', 'replace'], { input: exported.stdout });

@@ -101,7 +101,7 @@ describe('on a terminal', () => {
     expect((await call(`${server.api}/${doomed}`, { token: SECRET })).status).toBe(404);
   });
 
-  it('rollback shows what would change and asks first: "no" changes nothing (exit 1), "yes" rolls back', async () => {
+  it('rollback shows what would change and asks first: "no" changes nothing (exit 1), "yes" rolls back', { timeout: 90_000 }, async () => {
     const id = await createBucket(server.api, { secret_key: SECRET, default_ttl: '0' });
     const target = { ...env(), KVB_BUCKET: id };
     const put = (key: string, value: string) => call(`${server.api}/${id}/${key}`, { method: 'PUT', body: value, token: SECRET });

@@ -213,7 +213,7 @@ describe(`history: reads at a revision, key history, rollback (${TEST_BACKEND})`
     },
   );
 
-  it('a key\'s history: newest first, with the operation that made each change, paged by cursor; values with values=true', async () => {
+  it('a key\'s history: newest first, with the operation that made each change, paged by cursor; values with values=true', { timeout: 60_000 }, async () => {
     const bucket = await createBucket(server.api, { default_ttl: '0' });
     const url = `${server.api}/${bucket}/`;
     const set = (body: string) => call(`${url}h`, { method: 'PUT', body, headers: { 'content-type': 'text/plain' } });
@@ -277,7 +277,7 @@ describe(`history: reads at a revision, key history, rollback (${TEST_BACKEND})`
     expect(then.headers.get('kvb-expires-at')).not.toBeNull();
   });
 
-  it('a POST with a transaction body stays a transaction whatever its query (the spec\'s answer is unchanged)', async () => {
+  it('a POST with a transaction body stays a transaction whatever its query (the spec\'s answer is unchanged)', { timeout: 60_000 }, async () => {
     const bucket = await createBucket(server.api, { default_ttl: '0' });
     const r = await call(`${server.api}/${bucket}?rollback=0`, { method: 'POST', ...json({ txn: [{ set: 'x', value: 'y' }] }) });
     expect(r.status).toBe(204);
@@ -286,7 +286,7 @@ describe(`history: reads at a revision, key history, rollback (${TEST_BACKEND})`
     expect((await call(`${server.api}/${bucket}/x?unknown=1`)).text).toBe('y');
   });
 
-  it('a prefix token reads the past and rolls back only inside its prefix', async () => {
+  it('a prefix token reads the past and rolls back only inside its prefix', { timeout: 60_000 }, async () => {
     const bucket = await createBucket(server.api, { default_ttl: '0', secret_key: 's', signing_key: 'k'.repeat(32) });
     const url = `${server.api}/${bucket}/`;
     const admin = { authorization: 'Bearer s' };
@@ -375,7 +375,7 @@ describe(`rollback is counted against quotas (${TEST_BACKEND})`, () => {
     await server?.stop();
   });
 
-  it('a rollback that would take the bucket over its key quota is refused whole (507), nothing written', async () => {
+  it('a rollback that would take the bucket over its key quota is refused whole (507), nothing written', { timeout: 60_000 }, async () => {
     const bucket = await createBucket(server.api, { default_ttl: '0' });
     const url = `${server.api}/${bucket}/`;
     const put = async (key: string) => expect((await call(`${url}${key}`, { method: 'PUT', body: 'v' })).status).toBe(200);
