@@ -617,7 +617,7 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     // The restore is the newest version now.
     await expect.poll(() => versions.getByRole('listitem').count()).toBe(4);
     expect(problems).toEqual([]);
-    }, 60_000);
+  }, 60_000);
 
   it('Live follows the watch feed of the prefix: sets, deletes and transactions show within 2 s; a dropped connection resumes', async (t) => {
     screenshotsOnFailure(t, 'live');
