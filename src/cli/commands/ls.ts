@@ -21,7 +21,7 @@ export const ls = defineCommand({
       .command('ls')
       .description('list keys (and values) in byte order')
       .argument('[prefix]', 'only keys starting with this')
-      .addOption(new Option('--limit <n>', 'at most this many keys (server default 10000)').argParser(integer('--limit', 0, 1_000_000)))
+      .addOption(new Option('--limit <n>', 'at most this many keys (default: every key; ls follows the pages)').argParser(integer('--limit', 0, 1_000_000)))
       .addOption(new Option('--skip <n>', 'skip this many keys first').argParser(integer('--skip', 0, Number.MAX_SAFE_INTEGER)))
       .option('--reverse', 'reverse byte order')
       .option('--values', 'include the values')
