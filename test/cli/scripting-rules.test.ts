@@ -90,8 +90,8 @@ describe('one typing rule for values from an argument, stdin, --file and txn --s
       run(['set', 'o/raw', '-', '--raw'], { input: 'hello\n' }),
     ]);
     expect([await typeOf('f/int'), (await read('f/int')).text]).toEqual(['int64', '42']);
-    // --raw: the bytes untouched, typed by the server as for curl (42\n is not a number there).
-    expect([await typeOf('f/raw'), (await read('f/raw')).text]).toEqual(['bytes', '42\n']);
+    // --raw: the bytes untouched, typed by the server as for curl (42\n is not in its number grammar, but valid JSON).
+    expect([await typeOf('f/raw'), (await read('f/raw')).text]).toEqual(['json', '42\n']);
     expect([await typeOf('f/text'), (await read('f/text')).text]).toEqual(['text', '42']);
     expect([await typeOf('o/raw'), (await read('o/raw')).text]).toEqual(['bytes', 'hello\n']);
   });
