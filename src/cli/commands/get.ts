@@ -21,7 +21,7 @@ Exits 2 when the key does not exist (or has expired), so scripts can write
   kvb get k || echo missing
 Binary data (type bytes) is not printed to a terminal, as with curl: redirect
 stdout or use -o FILE. Text at a terminal is followed by a newline.
-${examples('kvb get greeting', 'kvb get photo -o photo.jpg', 'kvb get photo > photo.jpg', 'kvb get config --json | jq .value')}`,
+${examples('kvb get greeting', 'kvb get icon -o icon.png', 'kvb get icon > icon.png', 'kvb get config --json | jq .value')}`,
       ),
   async run(key, options, command) {
     await withClient(command, async ({ client, bucket }) => {

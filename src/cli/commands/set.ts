@@ -114,7 +114,7 @@ ${examples(
   'kvb set visits 41                        # int64',
   `kvb set config '{"a":1}' --ttl 3600`,
   'kvb set ratio 3 --type float',
-  'kvb set photo --file photo.jpg --type bytes',
+  'kvb set icon --file icon.png --type bytes    # a value is at most 16 KiB',
   'echo hello | kvb set greeting -          # text "hello"',
   'gzip -c notes.txt | kvb set notes.gz -   # bytes (at most 16 KiB)',
   'kvb set lock/leader me --if-absent       # exit 6 if someone holds it',
