@@ -96,6 +96,33 @@ describe('one typing rule for values from an argument, stdin, --file and txn --s
     expect([await typeOf('o/raw'), (await read('o/raw')).text]).toEqual(['bytes', 'hello\n']);
   });
 
+  it('on the wire, a transaction set may name its "type" (an extension), written as in an export line', async () => {
+    const txn = (ops: unknown[]) =>
+      call(`${server.api}/${bucket}`, { method: 'POST', body: JSON.stringify({ txn: ops }), headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` } });
+    expect(
+      (
+        await txn([
+          { set: 'w/int', value: '9223372036854775807', type: 'int64' },
+          { set: 'w/bytes', value: 'AAH/', type: 'bytes' },
+          { set: 'w/json-string', value: 'x', type: 'json' },
+          { set: 'w/plain', value: 7 },
+        ])
+      ).status,
+    ).toBe(204);
+    expect([await typeOf('w/int'), (await read('w/int')).text]).toEqual(['int64', '9223372036854775807']);
+    expect((await read('w/bytes')).body).toEqual(Buffer.from([0x00, 0x01, 0xff]));
+    expect([await typeOf('w/json-string'), (await read('w/json-string')).text]).toEqual(['json', '"x"']);
+    // Without "type", the spec's rule: any non-string JSON value is json.
+    expect(await typeOf('w/plain')).toBe('json');
+    const badType = await txn([{ set: 'w/x', value: 1, type: 'number' }]);
+    expectError(badType, 400, 'bad_request');
+    expect(badType.headers.get('kvb-error-detail')).toBe('txn[0]: type must be text, json, int64, float64 or bytes');
+    const notInt = await txn([{ set: 'w/x', value: 'seven', type: 'int64' }]);
+    expectError(notInt, 400, 'bad_request');
+    expect(notInt.headers.get('kvb-error-detail')).toBe('txn[0]: an int64 value must be a decimal string within the int64 range');
+    expect((await read('w/x')).status).toBe(404);
+  });
+
   it('kvb set --help, the man page and the README state the rule', async () => {
     const help = (await kvb(['set', '--help'])).out;
     const { readFileSync } = await import('node:fs');

@@ -2,7 +2,7 @@ import { type Readable, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
 import type { TxnOp } from '../../store/store.js';
-import { type JsonLimits, type JsonNode, JsonSyntaxError, parseJsonSource } from '../../values/json-source.js';
+import { type JsonLimits, JsonLimitError, type JsonNode, JsonSyntaxError, parseJsonSource } from '../../values/json-source.js';
 import { MAX_KEY_BYTES, MAX_VALUE_BYTES, checkKey, valueTooLarge } from '../../values/keys.js';
 import { typedValue } from '../../values/export-format.js';
 import { type ValueType, isValueType } from '../../values/value-type.js';
@@ -184,6 +184,10 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       try {
         root = parseJsonSource(typeof request.body === 'string' ? request.body : '', jsonLimits);
       } catch (err) {
+        // The scan's bound is in characters (base64 included): the refusal names the value limit.
+        if (err instanceof JsonLimitError && err.valueTooLarge) {
+          throw badRequest(`${err.valueTooLarge.what} at offset ${err.valueTooLarge.offset}: ${valueTooLarge(undefined, ctx.config.maxValueBytes)}`);
+        }
         if (err instanceof JsonSyntaxError) throw badRequest(err.message);
         throw err;
       }
