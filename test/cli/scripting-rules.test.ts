@@ -194,6 +194,9 @@ describe('JSON output: int64 as decimal strings, listings that carry the type', 
     expect(lines.find((l) => l.startsWith('n/max'))).toMatch(/^n\/max\s+int64\s+19\s+in \d+d\s+\d+$/);
     expect(lines.some((l) => l.includes('…'))).toBe(true);
     for (const l of lines) expect([...l].length, l).toBeLessThanOrEqual(60);
+    // The --values table shows an int64 with every digit, not as a rounded double.
+    const values = await inTerminal(['ls', 'n/max', '--values'], [], { ...env(), XDG_CONFIG_HOME: tempConfigHome() });
+    expect(values.output).toContain('9223372036854775807');
   });
 });
 

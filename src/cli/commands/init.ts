@@ -1,4 +1,4 @@
-import { readConfig, resolveConnection, saveProfile } from '../config.js';
+import { normalizeUrl, readConfig, resolveConnection, saveProfile } from '../config.js';
 import { stdinIsTty } from '../output.js';
 import { type RunningCommand, defineCommand } from '../define-command.js';
 import { generateKey } from '../random-key.js';
@@ -68,14 +68,15 @@ async function wizard(command: RunningCommand): Promise<void> {
           initialValue: url,
           validate: (v) => {
             try {
-              const parsed = new URL(v ?? '');
+              const parsed = new URL(normalizeUrl(v ?? ''));
               return parsed.protocol === 'http:' || parsed.protocol === 'https:' ? undefined : 'an http:// or https:// URL';
             } catch {
               return 'an http:// or https:// URL';
             }
           },
         }),
-      ).replace(/\/+$/, '');
+      );
+      url = normalizeUrl(url);
       const spin = p.spinner();
       spin.start(`Checking ${url}/health`);
       const { client, close } = await openClient(url, undefined, 5000);

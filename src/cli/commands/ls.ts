@@ -116,7 +116,7 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --
         }
         // A server without the meta extension answers [key, value] pairs: the older bordered table.
         if (options.values && (lines.length === 0 || lines[0]!.startsWith('{'))) {
-          await data(renderValuesTable(lines.map((lineText) => JSON.parse(lineText) as MetaRow), process.stdout.columns || 80, Date.now()));
+          await data(renderValuesTable(lines.map((lineText) => JSON.parse(int64AsString(lineText)) as MetaRow), process.stdout.columns || 80, Date.now()));
           return;
         }
         const rows = lines.map((lineText) => (options.values ? splitPair(lineText) : [JSON.parse(lineText) as string]));
@@ -185,7 +185,7 @@ async function* typedListing(body: AsyncIterable<Buffer>, format: 'text' | 'json
   const emit = (lineText: string): string => {
     // text comes here only with -l (text with --values is the server's own key=value format).
     if (format === 'text') return textLine(JSON.parse(lineText) as MetaRow);
-    const fixed = (JSON.parse(lineText) as MetaRow).type === 'int64' ? lineText.replace(/,"value":(-?\d+)}$/, ',"value":"$1"}') : lineText;
+    const fixed = int64AsString(lineText);
     if (format === 'jsonl') return `${fixed}\n`;
     const out = first ? fixed : `,${fixed}`;
     first = false;
@@ -199,6 +199,11 @@ async function* typedListing(body: AsyncIterable<Buffer>, format: 'text' | 'json
   }
   if (pending !== '') yield Buffer.from(emit(pending));
   if (format === 'json') yield Buffer.from(']\n');
+}
+
+/** A meta line with its int64 value (the last field) as a decimal string, so no JSON reader rounds it. */
+function int64AsString(lineText: string): string {
+  return (JSON.parse(lineText) as MetaRow).type === 'int64' ? lineText.replace(/,"value":(-?\d+)}$/, ',"value":"$1"}') : lineText;
 }
 
 /** The text format's escaping of a key: `\`, newline, carriage return and `=`. */

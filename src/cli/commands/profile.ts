@@ -1,5 +1,5 @@
 import { Argument } from '@commander-js/extra-typings';
-import { DEFAULT_URL, type Profile, configPath, readConfig, resolveConnection, writeConfig } from '../config.js';
+import { DEFAULT_URL, type Profile, normalizeUrl, configPath, readConfig, resolveConnection, writeConfig } from '../config.js';
 import { defineCommand, defineGroup, examples } from '../define-command.js';
 import { info, json, line, stdoutIsTty, verticalTable } from '../output.js';
 import { UsageError, globalFlags } from '../session.js';
@@ -108,7 +108,6 @@ ${examples('kvb profile add team --url https://kv.example.com --bucket "$B" --to
     const bucket = pick(flags.bucket, process.env.KVB_BUCKET);
     const token = pick(flags.token, process.env.KVB_TOKEN);
     if (bucket === undefined) throw new UsageError('kvb profile add needs --bucket ID (or KVB_BUCKET)');
-    const { normalizeUrl } = await import('../config.js');
     const config = readConfig();
     if (config.profiles[name] !== undefined && !options.force) {
       throw new UsageError(`profile ${JSON.stringify(name)} already exists in ${configPath()}: pass --force to replace it`);
