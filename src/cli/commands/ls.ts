@@ -42,7 +42,7 @@ Keys alone are the server's own formats, passed through. With --values or -l,
 json and jsonl give one object per key that carries its type:
   {"key","type","size","expires_at","rev","value"}
 (value with --values: json as is, text a string, int64 a decimal string, float64
-a number, bytes base64); text gives key=value lines (\, newline and = escaped)
+a number, bytes base64); text gives key=value lines (\\, newline and = escaped)
 or, with -l, tab-separated key, type, size, expires_at (or -) and rev.
 At a terminal, -l is a table of key, type, size, expiry and revision that fits
 its width.
