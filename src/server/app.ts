@@ -7,6 +7,7 @@ import { envelope } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { BucketCache } from './bucket-cache.js';
+import { configureVerifications } from './access-control.js';
 import { installErrorHandling, sendError } from './error-handling.js';
 import { createKvbServer } from './http-server.js';
 import { setupMetrics } from './plugins/metrics.js';
@@ -123,6 +124,7 @@ const CORS_EXPOSED = CORS_OPTIONS.exposedHeaders.join(', ');
 /** Builds the whole service without listening, so tests and the bench can start it however they like. */
 export async function buildApp(store: Store, config: ServerConfig): Promise<FastifyInstance> {
   const schemas = lazySchemaCompilers();
+  configureVerifications(config.verificationWaitSeconds);
   const logs = new RequestLogController({ disableRequestLogging: true, requestIdLogLabel: 'req_id' }, config.accessLog);
   const app = Fastify({
     logger: loggerOptions(config.logLevel, config.logFormat),

@@ -7,14 +7,16 @@ export interface CachedBucket {
   record: BucketRecord;
   flags: PolicyFlags;
   loadedAt: number;
-  /** Credential digest -> roles it matched (empty set: matched nothing). */
+  /** Credential digest -> roles it matched (never empty). */
   keyRoles: Map<string, ReadonlySet<KeyRole>>;
+  /** Credential digest -> the empty set, for credentials that matched nothing (kept apart: see access-control.ts). */
+  wrongCredentials: Map<string, ReadonlySet<KeyRole>>;
   /** Token -> verified claims, or null when it failed verification. */
   tokens: Map<string, TokenClaims | null>;
 }
 
 const MAX_BUCKETS = 10_000;
-/** Per bucket: beyond this many distinct credentials or tokens, the maps start over. */
+/** Per bucket: beyond this many distinct right credentials, wrong ones or tokens, that map starts over. */
 export const MAX_VERIFICATIONS = 1_000;
 
 /**
@@ -57,6 +59,7 @@ export class BucketCache {
       // Verification results are pure functions of the credential and these fields: when a reload
       // (every maxAgeMs on a shared store) finds them unchanged, the slow checks are not redone.
       keyRoles: hit && sameKeyHashes(hit.record, record) ? hit.keyRoles : new Map(),
+      wrongCredentials: hit && sameKeyHashes(hit.record, record) ? hit.wrongCredentials : new Map(),
       tokens: hit && hit.record.signingKey === record.signingKey && hit.record.tokenSalt === record.tokenSalt ? hit.tokens : new Map(),
     };
     if (this.entries.size >= MAX_BUCKETS) this.entries.delete(this.entries.keys().next().value!);

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { VerificationQueue } from '../../src/auth/verification-queue.js';
 import { call, createBucket, expectError } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -19,27 +18,13 @@ async function latencies(url: string, token: string, count: number): Promise<num
 }
 
 describe('13. the CPU spent verifying unseen credentials is bounded', () => {
-  it('the queue runs at most `concurrency` at once and refuses past `maxWaiting`', async () => {
-    const queue = new VerificationQueue(1, 1);
-    let running = 0;
-    let most = 0;
-    const job = () =>
-      queue.run(async () => {
-        most = Math.max(most, ++running);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        running--;
-        return 'done';
-      });
-    const results = await Promise.all([job(), job(), job()]);
-    expect(results).toEqual(['done', 'done', undefined]);
-    expect(most).toBe(1);
-    expect(await job()).toBe('done');
-  });
-
+  // The scheduler's own rules (fair turns, time bounds) are in test/unit/verification-scheduler.test.ts;
+  // two sources at once against a spawned server in test/http/first-contact.test.ts.
   let server: RunningServer;
   let bucket: string;
   beforeAll(async () => {
-    server = await startServer();
+    // A short queue allowance, so 100 guesses a second are refused on any machine's speed.
+    server = await startServer({ args: ['--verification-wait', '1'] });
     bucket = await createBucket(server.api, { secret_key: 'the-secret', read_key: 'the-reader', write_key: 'the-writer' });
   });
   afterAll(async () => {
@@ -70,7 +55,7 @@ describe('13. the CPU spent verifying unseen credentials is bounded', () => {
       `flooded p50 ${percentile(flooded, 50).toFixed(1)} ms, p99 ${percentile(flooded, 99).toFixed(1)} ms; statuses ${JSON.stringify([...statuses])}`;
     if (process.env.KVB_PRINT_FIGURES) console.log(figures);
     expect(statuses.get(429) ?? 0, figures).toBeGreaterThan(0);
-    expect(retryAfter).toBe('1');
+    expect(Number(retryAfter)).toBeGreaterThanOrEqual(1);
     // Unbounded, the flood's hashes queue ahead of everything and cached requests wait seconds.
     // Bounded, they keep close to their quiet latency: compared with the same run's quiet median
     // (not an absolute figure, which a loaded machine would break), with room for the CPU the

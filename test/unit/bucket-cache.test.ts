@@ -49,17 +49,21 @@ describe('bucket cache on a shared store', () => {
     const cache = new BucketCache(store, 10);
     const first = (await cache.get('b'))!;
     first.keyRoles.set('digest', new Set(['read']));
+    first.wrongCredentials.set('guess', new Set());
     first.tokens.set('token', null);
     await sleep(20);
     state.current = record({ defaultTtl: 60, signingKeyGeneration: 1 });
     const second = (await cache.get('b'))!;
     expect(second).not.toBe(first);
     expect(second.keyRoles.get('digest')).toEqual(new Set(['read']));
+    expect(second.wrongCredentials.has('guess')).toBe(true);
     expect(second.tokens.has('token')).toBe(true);
     await sleep(20);
     state.current = record({ readKeyHash: 'h-read-2', signingKey: 'sign-2' });
     const third = (await cache.get('b'))!;
     expect(third.keyRoles.size).toBe(0);
+    // A key rotation forgets the wrong guesses too: one may be the new key.
+    expect(third.wrongCredentials.size).toBe(0);
     expect(third.tokens.size).toBe(0);
     expect(state.loads).toBe(3);
   });
