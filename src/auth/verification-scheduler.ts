@@ -39,14 +39,15 @@ export class VerificationScheduler {
   private readonly queues = new Map<string, Job[]>();
   private waiting = 0;
   private costMs: number;
+  private refused = 0;
 
   constructor(private readonly limits: SchedulerLimits) {
     this.costMs = limits.initialCostMs ?? 100;
   }
 
   /** What the scheduler knows now (for tests, metrics and the bench). */
-  stats(): { running: number; waiting: number; sources: number; costMs: number } {
-    return { running: this.running, waiting: this.waiting, sources: this.queues.size, costMs: this.costMs };
+  stats(): { running: number; waiting: number; sources: number; costMs: number; refused: number } {
+    return { running: this.running, waiting: this.waiting, sources: this.queues.size, costMs: this.costMs, refused: this.refused };
   }
 
   /** Expected wait before a new job of `source` starts, in ms. */
@@ -69,6 +70,7 @@ export class VerificationScheduler {
           : expected.total > this.limits.maxTotalWaitMs
             ? { reason: 'total' as const, excess: expected.total - this.limits.maxTotalWaitMs }
             : undefined;
+      if (over) this.refused++;
       if (over) return { ran: false, reason: over.reason, retryAfterSeconds: Math.min(60, Math.max(1, Math.ceil(over.excess / 1000))) };
       const started = await new Promise<boolean>((resolve) => {
         const job: Job = { start: () => resolve(true), skip: () => resolve(false), abandoned };

@@ -61,6 +61,9 @@ export function configureVerifications(waitSeconds: number): void {
   });
 }
 
+/** What the verification scheduler holds now, for the metrics. */
+export const verificationStats = () => verifications.stats();
+
 interface Verifying {
   result: Promise<ReadonlySet<KeyRole>>;
   /** The connections waiting for it: when all are gone before it starts, it is skipped. */

@@ -8,6 +8,7 @@ import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { BucketCache } from './bucket-cache.js';
 import { configureVerifications } from './access-control.js';
+import { registerVerificationMetrics } from './verification-metrics.js';
 import { installErrorHandling, sendError } from './error-handling.js';
 import { createKvbServer } from './http-server.js';
 import { setupMetrics } from './plugins/metrics.js';
@@ -243,6 +244,7 @@ export async function buildApp(store: Store, config: ServerConfig): Promise<Fast
   app.decorate('endStreams', endStreams);
   app.addHook('preClose', async () => endStreams());
   registerWatchMetrics(metrics, ctx.watch);
+  registerVerificationMetrics(metrics);
   await app.register(operationalRoutes, { ...ctx, metrics });
   await app.register(bucketRoutes, { ...ctx, limitCreation });
   await app.register(transactionRoute, ctx);
