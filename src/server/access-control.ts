@@ -43,22 +43,23 @@ function remember<V>(map: Map<string, V>, key: string, value: V): V {
   return value;
 }
 
-let verifications = new VerificationScheduler({
+/** The whole queue may take this many times one address's allowance to drain. */
+const TOTAL_WAIT_FACTOR = 2;
+
+const limitsFor = (waitSeconds: number) => ({
   concurrency: verificationConcurrency(),
-  maxSourceWaitMs: DEFAULT_SERVER_CONFIG.verificationWaitSeconds * 1000,
-  maxTotalWaitMs: DEFAULT_SERVER_CONFIG.verificationWaitSeconds * 4000,
+  maxSourceWaitMs: waitSeconds * 1000,
+  maxTotalWaitMs: waitSeconds * 1000 * TOTAL_WAIT_FACTOR,
 });
+
+let verifications = new VerificationScheduler(limitsFor(DEFAULT_SERVER_CONFIG.verificationWaitSeconds));
 
 /**
  * Sets the verification limits (buildApp, from `--verification-wait`): a client address's unseen
- * credentials may queue for about that long, the whole queue for four times it.
+ * credentials may queue for about that long, the whole queue for twice it. Past that, 429.
  */
 export function configureVerifications(waitSeconds: number): void {
-  verifications = new VerificationScheduler({
-    concurrency: verificationConcurrency(),
-    maxSourceWaitMs: waitSeconds * 1000,
-    maxTotalWaitMs: waitSeconds * 4000,
-  });
+  verifications = new VerificationScheduler(limitsFor(waitSeconds));
 }
 
 /** What the verification scheduler holds now, for the metrics. */

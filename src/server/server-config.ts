@@ -49,7 +49,7 @@ export interface ServerConfig {
   rateLimit: RateLimit | undefined;
   /**
    * Seconds a client address's unseen credentials may be expected to queue for their slow hash
-   * before the excess gets 429 (the whole queue: 4 times this). See auth/verification-scheduler.ts.
+   * before the excess gets 429 (the whole queue: twice this). See auth/verification-scheduler.ts.
    */
   verificationWaitSeconds: number;
 }
@@ -96,7 +96,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   maxBytesPerBucket: 0,
   bucketCreationRate: undefined,
   rateLimit: undefined,
-  verificationWaitSeconds: 15,
+  verificationWaitSeconds: 30,
   maxWatchers: 10_000,
   watchRetentionSeconds: 3600,
   watchProgressMs: 15_000,

@@ -67,4 +67,20 @@ describe('bucket cache on a shared store', () => {
     expect(third.tokens.size).toBe(0);
     expect(state.loads).toBe(3);
   });
+
+  it('concurrent first requests for a bucket share one load; a change during a load is not cached', async () => {
+    const { store, state } = fakeStore();
+    const cache = new BucketCache(store, 60_000);
+    const all = await Promise.all(Array.from({ length: 50 }, () => cache.get('b')));
+    expect(state.loads).toBe(1);
+    expect(new Set(all).size).toBe(1);
+    cache.invalidate('b');
+    const during = cache.get('b');
+    // This instance changes the bucket while the record is being read: what was read is not kept.
+    cache.invalidate('b');
+    state.current = record({ readKeyHash: 'h-read-2' });
+    expect((await during)?.record.readKeyHash).toBe('h-read');
+    expect((await cache.get('b'))?.record.readKeyHash).toBe('h-read-2');
+    expect(state.loads).toBe(3);
+  });
 });

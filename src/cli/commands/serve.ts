@@ -128,7 +128,7 @@ export const serve = defineCommand({
           .argParser(integer(1, 100000)),
       )
       .addOption(
-        new Option('--verification-wait <seconds>', "how long one client address's unseen credentials may queue for their slow hash before more get 429 (the whole queue: 4x)")
+        new Option('--verification-wait <seconds>', "how long one client address's unseen credentials may queue for their slow hash before more get 429 (the whole queue: twice that)")
           .env('KVB_VERIFICATION_WAIT')
           .default(d.verificationWaitSeconds)
           .argParser(integer(1, 3600)),
