@@ -298,7 +298,9 @@ describe(`watch: the change feed (${TEST_BACKEND}${TEST_BACKEND === 'postgres' ?
     const t0 = Date.now();
     expect((await call(`${a.api}/${bucket}`, { method: 'PATCH', ...json({ signing_key: 'K2' }, admin) })).status).toBeLessThan(300);
     await rotated.ended;
-    expect(Date.now() - t0).toBeLessThan(3000);
+    // The other instance sees the rotation within about a second (its bucket cache's age); the
+    // bound leaves room for a loaded machine, and is still far below a stream that never ends.
+    expect(Date.now() - t0).toBeLessThan(10_000);
     expect(events(rotated.messages).at(-1)).toMatchObject({ type: 'closed' });
   });
 
