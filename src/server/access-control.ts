@@ -85,7 +85,8 @@ async function verifyRoles(bucket: CachedBucket, credential: string, source: str
     () => [...waiters].every((socket) => !socket || socket.destroyed),
   );
   if (!scheduled.ran) {
-    throw new KvbError('too_many_requests', 'too many unverified credentials at once; retry shortly', {
+    const from = scheduled.reason === 'source' ? ' from this address' : '';
+    throw new KvbError('too_many_requests', `too many unverified credentials${from} at once; retry shortly`, {
       'retry-after': String(scheduled.retryAfterSeconds),
     });
   }
