@@ -89,4 +89,32 @@ describe('verification scheduler: fair between sources, bounded in time', () => 
     expect(await kept).toEqual({ ran: true, value: 'c1' });
     expect(h.scheduler.stats()).toMatchObject({ running: 0, waiting: 0, sources: 0 });
   });
+
+  it('the total bound takes from the longest queue: a flooding source cannot shut a newcomer out', async () => {
+    const h = harness({ concurrency: 1, maxSourceWaitMs: 60_000, maxTotalWaitMs: 300, initialCostMs: 100 });
+    const flood = ['f1', 'f2', 'f3', 'f4', 'f5'].map((n) => h.submit('flood', n));
+    // f5 would make the drain 400 ms: refused (its own source has the longest queue).
+    expect(await flood[4]).toMatchObject({ ran: false, reason: 'total' });
+    // A newcomer takes the place of the flood's last job.
+    const b = h.submit('b', 'b1');
+    expect(await flood[3]).toMatchObject({ ran: false, reason: 'total' });
+    for (const name of ['f1', 'f2', 'b1']) await h.finish(name);
+    expect(await b).toEqual({ ran: true, value: 'b1' });
+    expect(h.started).toEqual(['f1', 'f2', 'b1', 'f3']);
+  });
+
+  it('when verifications get slower, queued ones that would now wait too long are refused at once', async () => {
+    let clock = 0;
+    const h = harness({ concurrency: 1, maxSourceWaitMs: 250, maxTotalWaitMs: 60_000, initialCostMs: 100, now: () => clock });
+    const jobs = ['a1', 'a2', 'a3'].map((n) => h.submit('a', n));
+    expect(h.scheduler.stats()).toMatchObject({ running: 1, waiting: 2 });
+    // a1 took a whole second: the estimate becomes 280 ms, and a3 (one job ahead of it) would wait 280 ms.
+    clock = 1000;
+    await h.finish('a1');
+    expect(h.scheduler.stats().costMs).toBeCloseTo(280);
+    expect(await jobs[2]).toEqual({ ran: false, reason: 'source', retryAfterSeconds: 1 });
+    expect(h.started).toEqual(['a1', 'a2']);
+    await h.finish('a2');
+    expect(await jobs[1]).toEqual({ ran: true, value: 'a2' });
+  });
 });
