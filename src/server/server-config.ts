@@ -96,7 +96,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   maxBytesPerBucket: 0,
   bucketCreationRate: undefined,
   rateLimit: undefined,
-  verificationWaitSeconds: 30,
+  verificationWaitSeconds: 60,
   maxWatchers: 10_000,
   watchRetentionSeconds: 3600,
   watchProgressMs: 15_000,
