@@ -294,30 +294,47 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
 
 const CHANGE_COLUMNS = ['revision', 'key', 'kind', 'type', 'value', 'expires_at'] as const;
 
-/** SQLite only: one key's change-log row; removes one key if it is (still) expired. */
+/** The fields of one change-log row, in the order a multi-row insert (`logChangeRows`) binds them. */
+export const CHANGE_ROW_FIELDS = ['bucket', 'revision', 'key', 'kind', 'type', 'value', 'expiresAt', 'now'] as const;
+
+/** How many change-log rows SQLite's multi-row inserts take at once: a batch's rows go in the fewest statements of these sizes. */
+export const CHANGE_ROW_CHUNKS = [64, 16, 4, 1] as const;
+
+/**
+ * SQLite only: `rows` change-log rows in one insert (parameters `r0_bucket`, `r0_revision`, …, in
+ * CHANGE_ROW_FIELDS order row by row). A later change of the same key at the same revision
+ * replaces the earlier one, within the statement too (SQLite applies the rows one by one): the
+ * final state of a transaction's key counts.
+ */
+export function logChangeRows(db: KyselyType<Database>, rows: number) {
+  return db
+    .insertInto('changes')
+    .values(
+      Array.from({ length: rows }, (_, i) => ({
+        bucket_id: param(`r${i}_bucket`),
+        revision: param(`r${i}_revision`),
+        key: param(`r${i}_key`),
+        kind: param(`r${i}_kind`),
+        type: param(`r${i}_type`),
+        value: param(`r${i}_value`),
+        expires_at: param(`r${i}_expiresAt`),
+        committed_at: param(`r${i}_now`),
+      })),
+    )
+    .onConflict((oc) =>
+      oc.columns(['bucket_id', 'revision', 'key']).doUpdateSet((eb) => ({
+        kind: eb.ref('excluded.kind'),
+        type: eb.ref('excluded.type'),
+        value: eb.ref('excluded.value'),
+        expires_at: eb.ref('excluded.expires_at'),
+      })),
+    );
+}
+
+/** SQLite only: a batch's change-log rows (multi-row inserts); removes one key if it is (still) expired. */
 export function sqliteStatements(db: KyselyType<Database>) {
   return {
-    /** One change-log row; a later change of the same key in the same transaction replaces it (the final state counts). */
-    logChange: db
-      .insertInto('changes')
-      .values({
-        bucket_id: param('bucket'),
-        revision: param('revision'),
-        key: param('key'),
-        kind: param('kind'),
-        type: param('type'),
-        value: param('value'),
-        expires_at: param('expiresAt'),
-        committed_at: param('now'),
-      })
-      .onConflict((oc) =>
-        oc.columns(['bucket_id', 'revision', 'key']).doUpdateSet((eb) => ({
-          kind: eb.ref('excluded.kind'),
-          type: eb.ref('excluded.type'),
-          value: eb.ref('excluded.value'),
-          expires_at: eb.ref('excluded.expires_at'),
-        })),
-      ),
+    ...Object.fromEntries(CHANGE_ROW_CHUNKS.map((n) => [`logChanges${n}`, logChangeRows(db, n)])),
     removeExpired: db
       .deleteFrom('entries')
       .where('bucket_id', '=', param('bucket'))
