@@ -77,7 +77,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   sweepIntervalSeconds: 5,
   poolSize: 10,
   pgPrepare: 'auto',
-  pgBatchWrites: false,
+  pgBatchWrites: true,
   console: true,
   accessLog: true,
   trustProxy: undefined,

@@ -459,3 +459,64 @@ export function compileAll<T extends Record<string, Compilable>>(group: T): { [K
     [K in keyof T]: CompiledStatement;
   };
 }
+
+/**
+ * PostgreSQL only: the write batch's statements (see postgres-batch.ts), written as SQL because
+ * they are data-modifying CTEs over unnested arrays. `version` is the bucket row's `xmin`: any
+ * transaction that changed the row (every write bumps its revision) gave it a new one, so a
+ * statement guarded by `xmin = version` changes nothing if anyone wrote to the bucket since it
+ * was read. Under READ COMMITTED an UPDATE that waited for the row re-checks its WHERE against the
+ * newest version, so the guard holds across instances.
+ */
+export function postgresBatchStatements(schema: string) {
+  const db = queryBuilder('postgres');
+  const t = (name: string) => sql.table(`${schema}.${name}`);
+  const raw = (query: RawBuilder<unknown>): Compilable => ({ compile: () => query.compile(db) });
+  /** The batch's change rows and the final state of each key it set, from arrays in lockstep. */
+  const written = sql`w as (select * from unnest(${param('keys')}::bytea[], ${param('kinds')}::text[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('revisions')}::bigint[]) as w(key, kind, type, value, expires_at, revision))`;
+  const replace = sql`on conflict (bucket_id, key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision`;
+  return {
+    /** A batch's read: the bucket row (revision, usage, version) and the rows of the keys its writes touch, in one snapshot. */
+    readBatch: raw(sql`select b.revision, b.usage_keys, b.usage_bytes, b.xmin::text as version, e.key, e.type, e.value, e.expires_at, e.revision as entry_revision
+      from ${t('buckets')} b left join ${t('entries')} e on e.bucket_id = b.id and e.key = any(${param('keys')}::bytea[])
+      where b.id = ${param('bucket')}`),
+    /** The bucket row, locked for the rest of the transaction (a batch that found it changed since its read). */
+    lockBucket: raw(sql`select 1 from ${t('buckets')} where id = ${param('bucket')} for update`),
+    /**
+     * A batch's writes in one statement, if the bucket row is still at `version`: the revision
+     * set to the batch's last, the usage changed by the batch's delta, each key that ends set
+     * upserted and each key that ends deleted removed (final state: the last row per key in `w`),
+     * and every change-log row. Returns the revision; no row (and no change) when stale.
+     */
+    applyBatch: raw(sql`with ${written},
+      b as (update ${t('buckets')} set revision = ${param('revision')}::bigint, usage_keys = usage_keys + ${param('usageKeys')}::bigint, usage_bytes = usage_bytes + ${param('usageBytes')}::bigint
+        where id = ${param('bucket')} and xmin = ${param('version')}::xid returning revision),
+      f as (select distinct on (key) key, kind, type, value, expires_at, revision from w order by key, revision desc),
+      e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision)
+        select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, f.revision from f, b where f.kind = 'set' ${replace}),
+      d as (delete from ${t('entries')} where bucket_id = ${param('bucket')} and key in (select key from f where kind <> 'set') and exists (select 1 from b)),
+      c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, committed_at)
+        select ${param('bucket')}::text, w.revision, w.key, w.kind, w.type, w.value, w.expires_at, ${param('now')}::bigint from w, b)
+      select revision from b`),
+    /**
+     * Unconditional SETs without a quota, in one statement and one round trip: the bucket's
+     * revision and the old sizes are read from the statement's snapshot, and the bump (revision
+     * plus the count of sets, usage by the sizes' difference) is guarded by the row's version as
+     * read: if another writer committed in between, nothing changes and no row comes back.
+     * `steps` numbers the sets 1..n; set i gets the snapshot's revision + i.
+     */
+    setsFresh: raw(sql`with s as (select revision, xmin from ${t('buckets')} where id = ${param('bucket')}),
+      w as (select * from unnest(${param('keys')}::bytea[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('steps')}::bigint[]) as w(key, type, value, expires_at, step)),
+      f as (select distinct on (key) key, type, value, expires_at, step from w order by key, step desc),
+      o as (select length(key) + length(value) as size from ${t('entries')} where bucket_id = ${param('bucket')} and key in (select key from f)),
+      b as (update ${t('buckets')} set revision = revision + ${param('count')}::bigint,
+          usage_keys = usage_keys + (select count(*) from f) - (select count(*) from o),
+          usage_bytes = usage_bytes + (select coalesce(sum(length(key) + length(value)), 0) from f) - (select coalesce(sum(size), 0) from o)
+        where id = ${param('bucket')} and xmin = (select xmin from s) returning revision - ${param('count')}::bigint as base),
+      e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision)
+        select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, b.base + f.step from f, b where true ${replace}),
+      c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, committed_at)
+        select ${param('bucket')}::text, b.base + w.step, w.key, 'set', w.type, w.value, w.expires_at, ${param('now')}::bigint from w, b)
+      select (select base from b) as base, exists (select 1 from s) as found`),
+  };
+}
