@@ -25,6 +25,13 @@ export const MAX_VERIFICATIONS = 1_000;
  */
 export class BucketCache {
   private readonly entries = new Map<string, CachedBucket>();
+  /**
+   * Loads under way, one per bucket: concurrent misses share one query. Without this, every
+   * request in flight when a shared store's entry expired queried the bucket at once, and under
+   * load (hundreds of concurrent writes per instance) they queued past the pool's connection
+   * timeout and were answered 503.
+   */
+  private readonly loading = new Map<string, Promise<CachedBucket | undefined>>();
 
   constructor(
     private readonly store: Store,
@@ -38,12 +45,25 @@ export class BucketCache {
   }
 
   async get(id: string): Promise<CachedBucket | undefined> {
-    const now = Date.now();
     const hit = this.entries.get(id);
-    if (hit && now - hit.loadedAt < this.maxAgeMs) return hit;
+    if (hit && Date.now() - hit.loadedAt < this.maxAgeMs) return hit;
+    const running = this.loading.get(id);
+    if (running) return running;
+    const load: Promise<CachedBucket | undefined> = this.load(id, hit, () => this.loading.get(id) === load).finally(() => {
+      if (this.loading.get(id) === load) this.loading.delete(id);
+    });
+    this.loading.set(id, load);
+    return load;
+  }
+
+  /** `isCurrent`: false when the bucket was invalidated while it loaded. */
+  private async load(id: string, hit: CachedBucket | undefined, isCurrent: () => boolean): Promise<CachedBucket | undefined> {
+    const now = Date.now();
     const record = await this.store.getBucket(id);
+    // Invalidated while loading: answer this read, but cache nothing (the change may postdate it).
+    const current = isCurrent();
     if (!record) {
-      this.entries.delete(id);
+      if (current) this.entries.delete(id);
       return undefined;
     }
     const cached: CachedBucket = {
@@ -59,6 +79,7 @@ export class BucketCache {
       keyRoles: hit && sameKeyHashes(hit.record, record) ? hit.keyRoles : new Map(),
       tokens: hit && hit.record.signingKey === record.signingKey && hit.record.tokenSalt === record.tokenSalt ? hit.tokens : new Map(),
     };
+    if (!current) return cached;
     if (this.entries.size >= MAX_BUCKETS) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(id, cached);
     return cached;
@@ -67,6 +88,7 @@ export class BucketCache {
   /** Drops a bucket, verification results included (this instance changed or deleted it). */
   invalidate(id: string): void {
     this.entries.delete(id);
+    this.loading.delete(id);
   }
 }
 

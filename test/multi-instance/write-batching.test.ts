@@ -40,7 +40,7 @@ describe.skipIf(!POSTGRES_URL)(
     });
 
     it('says so in its start-up line', () => {
-      expect(a.logs()).toContain('concurrent writes share transactions');
+      expect(a.logs()).toContain('concurrent writes to a bucket share one statement');
     });
 
     it('400 concurrent SETs on 20 keys: each answered with its own revision, exactly the next 400, logged once each; each key holds its last write', { timeout: 60_000 }, async () => {

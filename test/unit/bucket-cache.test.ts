@@ -63,4 +63,20 @@ describe('bucket cache on a shared store', () => {
     expect(third.tokens.size).toBe(0);
     expect(state.loads).toBe(3);
   });
+
+  it('concurrent misses share one load; a load that an invalidation overtook is answered but not cached', async () => {
+    const { store, state } = fakeStore();
+    const cache = new BucketCache(store, 60_000);
+    const answers = await Promise.all(Array.from({ length: 100 }, () => cache.get('b')));
+    expect(state.loads).toBe(1);
+    expect(new Set(answers).size).toBe(1);
+    cache.invalidate('b');
+    const racing = cache.get('b');
+    // This instance changed the bucket while the load was under way.
+    cache.invalidate('b');
+    state.current = record({ readKeyHash: 'h-read-3' });
+    expect((await racing)?.record.readKeyHash).toBe('h-read');
+    expect((await cache.get('b'))?.record.readKeyHash).toBe('h-read-3');
+    expect(state.loads).toBe(3);
+  });
 });

@@ -1,0 +1,15 @@
+import { startServer } from './test/helpers/server.js';
+import { call, createBucket } from './test/helpers/http.js';
+import { postgresUrl, uniqueName, dropSchema } from './test/helpers/backend.js';
+const schema = uniqueName('kvb_repro');
+const db = postgresUrl({ schema }, 'postgres://postgres@127.0.0.1:5432/test');
+const a = await startServer({ db });
+const b = await startServer({ db });
+const bucket = await createBucket(a.api);
+const t = Date.now();
+const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => call(`${(i % 2 === 0 ? a : b).api}/${bucket}/hits`, { method: 'PATCH', body: '+1' })));
+console.log('ms', Date.now() - t, 'non200', results.filter((r) => r.status !== 200).length, (await call(`${a.api}/${bucket}/hits`)).text);
+const logs = a.logs() + b.logs();
+console.log(logs.split('\n').filter((l) => /error|warn|50[03]/i.test(l)).slice(0, 5).join('\n'));
+await Promise.all([a.stop(), b.stop()]);
+await dropSchema(schema);
