@@ -113,6 +113,8 @@ export interface BatchBackend {
   query<R extends pg.QueryResultRow>(name: string, args: Record<string, unknown>, client?: pg.PoolClient): Promise<pg.QueryResult<R>>;
   /** A transaction on one connection (retried when PostgreSQL rolls it back as a deadlock victim). */
   transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T>;
+  /** Runs `run` again when PostgreSQL rolled it back as a serialization failure or deadlock victim (it then had no effect). */
+  retrying<T>(run: () => Promise<T>): Promise<T>;
   quota: Quota;
 }
 
@@ -131,24 +133,29 @@ interface BatchRow {
 /** Runs one bucket's batch of writes; resolves or rejects each. */
 export async function runBatch(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<void> {
   try {
-    if (!backend.quota.maxKeys && !backend.quota.maxBytes && batch.every((w) => w.plainSet)) {
-      if (await setsInOneStatement(backend, bucket, batch)) return;
-    } else {
-      // Optimistic: read, run, write if nobody wrote in between; two round trips, no lock held.
-      const outcomes = await readRunApply(backend, bucket, batch);
-      if (outcomes) return settle(batch, outcomes);
-    }
-    // Someone wrote to the bucket in between (another instance): again, holding its row.
-    const outcomes = await backend.transaction(async (client) => {
-      await backend.query('lockBucket', { bucket }, client);
-      const done = await readRunApply(backend, bucket, batch, client);
-      if (!done) throw new Error('the bucket row changed while locked');
-      return done;
-    });
-    settle(batch, outcomes);
+    settle(batch, await backend.retrying(() => attempt(backend, bucket, batch)));
   } catch (err) {
     for (const write of batch) write.reject(err);
   }
+}
+
+/** One try of a batch; every statement of it is re-runnable (each is one statement, or inside one transaction). */
+async function attempt(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<Outcome[]> {
+  if (!backend.quota.maxKeys && !backend.quota.maxBytes && batch.every((w) => w.plainSet)) {
+    const outcomes = await setsInOneStatement(backend, bucket, batch);
+    if (outcomes) return outcomes;
+  } else {
+    // Optimistic: read, run, write if nobody wrote in between; two round trips, no lock held.
+    const outcomes = await readRunApply(backend, bucket, batch);
+    if (outcomes) return outcomes;
+  }
+  // Someone wrote to the bucket in between (another instance): again, holding its row.
+  return backend.transaction(async (client) => {
+    await backend.query('lockBucket', { bucket }, client);
+    const done = await readRunApply(backend, bucket, batch, client);
+    if (!done) throw new Error('the bucket row changed while locked');
+    return done;
+  });
 }
 
 function settle(batch: QueuedWrite[], outcomes: Outcome[]): void {
@@ -159,8 +166,8 @@ function settle(batch: QueuedWrite[], outcomes: Outcome[]): void {
   });
 }
 
-/** Unconditional SETs only: one statement; false when another writer got in between. */
-async function setsInOneStatement(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<boolean> {
+/** Unconditional SETs only: one statement; undefined when another writer got in between (nothing written). */
+async function setsInOneStatement(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<Outcome[] | undefined> {
   const sets = batch.map((w) => w.plainSet!);
   const { rows } = await backend.query<{ base: number | null; found: boolean }>('setsFresh', {
     bucket,
@@ -173,13 +180,9 @@ async function setsInOneStatement(backend: BatchBackend, bucket: string, batch: 
     now: Date.now(),
   });
   const { base, found } = rows[0]!;
-  if (!found) {
-    for (const write of batch) write.resolve(NO_BUCKET);
-    return true;
-  }
-  if (base === null) return false;
-  batch.forEach((write, i) => write.resolve({ revision: Number(base) + i + 1 }));
-  return true;
+  if (!found) return batch.map(() => ({ ok: true, value: NO_BUCKET }));
+  if (base === null) return undefined;
+  return batch.map((_, i) => ({ ok: true, value: { revision: Number(base) + i + 1 } }));
 }
 
 /**

@@ -278,6 +278,11 @@ export class PostgresStore implements Store {
     }
   }
 
+  /** A batch's retries: it carries up to MAX_BATCH writes, each of which alone would have had MAX_ATTEMPTS. */
+  retrying<T>(run: () => Promise<T>): Promise<T> {
+    return withRetries(run, MAX_ATTEMPTS * 4);
+  }
+
   /** Runs `work` in a transaction on one connection, retried (see `withRetries`) when PostgreSQL rolls it back. */
   async transaction<T, R = never>(work: (client: pg.PoolClient) => Promise<T | Rollback<R>>): Promise<T | R> {
     return withRetries(async () => {
