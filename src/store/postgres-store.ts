@@ -1,3 +1,5 @@
+// Over 500 lines: the Store interface for PostgreSQL in one class (pool, retries, leases, migrations);
+// the write batches live in postgres-batch.ts, imports and snapshots in postgres-portability.ts.
 import { randomUUID } from 'node:crypto';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';

@@ -1,3 +1,5 @@
+// Over 500 lines: one class whose group commit, entry cache, in-memory revisions and batch
+// bookkeeping are state that nearly every method reads and changes; splitting it would pass that state around.
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { mkdirSync, rmSync } from 'node:fs';

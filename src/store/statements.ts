@@ -1,3 +1,4 @@
+// Over 500 lines: every SQL statement of both dialects, on purpose in one file (each written once).
 import {
   type Compilable,
   DummyDriver,
