@@ -10,7 +10,7 @@ import { listBounds } from './list-bounds.js';
 import { appliedMigrations, kvbMigrations, runMigrations } from './migrations.js';
 import { type BatchView, type QueuedWrite, NO_BUCKET, runBatch } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
-import { type Quota, type Usage, NO_QUOTA, checkQuota, entrySize } from './quota.js';
+import { type Quota, type Usage, NO_QUOTA, entrySize } from './quota.js';
 import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
 import {
   type CompiledStatement,

@@ -82,7 +82,7 @@ export function bind(statement: CompiledStatement, args: Record<string, unknown>
 /** The columns a key read returns. */
 const ENTRY_COLUMNS = ['type', 'value', 'expires_at', 'revision'] as const;
 
-/** One key's row from named parameters: what a set writes (both backends' `putEntry`, PostgreSQL's `putEntryCharged`). */
+/** One key's row from named parameters: what a set writes (SQLite's `putEntry`). */
 const ENTRY_ROW = {
   bucket_id: param('bucket'),
   key: param('key'),
@@ -345,7 +345,7 @@ export function sqliteStatements(db: KyselyType<Database>) {
   };
 }
 
-/** PostgreSQL only: array parameters (one round trip for many keys) and data-modifying CTEs. */
+/** PostgreSQL only: the sweep's array statements, leases (the write batch's are in postgresBatchStatements). */
 export function postgresStatements(db: KyselyType<Database>) {
   /** Change-log rows of one revision: `row` selects what differs per key (one key, or arrays unnested in lockstep). */
   const logChangesInto = (qc: QueryCreator<Database>, row: Record<'key' | 'kind' | 'type' | 'value' | 'expires_at', RawBuilder<unknown>>) =>
@@ -365,59 +365,6 @@ export function postgresStatements(db: KyselyType<Database>) {
         ]),
       );
   return {
-    /**
-     * One key's set after the bump (under the bucket row lock): the entry, its change-log row and
-     * the bucket's usage in one statement (data-modifying CTEs), one round trip instead of three.
-     */
-    putEntryCharged: db
-      .with('c', (qb) =>
-        logChangesInto(qb, {
-          key: sql`${param('key')}::bytea`,
-          kind: sql`'set'`,
-          type: sql`${param('type')}::text`,
-          value: sql`${param('value')}::bytea`,
-          expires_at: sql`${param('expiresAt')}::bigint`,
-        }),
-      )
-      .with('u', (qb) =>
-        qb
-          .updateTable('buckets')
-          .set({ usage_keys: sql`usage_keys + ${param('keys')}::bigint`, usage_bytes: sql`usage_bytes + ${param('bytes')}::bigint` })
-          .where('id', '=', param('bucket')),
-      )
-      .insertInto('entries')
-      .values(ENTRY_ROW)
-      .onConflict(replaceEntryOnConflict),
-    entrySizes: db
-      .selectFrom('entries')
-      .select(['key', ENTRY_SIZE.as('size')])
-      .where('bucket_id', '=', param('bucket'))
-      .where('key', '=', sql<Buffer>`any(${param('keys')}::bytea[])`),
-    getEntries: db
-      .selectFrom('entries')
-      .select(['key', ...ENTRY_COLUMNS])
-      .where('bucket_id', '=', param('bucket'))
-      .where('key', '=', sql<Buffer>`any(${param('keys')}::bytea[])`),
-    putEntries: db
-      .insertInto('entries')
-      .columns(['bucket_id', 'key', 'type', 'value', 'expires_at', 'revision'])
-      // Set-returning functions in one select list advance in lockstep: one row per operation.
-      .expression(
-        db.selectNoFrom([
-          sql`${param('bucket')}::text`.as('bucket_id'),
-          sql`unnest(${param('keys')}::bytea[])`.as('key'),
-          sql`unnest(${param('types')}::text[])`.as('type'),
-          sql`unnest(${param('values')}::bytea[])`.as('value'),
-          sql`unnest(${param('expiresAts')}::bigint[])`.as('expires_at'),
-          sql`${param('revision')}::bigint`.as('revision'),
-        ]),
-      )
-      .onConflict(replaceEntryOnConflict),
-    removeEntries: db
-      .deleteFrom('entries')
-      .where('bucket_id', '=', param('bucket'))
-      .where('key', '=', sql<Buffer>`any(${param('keys')}::bytea[])`)
-      .returning('key'),
     removeExpired: db
       .deleteFrom('entries')
       .where('bucket_id', '=', param('bucket'))
