@@ -2,7 +2,7 @@ import { mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { VERSION } from '../version.js';
 import { type DbTarget, openStore, parseDbTarget } from '../store/open-store.js';
-import { describeError, readOnlyReason } from '../store/storage-errors.js';
+import { describeError, readOnlyReason, storageFullReason } from '../store/storage-errors.js';
 import type { Store } from '../store/store.js';
 import { buildApp } from './app.js';
 import type { ServerConfig } from './server-config.js';
@@ -52,7 +52,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
       return fail(`cannot open ${storage}: another process (another kvb serve?) has it open; one server per SQLite file`);
     }
     const readOnly = target.kind === 'sqlite' && target.path !== ':memory:' ? readOnlyReason(target.path) : undefined;
-    return fail(`cannot open ${storage}: ${readOnly ?? describeError(err)}`);
+    return fail(`cannot open ${storage}: ${storageFullReason(err) ?? readOnly ?? describeError(err)}`);
   }
   const app = await buildApp(store, config);
   onBackgroundError = (err) =>
