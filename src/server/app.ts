@@ -16,7 +16,7 @@ import { bucketRoutes } from './routes/bucket-routes.js';
 import { consoleRoute } from './routes/console-route.js';
 import { keyRoutes } from './routes/key-routes.js';
 import { listRoute } from './routes/list-route.js';
-import { operationalRoutes } from './routes/operational-routes.js';
+import { type Lifecycle, operationalRoutes } from './routes/operational-routes.js';
 import { errorEnvelopeSchema, securitySchemes } from './routes/schemas.js';
 import { tokenRoute } from './routes/token-route.js';
 import { transactionRoute } from './routes/transaction-route.js';
@@ -241,7 +241,9 @@ export async function buildApp(store: Store, config: ServerConfig): Promise<Fast
   app.decorate('endStreams', endStreams);
   app.addHook('preClose', async () => endStreams());
   registerWatchMetrics(metrics, ctx.watch);
-  await app.register(operationalRoutes, { ...ctx, metrics });
+  const lifecycle: Lifecycle = { draining: false };
+  app.decorate('lifecycle', lifecycle);
+  await app.register(operationalRoutes, { ...ctx, metrics, lifecycle });
   await app.register(bucketRoutes, { ...ctx, limitCreation });
   await app.register(transactionRoute, ctx);
   await app.register(listRoute, ctx);
@@ -255,5 +257,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Ends every open watch stream with `closed` (graceful shutdown must not wait for them). */
     endStreams(): void;
+    /** Set `draining` on SIGTERM: /ready answers 503 from then on. */
+    lifecycle: Lifecycle;
   }
 }

@@ -1,5 +1,6 @@
 import { type IncomingMessage, type Server, type ServerOptions, type ServerResponse, createServer } from 'node:http';
-import type { Socket } from 'node:net';
+import { type ServerOptions as HttpsServerOptions, createServer as createHttpsServer } from 'node:https';
+import { Server as NetServer, type Socket } from 'node:net';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -7,29 +8,48 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 const queued = Symbol('kvb.queued');
 type QueuedSocket = Socket & { [queued]?: Array<() => void> };
 
+/** Per server: whether it drains, its open connections, and the responses under way. */
+const lifecycle = Symbol('kvb.lifecycle');
+interface ServerState {
+  draining: boolean;
+  idleGraceMs: number;
+  sockets: Set<QueuedSocket>;
+  responses: Set<ServerResponse>;
+}
+type KvbServer = Server & { [lifecycle]?: ServerState };
+
 /**
- * The HTTP server under Fastify, with two things Fastify does not do:
+ * The HTTP (or, given `tls`, HTTPS) server under Fastify, with what Fastify does not do:
  * - Pipelined requests on one connection run one after another. Node answers them in order
  *   (RFC 9112 §9.3.2) but starts their handlers at once, so `PUT p`, `GET p`, `DELETE p` sent in
  *   one write used to take effect out of order (the GET and DELETE ran while the PUT read its body).
  *   A request starts only when the previous one on its connection has been answered or aborted.
  * - Every response says `X-Content-Type-Options: nosniff`: one header set here, no hook per request.
+ * - A drain (drainServer) that answers every request received and drops none (see there).
  * Timeouts are the ones Fastify itself would set on a server it created.
  */
 export function createKvbServer(
   handler: Handler,
-  options: { http?: ServerOptions; keepAliveTimeout: number; requestTimeout: number; connectionTimeout: number },
+  options: { http?: ServerOptions; tls?: HttpsServerOptions; keepAliveTimeout: number; requestTimeout: number; connectionTimeout: number },
 ): Server {
+  const state: ServerState = { draining: false, idleGraceMs: 1000, sockets: new Set(), responses: new Set() };
   const run = (socket: QueuedSocket, req: IncomingMessage, res: ServerResponse) => {
+    state.responses.add(res);
     // 'close' follows both a finished response and an aborted one, so a queue never stalls.
     res.once('close', () => {
+      state.responses.delete(res);
       const next = socket[queued]?.shift();
       if (next) next();
-      else socket[queued] = undefined;
+      else {
+        socket[queued] = undefined;
+        if (state.draining) closeWhenIdle(state, socket);
+      }
     });
+    // Draining: this answer is the connection's last (Node closes it once the answer is written).
+    if (state.draining) res.setHeader('connection', 'close');
     handler(req, res);
   };
-  const server = createServer(options.http ?? {}, (req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     res.setHeader('x-content-type-options', 'nosniff');
     const socket = req.socket as QueuedSocket;
     const waiting = socket[queued];
@@ -38,9 +58,48 @@ export function createKvbServer(
       socket[queued] = [];
       run(socket, req, res);
     }
+  };
+  const server: KvbServer = options.tls ? createHttpsServer({ ...options.http, ...options.tls }, onRequest) : createServer(options.http ?? {}, onRequest);
+  server[lifecycle] = state;
+  // The socket requests arrive on: the TLS socket for HTTPS, the TCP socket for HTTP.
+  server.on(options.tls ? 'secureConnection' : 'connection', (socket: QueuedSocket) => {
+    state.sockets.add(socket);
+    socket.once('close', () => state.sockets.delete(socket));
+    if (state.draining) closeWhenIdle(state, socket);
   });
   server.keepAliveTimeout = options.keepAliveTimeout;
   server.requestTimeout = options.requestTimeout;
   server.setTimeout(options.connectionTimeout);
   return server;
+}
+
+/**
+ * Ends a connection that has no request under way and gets none within the grace. A request that
+ * arrives meanwhile is answered (with `Connection: close`); ending an idle keep-alive at once
+ * would race a request the client is sending on it that very moment.
+ */
+function closeWhenIdle(state: ServerState, socket: QueuedSocket): void {
+  if (socket[queued] !== undefined) return;
+  setTimeout(() => {
+    if (socket[queued] === undefined && !socket.destroyed) socket.end();
+  }, state.idleGraceMs).unref();
+}
+
+/**
+ * A drain that drops nothing: stop accepting (new connections are refused), answer every request
+ * already received, each answer with `Connection: close` (one whose headers are already out, a
+ * stream, ends its connection once it is done), and end idle connections after a short grace.
+ * Resolves once the last connection has closed. (http.Server.close would also end idle
+ * keep-alives at once, racing requests in flight on them: the plain net close is used instead.)
+ */
+export function drainServer(server: Server, idleGraceMs = 1000): Promise<void> {
+  const state = (server as KvbServer)[lifecycle];
+  if (!state) return new Promise((resolve) => server.close(() => resolve()));
+  state.draining = true;
+  state.idleGraceMs = idleGraceMs;
+  return new Promise((resolve) => {
+    NetServer.prototype.close.call(server, () => resolve());
+    for (const res of state.responses) if (!res.headersSent) res.setHeader('connection', 'close');
+    for (const socket of state.sockets) closeWhenIdle(state, socket);
+  });
 }

@@ -5,6 +5,7 @@ import { type DbTarget, openStore, parseDbTarget } from '../store/open-store.js'
 import { describeError, readOnlyReason, storageFullReason } from '../store/storage-errors.js';
 import type { Store } from '../store/store.js';
 import { buildApp } from './app.js';
+import { drainServer } from './http-server.js';
 import type { ServerConfig } from './server-config.js';
 import { startSweeper } from './sweeper.js';
 
@@ -63,7 +64,9 @@ export async function runServer(config: ServerConfig): Promise<void> {
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    app.log.info(`received ${signal}, finishing in-flight requests`);
+    // At once: /ready answers 503, so a load balancer stops sending here.
+    app.lifecycle.draining = true;
+    app.log.info(`received ${signal}, draining: answering requests already received, refusing new connections`);
     // A client that never finishes its request (or a pipelined queue behind one) must not hold
     // the process: past the deadline its connection is closed, and the process exits anyway.
     const deadline = setTimeout(() => {
@@ -76,15 +79,11 @@ export async function runServer(config: ServerConfig): Promise<void> {
     }, config.shutdownTimeoutSeconds * 1000);
     deadline.unref();
     try {
-      await sweeper.stop();
-      // Watch streams never finish on their own: end them first, so they do not hold the wait below.
+      // Watch streams never finish on their own: end them first, so they do not hold the drain.
       app.endStreams();
-      // The server was started with listen() on app.server, so Fastify's close leaves it to us:
-      // stop accepting, close idle keep-alives, and wait for open requests (up to the deadline).
-      await new Promise<void>((resolve) => {
-        app.server.close(() => resolve());
-        app.server.closeIdleConnections();
-      });
+      // Stop accepting, answer every request received (each with Connection: close), end idle
+      // connections after a short grace, and wait for the last connection (see drainServer).
+      await Promise.all([sweeper.stop(), drainServer(app.server, config.drainIdleGraceMs)]);
       await app.close();
       clearTimeout(deadline);
       await store.close();

@@ -38,6 +38,8 @@ export interface ServerConfig {
   watchProgressMs: number;
   /** Seconds a graceful shutdown waits for open requests before it closes their connections. */
   shutdownTimeoutSeconds: number;
+  /** Draining: ms an idle connection is given to send one more request (answered with Connection: close) before it is closed. */
+  drainIdleGraceMs: number;
   /** Most buckets the server holds; 0 means no limit. */
   maxBuckets: number;
   /** Per-bucket quotas: most stored keys, and most bytes (keys and values), per bucket; 0 means no limit. */
@@ -86,6 +88,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   stalledReaderTimeoutSeconds: 30,
   maxStreamedResponses: 64,
   shutdownTimeoutSeconds: 10,
+  drainIdleGraceMs: 1000,
   maxBuckets: 0,
   maxKeysPerBucket: 0,
   maxBytesPerBucket: 0,

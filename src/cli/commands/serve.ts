@@ -218,6 +218,8 @@ Examples:
       watchRetentionSeconds: options.watchRetention,
       // Not a flag: tests shorten the 15 s heartbeat.
       watchProgressMs: Number(process.env.KVB_WATCH_PROGRESS_MS) || d.watchProgressMs,
+      // Not a flag either: tests lengthen the drain's grace for idle connections.
+      drainIdleGraceMs: Number(process.env.KVB_DRAIN_IDLE_GRACE_MS) || d.drainIdleGraceMs,
     };
     const { runServer } = await import('../../server/run-server.js');
     await runServer(config);

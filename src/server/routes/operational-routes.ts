@@ -6,8 +6,13 @@ import { operationalSchemas } from './schemas.js';
 
 const READY_TIMEOUT_MS = 2000;
 
+/** Whether the server is shutting down (set on SIGTERM, before the drain starts). */
+export interface Lifecycle {
+  draining: boolean;
+}
+
 /** `/health`, `/ready`, `/metrics` and `/api-docs/openapi.json`, at the root. */
-export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext & { metrics: Registry }): Promise<void> {
+export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext & { metrics: Registry; lifecycle: Lifecycle }): Promise<void> {
   app.get(
     '/health',
     {
@@ -24,6 +29,9 @@ export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext
       schema: operationalSchemas.ready,
     },
     async (_request, reply) => {
+      // Draining: a load balancer stops sending here at once (a check of its own, beside the
+      // storage probe below, so both can fail the readiness independently).
+      if (ctx.lifecycle.draining) return reply.code(503).send({ status: 'degraded', storage: 'ok', version: VERSION, draining: true });
       let timer: NodeJS.Timeout | undefined;
       try {
         await Promise.race([
