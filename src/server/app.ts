@@ -21,6 +21,7 @@ import { errorEnvelopeSchema, securitySchemes } from './routes/schemas.js';
 import { tokenRoute } from './routes/token-route.js';
 import { transactionRoute } from './routes/transaction-route.js';
 import type { ServerConfig } from './server-config.js';
+import type { TlsFiles } from './tls.js';
 import { WatchHub, registerWatchMetrics } from './watch-hub.js';
 import { lazySchemaCompilers } from './lazy-schemas.js';
 
@@ -121,7 +122,7 @@ const CORS_OPTIONS = {
 const CORS_EXPOSED = CORS_OPTIONS.exposedHeaders.join(', ');
 
 /** Builds the whole service without listening, so tests and the bench can start it however they like. */
-export async function buildApp(store: Store, config: ServerConfig): Promise<FastifyInstance> {
+export async function buildApp(store: Store, config: ServerConfig, options: { tls?: TlsFiles } = {}): Promise<FastifyInstance> {
   const schemas = lazySchemaCompilers();
   const logs = new RequestLogController({ disableRequestLogging: true, requestIdLogLabel: 'req_id' }, config.accessLog);
   const app = Fastify({
@@ -150,8 +151,8 @@ export async function buildApp(store: Store, config: ServerConfig): Promise<Fast
     schemaController: { compilersFactory: schemas.builders },
     frameworkErrors: (error, _request, reply) =>
       sendError(reply, 'bad_request', error.code === 'FST_ERR_BAD_URL' ? 'malformed percent-encoding in the URL' : error.message),
-    serverFactory: (handler, options) =>
-      createKvbServer(handler, options as unknown as Parameters<typeof createKvbServer>[1]),
+    serverFactory: (handler, serverOptions) =>
+      createKvbServer(handler, { ...(serverOptions as unknown as Parameters<typeof createKvbServer>[1]), ...(options.tls && { tls: options.tls }) }),
     clientErrorHandler: (error, socket) => {
       if (!socket.writable) return socket.destroy(error);
       const body = JSON.stringify(envelope('bad_request', 'malformed HTTP request'));

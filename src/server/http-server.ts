@@ -59,7 +59,7 @@ export function createKvbServer(
       run(socket, req, res);
     }
   };
-  const server: KvbServer = options.tls ? createHttpsServer({ ...options.http, ...options.tls }, onRequest) : createServer(options.http ?? {}, onRequest);
+  const server: KvbServer = options.tls ? createHttpsServer({ ...options.http, ...options.tls, ALPNProtocols: ['http/1.1'] }, onRequest) : createServer(options.http ?? {}, onRequest);
   server[lifecycle] = state;
   // The socket requests arrive on: the TLS socket for HTTPS, the TCP socket for HTTP.
   server.on(options.tls ? 'secureConnection' : 'connection', (socket: QueuedSocket) => {

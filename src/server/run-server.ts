@@ -4,7 +4,9 @@ import { VERSION } from '../version.js';
 import { type DbTarget, openStore, parseDbTarget } from '../store/open-store.js';
 import { describeError, readOnlyReason, storageFullReason } from '../store/storage-errors.js';
 import type { Store } from '../store/store.js';
+import type { Server as HttpsServer } from 'node:https';
 import { buildApp } from './app.js';
+import { type TlsFiles, isLoopback, loadTlsFiles } from './tls.js';
 import { drainServer } from './http-server.js';
 import type { ServerConfig } from './server-config.js';
 import { startSweeper } from './sweeper.js';
@@ -25,6 +27,16 @@ export async function runServer(config: ServerConfig): Promise<void> {
     target = parseDbTarget(config.db);
   } catch (err) {
     return fail(`--db: ${(err as Error).message}`);
+  }
+  // TLS files are checked before the store is opened: a bad pair is refused at once, in one line.
+  let tls: TlsFiles | undefined;
+  if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) return fail('--tls-cert and --tls-key go together: give both, or neither');
+  if (config.tlsCert !== undefined && config.tlsKey !== undefined) {
+    try {
+      tls = loadTlsFiles(config.tlsCert, config.tlsKey);
+    } catch (err) {
+      return fail(describeError(err));
+    }
   }
   const storage = target.kind === 'postgres' ? `PostgreSQL at ${safeDbName(target.url)}` : `SQLite database ${target.path}`;
   let created: string[] = [];
@@ -55,7 +67,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
     const readOnly = target.kind === 'sqlite' && target.path !== ':memory:' ? readOnlyReason(target.path) : undefined;
     return fail(`cannot open ${storage}: ${storageFullReason(err) ?? readOnly ?? describeError(err)}`);
   }
-  const app = await buildApp(store, config);
+  const app = await buildApp(store, config, { ...(tls && { tls }) });
   onBackgroundError = (err) =>
     app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
   const sweeper = startSweeper(store, config.sweepIntervalSeconds * 1000, app.log, config.watchRetentionSeconds * 1000);
@@ -94,6 +106,19 @@ export async function runServer(config: ServerConfig): Promise<void> {
       process.exit(1);
     }
   };
+  if (config.tlsCert !== undefined && config.tlsKey !== undefined) {
+    const [certPath, keyPath] = [config.tlsCert, config.tlsKey];
+    // Certificate renewal without a restart: new handshakes get the new pair; open connections
+    // keep theirs. A pair that cannot be used is refused and the old one kept.
+    process.on('SIGHUP', () => {
+      try {
+        (app.server as HttpsServer).setSecureContext(loadTlsFiles(certPath, keyPath));
+        app.log.info(`SIGHUP: reloaded the TLS certificate ${certPath} and key ${keyPath}`);
+      } catch (err) {
+        app.log.error(`SIGHUP: ${describeError(err)}; still serving the previous certificate`);
+      }
+    });
+  }
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
 
@@ -119,7 +144,13 @@ export async function runServer(config: ServerConfig): Promise<void> {
   const shownHost = config.host.includes(':') ? `[${config.host}]` : config.host;
   const where = target.kind === 'postgres' ? `postgres ${safeDbName(target.url)}` : `sqlite ${target.path === ':memory:' ? ':memory:' : resolve(target.path)}`;
   // Still one line: what the database offers and what kvb uses of it rides along as a field.
-  app.log.info({ capabilities: store.capabilities }, `kvb ${VERSION} listening on http://${shownHost}:${port} (storage: ${where})`);
+  const scheme = tls ? 'https' : 'http';
+  app.log.info({ capabilities: store.capabilities }, `kvb ${VERSION} listening on ${scheme}://${shownHost}:${port} (storage: ${where})`);
+  if (!tls && !isLoopback(config.host)) {
+    app.log.warn(
+      `listening on ${shownHost} without TLS: credentials and values travel in clear text unless a proxy in front terminates TLS (or use --tls-cert and --tls-key)`,
+    );
+  }
 }
 
 /**

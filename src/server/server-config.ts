@@ -2,6 +2,9 @@
 export interface ServerConfig {
   port: number;
   host: string;
+  /** PEM certificate chain and private key files: serve HTTPS (reloaded on SIGHUP). Both or neither. */
+  tlsCert: string | undefined;
+  tlsKey: string | undefined;
   /** SQLite path, `sqlite:` URL, or `postgres://` URL. */
   db: string;
   logLevel: string;
@@ -69,6 +72,8 @@ export function parseRateLimit(text: string): RateLimit | undefined {
 export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   port: 8080,
   host: '0.0.0.0',
+  tlsCert: undefined,
+  tlsKey: undefined,
   db: './kvb.db',
   logLevel: 'info',
   defaultTtl: 604800,

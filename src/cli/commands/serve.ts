@@ -48,6 +48,8 @@ export const serve = defineCommand({
       .configureHelp({ showGlobalOptions: false })
       .addOption(new Option('--port <n>', 'TCP port (0 picks a free one)').env('KVB_PORT').default(d.port).argParser(integer(0, 65535)))
       .addOption(new Option('--host <addr>', 'address to bind').env('KVB_HOST').default(d.host))
+      .addOption(new Option('--tls-cert <file>', 'serve HTTPS with this PEM certificate (chain); reloaded on SIGHUP').env('KVB_TLS_CERT'))
+      .addOption(new Option('--tls-key <file>', 'the PEM private key of --tls-cert; reloaded on SIGHUP').env('KVB_TLS_KEY'))
       .addOption(new Option('--db <url>', 'SQLite file (a path, sqlite:PATH or file:PATH; a missing directory is created) or a postgres:// / postgresql:// URL').env('KVB_DB').default(d.db))
       .addOption(new Option('--log-level <level>', 'log level').env('KVB_LOG_LEVEL').default(d.logLevel).choices(LOG_LEVELS))
       .addOption(
@@ -180,13 +182,16 @@ Examples:
   kvb serve                                  # :8080, ./kvb.db
   kvb serve --port 9000 --db /var/lib/kvb/kvb.db
   KVB_DB=postgres://kvb@db:5432/kvb kvb serve --pool-size 20
-  kvb serve --console off                    # no web console at /console/`,
+  kvb serve --console off                    # no web console at /console/
+  kvb serve --tls-cert /etc/kvb/cert.pem --tls-key /etc/kvb/key.pem   # HTTPS; kill -HUP reloads them`,
       ),
   async run(options, command) {
     const config: ServerConfig = {
       ...d,
       port: options.port,
       host: options.host,
+      tlsCert: options.tlsCert || undefined,
+      tlsKey: options.tlsKey || undefined,
       db: options.db,
       logLevel: options.logLevel,
       defaultTtl: options.defaultTtl,
