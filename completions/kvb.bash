@@ -8,7 +8,7 @@ _kvb() {
     word="${COMP_WORDS[i]}"
     if ((skip)); then skip=0; continue; fi
     case "$word" in
-      --url|--bucket|--token|--profile|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--limit|--skip|--format|--since|--check|--set|--del|--mode|--prefix|--permissions|--db|--out|--port|--host|--tls-cert|--tls-key|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--stalled-reader-timeout|--max-streamed-responses|--max-watchers|--watch-retention|--shutdown-timeout|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
+      --url|--bucket|--token|--profile|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--limit|--skip|--format|--since|--check|--set|--del|--mode|--prefix|--permissions|--db|--out|--port|--host|--tls-cert|--tls-key|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--stalled-reader-timeout|--max-streamed-responses|--max-watchers|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
     esac
     case "$kpath/$word" in
       /init|/create-bucket|/bucket|bucket/show|bucket/update|bucket/delete|bucket/exists|/set|/get|/edit|/del|/incr|/ls|/watch|/txn|/export|/import|/mint-token|/profile|profile/list|profile/show|profile/use|profile/remove|/version|/completion|/db|db/dump|db/restore|db/check|db/backup|db/migrate|/serve) kpath="${kpath:+$kpath/}$word" ;;
@@ -27,7 +27,7 @@ _kvb() {
     --pg-prepare) COMPREPLY=($(compgen -W "on off auto" -- "$cur")); return ;;
     --pg-batch-writes) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
     --console) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
-    --url|--bucket|--token|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--limit|--skip|--since|--check|--set|--del|--prefix|--permissions|--db|--out|--port|--host|--tls-cert|--tls-key|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--stalled-reader-timeout|--max-streamed-responses|--max-watchers|--watch-retention|--shutdown-timeout|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
+    --url|--bucket|--token|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--limit|--skip|--since|--check|--set|--del|--prefix|--permissions|--db|--out|--port|--host|--tls-cert|--tls-key|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--stalled-reader-timeout|--max-streamed-responses|--max-watchers|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
   esac
   case "$kpath" in
     "") words="init create-bucket bucket set get edit del incr ls watch txn export import mint-token profile version completion db serve --version --url --bucket --token --profile --ca --timeout --quiet --help" ;;
@@ -62,7 +62,7 @@ _kvb() {
     "db/check") words="--db --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "db/backup") words="--db --out --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "db/migrate") words="--db --dry-run --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "serve") words="--port --host --tls-cert --tls-key --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --stalled-reader-timeout --max-streamed-responses --max-watchers --watch-retention --shutdown-timeout --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "serve") words="--port --host --tls-cert --tls-key --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --stalled-reader-timeout --max-streamed-responses --max-watchers --watch-retention --shutdown-timeout --metrics-listen --metrics-token --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
   esac
   COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }

@@ -206,6 +206,8 @@ complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-streamed-responses
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-watchers -x -d 'open watch streams per instance (over it: 503)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l watch-retention -x -d 'seconds of changes kept for watchers to resume from'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l shutdown-timeout -x -d 'on SIGTERM, seconds to finish open requests before closing their connections'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l metrics-listen -x -d 'serve /metrics (and /health, /ready) on this separate listener instead of the API port; a port alone means 127.0.0.1'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l metrics-token -x -d '/metrics needs Authorization: Bearer with this token'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-buckets -x -d 'most buckets this server holds (0 = no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-keys-per-bucket -x -d 'most keys one bucket stores; a write past it gets 507 (0 = no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-bytes-per-bucket -x -d 'most bytes (keys + values) one bucket stores; a write past it gets 507 (0 = no limit)'

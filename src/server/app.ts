@@ -3,6 +3,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Registry } from 'prom-client';
 import { envelope } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
@@ -244,6 +245,7 @@ export async function buildApp(store: Store, config: ServerConfig, options: { tl
   registerWatchMetrics(metrics, ctx.watch);
   const lifecycle: Lifecycle = { draining: false };
   app.decorate('lifecycle', lifecycle);
+  app.decorate('metricsRegistry', metrics);
   await app.register(operationalRoutes, { ...ctx, metrics, lifecycle });
   await app.register(bucketRoutes, { ...ctx, limitCreation });
   await app.register(transactionRoute, ctx);
@@ -260,5 +262,7 @@ declare module 'fastify' {
     endStreams(): void;
     /** Set `draining` on SIGTERM: /ready answers 503 from then on. */
     lifecycle: Lifecycle;
+    /** What /metrics serves (also on the --metrics-listen listener). */
+    metricsRegistry: Registry;
   }
 }

@@ -7,8 +7,9 @@ import type { Store } from '../store/store.js';
 import type { Server as HttpsServer } from 'node:https';
 import { buildApp } from './app.js';
 import { type TlsFiles, isLoopback, loadTlsFiles } from './tls.js';
+import { startMetricsListener } from './metrics-listener.js';
+import { type ServerConfig, parseListenAddress } from './server-config.js';
 import { drainServer } from './http-server.js';
-import type { ServerConfig } from './server-config.js';
 import { startSweeper } from './sweeper.js';
 
 /** `kvb serve`: opens the store, listens, sweeps expired keys, and shuts down cleanly on a signal. */
@@ -72,6 +73,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
     app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
   const sweeper = startSweeper(store, config.sweepIntervalSeconds * 1000, app.log, config.watchRetentionSeconds * 1000);
 
+  let metricsServer: import('node:http').Server | undefined;
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -96,6 +98,10 @@ export async function runServer(config: ServerConfig): Promise<void> {
       // Stop accepting, answer every request received (each with Connection: close), end idle
       // connections after a short grace, and wait for the last connection (see drainServer).
       await Promise.all([sweeper.stop(), drainServer(app.server, config.drainIdleGraceMs)]);
+      if (metricsServer) {
+        metricsServer.closeAllConnections();
+        await new Promise((resolve) => metricsServer!.close(resolve));
+      }
       await app.close();
       clearTimeout(deadline);
       await store.close();
@@ -144,8 +150,23 @@ export async function runServer(config: ServerConfig): Promise<void> {
   const shownHost = config.host.includes(':') ? `[${config.host}]` : config.host;
   const where = target.kind === 'postgres' ? `postgres ${safeDbName(target.url)}` : `sqlite ${target.path === ':memory:' ? ':memory:' : resolve(target.path)}`;
   // Still one line: what the database offers and what kvb uses of it rides along as a field.
+  if (config.metricsListen !== undefined) {
+    const address = parseListenAddress(config.metricsListen);
+    if (!address) return fail(`--metrics-listen: expected PORT or ADDR:PORT, not ${JSON.stringify(config.metricsListen)}`);
+    try {
+      metricsServer = await startMetricsListener(app, app.metricsRegistry, address, config.metricsToken);
+    } catch (err) {
+      await store.close().catch(() => undefined);
+      return fail(`--metrics-listen: cannot listen on ${config.metricsListen}: ${describeError(err)}`);
+    }
+  }
   const scheme = tls ? 'https' : 'http';
   app.log.info({ capabilities: store.capabilities }, `kvb ${VERSION} listening on ${scheme}://${shownHost}:${port} (storage: ${where})`);
+  if (metricsServer) {
+    const bound = metricsServer.address();
+    const metricsAt = typeof bound === 'object' && bound ? `${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}` : config.metricsListen;
+    app.log.info(`metrics listening on http://${metricsAt} (/metrics, /health, /ready; /metrics is not served on the API port)`);
+  }
   if (!tls && !isLoopback(config.host)) {
     app.log.warn(
       `listening on ${shownHost} without TLS: credentials and values travel in clear text unless a proxy in front terminates TLS (or use --tls-cert and --tls-key)`,

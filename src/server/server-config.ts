@@ -39,6 +39,10 @@ export interface ServerConfig {
   maxWatchers: number;
   watchRetentionSeconds: number;
   watchProgressMs: number;
+  /** `ADDR:PORT` (or a port alone, on 127.0.0.1) of a separate listener for /metrics, /health and /ready; /metrics then leaves the API port. */
+  metricsListen: string | undefined;
+  /** When set, /metrics needs `Authorization: Bearer <this>` (wherever it is served). */
+  metricsToken: string | undefined;
   /** Seconds a graceful shutdown waits for open requests before it closes their connections. */
   shutdownTimeoutSeconds: number;
   /** Draining: ms an idle connection is given to send one more request (answered with Connection: close) before it is closed. */
@@ -93,6 +97,8 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   stalledReaderTimeoutSeconds: 30,
   maxStreamedResponses: 64,
   shutdownTimeoutSeconds: 10,
+  metricsListen: undefined,
+  metricsToken: undefined,
   drainIdleGraceMs: 1000,
   maxBuckets: 0,
   maxKeysPerBucket: 0,
@@ -103,3 +109,10 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   watchRetentionSeconds: 3600,
   watchProgressMs: 15_000,
 };
+
+/** `--metrics-listen`: `PORT`, `ADDR:PORT` or `[IPv6]:PORT`; a port alone listens on loopback. */
+export function parseListenAddress(text: string): { host: string; port: number } | undefined {
+  const match = /^(?:(\[[0-9a-fA-F:.]+\]|[^:\s[\]]+):)?(\d{1,5})$/.exec(text.trim());
+  if (!match || Number(match[2]) > 65535) return undefined;
+  return { host: (match[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''), port: Number(match[2]) };
+}

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option } from '@commander-js/extra-typings';
-import { DEFAULT_SERVER_CONFIG, type ServerConfig, parseRateLimit } from '../../server/server-config.js';
+import { DEFAULT_SERVER_CONFIG, type ServerConfig, parseListenAddress, parseRateLimit } from '../../server/server-config.js';
 import { parseBooleanSetting } from '../../values/boolean-setting.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../session.js';
@@ -146,6 +146,12 @@ export const serve = defineCommand({
           .argParser(integer(0, 3600)),
       )
       .addOption(
+        new Option('--metrics-listen <[addr:]port>', 'serve /metrics (and /health, /ready) on this separate listener instead of the API port; a port alone means 127.0.0.1')
+          .env('KVB_METRICS_LISTEN')
+          .argParser(listenAddress),
+      )
+      .addOption(new Option('--metrics-token <token>', '/metrics needs Authorization: Bearer with this token').env('KVB_METRICS_TOKEN'))
+      .addOption(
         new Option('--max-buckets <n>', 'most buckets this server holds (0 = no limit)')
           .env('KVB_MAX_BUCKETS')
           .default(d.maxBuckets)
@@ -214,6 +220,8 @@ Examples:
       stalledReaderTimeoutSeconds: options.stalledReaderTimeout,
       maxStreamedResponses: options.maxStreamedResponses,
       shutdownTimeoutSeconds: options.shutdownTimeout,
+      metricsListen: options.metricsListen,
+      metricsToken: options.metricsToken || undefined,
       maxBuckets: options.maxBuckets,
       maxKeysPerBucket: options.maxKeysPerBucket,
       maxBytesPerBucket: options.maxBytesPerBucket,
@@ -230,6 +238,11 @@ Examples:
     await runServer(config);
   },
 });
+
+function listenAddress(value: string) {
+  if (!parseListenAddress(value)) throw new InvalidArgumentError('expected PORT or ADDR:PORT, e.g. 9100 or 10.0.0.5:9100');
+  return value;
+}
 
 function rate(value: string) {
   const limit = parseRateLimit(value);

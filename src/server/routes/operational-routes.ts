@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { KvbError } from '../../errors.js';
 import { VERSION } from '../../version.js';
+import { credentialMatches } from '../operator-key.js';
 import type { ServerContext } from '../server-context.js';
 import { operationalSchemas } from './schemas.js';
 
@@ -50,10 +52,17 @@ export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext
     },
   );
 
-  app.get('/metrics', { schema: operationalSchemas.metrics }, async (_request, reply) => {
-    const text = await ctx.metrics.metrics();
-    return reply.type(ctx.metrics.contentType).send(text);
-  });
+  // With --metrics-listen, /metrics is served only there (metrics-listener.ts), not to API clients.
+  if (ctx.config.metricsListen === undefined) {
+    app.get('/metrics', { schema: operationalSchemas.metrics }, async (request, reply) => {
+      const token = ctx.config.metricsToken;
+      if (token !== undefined && !credentialMatches(request, token)) {
+        throw new KvbError('unauthorized', 'metrics need Authorization: Bearer with the metrics token');
+      }
+      const text = await ctx.metrics.metrics();
+      return reply.type(ctx.metrics.contentType).send(text);
+    });
+  }
 
   app.get('/api-docs/openapi.json', { schema: operationalSchemas.openapi }, async () => app.swagger());
 }
