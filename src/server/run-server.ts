@@ -75,23 +75,32 @@ export async function runServer(config: ServerConfig): Promise<void> {
 
   let metricsServer: import('node:http').Server | undefined;
   let stopping = false;
+  const say = (level: 'info' | 'warn' | 'error', message: string) => {
+    try {
+      app.log[level](message);
+    } catch {
+      // stdout is gone (its reader exited): shutting down matters more than the line.
+    }
+  };
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     // At once: /ready answers 503, so a load balancer stops sending here.
     app.lifecycle.draining = true;
-    app.log.info(`received ${signal}, draining: answering requests already received, refusing new connections`);
     // A client that never finishes its request (or a pipelined queue behind one) must not hold
     // the process: past the deadline its connection is closed, and the process exits anyway.
+    // Armed before anything is logged: a log line that cannot be written (stdout's reader gone)
+    // must not keep the process from stopping.
     const deadline = setTimeout(() => {
-      app.log.warn(`open requests did not finish within ${config.shutdownTimeoutSeconds} s; closing their connections`);
+      say('warn', `open requests did not finish within ${config.shutdownTimeoutSeconds} s; closing their connections`);
       app.server.closeAllConnections();
       setTimeout(() => {
-        app.log.warn('requests still running after their connections closed; exiting');
+        say('warn', 'requests still running after their connections closed; exiting');
         process.exit(0);
       }, 2000).unref();
     }, config.shutdownTimeoutSeconds * 1000);
     deadline.unref();
+    say('info', `received ${signal}, draining: answering requests already received, refusing new connections`);
     try {
       // Watch streams never finish on their own: end them first, so they do not hold the drain.
       app.endStreams();
@@ -105,10 +114,10 @@ export async function runServer(config: ServerConfig): Promise<void> {
       await app.close();
       clearTimeout(deadline);
       await store.close();
-      app.log.info('stopped');
+      say('info', 'stopped');
       process.exit(0);
     } catch (err) {
-      app.log.error({ err }, 'unclean shutdown');
+      say('error', `unclean shutdown: ${describeError(err)}`);
       process.exit(1);
     }
   };
