@@ -121,19 +121,18 @@ export async function runServer(config: ServerConfig): Promise<void> {
       process.exit(1);
     }
   };
-  if (config.tlsCert !== undefined && config.tlsKey !== undefined) {
-    const [certPath, keyPath] = [config.tlsCert, config.tlsKey];
-    // Certificate renewal without a restart: new handshakes get the new pair; open connections
-    // keep theirs. A pair that cannot be used is refused and the old one kept.
-    process.on('SIGHUP', () => {
-      try {
-        (app.server as HttpsServer).setSecureContext(loadTlsFiles(certPath, keyPath));
-        app.log.info(`SIGHUP: reloaded the TLS certificate ${certPath} and key ${keyPath}`);
-      } catch (err) {
-        app.log.error(`SIGHUP: ${describeError(err)}; still serving the previous certificate`);
-      }
-    });
-  }
+  // SIGHUP (`systemctl reload`) reloads the TLS pair: new handshakes get it, open connections
+  // keep theirs, and a pair that cannot be used is refused with the old one kept. It never stops
+  // kvb (without TLS there is nothing to reload, and Node's default would end the process).
+  process.on('SIGHUP', () => {
+    if (config.tlsCert === undefined || config.tlsKey === undefined) return say('info', 'SIGHUP: nothing to reload (no --tls-cert); still serving');
+    try {
+      (app.server as HttpsServer).setSecureContext(loadTlsFiles(config.tlsCert, config.tlsKey));
+      say('info', `SIGHUP: reloaded the TLS certificate ${config.tlsCert} and key ${config.tlsKey}`);
+    } catch (err) {
+      say('error', `SIGHUP: ${describeError(err)}; still serving the previous certificate`);
+    }
+  });
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
 
