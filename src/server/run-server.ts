@@ -66,7 +66,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
       return fail(`cannot open ${storage}: another process (another kvb serve?) has it open; one server per SQLite file`);
     }
     const readOnly = target.kind === 'sqlite' && target.path !== ':memory:' ? readOnlyReason(target.path) : undefined;
-    return fail(`cannot open ${storage}: ${storageFullReason(err) ?? readOnly ?? describeError(err)}`);
+    return fail(`cannot open ${storage}: ${readOnly ?? storageFullReason(err) ?? describeError(err)}`);
   }
   const app = await buildApp(store, config, { ...(tls && { tls }) });
   onBackgroundError = (err) =>
