@@ -157,7 +157,6 @@ export async function runServer(config: ServerConfig): Promise<void> {
   const port = typeof address === 'object' && address ? address.port : config.port;
   const shownHost = config.host.includes(':') ? `[${config.host}]` : config.host;
   const where = target.kind === 'postgres' ? `postgres ${safeDbName(target.url)}` : `sqlite ${target.path === ':memory:' ? ':memory:' : resolve(target.path)}`;
-  // Still one line: what the database offers and what kvb uses of it rides along as a field.
   if (config.metricsListen !== undefined) {
     const address = parseListenAddress(config.metricsListen);
     if (!address) return fail(`--metrics-listen: expected PORT or ADDR:PORT, not ${JSON.stringify(config.metricsListen)}`);
@@ -169,6 +168,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
     }
   }
   const scheme = tls ? 'https' : 'http';
+  // Still one line: what the database offers and what kvb uses of it rides along as a field.
   app.log.info({ capabilities: store.capabilities }, `kvb ${VERSION} listening on ${scheme}://${shownHost}:${port} (storage: ${where})`);
   if (metricsServer) {
     const bound = metricsServer.address();
