@@ -6,7 +6,9 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
 /** Requests of one connection waiting for the one before them to be answered. */
 const queued = Symbol('kvb.queued');
-type QueuedSocket = Socket & { [queued]?: Array<() => void> };
+/** The response a connection is working on, so a drain can still mark it `Connection: close`. */
+const answering = Symbol('kvb.answering');
+type QueuedSocket = Socket & { [queued]?: Array<() => void>; [answering]?: ServerResponse | undefined };
 
 /** Per server: whether it drains, its open connections, and the responses under way. */
 const lifecycle = Symbol('kvb.lifecycle');
@@ -14,7 +16,6 @@ interface ServerState {
   draining: boolean;
   idleGraceMs: number;
   sockets: Set<QueuedSocket>;
-  responses: Set<ServerResponse>;
 }
 type KvbServer = Server & { [lifecycle]?: ServerState };
 
@@ -32,12 +33,12 @@ export function createKvbServer(
   handler: Handler,
   options: { http?: ServerOptions; tls?: HttpsServerOptions; keepAliveTimeout: number; requestTimeout: number; connectionTimeout: number },
 ): Server {
-  const state: ServerState = { draining: false, idleGraceMs: 1000, sockets: new Set(), responses: new Set() };
+  const state: ServerState = { draining: false, idleGraceMs: 1000, sockets: new Set() };
   const run = (socket: QueuedSocket, req: IncomingMessage, res: ServerResponse) => {
-    state.responses.add(res);
+    socket[answering] = res;
     // 'close' follows both a finished response and an aborted one, so a queue never stalls.
     res.once('close', () => {
-      state.responses.delete(res);
+      socket[answering] = undefined;
       const next = socket[queued]?.shift();
       if (next) next();
       else {
@@ -99,7 +100,10 @@ export function drainServer(server: Server, idleGraceMs = 1000): Promise<void> {
   state.idleGraceMs = idleGraceMs;
   return new Promise((resolve) => {
     NetServer.prototype.close.call(server, () => resolve());
-    for (const res of state.responses) if (!res.headersSent) res.setHeader('connection', 'close');
-    for (const socket of state.sockets) closeWhenIdle(state, socket);
+    for (const socket of state.sockets) {
+      const res = socket[answering];
+      if (res && !res.headersSent) res.setHeader('connection', 'close');
+      closeWhenIdle(state, socket);
+    }
   });
 }
