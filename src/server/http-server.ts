@@ -8,7 +8,9 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 const queued = Symbol('kvb.queued');
 /** The response a connection is working on, so a drain can still mark it `Connection: close`. */
 const answering = Symbol('kvb.answering');
-type QueuedSocket = Socket & { [queued]?: Array<() => void>; [answering]?: ServerResponse | undefined };
+/** When a connection last became idle (connected, or its last answer done), in ms. */
+const idleSince = Symbol('kvb.idleSince');
+type QueuedSocket = Socket & { [queued]?: Array<() => void>; [answering]?: ServerResponse | undefined; [idleSince]?: number };
 
 /** Per server: whether it drains, its open connections, and the responses under way. */
 const lifecycle = Symbol('kvb.lifecycle');
@@ -43,6 +45,7 @@ export function createKvbServer(
       if (next) next();
       else {
         socket[queued] = undefined;
+        socket[idleSince] = performance.now();
         if (state.draining) closeWhenIdle(state, socket);
       }
     });
@@ -65,6 +68,7 @@ export function createKvbServer(
   // The socket requests arrive on: the TLS socket for HTTPS, the TCP socket for HTTP.
   server.on(options.tls ? 'secureConnection' : 'connection', (socket: QueuedSocket) => {
     state.sockets.add(socket);
+    socket[idleSince] = performance.now();
     socket.once('close', () => state.sockets.delete(socket));
     if (state.draining) closeWhenIdle(state, socket);
   });
@@ -75,15 +79,19 @@ export function createKvbServer(
 }
 
 /**
- * Ends a connection that has no request under way and gets none within the grace. A request that
- * arrives meanwhile is answered (with `Connection: close`); ending an idle keep-alive at once
- * would race a request the client is sending on it that very moment.
+ * Ends a connection that has no request under way and gets none within the grace (counted from
+ * when it became idle). A request that arrives meanwhile is answered (with `Connection: close`):
+ * a client that was just answered is likely sending its next request on it that very moment, and
+ * ending the connection then would cut that request off. One idle for longer is ended at once.
  */
 function closeWhenIdle(state: ServerState, socket: QueuedSocket): void {
   if (socket[queued] !== undefined) return;
-  setTimeout(() => {
+  const end = () => {
     if (socket[queued] === undefined && !socket.destroyed) socket.end();
-  }, state.idleGraceMs).unref();
+  };
+  const waited = performance.now() - (socket[idleSince] ?? 0);
+  if (waited >= state.idleGraceMs) end();
+  else setTimeout(end, state.idleGraceMs - waited).unref();
 }
 
 /**
