@@ -6,6 +6,7 @@ import { describeError, readOnlyReason, storageFullReason } from '../store/stora
 import type { Store } from '../store/store.js';
 import type { Server as HttpsServer } from 'node:https';
 import { buildApp } from './app.js';
+import { sizeCryptoThreadPool } from './crypto-threads.js';
 import { type TlsFiles, isLoopback, loadTlsFiles } from './tls.js';
 import { startMetricsListener } from './metrics-listener.js';
 import { type ServerConfig, parseListenAddress } from './server-config.js';
@@ -14,6 +15,8 @@ import { startSweeper } from './sweeper.js';
 
 /** `kvb serve`: opens the store, listens, sweeps expired keys, and shuts down cleanly on a signal. */
 export async function runServer(config: ServerConfig): Promise<void> {
+  // First, before anything starts libuv's thread pool (it is sized once, at its first use).
+  sizeCryptoThreadPool();
   // Until the app (and its logger) exists, a start-up failure or a background storage error is
   // written as one plain line.
   const fail = (message: string): never => {
