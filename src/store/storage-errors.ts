@@ -38,9 +38,12 @@ const PG_CONNECTION_MESSAGES = [
 /** The storage cannot be reached; the server answers 503 `service_unavailable`. */
 export class StorageUnavailableError extends Error {
   readonly code = 'KVB_STORAGE_UNAVAILABLE';
-  constructor(cause: unknown) {
+  /** The connection was lost after COMMIT was sent: the write may or may not have been applied. */
+  readonly outcomeUnknown: boolean;
+  constructor(cause: unknown, options: { outcomeUnknown?: boolean } = {}) {
     super(`storage is unavailable: ${describeError(cause)}`, { cause });
     this.name = 'StorageUnavailableError';
+    this.outcomeUnknown = options.outcomeUnknown === true;
   }
 }
 

@@ -1,10 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { VERSION } from '../../version.js';
+import { storageNotReady } from '../readiness.js';
 import type { ServerContext } from '../server-context.js';
 import { operationalSchemas } from './schemas.js';
-
-const READY_TIMEOUT_MS = 2000;
 
 /** `/health`, `/ready`, `/metrics` and `/api-docs/openapi.json`, at the root. */
 export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext & { metrics: Registry }): Promise<void> {
@@ -24,21 +23,10 @@ export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext
       schema: operationalSchemas.ready,
     },
     async (_request, reply) => {
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        await Promise.race([
-          ctx.store.ping(),
-          new Promise((_, reject) => {
-            timer = setTimeout(() => reject(new Error('storage ping timed out')), READY_TIMEOUT_MS);
-          }),
-        ]);
-        return { status: 'ok', storage: 'ok', version: VERSION };
-      } catch (err) {
-        app.log.warn({ err }, 'readiness check failed');
-        return reply.code(503).send({ status: 'degraded', storage: 'error', version: VERSION });
-      } finally {
-        clearTimeout(timer);
-      }
+      const err = await storageNotReady(ctx.store);
+      if (err === undefined) return { status: 'ok', storage: 'ok', version: VERSION };
+      app.log.warn({ err }, 'readiness check failed');
+      return reply.code(503).header('retry-after', '2').send({ status: 'degraded', storage: 'error', version: VERSION });
     },
   );
 
