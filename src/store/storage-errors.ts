@@ -23,6 +23,9 @@ const UNAVAILABLE_CODES = new Set([
   '08003',
   '08004',
   '08006',
+  // protocol_violation: also how PgBouncer reports a lost or unreachable server ("server conn
+  // crashed?", "server login has been failing"), e.g. while the database fails over; it ends the connection.
+  '08P01',
 ]);
 
 /** node-postgres reports a dropped connection or an exhausted pool without a code, only in words. */

@@ -40,6 +40,7 @@ describe('storage errors', () => {
     for (const err of [
       Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
       Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }),
+      Object.assign(new Error('server conn crashed?'), { code: '08P01', severity: 'FATAL' }),
       new Error('Connection terminated unexpectedly'),
       new Error('timeout exceeded when trying to connect'),
       new Error('Client has encountered a connection error and is not queryable'),
