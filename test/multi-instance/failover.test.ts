@@ -228,6 +228,9 @@ describe.skipIf(skipped)(
       { timeout: 240_000 },
       async () => {
         const unlock = await lockCluster();
+        const stop = new AbortController();
+        let running = true;
+        let writing: Promise<unknown> = Promise.resolve();
         try {
           await waitHealthy();
           schema = uniqueName('kvb_failover');
@@ -236,13 +239,11 @@ describe.skipIf(skipped)(
           const [a, b] = servers as [RunningServer, RunningServer];
           const bucket = await createBucket(a.api, { default_ttl: '0' });
 
-          const stop = new AbortController();
           const watchers = [watcher(a, bucket, 0, stop.signal), watcher(b, bucket, 0, stop.signal)];
           const ledger = new Ledger();
-          let running = true;
           const kinds = ['set', 'counter', 'txn'] as const;
           const writers = Array.from({ length: 6 }, (_, i) => writer(kinds[i % 3]!, i, i % 2 === 0 ? a : b, bucket, ledger, () => running));
-          const writing = Promise.all(writers).catch((err: unknown) => {
+          writing = Promise.all(writers).catch((err: unknown) => {
             running = false;
             throw err;
           });
@@ -348,6 +349,10 @@ describe.skipIf(skipped)(
             expect(s.logs()).not.toContain('unexpected error');
           }
         } finally {
+          // A failed run stops its writers and watchers before afterAll stops the servers under them.
+          running = false;
+          stop.abort();
+          await writing.catch(() => {});
           // Leave the cluster whole for the next run.
           await waitHealthy(90_000).catch(() => {});
           unlock();
