@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { VERSION } from '../version.js';
 import { type DbTarget, openStore, parseDbTarget } from '../store/open-store.js';
 import { describeError, readOnlyReason } from '../store/storage-errors.js';
+import { describeHosts, parsePostgresHosts } from '../store/postgres-hosts.js';
 import type { Store } from '../store/store.js';
 import { buildApp } from './app.js';
 import type { ServerConfig } from './server-config.js';
@@ -155,8 +156,9 @@ function createParentDirectories(path: string): string[] {
 /** host:port/db of a PostgreSQL URL, without user or password. */
 function safeDbName(url: string): string {
   try {
-    const u = new URL(url);
-    return `${u.host || 'localhost'}${u.pathname}`;
+    const { hosts, urlFor } = parsePostgresHosts(url);
+    const u = new URL(urlFor(hosts[0]!));
+    return `${hosts.length > 1 ? describeHosts(hosts) : u.host || 'localhost'}${u.pathname}`;
   } catch {
     return 'the given URL';
   }

@@ -1,4 +1,3 @@
-import pg from 'pg';
 import { describeError } from './storage-errors.js';
 
 /**
@@ -6,7 +5,8 @@ import { describeError } from './storage-errors.js';
  * `postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write`. Hosts are tried in order;
  * with `read-write` (or `primary`) only a server that takes writes is kept. The choice is
  * remembered until a connection to it fails, so steady-state connects cost nothing extra; after a
- * failover the next connect probes the hosts again and finds the new primary.
+ * failover the next connect probes the hosts again and finds the new primary. Pure (no driver):
+ * the pg.Client that uses it is in postgres-host-client.ts.
  */
 
 export interface PostgresHost {
@@ -32,7 +32,7 @@ const AUTHORITY = /^(postgres(?:ql)?:\/\/)([^/?#]*)(.*)$/is;
 const BRACKETED = /^\[([^\]]+)\](?::(\d*))?$/;
 const PLAIN = /^([^:[\]]*)(?::(\d*))?$/;
 
-const label = (h: PostgresHost) => (h.host.includes(':') ? `[${h.host}]` : h.host) + (h.port === undefined ? '' : `:${h.port}`);
+export const label = (h: PostgresHost) => (h.host.includes(':') ? `[${h.host}]` : h.host) + (h.port === undefined ? '' : `:${h.port}`);
 
 /** One line for logs and errors: the hosts, never the credentials. */
 export const describeHosts = (hosts: PostgresHost[]) => hosts.map(label).join(', ');
@@ -139,80 +139,4 @@ export class HostSelector {
     }
     throw new NoUsableHostError(this.attrs, reasons);
   }
-}
-
-/** The statement libpq runs for read-write; `primary` also refuses a server in recovery. */
-const CHECK_SQL = "select pg_catalog.current_setting('transaction_read_only') = 'on' as read_only, pg_catalog.pg_is_in_recovery() as in_recovery";
-
-/** Why this connection's server does not fit `attrs`, or undefined when it does. */
-async function unfit(client: pg.Client, attrs: TargetSessionAttrs): Promise<string | undefined> {
-  if (attrs === 'any') return undefined;
-  const { rows } = await client.query<{ read_only: boolean; in_recovery: boolean }>(CHECK_SQL);
-  const row = rows[0];
-  if (row?.in_recovery) return 'is a standby (in recovery)';
-  if (attrs === 'read-write' && row?.read_only) return 'is read-only';
-  return undefined;
-}
-
-export interface HostSelection {
-  selector: HostSelector;
-  /** For pg.Pool's `Client` option: connects to the selected host, and checks it again once connected. */
-  Client: typeof pg.Client;
-}
-
-/**
- * A pg.Client class for a pool that connects where `selector` says. Each new connection checks its
- * own server too (one round trip per connection, not per query), since a failover can land
- * between the search and the connect; a connection that fails or finds a server that does not fit
- * makes the selector forget the host, so the next connect searches again.
- */
-export function hostSelection(parsed: PostgresHosts, defaultTimeoutMs: number): HostSelection {
-  const timeout = parsed.connectTimeoutMs ?? defaultTimeoutMs;
-  const check: HostCheck = async (host) => {
-    const probe = new pg.Client({ connectionString: parsed.urlFor(host), connectionTimeoutMillis: timeout });
-    probe.on('error', () => {});
-    try {
-      await probe.connect();
-      return await unfit(probe, parsed.targetSessionAttrs);
-    } finally {
-      await probe.end().catch(() => {});
-    }
-  };
-  const selector = new HostSelector(parsed.hosts, parsed.targetSessionAttrs, check);
-
-  class SelectingClient extends pg.Client {
-    override connect(): Promise<pg.Client>;
-    override connect(callback: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): void;
-    override connect(callback?: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): Promise<pg.Client> | void {
-      const done = this.connectSelected().then(() => this);
-      if (!callback) return done;
-      const call = callback as (err: Error | null, c?: pg.Client) => void;
-      done.then((c) => call(null, c), (err: Error) => call(err));
-    }
-
-    private async connectSelected(): Promise<void> {
-      const target = await selector.pick();
-      // node-postgres reads host and port when it connects (and cancels), not when the client is made.
-      this.host = target.host;
-      this.port = target.port ?? this.port;
-      // Any later failure of this connection (the server died, was shut down or demoted) sends the next connect searching.
-      this.on('error', () => selector.forget(target));
-      try {
-        await super.connect();
-      } catch (err) {
-        selector.forget(target);
-        throw err;
-      }
-      const why = await unfit(this, parsed.targetSessionAttrs).catch((err: unknown) => {
-        selector.forget(target);
-        throw err;
-      });
-      if (why !== undefined) {
-        selector.forget(target);
-        await this.end().catch(() => {});
-        throw new NoUsableHostError(parsed.targetSessionAttrs, [`${label(target)}: ${why}`]);
-      }
-    }
-  }
-  return { selector, Client: SelectingClient as typeof pg.Client };
 }

@@ -22,7 +22,8 @@ import {
   queryBuilder,
   sharedStatements,
 } from './statements.js';
-import { type HostSelector, type PostgresHosts, describeHosts, hostSelection, needsSelection, parsePostgresHosts } from './postgres-hosts.js';
+import { hostSelection } from './postgres-host-client.js';
+import { type HostSelector, type PostgresHosts, describeHosts, needsSelection, parsePostgresHosts } from './postgres-hosts.js';
 import { StorageUnavailableError, isPostgresConnectionError } from './storage-errors.js';
 import {
   type BucketChanges,

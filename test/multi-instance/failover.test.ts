@@ -266,6 +266,27 @@ describe.skipIf(skipped)(
             await waitHealthy(90_000);
           };
 
+          // The primary turns read-only under load, its connections open (as a demoted primary's can stay):
+          // writes meet SQLSTATE 25006, and kvb answers 503 (not 507) and /ready says not ready until it takes writes again.
+          const readOnly = (on: boolean) =>
+            onPrimary(async (c) => {
+              await c.query(on ? 'alter system set default_transaction_read_only = on' : 'alter system reset default_transaction_read_only');
+              await c.query('select pg_reload_conf()');
+            });
+          await until('writes flowing first', () => ledger.okSince(Date.now() - 1000) > 5, 30_000);
+          const readOnlyAt = Date.now();
+          const readOnly503 = ledger.statuses.get(503) ?? 0;
+          await readOnly(true);
+          try {
+            await until('both instances not ready while the primary is read-only', async () => (await Promise.all(servers.map((s) => call(`${s.url}/ready`)))).every((r) => r.status === 503), 20_000);
+            await until('writes refused while the primary is read-only', () => ledger.outcomes.some((o) => o.at > readOnlyAt && !o.ok), 20_000);
+          } finally {
+            await readOnly(false);
+          }
+          await until('both instances ready again', async () => (await Promise.all(servers.map((s) => call(`${s.url}/ready`)))).every((r) => r.status === 200), 20_000);
+          await until('writes after the primary took writes again', () => ledger.okSince(Date.now() - 500) > 5, 20_000);
+          report.push(`read-only primary: ${(ledger.statuses.get(503) ?? 0) - readOnly503} answers 503`);
+
           await phase('switchover', async () => {
             const { leader, standby } = await waitHealthy();
             const res = await fetch(`${leader.rest}/switchover`, {
