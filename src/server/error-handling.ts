@@ -1,10 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type ErrorMessage, KvbError, envelope, messageForStatus } from '../errors.js';
 import { rawPath } from './request-input.js';
-import { StorageUnavailableError, isClientAbort, isStorageUnavailable, storageFullReason } from '../store/storage-errors.js';
-
-/** Retry-After on a 503 for unavailable storage (a PostgreSQL failover takes a few seconds). */
-const STORAGE_RETRY_AFTER_SECONDS = '2';
+import { STORAGE_RETRY_AFTER_SECONDS, StorageUnavailableError, isClientAbort, isStorageUnavailable, storageFullReason } from '../store/storage-errors.js';
 
 /** Header values must be printable ASCII; details never contain secrets, but may echo input. */
 const headerSafe = (s: string) => s.replace(/[^\x20-\x7e]/g, '?').slice(0, 300);

@@ -38,6 +38,9 @@ const PG_CONNECTION_MESSAGES = [
   /client was closed/i,
 ];
 
+/** Retry-After on a 503 for unavailable storage, and on /ready's 503: a PostgreSQL failover takes a few seconds. */
+export const STORAGE_RETRY_AFTER_SECONDS = '2';
+
 /** The storage cannot be reached; the server answers 503 `service_unavailable`. */
 export class StorageUnavailableError extends Error {
   readonly code = 'KVB_STORAGE_UNAVAILABLE';

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { VERSION } from '../../version.js';
+import { STORAGE_RETRY_AFTER_SECONDS } from '../../store/storage-errors.js';
 import { storageNotReady } from '../readiness.js';
 import type { ServerContext } from '../server-context.js';
 import { operationalSchemas } from './schemas.js';
@@ -26,7 +27,7 @@ export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext
       const err = await storageNotReady(ctx.store);
       if (err === undefined) return { status: 'ok', storage: 'ok', version: VERSION };
       app.log.warn({ err }, 'readiness check failed');
-      return reply.code(503).header('retry-after', '2').send({ status: 'degraded', storage: 'error', version: VERSION });
+      return reply.code(503).header('retry-after', STORAGE_RETRY_AFTER_SECONDS).send({ status: 'degraded', storage: 'error', version: VERSION });
     },
   );
 
