@@ -2,16 +2,20 @@
 import pg from 'pg';
 import { HostSelector, type HostCheck, NoUsableHostError, type PostgresHosts, type TargetSessionAttrs, label } from './postgres-hosts.js';
 
-/** The statement libpq runs for read-write; `primary` also refuses a server in recovery. */
-const CHECK_SQL = "select pg_catalog.current_setting('transaction_read_only') = 'on' as read_only, pg_catalog.pg_is_in_recovery() as in_recovery";
-
-/** Why this connection's server does not fit `attrs`, or undefined when it does. */
+/**
+ * Why this connection's server does not fit `attrs`, or undefined when it does. The checks are
+ * libpq's: read-write asks `transaction_read_only` (on for a hot standby too), primary asks
+ * `pg_is_in_recovery()`.
+ */
 async function unfit(client: pg.Client, attrs: TargetSessionAttrs): Promise<string | undefined> {
-  if (attrs === 'any') return undefined;
-  const { rows } = await client.query<{ read_only: boolean; in_recovery: boolean }>(CHECK_SQL);
-  const row = rows[0];
-  if (row?.in_recovery) return 'is a standby (in recovery)';
-  if (attrs === 'read-write' && row?.read_only) return 'is read-only';
+  if (attrs === 'read-write') {
+    const { rows } = await client.query<{ transaction_read_only: string }>('show transaction_read_only');
+    return rows[0]?.transaction_read_only === 'on' ? 'is read-only (a standby?)' : undefined;
+  }
+  if (attrs === 'primary') {
+    const { rows } = await client.query<{ standby: boolean }>('select pg_catalog.pg_is_in_recovery() as standby');
+    return rows[0]?.standby ? 'is a standby (in recovery)' : undefined;
+  }
   return undefined;
 }
 

@@ -866,8 +866,8 @@ export class PostgresStore implements Store {
         return;
       }
       // Ready means writable: a connection to a server demoted since it was opened does not count.
-      const { rows } = await this.pool.query<{ read_only: boolean }>("select pg_catalog.current_setting('transaction_read_only') = 'on' as read_only");
-      if (rows[0]?.read_only) throw Object.assign(new Error('the server is read-only (a standby?)'), { code: READ_ONLY });
+      const { rows } = await this.pool.query<{ transaction_read_only: string }>('show transaction_read_only');
+      if (rows[0]?.transaction_read_only === 'on') throw Object.assign(new Error('the server is read-only (a standby?)'), { code: READ_ONLY });
     } catch (err) {
       throw this.failure(err);
     }

@@ -57,7 +57,7 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
       expect(result.exitCode).toBe(1);
       expect(result.stderr.trim().split('\n')).toEqual([
         expect.stringMatching(
-          new RegExp(`^kvb: cannot open PostgreSQL at 127\\.0\\.0\\.1:${dead}, [^ ]+: no read-write PostgreSQL server among the hosts \\(127\\.0\\.0\\.1:${dead}: connect ECONNREFUSED [^;]+; [^ ]+: is read-only\\)$`),
+          new RegExp(`^kvb: cannot open PostgreSQL at 127\\.0\\.0\\.1:${dead}, [^ ]+: no read-write PostgreSQL server among the hosts \\(127\\.0\\.0\\.1:${dead}: connect ECONNREFUSED [^;]+; [^ ]+: is read-only \\(a standby\\?\\)\\)$`),
         ),
       ]);
     });
