@@ -59,7 +59,8 @@ export function hostSelection(parsed: PostgresHosts, defaultTimeoutMs: number): 
       const target = await selector.pick();
       // node-postgres reads host and port when it connects (and cancels), not when the client is made.
       this.host = target.host;
-      this.port = target.port ?? this.port;
+      // A listed host without a port gets the default, as in libpq (not the first host's port).
+      this.port = target.port ?? (Number(process.env.PGPORT) || 5432);
       // Any later failure of this connection (the server died, was shut down or demoted) sends the next connect searching.
       this.on('error', () => selector.forget(target));
       try {
@@ -68,13 +69,20 @@ export function hostSelection(parsed: PostgresHosts, defaultTimeoutMs: number): 
         selector.forget(target);
         throw err;
       }
-      const why = await unfit(this, parsed.targetSessionAttrs).catch((err: unknown) => {
-        selector.forget(target);
-        throw err;
-      });
-      if (why !== undefined) {
+      // pg-pool drops a client whose connect failed without ending it: a refused connection is ended here.
+      const refuse = async () => {
         selector.forget(target);
         await this.end().catch(() => {});
+      };
+      let why: string | undefined;
+      try {
+        why = await unfit(this, parsed.targetSessionAttrs);
+      } catch (err) {
+        await refuse();
+        throw err;
+      }
+      if (why !== undefined) {
+        await refuse();
         throw new NoUsableHostError(parsed.targetSessionAttrs, [`${label(target)}: ${why}`]);
       }
     }

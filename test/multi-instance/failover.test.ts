@@ -308,7 +308,7 @@ describe.skipIf(skipped)(
           // The sweeper (under its lease) still runs after both failovers: an expiring key goes.
           const expiring = await timedCall(`${a.api}/${bucket}/expiring?ttl=1`, { method: 'PUT', body: 'x' });
           expect(expiring.status, expiring.text).toBe(200);
-          await until('the sweeper to remove an expired key after the failovers', () => watchers.every((w) => w.events.some((e) => e.type === 'expire' && e.key === 'expiring')), 30_000);
+          await until('the sweeper to remove an expired key after the failovers', () => watchers.every((w) => w.events.some((e) => e.type === 'expire' && e.key === 'expiring')), 45_000);
 
           running = false;
           await writing;
