@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -72,23 +72,40 @@ async function waitHealthy(ms = 60_000): Promise<{ leader: ClusterNode; standby:
   return found!;
 }
 
-/** Only one run at a time may switch the cluster over (the postgres and pgbouncer projects run in parallel). */
+/** How long a run may take, and so how long another run waits for the cluster. */
+const RUN_TIMEOUT_MS = 240_000;
+
+/**
+ * Only one run at a time may switch the cluster over (the postgres and pgbouncer projects run in
+ * parallel): a lock directory holding the owner's pid; a lock whose owner is gone is taken over.
+ */
 async function lockCluster(): Promise<() => void> {
   const lock = join(HA_DIR!, 'failover-test.lock');
+  const ownerAlive = () => {
+    try {
+      process.kill(Number(readFileSync(join(lock, 'pid'), 'utf8')), 0);
+      return true;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'EPERM';
+    }
+  };
   await until(
     'the cluster lock (another failover test run holds it)',
     () => {
       try {
         mkdirSync(lock);
+        writeFileSync(join(lock, 'pid'), String(process.pid));
         return true;
       } catch {
+        // A lock left by a killed run (no pid file yet means it is being taken right now).
+        if (existsSync(join(lock, 'pid')) && !ownerAlive()) rmSync(lock, { recursive: true, force: true });
         return false;
       }
     },
-    150_000,
+    RUN_TIMEOUT_MS + 10_000,
     200,
   );
-  return () => rmdirSync(lock);
+  return () => rmSync(lock, { recursive: true, force: true });
 }
 
 /** A plain connection to the current primary (for setup and clean-up only). */
@@ -115,7 +132,7 @@ class Ledger {
   counterAcked = 0;
   counterAttempted = 0;
   readonly statuses = new Map<number, number>();
-  readonly outcomes: Array<{ at: number; ok: boolean }> = [];
+  readonly outcomes: Array<{ started: number; at: number; ok: boolean }> = [];
   readonly bad: string[] = [];
   /** 503s saying the COMMIT's answer was lost (the write may have been applied). */
   outcomeUnknown = 0;
@@ -125,7 +142,7 @@ class Ledger {
     const now = Date.now();
     this.slowest = Math.max(this.slowest, now - started);
     this.statuses.set(answer.status, (this.statuses.get(answer.status) ?? 0) + 1);
-    this.outcomes.push({ at: now, ok });
+    this.outcomes.push({ started, at: now, ok });
     if (ok) return;
     const retryAfter = answer.headers.get('retry-after');
     const body = answer.text;
@@ -134,14 +151,14 @@ class Ledger {
     if (answer.status !== 503 || !retryAfter || !/"message":"service_unavailable"/.test(body)) this.bad.push(`${answer.status} ${retryAfter} ${body}`);
   }
 
-  /** First failed write at or after `from`, to the first successful write after it. */
+  /** First failed write at or after `from`, to the first successful write sent after that failure. */
   window(from: number): { ms: number; failures: number } | undefined {
     const after = this.outcomes.filter((o) => o.at >= from);
-    const firstFail = after.findIndex((o) => !o.ok);
-    if (firstFail < 0) return undefined;
-    const recovered = after.findIndex((o, i) => i > firstFail && o.ok);
-    if (recovered < 0) return undefined;
-    return { ms: after[recovered]!.at - after[firstFail]!.at, failures: after.filter((o) => !o.ok).length };
+    const firstFail = after.find((o) => !o.ok);
+    if (!firstFail) return undefined;
+    const recovered = after.find((o) => o.ok && o.started >= firstFail.at);
+    if (!recovered) return undefined;
+    return { ms: recovered.at - firstFail.at, failures: after.filter((o) => !o.ok).length };
   }
 
   okSince(from: number): number {
@@ -228,7 +245,8 @@ describe.skipIf(skipped)(
 
     it(
       'switchover and kill -9 of the primary: 503 with Retry-After meanwhile, then every acknowledged write present with its revision, no revision twice, every watcher sees every revision once, and both instances serve without a restart',
-      { timeout: 240_000 },
+      // Its own run takes about 30 s; the bound also covers waiting for the other project's run.
+      { timeout: 2 * RUN_TIMEOUT_MS + 10_000 },
       async () => {
         const unlock = await lockCluster();
         const stop = new AbortController();
