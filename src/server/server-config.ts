@@ -1,3 +1,4 @@
+import { MAX_VALUE_BYTES } from '../values/keys.js';
 /** Everything `kvb serve` can be told, after flags and environment are merged. */
 export interface ServerConfig {
   port: number;
@@ -28,6 +29,8 @@ export interface ServerConfig {
   logFormat: 'json' | 'pretty';
   /** Largest NDJSON import body in bytes; it is streamed, never held whole. */
   maxImportBytes: number;
+  /** Largest value in bytes (SET body, transaction or import value); the spec's 16 KiB unless raised. */
+  maxValueBytes: number;
   /** A reader that accepts no byte of a response for this long is disconnected (0: never). */
   stalledReaderTimeoutSeconds: number;
   /** Multi-page listings and exports streaming at once; more get 503 with Retry-After. */
@@ -47,6 +50,11 @@ export interface ServerConfig {
   bucketCreationRate: RateLimit | undefined;
   /** Requests allowed per credential (per client address when anonymous) per window; undefined means no limit. */
   rateLimit: RateLimit | undefined;
+  /**
+   * Seconds a client address's unseen credentials may be expected to queue for their slow hash
+   * before the excess gets 429 (the whole queue: twice this). See auth/verification-scheduler.ts.
+   */
+  verificationWaitSeconds: number;
 }
 
 /** `N/WINDOW`, e.g. `100/1m`: at most `max` requests in each window of `windowMs`. */
@@ -83,6 +91,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   trustProxy: undefined,
   logFormat: 'json',
   maxImportBytes: 256 * 1024 * 1024,
+  maxValueBytes: MAX_VALUE_BYTES,
   stalledReaderTimeoutSeconds: 30,
   maxStreamedResponses: 64,
   shutdownTimeoutSeconds: 10,
@@ -91,6 +100,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   maxBytesPerBucket: 0,
   bucketCreationRate: undefined,
   rateLimit: undefined,
+  verificationWaitSeconds: 60,
   maxWatchers: 10_000,
   watchRetentionSeconds: 3600,
   watchProgressMs: 15_000,

@@ -12,7 +12,7 @@ export const get = defineCommand({
       .command('get')
       .description("print a key's value (exact bytes), or with --json its type, expiry and revision too")
       .addArgument(keyArgument('the key'))
-      .option('--json', 'print {"key","type","value","expires_at","revision"} (bytes as base64)')
+      .option('--json', 'print {"key","type","value","expires_at","revision"} (int64 as a decimal string, bytes as base64)')
       .addOption(new Option('-o, --output <file>', 'write the exact bytes to FILE instead of stdout').conflicts('json'))
       .addHelpText(
         'after',
@@ -21,7 +21,7 @@ Exits 2 when the key does not exist (or has expired), so scripts can write
   kvb get k || echo missing
 Binary data (type bytes) is not printed to a terminal, as with curl: redirect
 stdout or use -o FILE. Text at a terminal is followed by a newline.
-${examples('kvb get greeting', 'kvb get photo -o photo.jpg', 'kvb get photo > photo.jpg', 'kvb get config --json | jq .value')}`,
+${examples('kvb get greeting', 'kvb get icon -o icon.png', 'kvb get icon > icon.png', 'kvb get config --json | jq .value')}`,
       ),
   async run(key, options, command) {
     await withClient(command, async ({ client, bucket }) => {
@@ -29,9 +29,11 @@ ${examples('kvb get greeting', 'kvb get photo -o photo.jpg', 'kvb get photo > ph
       const value = { ...read, data: asBuffer(read.data) };
       if (options.json) {
         const { valueAsJson } = await import('../../values/list-format.js');
-        // The listing's own rendering: JSON and numbers keep their exact text (no float rounding of
-        // 2^63-1), bytes become base64. A server that names no type gets its value as a string.
-        const rendered = value.type ? valueAsJson({ type: value.type, data: value.data }) : JSON.stringify(value.data.toString('utf8'));
+        // The listing's own rendering: JSON and floats keep their exact text, bytes become base64,
+        // and int64 is a decimal string, as in export and watch (jq 1.6 rounds 2^63-1 as a number).
+        // A server that names no type gets its value as a string.
+        const rendered =
+          value.type === 'int64' || !value.type ? JSON.stringify(value.data.toString('utf8')) : valueAsJson({ type: value.type, data: value.data });
         await line(
           `{"key":${JSON.stringify(key)},"type":${JSON.stringify(value.type ?? null)},"value":${rendered},"expires_at":${JSON.stringify(value.expiresAt ?? null)},"revision":${value.revision ?? null}}`,
         );
