@@ -1,9 +1,8 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { VERSION } from '../version.js';
-import { type DbTarget, openStore, parseDbTarget } from '../store/open-store.js';
+import { type DbTarget, openStore, parseDbTarget, postgresLocation } from '../store/open-store.js';
 import { describeError, readOnlyReason } from '../store/storage-errors.js';
-import { describeHosts, parsePostgresHosts } from '../store/postgres-hosts.js';
 import type { Store } from '../store/store.js';
 import { buildApp } from './app.js';
 import { sizeCryptoThreadPool } from './crypto-threads.js';
@@ -158,11 +157,5 @@ function createParentDirectories(path: string): string[] {
 
 /** host:port/db of a PostgreSQL URL, without user or password. */
 function safeDbName(url: string): string {
-  try {
-    const { hosts, urlFor } = parsePostgresHosts(url);
-    const u = new URL(urlFor(hosts[0]!));
-    return `${hosts.length > 1 ? describeHosts(hosts) : u.host || 'localhost'}${u.pathname}`;
-  } catch {
-    return 'the given URL';
-  }
+  return postgresLocation(url) ?? 'the given URL';
 }
