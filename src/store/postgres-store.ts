@@ -28,7 +28,7 @@ import {
 } from './statements.js';
 import { hostSelection } from './postgres-host-client.js';
 import { type HostSelector, type PostgresHosts, describeHosts, needsSelection, parsePostgresHosts } from './postgres-hosts.js';
-import { StorageUnavailableError, isPostgresConnectionError } from './storage-errors.js';
+import { StorageUnavailableError, isPostgresConnectionError, mayHaveReachedServer } from './storage-errors.js';
 import {
   type BucketChanges,
   type Change,
@@ -304,6 +304,10 @@ export class PostgresStore implements Store {
     try {
       return await client.query<R>(this.named ? { name: `kvb_${name}`, text: statement.sql, values } : { text: statement.sql, values });
     } catch (err) {
+      // Outside a transaction a write commits by itself: its answer lost, whether it happened is unknown.
+      if (client === this.pool && !/^\s*select\b/i.test(statement.sql) && mayHaveReachedServer(err)) {
+        throw new StorageUnavailableError(err, { outcomeUnknown: true });
+      }
       throw this.failure(err);
     }
   }
@@ -363,7 +367,7 @@ export class PostgresStore implements Store {
         if (isPostgresConnectionError(err) || err instanceof StorageUnavailableError || errorCode(err) === READ_ONLY) broken = err;
         else await client.query('rollback').catch((e: unknown) => (broken = e));
         // The COMMIT was sent and its answer lost: it may or may not have happened. Never "done".
-        if (committing && isPostgresConnectionError(err)) throw new StorageUnavailableError(err, { outcomeUnknown: true });
+        if (committing && mayHaveReachedServer(err)) throw new StorageUnavailableError(err, { outcomeUnknown: true });
         throw this.failure(err);
       } finally {
         client.off('error', onError);

@@ -62,6 +62,22 @@ export function isPostgresConnectionError(err: unknown): boolean {
   return typeof message === 'string' && PG_CONNECTION_MESSAGES.some((pattern) => pattern.test(message));
 }
 
+/** Connection failures that happen before a statement is sent: it cannot have been applied. */
+const BEFORE_SENDING_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', '08001', '08004', '57P03', '53300']);
+const BEFORE_SENDING_MESSAGES = [/timeout exceeded when trying to connect/i, /cannot use a pool after calling end/i, /server login has been failing/i];
+
+/**
+ * Whether a connection failure may have come after the server received (and committed) the
+ * statement: a connection lost midway, not one that could not be made.
+ */
+export function mayHaveReachedServer(err: unknown): boolean {
+  if (!isPostgresConnectionError(err)) return false;
+  const code = (err as { code?: unknown } | null)?.code;
+  const message = (err as { message?: unknown } | null)?.message;
+  if (typeof code === 'string' && BEFORE_SENDING_CODES.has(code)) return false;
+  return !(typeof message === 'string' && BEFORE_SENDING_MESSAGES.some((pattern) => pattern.test(message)));
+}
+
 /** Whether an error means the storage cannot be reached right now (answered as 503, not 500). */
 export function isStorageUnavailable(err: unknown): boolean {
   if (err instanceof StorageUnavailableError) return true;
