@@ -1,6 +1,5 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import type { Principal } from '../../auth/access.js';
 import type { Entry, EntryMeta, ListColumns, ListedEntry } from '../../store/store.js';
 import { KvbError } from '../../errors.js';
 import { checkKey } from '../../values/keys.js';
@@ -16,6 +15,7 @@ import { decodeCursor, encodeCursor } from '../list-cursor.js';
 import { ResponseStreams } from '../response-streams.js';
 import type { ServerContext } from '../server-context.js';
 import { booleanParam, bucketIdOf, optionalInteger, queryOf, singleParam } from '../request-input.js';
+import { effectivePrefix } from './effective-prefix.js';
 import { exportBucket } from './export-route.js';
 import { formatListMeta } from '../../values/list-meta.js';
 import { bucketSchemas } from './schemas.js';
@@ -33,13 +33,6 @@ const metaOf = (entry: Entry): EntryMeta => ({ type: entry.type, size: entry.dat
 
 /** Byte order of keys as stored (UTF-8), which is not JavaScript's string order. */
 const compareKeys = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
-
-/** The prefix a listing really uses: a token sees only its own prefix (403 when disjoint). */
-export function effectivePrefix(principal: Principal, requested: string): string {
-  if (principal.kind !== 'token' || requested.startsWith(principal.prefix)) return requested;
-  if (principal.prefix.startsWith(requested)) return principal.prefix;
-  throw new KvbError('forbidden', `prefix ${JSON.stringify(requested)} is outside the token's prefix ${JSON.stringify(principal.prefix)}`);
-}
 
 /** `GET /api/v1/{bucket}/`: keys (and values) in byte order, streamed page by page, continued by cursor. */
 export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promise<void> {
