@@ -5,6 +5,7 @@ import type { StoredValue } from '../values/stored-value.js';
 import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { listBounds } from './list-bounds.js';
+import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
 import { appliedMigrations, kvbMigrations, runMigrations } from './migrations.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
 import { type Quota, type Usage, NO_QUOTA, checkQuota, entrySize } from './quota.js';
@@ -40,8 +41,8 @@ import {
   type Refusal,
   type Store,
   type TxnOp,
+  type TxnRequestOp,
   type Written,
-  checkHolds,
   conditionHolds,
   type PoolStats,
   type StoreStats,
@@ -607,9 +608,13 @@ export class PostgresStore implements Store {
   }
 
   async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
+    return this.listWith(bucket, q, now);
+  }
+
+  private async listWith(bucket: string, q: ListQuery, now: number, client?: pg.PoolClient): Promise<ListedEntry[]> {
     const { lower, lowerOp, upper } = listBounds(q);
     const name = listShapeName({ reverse: q.reverse, columns: q.columns, upper: upper !== undefined, after: lowerOp === '>' });
-    const { rows } = await this.query<EntryRow & MetaRow & { key: Buffer }>(name, { bucket, lower, now, limit: q.limit, offset: q.offset, upper });
+    const { rows } = await this.query<EntryRow & MetaRow & { key: Buffer }>(name, { bucket, lower, now, limit: q.limit, offset: q.offset, upper }, client);
     return rows.map((row) => ({
       key: row.key.toString('utf8'),
       ...(q.columns === 'values' && { entry: toEntry(row) }),
@@ -617,37 +622,39 @@ export class PostgresStore implements Store {
     }));
   }
 
-  async commit(bucket: string, ops: TxnOp[], now: number): Promise<CommitOutcome> {
-    // Writes are blind, so the outcome is the last write on each key.
-    const last = new Map<string, TxnOp>();
-    for (const op of ops) {
-      if (op.op === 'check') continue;
-      last.delete(op.key);
-      last.set(op.key, op);
-    }
-    const final = [...last.values()];
-    const sets = final.filter((op) => op.op === 'set');
-    const deletes = final.filter((op) => op.op === 'delete').map((op) => Buffer.from(op.key));
-    const checks = ops.flatMap((op, i) => (op.op === 'check' ? [{ op, i }] : []));
+  async commit(bucket: string, ops: TxnRequestOp[], now: number): Promise<CommitOutcome> {
+    const reads = readsOf(ops);
     return this.write<Written, CommitOutcome>(bucket, true, async (client) => {
       // The bucket row lock orders this transaction with every other write to the bucket.
       const bumped = await this.bumpWithUsage(client, bucket);
       if (bumped === undefined) return rollback({ refused: 'no_bucket' });
       const { revision } = bumped;
-      if (checks.length > 0) {
-        const keys = [...new Set(checks.map(({ op }) => op.key))].map((k) => Buffer.from(k));
+      // Reads under the lock: nothing can change between them and the writes.
+      const entries = new Map<string, Entry>();
+      if (reads.keys.length > 0) {
+        const keys = reads.keys.map((k) => Buffer.from(k));
         const { rows } = await this.query<EntryRow & { key: Buffer }>('getEntries', { bucket, keys }, client);
-        const found = new Map(rows.map((row) => [row.key.toString('utf8'), row]));
-        const failed = checks
-          .filter(({ op }) => {
-            const row = found.get(op.key);
-            return !checkHolds(op, row && isLive(row, now) ? toEntry(row) : undefined);
-          })
-          .map(({ i }) => i);
-        if (failed.length > 0) return rollback({ refused: 'checks', failed });
-        // Checks alone change nothing: no new revision.
-        if (final.length === 0) return rollback({ revision: revision - 1 });
+        for (const row of rows) if (isLive(row, now)) entries.set(row.key.toString('utf8'), toEntry(row));
       }
+      const under = new Map<string, string[]>();
+      for (const prefix of reads.prefixes) {
+        const query = { prefix, reverse: false, columns: 'keys' as const, offset: 0, limit: MAX_PREFIX_DELETE_KEYS + 1 };
+        under.set(prefix, (await this.listWith(bucket, query, now, client)).map((e) => e.key));
+      }
+      const resolved = resolveTransaction(ops, entries, under);
+      if (resolved.failed.length > 0) return rollback({ refused: 'checks', failed: resolved.failed });
+      const answer = (at: number) => (resolved.reports ? { revision: at, results: resolved.results } : { revision: at });
+      // Checks and reads alone change nothing: no new revision.
+      if (resolved.writes.length === 0) return rollback(answer(revision - 1));
+      // Writes are blind, so the outcome is the last write on each key.
+      const last = new Map<string, TxnOp>();
+      for (const op of resolved.writes) {
+        last.delete(op.key);
+        last.set(op.key, op);
+      }
+      const final = [...last.values()];
+      const sets = final.filter((op) => op.op === 'set');
+      const deletes = final.filter((op) => op.op === 'delete').map((op) => Buffer.from(op.key));
       if (final.length > 0) {
         // The quota counts the transaction as a whole, from each final key's size before it.
         const keys = final.map((op) => Buffer.from(op.key));
@@ -689,7 +696,7 @@ export class PostgresStore implements Store {
         for (const { key } of rows) logged.push({ key, kind: 'delete' });
       }
       await this.logChanges(client, bucket, revision, logged, now);
-      return { revision };
+      return answer(revision);
     });
   }
 
