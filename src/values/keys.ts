@@ -2,6 +2,8 @@ import { badRequest } from '../errors.js';
 
 export const MAX_KEY_BYTES = 128;
 export const MAX_VALUE_BYTES = 16 * 1024;
+/** Most operations in one transaction (and so keys in one `kvb get A B …`). */
+export const MAX_TXN_OPS = 1000;
 
 /** Percent-decodes a key exactly once; malformed escapes or invalid UTF-8 are a 400. */
 export function decodeKey(encoded: string): string {

@@ -4,7 +4,7 @@ import { KvbError, badRequest } from '../../errors.js';
 import type { OpResult, TxnRequestOp } from '../../store/store.js';
 import { entryLine } from '../../values/export-format.js';
 import { type JsonLimits, type JsonNode, JsonSyntaxError, parseJsonSource } from '../../values/json-source.js';
-import { MAX_KEY_BYTES, MAX_VALUE_BYTES, checkKey } from '../../values/keys.js';
+import { MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES, checkKey } from '../../values/keys.js';
 import { mediaType } from '../../values/infer-value.js';
 import { allows } from '../../auth/access.js';
 import { authorize, openBucket } from '../access-control.js';
@@ -13,7 +13,7 @@ import { MAX_TTL_SECONDS, bucketIdOf, expiryFor, parseInteger } from '../request
 import { bucketSchemas } from './schemas.js';
 import { IMPORT_MEDIA_TYPES, importRoute, isImportRequest } from './import-route.js';
 
-export const MAX_TXN_OPS = 1000;
+export { MAX_TXN_OPS };
 
 /**
  * Room per operation besides its key and value: `{"set":"","value":,"ttl":2147483647},` is 37
