@@ -600,6 +600,16 @@ export const bucketSchemas = {
         ),
         format: { type: 'string', description: '`text` (default), `json` or `jsonl`; wins over Accept; anything else is 406' },
         cursor: { type: 'string', description: 'continue after the page that answered this `Kvb-Next-Cursor` (same prefix and direction)' },
+        delimiter: {
+          type: 'string',
+          minLength: 1,
+          description:
+            'kvb extension, format json or jsonl only (text: 400; skip: 400): S3-style common prefixes. Lists the keys directly under ' +
+            '`prefix` as `{"key":K}` (the meta object with meta=true or values=true) and, for deeper keys, each folder once as ' +
+            '`{"prefix":F}` (F = the prefix up to and including the first delimiter after it), in key order, without reading the ' +
+            'folders\' contents (one index seek past each). `limit` counts items (at most 10000 per answer); Kvb-Next-Cursor continues.',
+          examples: ['/'],
+        },
         export: booleanQuery('export every live key with its type, value and expiry as NDJSON (takes only `prefix`)'),
         watch: booleanQuery(
           'instead of a listing, a live change feed of the prefix: Server-Sent Events (Accept: text/event-stream) or JSONL ' +
