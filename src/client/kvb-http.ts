@@ -131,6 +131,8 @@ export interface ListOptions {
   format: 'text' | 'json' | 'jsonl';
   /** Continue after the page that answered this `Kvb-Next-Cursor`. */
   cursor?: string | undefined;
+  /** Folders: keys directly under the prefix as `{"key"}` and each deeper folder once as `{"prefix"}` (json/jsonl only). */
+  delimiter?: string | undefined;
 }
 
 /** A response body, streamed: iterate it for its chunks as they arrive. */
@@ -504,6 +506,7 @@ export class KvbHttp {
         meta: list.meta,
         format: list.format,
         cursor: list.cursor,
+        delimiter: list.delimiter,
       },
       idempotent: true,
       stream: true,

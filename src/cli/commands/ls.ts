@@ -25,6 +25,7 @@ export const ls = defineCommand({
       .addOption(new Option('--skip <n>', 'skip this many keys first').argParser(integer('--skip', 0, Number.MAX_SAFE_INTEGER)))
       .option('--reverse', 'reverse byte order')
       .option('--values', 'include the values')
+      .addOption(new Option('--folders', 'keys directly under PREFIX and each folder below it once (ending in /), like ls of a directory').conflicts(['values', 'skip']))
       .addOption(
         new Option('--format <format>', 'table (default on a terminal), text (default when piped), json or jsonl').choices([
           'table',
@@ -38,12 +39,21 @@ export const ls = defineCommand({
         `
 text, json and jsonl are the server's own list formats, passed through as they
 stream in, so large buckets are never held in memory.
-${examples('kvb ls user/', 'kvb ls --values --limit 20', "kvb ls --format jsonl --values | jq -r '.[0]'", 'kvb ls --format json | jq length')}`,
+
+--folders asks the server for a folder listing: it seeks past each folder
+instead of reading it, so a folder of millions of keys costs one lookup. json
+and jsonl then print {"key":K} and {"prefix":"F/"} items; text and the table
+print names, folders ending in /.
+${examples('kvb ls user/', 'kvb ls --values --limit 20', "kvb ls --format jsonl --values | jq -r '.[0]'", 'kvb ls --format json | jq length', 'kvb ls --folders', 'kvb ls --folders photos/2024/')}`,
       ),
   async run(prefix, options, command) {
     await withClient(command, async ({ client, bucket }) => {
       const format = options.format ?? (stdoutIsTty() ? 'table' : 'text');
       const id = bucket();
+      if (options.folders) {
+        const { listFolders } = await import('../ls-folders.js');
+        return listFolders(client, id, { prefix, reverse: options.reverse, limit: options.limit, format });
+      }
       const wanted = options.limit ?? Number.POSITIVE_INFINITY;
       const query = { prefix, reverse: options.reverse, values: options.values };
       /**

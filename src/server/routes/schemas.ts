@@ -532,10 +532,15 @@ export const bucketSchemas = {
     },
     response: {
       200: {
-        description: 'Committed (or, with only gets and checks, read); the transaction had a get or a delete_prefix',
+        description:
+          'A transaction with a get or a delete_prefix: committed (or, with only gets and checks, read), with `revision` and `results`. ' +
+          '(An import, an application/x-ndjson body, answers `{"imported","skipped","rev"}` here too.)',
         headers: commitRevision,
         type: 'object',
         properties: {
+          imported: { type: 'integer', description: 'an import: keys written' },
+          skipped: { type: 'integer', description: 'an import: keys already expired' },
+          rev: { type: 'integer', description: 'an import: the revision it committed as' },
           revision: { type: 'integer', description: 'the revision committed as, or read at' },
           results: {
             type: 'array',
@@ -559,7 +564,6 @@ export const bucketSchemas = {
             },
           },
         },
-        required: ['revision', 'results'],
         examples: [{ revision: 42, results: [{ key: 'a', type: 'int64', value: '7', expires_at: null, rev: 40 }, null, { deleted: 3 }] }],
       },
       204: noBody('All operations committed', commitRevision),
