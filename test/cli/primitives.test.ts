@@ -112,6 +112,19 @@ describe('kvb del --prefix', () => {
   });
 });
 
+describe('kvb ls --folders', () => {
+  it('lists the keys directly under the prefix and each folder once, in text, json and jsonl', async () => {
+    await txn(['dir/a', 'dir/b/1', 'dir/b/2', 'dir/c', 'dir/d/e/f', 'dirt'].map((key) => ({ set: key, value: 1 })));
+    expect((await run(['ls', '--folders', 'dir/'])).out).toBe('dir/a\ndir/b/\ndir/c\ndir/d/\n');
+    const json = await run(['ls', '--folders', 'dir/', '--format', 'json']);
+    expect(JSON.parse(json.out)).toEqual([{ key: 'dir/a' }, { prefix: 'dir/b/' }, { key: 'dir/c' }, { prefix: 'dir/d/' }]);
+    const jsonl = await run(['ls', '--folders', 'dir/', '--format', 'jsonl', '--reverse', '--limit', '3']);
+    expect(jsonl.out.trimEnd().split('\n').map((l) => JSON.parse(l) as unknown)).toEqual([{ prefix: 'dir/d/' }, { key: 'dir/c' }, { prefix: 'dir/b/' }]);
+    expect((await run(['ls', '--folders', 'di'])).out).toBe('dir/\ndirt\n');
+    expect((await run(['ls', '--folders', '--values'])).exitCode).toBe(1);
+  });
+});
+
 describe('kvb watch --exec', () => {
   it('runs the command once per change, in order, with the event on stdin and in KVB_* variables', { timeout: 60_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kvb-exec-'));
