@@ -61,7 +61,9 @@ async function untilChanged(http: KvbHttp, bucket: string, name: string, held: V
       if (event.key === name) break;
     }
   } catch {
-    // Aborted (expiry, caller) or the feed failed: either way, try the lock again.
+    // Aborted (expiry, caller) or the feed failed (a reset, the server away): either way, try the
+    // lock again; after a failure not too soon, so a feed that keeps failing is no busy loop.
+    if (!controller.signal.aborted) await new Promise((resolve) => setTimeout(resolve, 250 + Math.random() * 750));
   } finally {
     clearTimeout(timer);
     signal?.removeEventListener('abort', stop);

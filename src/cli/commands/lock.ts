@@ -33,7 +33,9 @@ kvb exits with the command's exit code (128+N when a signal ends it). SIGINT
 and SIGTERM are passed on to the command. If the lock is lost while the
 command runs (renewals refused, or the server unreachable for a whole TTL), kvb
 sends the command SIGTERM and exits 6. The command sees KVB_LOCK (the name) and
-KVB_LOCK_OWNER (the lock key's value) in its environment.
+KVB_LOCK_OWNER (the lock key's value) in its environment. The credential needs
+read, write and delete on NAME (a token: kvb mint-token --prefix lock/
+--permissions read,write,delete).
 ${examples('kvb lock lock/backup -- ./backup.sh', 'kvb lock --ttl 60 lock/migrate -- npm run migrate', 'kvb lock lock/cron -- sh -c "make report && make mail"')}`,
       ),
   async run(name, argv, options, command) {
