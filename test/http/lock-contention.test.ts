@@ -67,7 +67,7 @@ describe('kvb lock: one holder at a time', () => {
   it('8 contending processes each run their command once, never two at a time, and exit with its code', { timeout: 180_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kvb-lock-'));
     try {
-      const runs = await Promise.all(Array.from({ length: 8 }, (_, i) => contender(i % 2 === 0 ? a : b, dir, 5)));
+      const runs = await Promise.all(Array.from({ length: 8 }, (_, i) => contender(i % 2 === 0 ? a : b, dir, 10)));
       for (const run of runs) expect({ exitCode: run.exitCode, stderr: run.stderr }).toMatchObject({ exitCode: 0 });
       expect(lines(join(dir, 'violations'))).toEqual([]);
       expect(lines(join(dir, 'entries'))).toHaveLength(8);
@@ -80,7 +80,7 @@ describe('kvb lock: one holder at a time', () => {
   it('a holder killed with SIGKILL keeps the lock until its TTL runs out, then the others get it, one at a time', { timeout: 180_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kvb-lock-'));
     try {
-      const runs = Array.from({ length: 8 }, (_, i) => contender(i % 2 === 0 ? a : b, dir, 3, { HANG_FIRST: '1' }));
+      const runs = Array.from({ length: 8 }, (_, i) => contender(i % 2 === 0 ? a : b, dir, 5, { HANG_FIRST: '1' }));
       await fileAppears(join(dir, 'hung'));
       const hung = JSON.parse(readFileSync(join(dir, 'hung'), 'utf8')) as { kvb: number; child: number };
       // While it still holds the lock nobody else can be inside, so its marker may go first;
