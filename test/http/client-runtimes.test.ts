@@ -1,4 +1,6 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -63,6 +65,34 @@ const EXPECTED = {
   // An unreachable server is a KvbNetworkError in every runtime (Deno's fetch gives only text).
   unreachable: 'KvbNetworkError connection refused',
 };
+
+/** The whole client-library suite (vitest itself runs under Deno and Bun), on this project's backend. */
+const SUITE: Array<{ name: string; command: string; args: string[] }> = [
+  { name: 'deno', command: bin('deno'), args: ['run', '--allow-all', '--no-prompt', fileURLToPath(new URL('../../node_modules/vitest/vitest.mjs', import.meta.url))] },
+  { name: 'bun', command: bin('bun'), args: ['--bun', fileURLToPath(new URL('../../node_modules/vitest/vitest.mjs', import.meta.url))] },
+];
+
+describe('test/http/client-library.test.ts under Deno and Bun', () => {
+  for (const runtime of SUITE) {
+    it.skipIf(!existsSync(runtime.command))(`${runtime.name}: every test of the client suite passes`, { timeout: 300_000 }, async () => {
+      const out = join(mkdtempSync(join(tmpdir(), 'kvb-runtime-')), 'report.json');
+      const result = await execa(runtime.command, [...runtime.args, 'run', 'test/http/client-library.test.ts', '--project', 'sqlite', '--maxWorkers=1', '--reporter=json', `--outputFile=${out}`], {
+        cwd: fileURLToPath(new URL('../..', import.meta.url)),
+        // The backend of this project (sqlite, postgres or pgbouncer) carries over through KVB_TEST_BACKEND.
+        env: { NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' },
+        reject: false,
+        timeout: 290_000,
+      });
+      expect(existsSync(out), `no report from ${runtime.name}: ${result.stderr.slice(-2000)}`).toBe(true);
+      const report = JSON.parse(readFileSync(out, 'utf8')) as { numTotalTests: number; numPassedTests: number; numFailedTests: number; testResults: Array<{ assertionResults: Array<{ fullName: string; status: string; failureMessages: string[] }> }> };
+      const failed = report.testResults.flatMap((f) => f.assertionResults).filter((a) => a.status !== 'passed');
+      expect(failed.map((a) => `${a.fullName}: ${a.failureMessages.join(' ').slice(0, 500)}`)).toEqual([]);
+      expect(report.numTotalTests).toBeGreaterThanOrEqual(20);
+      expect(report.numPassedTests).toBe(report.numTotalTests);
+      expect(result.exitCode).toBe(0);
+    });
+  }
+});
 
 describe('kvb/client under each runtime it claims', () => {
   for (const runtime of RUNTIMES) {
