@@ -8,10 +8,10 @@ _kvb() {
     word="${COMP_WORDS[i]}"
     if ((skip)); then skip=0; continue; fi
     case "$word" in
-      --url|--bucket|--token|--profile|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--prefix|--limit|--skip|--format|--since|--exec|--check|--set|--del|--mode|--permissions|--db|--out|--port|--host|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--stalled-reader-timeout|--max-streamed-responses|--max-watchers|--watch-retention|--shutdown-timeout|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
+      --url|--bucket|--token|--profile|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--prefix|--limit|--skip|--format|--since|--exec|--check|--set|--del|--mode|--permissions|--db|--out|--port|--host|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--max-watchers|--watch-retention|--shutdown-timeout|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
     esac
     case "$kpath/$word" in
-      /init|/create-bucket|/bucket|bucket/show|bucket/update|bucket/delete|bucket/exists|/set|/get|/edit|/del|/incr|/expire|/ttl|/ls|/watch|/lock|/txn|/export|/import|/mint-token|/profile|profile/list|profile/show|profile/use|profile/remove|/version|/completion|/db|db/dump|db/restore|db/check|db/backup|/serve) kpath="${kpath:+$kpath/}$word" ;;
+      /init|/create-bucket|/bucket|bucket/show|bucket/update|bucket/delete|bucket/exists|/set|/get|/edit|/del|/incr|/expire|/ttl|/ls|/watch|/lock|/txn|/export|/import|/mint-token|/profile|profile/list|profile/show|profile/add|profile/use|profile/remove|/version|/completion|/db|db/dump|db/restore|db/check|db/backup|/serve) kpath="${kpath:+$kpath/}$word" ;;
     esac
   done
   case "$prev" in
@@ -19,7 +19,7 @@ _kvb() {
     --type) COMPREPLY=($(compgen -W "json text int float bytes" -- "$cur")); return ;;
     --file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-    --format) COMPREPLY=($(compgen -W "table text json jsonl" -- "$cur")); return ;;
+    --format) COMPREPLY=($(compgen -W "table text json jsonl export" -- "$cur")); return ;;
     --mode) COMPREPLY=($(compgen -W "merge replace" -- "$cur")); return ;;
     --log-level) COMPREPLY=($(compgen -W "fatal error warn info debug trace silent" -- "$cur")); return ;;
     --durability) COMPREPLY=($(compgen -W "normal full" -- "$cur")); return ;;
@@ -27,7 +27,7 @@ _kvb() {
     --pg-prepare) COMPREPLY=($(compgen -W "on off auto" -- "$cur")); return ;;
     --pg-batch-writes) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
     --console) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
-    --url|--bucket|--token|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--prefix|--limit|--skip|--since|--exec|--check|--set|--del|--permissions|--db|--out|--port|--host|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--stalled-reader-timeout|--max-streamed-responses|--max-watchers|--watch-retention|--shutdown-timeout|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
+    --url|--bucket|--token|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--prefix|--limit|--skip|--since|--exec|--check|--set|--del|--permissions|--db|--out|--port|--host|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--max-watchers|--watch-retention|--shutdown-timeout|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
   esac
   case "$kpath" in
     "") words="init create-bucket bucket set get edit del incr expire ttl ls watch lock txn export import mint-token profile version completion db serve --version --url --bucket --token --profile --timeout --quiet --help" ;;
@@ -38,23 +38,24 @@ _kvb() {
     "bucket/update") words="--secret-key --read-key --clear-read-key --write-key --clear-write-key --signing-key --rotate-signing-key --clear-signing-key --default-ttl --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "bucket/delete") words="--yes --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "bucket/exists") words="--help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "set") words="--ttl --type --file --if-rev --if-absent --if-exists --help --version --url --bucket --token --profile --timeout --quiet" ;;
+    "set") words="--ttl --type --file --raw --if-rev --if-absent --if-exists --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "get") words="--json --output --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "edit") words="--help --version --url --bucket --token --profile --timeout --quiet" ;;
     "del") words="--if-rev --if-absent --if-exists --prefix --yes --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "incr") words="--ttl --if-rev --if-absent --if-exists --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "expire") words="--help --version --url --bucket --token --profile --timeout --quiet" ;;
     "ttl") words="--json --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "ls") words="--limit --skip --reverse --values --folders --format --help --version --url --bucket --token --profile --timeout --quiet" ;;
+    "ls") words="--limit --skip --reverse --values --long --folders --format --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "watch") words="--since --values --exec --format --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "lock") words="--ttl --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "txn") words="--check --set --del --ttl --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "export") words="--output --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "import") words="--mode --prefix --help --version --url --bucket --token --profile --timeout --quiet" ;;
+    "import") words="--mode --prefix --format --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "mint-token") words="--prefix --permissions --ttl --json --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "profile") words="list show use remove --help --version --url --bucket --token --profile --timeout --quiet" ;;
+    "profile") words="list show add use remove --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "profile/list") words="--names --json --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "profile/show") words="$(kvb profile list --names 2>/dev/null) --json --help --version --url --bucket --token --profile --timeout --quiet" ;;
+    "profile/add") words="$(kvb profile list --names 2>/dev/null) --force --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "profile/use") words="$(kvb profile list --names 2>/dev/null) --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "profile/remove") words="$(kvb profile list --names 2>/dev/null) --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "version") words="--json --help --version --url --bucket --token --profile --timeout --quiet" ;;
@@ -64,7 +65,7 @@ _kvb() {
     "db/restore") words="--db --force --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "db/check") words="--db --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "db/backup") words="--db --out --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "serve") words="--port --host --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --stalled-reader-timeout --max-streamed-responses --max-watchers --watch-retention --shutdown-timeout --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --url --bucket --token --profile --timeout --quiet" ;;
+    "serve") words="--port --host --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --max-value-bytes --stalled-reader-timeout --max-streamed-responses --max-watchers --watch-retention --shutdown-timeout --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --url --bucket --token --profile --timeout --quiet" ;;
   esac
   COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }

@@ -28,7 +28,7 @@ complete -c kvb -n '__fish_use_subcommand' -a txn -d 'set and delete several key
 complete -c kvb -n '__fish_use_subcommand' -a export -d 'export every key with its type, value and expiry (NDJSON, from one consistent snapshot)'
 complete -c kvb -n '__fish_use_subcommand' -a import -d 'import an export file into the bucket (all or nothing)'
 complete -c kvb -n '__fish_use_subcommand' -a mint-token -d 'mint a temporary token limited to a key prefix and permissions (needs the secret key)'
-complete -c kvb -n '__fish_use_subcommand' -a profile -d 'list, show, choose or remove saved profiles'
+complete -c kvb -n '__fish_use_subcommand' -a profile -d 'list, show, add, choose or remove saved profiles'
 complete -c kvb -n '__fish_use_subcommand' -a version -d 'print the client\'s version and the server\'s (from /health)'
 complete -c kvb -n '__fish_use_subcommand' -a completion -d 'print a shell completion script (bash, zsh or fish)'
 complete -c kvb -n '__fish_use_subcommand' -a db -d 'operator commands on the database itself: dump, restore, check, backup (on the server machine)'
@@ -74,12 +74,13 @@ complete -c kvb -n '__fish_seen_subcommand_from bucket; and __fish_seen_subcomma
 complete -c kvb -n '__fish_seen_subcommand_from set' -l ttl -x -d 'expire after this many seconds (0 = never; default: the bucket default)'
 complete -c kvb -n '__fish_seen_subcommand_from set' -l type -x -a 'json text int float bytes' -d 'store as this type (default: inferred, see below)'
 complete -c kvb -n '__fish_seen_subcommand_from set' -l file -r -F -d 'read the value from a file'
+complete -c kvb -n '__fish_seen_subcommand_from set' -l raw -d 'send stdin\'s or the file\'s bytes untouched (no newline dropped) and let the server type them, as curl does'
 complete -c kvb -n '__fish_seen_subcommand_from set' -l if-rev -x -d 'only if the key is live at revision N (see kvb get --json)'
 complete -c kvb -n '__fish_seen_subcommand_from set' -l if-absent -d 'only if the key does not exist (or has expired)'
 complete -c kvb -n '__fish_seen_subcommand_from set' -l if-exists -d 'only if the key exists'
 
 # kvb get
-complete -c kvb -n '__fish_seen_subcommand_from get' -l json -d 'print {"key","type","value","expires_at","revision"} (bytes as base64)'
+complete -c kvb -n '__fish_seen_subcommand_from get' -l json -d 'print {"key","type","value","expires_at","revision"} (int64 as a decimal string, bytes as base64)'
 complete -c kvb -n '__fish_seen_subcommand_from get' -l output -s o -r -F -d 'write the exact bytes to FILE instead of stdout'
 
 # kvb edit
@@ -103,10 +104,11 @@ complete -c kvb -n '__fish_seen_subcommand_from incr' -l if-exists -d 'only if t
 complete -c kvb -n '__fish_seen_subcommand_from ttl' -l json -d 'print {"key","ttl","expires_at"} (ttl null when it never expires)'
 
 # kvb ls
-complete -c kvb -n '__fish_seen_subcommand_from ls' -l limit -x -d 'at most this many keys (server default 10000)'
+complete -c kvb -n '__fish_seen_subcommand_from ls' -l limit -x -d 'at most this many keys (default: every key; ls follows the pages)'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l skip -x -d 'skip this many keys first'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l reverse -d 'reverse byte order'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l values -d 'include the values'
+complete -c kvb -n '__fish_seen_subcommand_from ls' -l long -s l -d 'long listing: type, size, expiry and revision of each key'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l folders -d 'keys directly under PREFIX and each folder below it once (ending in /), like ls of a directory'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l format -x -a 'table text json jsonl' -d 'table (default on a terminal), text (default when piped), json or jsonl'
 
@@ -121,7 +123,7 @@ complete -c kvb -n '__fish_seen_subcommand_from lock' -l ttl -x -d 'how long the
 
 # kvb txn
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l check -x -d 'commit only if the key is live at that revision, exists, or is absent (repeatable)'
-complete -c kvb -n '__fish_seen_subcommand_from txn' -l set -x -d 'set a key (repeatable); the value is JSON if it parses (except null), else text'
+complete -c kvb -n '__fish_seen_subcommand_from txn' -l set -x -d 'set a key (repeatable); the value is typed as kvb set types an argument'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l del -x -d 'delete a key (repeatable)'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l ttl -x -d 'TTL of every --set (default: the bucket default)'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -F
@@ -132,6 +134,7 @@ complete -c kvb -n '__fish_seen_subcommand_from export' -l output -s o -r -F -d 
 # kvb import
 complete -c kvb -n '__fish_seen_subcommand_from import' -l mode -x -a 'merge replace' -d 'merge: set every key in the file; replace: also delete keys the file does not hold'
 complete -c kvb -n '__fish_seen_subcommand_from import' -l prefix -x -d 'with --mode replace, replace only keys under this prefix'
+complete -c kvb -n '__fish_seen_subcommand_from import' -l format -x -a 'export jsonl' -d 'export: a kvb export file; jsonl: plain {"key","value"} or {"key","type","value"} lines'
 complete -c kvb -n '__fish_seen_subcommand_from import' -F
 
 # kvb mint-token
@@ -141,10 +144,11 @@ complete -c kvb -n '__fish_seen_subcommand_from mint-token' -l ttl -x -d 'lifeti
 complete -c kvb -n '__fish_seen_subcommand_from mint-token' -l json -d 'print the whole response, {"access_token": …}'
 
 # kvb profile
-complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show use remove' -a list -d 'list the saved profiles (the one in use is marked *)'
-complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show use remove' -a show -d 'show a profile: url, bucket and which credential it holds (never the credential)'
-complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show use remove' -a use -d 'use this profile by default (--profile and KVB_PROFILE still win)'
-complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show use remove' -a remove -d 'remove a saved profile (the bucket itself is kept)'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show add use remove' -a list -d 'list the saved profiles (the one in use is marked *)'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show add use remove' -a show -d 'show a profile: url, bucket and which credential it holds (never the credential)'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show add use remove' -a add -d 'save a profile for a bucket that already exists (--url, --bucket, --token)'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show add use remove' -a use -d 'use this profile by default (--profile and KVB_PROFILE still win)'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show add use remove' -a remove -d 'remove a saved profile (the bucket itself is kept)'
 
 # kvb profile list
 complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from list' -l names -d 'print only the names, one per line'
@@ -153,6 +157,10 @@ complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcomm
 # kvb profile show
 complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from show' -l json -d 'print it as JSON'
 complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from show' -a '(kvb profile list --names 2>/dev/null)'
+
+# kvb profile add
+complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from add' -l force -d 'replace a profile of that name'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from add' -a '(kvb profile list --names 2>/dev/null)'
 
 # kvb profile use
 complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from use' -a '(kvb profile list --names 2>/dev/null)'
@@ -207,6 +215,7 @@ complete -c kvb -n '__fish_seen_subcommand_from serve' -l pg-prepare -x -a 'on o
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l pg-batch-writes -x -a 'on off' -d 'PostgreSQL: run concurrent writes in shared transactions, one commit per batch (each answered after its batch commits)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l console -x -a 'on off' -d 'serve the web console at /console/'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-import-bytes -x -d 'largest NDJSON import body in bytes (streamed)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-value-bytes -x -d 'largest value in bytes (default 16384, the spec\'s 16 KiB)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l stalled-reader-timeout -x -d 'disconnect a client that accepts no response byte for this long (0 = never)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-streamed-responses -x -d 'multi-page listings and exports streaming at once (more get 503)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-watchers -x -d 'open watch streams per instance (over it: 503)'

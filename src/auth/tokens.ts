@@ -1,5 +1,5 @@
 import { hkdfSync } from 'node:crypto';
-import { SignJWT, jwtVerify } from 'jose';
+import { SignJWT, errors, jwtVerify } from 'jose';
 import { PERMISSIONS, type Permission } from './access.js';
 
 /** The claims kvb puts in a temporary token (besides iat and exp). */
@@ -48,20 +48,25 @@ export function looksLikeJwt(credential: string): boolean {
  * Verifies signature (HS256 only), expiry, not-before and the claim shapes. Returns the claims
  * or undefined. Whether the token belongs to this bucket and generation is checked by the caller.
  */
-export async function verifyToken(token: string, signingKey: string | Uint8Array): Promise<TokenClaims | undefined> {
+export async function verifyToken(
+  token: string,
+  signingKey: string | Uint8Array,
+  options: { expired?: boolean } = {},
+): Promise<TokenClaims | undefined> {
+  let payload: Record<string, unknown>;
   try {
-    const { payload } = await jwtVerify(token, keyBytes(signingKey), {
-      algorithms: [ALGORITHM],
-      requiredClaims: ['exp', 'iat'],
-    });
-    const { bkt, pfx, perm, gen, exp, iat } = payload as Record<string, unknown>;
-    if (typeof bkt !== 'string' || typeof pfx !== 'string' || pfx.length === 0) return undefined;
-    if (typeof gen !== 'number' || typeof exp !== 'number' || typeof iat !== 'number') return undefined;
-    if (!Array.isArray(perm) || !perm.every((p) => (PERMISSIONS as readonly unknown[]).includes(p))) return undefined;
-    // A token issued in the future was not made by this server's clock.
-    if (iat > Date.now() / 1000 + 60) return undefined;
-    return { bkt, pfx, perm: perm as Permission[], gen, exp };
-  } catch {
-    return undefined;
+    payload = (await jwtVerify(token, keyBytes(signingKey), { algorithms: [ALGORITHM], requiredClaims: ['exp', 'iat'] })).payload;
+  } catch (err) {
+    // jose checks the signature before the claims: an expired token's payload is genuine, and with
+    // `expired` the caller gets it to say when it expired (it still checks exp before trusting it).
+    if (!options.expired || !(err instanceof errors.JWTExpired)) return undefined;
+    payload = err.payload;
   }
+  const { bkt, pfx, perm, gen, exp, iat } = payload;
+  if (typeof bkt !== 'string' || typeof pfx !== 'string' || pfx.length === 0) return undefined;
+  if (typeof gen !== 'number' || typeof exp !== 'number' || typeof iat !== 'number') return undefined;
+  if (!Array.isArray(perm) || !perm.every((p) => (PERMISSIONS as readonly unknown[]).includes(p))) return undefined;
+  // A token issued in the future was not made by this server's clock.
+  if (iat > Date.now() / 1000 + 60) return undefined;
+  return { bkt, pfx, perm: perm as Permission[], gen, exp };
 }

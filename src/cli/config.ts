@@ -93,6 +93,15 @@ export function saveProfile(name: string, profile: Profile, path = configPath())
   writeConfig(config, path);
 }
 
+/**
+ * A server URL as given, made whole: `127.0.0.1:8080` or `kv.example.com` (no scheme, as redis-cli
+ * and etcdctl take them) means http://; trailing slashes are dropped.
+ */
+export function normalizeUrl(url: string): string {
+  const whole = /^[a-z][a-z0-9+.-]*:\/\//i.test(url) ? url : `http://${url}`;
+  return whole.replace(/\/+$/, '');
+}
+
 const nonEmpty = (s: string | undefined) => (s === undefined || s === '' ? undefined : s);
 
 /** Resolves the connection from global flags, the environment and the chosen profile. */
@@ -116,9 +125,10 @@ export function resolveConnection(
   };
   const url = pick(flags.url, env.KVB_URL, profile?.url);
   const bucket = pick(flags.bucket, env.KVB_BUCKET, profile?.bucket);
-  const token = pick(flags.token, env.KVB_TOKEN, profile?.token ?? profile?.secret_key);
+  // `--token ""` asks for no credential at all: anonymous, not KVB_TOKEN's or the profile's.
+  const token = flags.token === '' ? { value: undefined, source: 'flag' as const } : pick(flags.token, env.KVB_TOKEN, profile?.token ?? profile?.secret_key);
   return {
-    url: (url?.value ?? DEFAULT_URL).replace(/\/+$/, ''),
+    url: normalizeUrl(url?.value ?? DEFAULT_URL),
     bucket: bucket?.value,
     token: token?.value,
     profileName,

@@ -31,7 +31,7 @@ export async function getManyRows(client: KvbHttp, bucket: string, keys: string[
       return `{"key":${JSON.stringify(key)},"type":null,"value":null,"expires_at":null,"revision":null}`;
     }
     const source = (name: string) => field(result, name)?.source ?? 'null';
-    return `{"key":${JSON.stringify(key)},"type":${source('type')},"value":${source('value')},"expires_at":${source('expires_at')},"revision":"${source('rev')}"}`;
+    return `{"key":${JSON.stringify(key)},"type":${source('type')},"value":${source('value')},"expires_at":${source('expires_at')},"revision":${source('rev')}}`;
   });
   return { revision, rows, missing };
 }

@@ -1,5 +1,4 @@
 import { Command } from '@commander-js/extra-typings';
-import { ERRORS } from '../errors.js';
 import { VERSION } from '../version.js';
 import { bucket } from './commands/bucket.js';
 import { completion } from './commands/completion.js';
@@ -23,6 +22,7 @@ import { ttl } from './commands/ttl.js';
 import { txn } from './commands/txn.js';
 import { version } from './commands/version.js';
 import { watch } from './commands/watch.js';
+import { exitCodesHelp } from './exit-codes.js';
 import { type CommandModule, type ParentCommand, declareGlobalOptions, examples } from './define-command.js';
 
 /*
@@ -43,34 +43,6 @@ import { type CommandModule, type ParentCommand, declareGlobalOptions, examples 
 const COMMANDS: CommandModule[] = [
   init, createBucket, bucket, set, get, edit, del, incr, expire, ttl, ls, watch, lock, txn, exportCommand, importCommand, mintToken, profile, version, completion, db, serve,
 ];
-
-/** What each client exit code means; the HTTP statuses behind it come from the one ERRORS table. */
-const EXIT_MEANINGS: Record<number, string> = {
-  1: 'usage or client error (bad flags, bad input',
-  2: 'key or bucket not found',
-  3: 'authentication or permission refused',
-  5: 'server error',
-  6: 'precondition failed or conflict: a --if-rev/--if-absent/--if-exists write, a kvb txn --check\n     or a kvb edit save found the key in another state (',
-};
-
-/** The client's exit codes, generated from ERRORS, so a new error kind shows up here by itself. */
-export function exitCodesHelp(): string {
-  const statuses = new Map<number, number[]>();
-  for (const { status, exitCode } of Object.values(ERRORS)) statuses.set(exitCode, [...(statuses.get(exitCode) ?? []), status]);
-  const rows: Array<[number, string]> = [
-    [0, 'success'],
-    [4, 'server or network unreachable (or no answer within --timeout)'],
-    // Not an HTTP error: a watch stream's `reset` event.
-    [7, 'kvb watch: the server no longer holds the changes to resume from (list again)'],
-  ];
-  for (const [code, list] of statuses) {
-    const meaning = EXIT_MEANINGS[code] ?? 'the server refused the request';
-    const open = meaning.includes('(');
-    rows.push([code, `${meaning}${open ? ', ' : ' ('}${list.join(', ')})`]);
-  }
-  rows.sort((a, b) => a[0] - b[0]);
-  return `\nExit codes:\n${rows.map(([code, meaning]) => `  ${code}  ${meaning}`).join('\n')}`;
-}
 
 /** `kvb serve` exits differently: it is a server, not a client of one. */
 export const SERVE_EXIT_CODES_HELP = `

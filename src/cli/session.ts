@@ -99,7 +99,7 @@ export async function withClient<T>(
   const connection = resolveConnection(globalFlags(command), process.env, options);
   if (options.explicitTokenOnly && connection.sources.token === 'profile') connection.token = undefined;
   const timeoutSeconds = requestTimeout(globalFlags(command).timeout, process.env.KVB_TIMEOUT);
-  const { KvbNetworkError } = await import('../client/client-errors.js');
+  const { KvbHttpError, KvbNetworkError } = await import('../client/client-errors.js');
   let opened: OpenedClient;
   try {
     opened = await openClient(connection.url, connection.token, timeoutSeconds * 1000);
@@ -123,6 +123,14 @@ export async function withClient<T>(
   try {
     return await fn({ client, connection, bucket });
   } catch (err) {
+    // A 404 that is not kvb's answer about a key or bucket (a route kvb does not have, or a server
+    // that sent no kvb error at all) means a wrong --url, not a missing key: `kvb get k || echo
+    // missing` must not take one for the other, so it is a usage error (exit 1), not exit 2.
+    if (err instanceof KvbHttpError && err.kind === 'not_found' && (err.detail === undefined || err.detail === 'no such route')) {
+      throw new UsageError(
+        `the server at ${connection.url} does not answer as kvb (404${err.detail ? ` ${err.detail}` : ', not a kvb error'}): check the URL from ${SOURCE_NAMES[connection.sources.url]}; it is the server's address, with only the path prefix a proxy adds`,
+      );
+    }
     if (err instanceof KvbNetworkError) {
       if (/timed out|timeout/.test(err.reason)) err.message += ` after ${timeoutSeconds} s (--timeout or KVB_TIMEOUT allows longer)`;
       err.message += `; the URL came from ${SOURCE_NAMES[connection.sources.url]}: point elsewhere with --url, KVB_URL or a profile`;

@@ -4,7 +4,8 @@ export interface MetaRow {
   type: string;
   size: number;
   expires_at: string | null;
-  value: unknown;
+  rev?: number;
+  value?: unknown;
 }
 
 const GAP = '  ';
@@ -120,5 +121,21 @@ export function renderValuesTable(rows: MetaRow[], width: number, now: number): 
     // Last resort for a terminal too narrow for the fixed columns: cut the whole line.
     return truncate(text.trimEnd(), width);
   });
+  return `${lines.join('\n')}\n`;
+}
+
+/** The `kvb ls -l` table: key, type, size, expires, rev; one line per key, at most `width` columns (keys cut with …). */
+export function renderLongTable(rows: MetaRow[], width: number, now: number): string {
+  const head = { key: 'key', type: 'type', size: 'size', expires: 'expires', rev: 'rev' };
+  const all = [head, ...rows.map((row) => ({ key: oneLine(row.key), type: row.type, size: String(row.size), expires: expiresCell(row.expires_at, now), rev: String(row.rev ?? '') }))];
+  const widest = (column: keyof typeof head) => Math.max(...all.map((c) => displayWidth(c[column])));
+  const fixed = { type: Math.min(TYPE_WIDTH, widest('type')), size: widest('size'), expires: widest('expires'), rev: widest('rev') };
+  const keyWidth = Math.max(1, Math.min(widest('key'), width - fixed.type - fixed.size - fixed.expires - fixed.rev - 4 * GAP.length));
+  const lines = all.map((c) =>
+    truncate(
+      [pad(truncate(c.key, keyWidth), keyWidth), pad(c.type, fixed.type), pad(c.size, fixed.size, c !== head), pad(c.expires, fixed.expires), pad(c.rev, fixed.rev, c !== head)].join(GAP).trimEnd(),
+      width,
+    ),
+  );
   return `${lines.join('\n')}\n`;
 }

@@ -63,6 +63,8 @@ export interface Health {
   status: string;
   storage: string;
   version: string;
+  /** The largest value the server stores, in bytes (absent from servers before it was added). */
+  max_value_bytes?: number;
 }
 
 export type { BucketPolicy };

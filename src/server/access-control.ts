@@ -92,12 +92,26 @@ function tokenFromClaims(bucket: CachedBucket, claims: TokenClaims | null): Prin
   return { kind: 'token', prefix: claims.pfx, permissions: new Set(claims.perm) };
 }
 
+/**
+ * Why a genuine token of this bucket is refused, in words the holder can act on (undefined: not
+ * one of this bucket's tokens, so it is tried as a key).
+ */
+function tokenRefusal(bucket: CachedBucket, claims: TokenClaims | null | undefined): string | undefined {
+  if (!claims || claims.bkt !== bucket.record.id) return undefined;
+  if (claims.gen !== bucket.record.signingKeyGeneration) return 'token was signed with an earlier signing key (rotated since): mint a new one';
+  if (claims.exp * 1000 <= Date.now()) return `token expired at ${new Date(claims.exp * 1000).toISOString()}`;
+  return undefined;
+}
+
 async function tokenPrincipal(bucket: CachedBucket, token: string): Promise<Principal | undefined> {
   const { signingKey, tokenSalt } = bucket.record;
   if (!signingKey) return undefined;
   let claims = bucket.tokens.get(token);
-  if (claims === undefined) claims = remember(bucket.tokens, token, (await verifyToken(token, tokenKey(signingKey, tokenSalt))) ?? null);
-  return tokenFromClaims(bucket, claims);
+  if (claims === undefined) claims = remember(bucket.tokens, token, (await verifyToken(token, tokenKey(signingKey, tokenSalt), { expired: true })) ?? null);
+  const principal = tokenFromClaims(bucket, claims);
+  const refused = principal ? undefined : tokenRefusal(bucket, claims);
+  if (refused) throw unauthorized(refused);
+  return principal;
 }
 
 /** Who is calling: anonymous, a key with its roles, or a token. An unrecognised credential is a 401. */
@@ -125,6 +139,8 @@ function knownPrincipal(bucket: CachedBucket, request: FastifyRequest): Principa
     if (claims === undefined) return undefined;
     const token = tokenFromClaims(bucket, claims);
     if (token) return token;
+    const refused = tokenRefusal(bucket, claims);
+    if (refused) throw unauthorized(refused);
   }
   const roles = bucket.keyRoles.get(credentialDigest(credential));
   if (roles === undefined) return undefined;
@@ -137,7 +153,7 @@ export function authorize(bucket: CachedBucket, principal: Principal, op: Operat
   if (allows(principal, op, bucket.flags, key)) return;
   if (principal.kind === 'anonymous') throw unauthorized(`this bucket needs a credential to ${op.replace('_', ' ')}`);
   if (principal.kind === 'token' && key !== undefined && !key.startsWith(principal.prefix)) {
-    throw new KvbError('forbidden', "key is outside the token's prefix");
+    throw new KvbError('forbidden', `key ${JSON.stringify(key)} is outside the token's prefix ${JSON.stringify(principal.prefix)}`);
   }
   throw new KvbError('forbidden', `credential does not allow ${op.replace('_', ' ')}`);
 }

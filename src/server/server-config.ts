@@ -1,3 +1,4 @@
+import { MAX_VALUE_BYTES } from '../values/keys.js';
 /** Everything `kvb serve` can be told, after flags and environment are merged. */
 export interface ServerConfig {
   port: number;
@@ -28,6 +29,8 @@ export interface ServerConfig {
   logFormat: 'json' | 'pretty';
   /** Largest NDJSON import body in bytes; it is streamed, never held whole. */
   maxImportBytes: number;
+  /** Largest value in bytes (SET body, transaction or import value); the spec's 16 KiB unless raised. */
+  maxValueBytes: number;
   /** A reader that accepts no byte of a response for this long is disconnected (0: never). */
   stalledReaderTimeoutSeconds: number;
   /** Multi-page listings and exports streaming at once; more get 503 with Retry-After. */
@@ -83,6 +86,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   trustProxy: undefined,
   logFormat: 'json',
   maxImportBytes: 256 * 1024 * 1024,
+  maxValueBytes: MAX_VALUE_BYTES,
   stalledReaderTimeoutSeconds: 30,
   maxStreamedResponses: 64,
   shutdownTimeoutSeconds: 10,

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { badRequest } from '../errors.js';
 import { entryLine, parseExportLine } from '../values/export-format.js';
+import { MAX_VALUE_BYTES_CEILING } from '../values/keys.js';
 import type { BucketRecord, KeyedEntry, Store } from './store.js';
 
 /**
@@ -167,7 +168,8 @@ async function* readDump(lines: AsyncIterable<string>): AsyncGenerator<DumpItem>
       if (buckets === 0) throw at('an entry before any bucket');
       let parsed;
       try {
-        parsed = parseExportLine(text, true);
+        // A dump holds what a server stored, which --max-value-bytes may have allowed past 16 KiB.
+        parsed = parseExportLine(text, true, MAX_VALUE_BYTES_CEILING);
       } catch (err) {
         throw at((err as Error).message);
       }

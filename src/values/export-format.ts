@@ -5,7 +5,7 @@
  */
 import { badRequest } from '../errors.js';
 import { type JsonNode, JsonSyntaxError, minifyJson, parseJsonSource } from './json-source.js';
-import { MAX_VALUE_BYTES, checkKey } from './keys.js';
+import { MAX_VALUE_BYTES, checkKey, valueTooLarge } from './keys.js';
 import { formatFloat, parseNumber } from './numbers.js';
 import type { StoredValue } from './stored-value.js';
 import { type ValueType, isValueType } from './value-type.js';
@@ -66,7 +66,8 @@ export type ExportLine =
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$/;
 
-function valueFrom(type: ValueType, node: JsonNode): Buffer {
+/** A value written as an export line writes it (also a transaction's typed `set`), as the bytes stored. */
+export function typedValue(type: ValueType, node: JsonNode): Buffer {
   switch (type) {
     case 'text':
       if (node.kind !== 'string') throw badRequest('a text value must be a JSON string');
@@ -93,7 +94,7 @@ function valueFrom(type: ValueType, node: JsonNode): Buffer {
  * Parses one line (without its newline); throws a 400 saying what is wrong (the caller adds the
  * line number). `withRev`: entry lines may carry `rev` (a dump's; an export has none).
  */
-export function parseExportLine(line: string, withRev = false): ExportLine {
+export function parseExportLine(line: string, withRev = false, maxValueBytes = MAX_VALUE_BYTES): ExportLine {
   let root: JsonNode;
   try {
     root = parseJsonSource(line);
@@ -139,8 +140,8 @@ export function parseExportLine(line: string, withRev = false): ExportLine {
   if (type === undefined || !isValueType(type)) throw badRequest('type must be text, json, int64, float64 or bytes');
   const valueNode = fields.get('value');
   if (!valueNode) throw badRequest('value is required');
-  const data = valueFrom(type, valueNode);
-  if (data.length > MAX_VALUE_BYTES) throw badRequest(`value is larger than ${MAX_VALUE_BYTES} bytes`);
+  const data = typedValue(type, valueNode);
+  if (data.length > maxValueBytes) throw badRequest(valueTooLarge(data.length, maxValueBytes));
   const expiresNode = fields.get('expires_at');
   let expiresAt: number | null = null;
   if (expiresNode && expiresNode.kind !== 'null') {

@@ -13,7 +13,10 @@ export type JsonNode =
 export class JsonSyntaxError extends Error {}
 
 /** Valid JSON that exceeds a limit of {@link JsonLimits}: the parser stops at the first one. */
-export class JsonLimitError extends JsonSyntaxError {}
+export class JsonLimitError extends JsonSyntaxError {
+  /** For a value past maxValueLength: what it was (`a value`, `a string`…) and where it began. */
+  valueTooLarge?: { what: string; offset: number };
+}
 
 /**
  * Bounds on what parsing may build, so that a large body cannot become a large tree.
@@ -47,7 +50,9 @@ export function parseJsonSource(text: string, limits: JsonLimits = {}): JsonNode
     throw new JsonSyntaxError(`invalid JSON at offset ${pos}: ${what}`);
   };
   const tooLarge = (start: number, what: string): never => {
-    throw new JsonLimitError(`${what} at offset ${start} is larger than ${maxValueLength} bytes`);
+    const err = new JsonLimitError(`${what} at offset ${start} is larger than ${maxValueLength} bytes`);
+    err.valueTooLarge = { what, offset: start };
+    throw err;
   };
   const skipWhitespace = () => {
     while (pos < text.length) {

@@ -62,12 +62,15 @@ describe('txn input', () => {
     expect(() => txnBody(' \n')).toThrow('empty');
   });
 
-  it('--set k=v is JSON when v parses as JSON other than null, text otherwise; --ttl applies to every set', () => {
-    expect(flagOperations({ check: [], set: ['n=5', 's=hi', 'o={"a":1}', 'z=null', 'e=', 'eq=a=b'], del: ['d'], ttl: 9 })).toEqual([
-      '{"set":"n","value":5,"ttl":9}',
+  it('--set k=v is typed as kvb set types an argument (numbers name their type); --ttl applies to every set', () => {
+    expect(flagOperations({ check: [], set: ['n=5', 'f=1.5', 'big=123456789012345678901', 's=hi', 'o={"a":1}', 'z=null', 't=true', 'e=', 'eq=a=b'], del: ['d'], ttl: 9 })).toEqual([
+      '{"set":"n","value":"5","type":"int64","ttl":9}',
+      '{"set":"f","value":1.5,"type":"float64","ttl":9}',
+      '{"set":"big","value":123456789012345678901,"ttl":9}',
       '{"set":"s","value":"hi","ttl":9}',
       '{"set":"o","value":{"a":1},"ttl":9}',
       '{"set":"z","value":"null","ttl":9}',
+      '{"set":"t","value":"true","ttl":9}',
       '{"set":"e","value":"","ttl":9}',
       '{"set":"eq","value":"a=b","ttl":9}',
       '{"delete":"d"}',
@@ -81,7 +84,7 @@ describe('txn input', () => {
       '{"check":"user@example.com","rev":3}',
       '{"check":"lock","exists":false}',
       '{"check":"x:y","exists":true}',
-      '{"set":"b","value":1}',
+      '{"set":"b","value":"1","type":"int64"}',
     ]);
     for (const bad of ['a', 'a@', '@3', 'a@-1', 'a@1.5', 'a:maybe', ':absent']) {
       expect(() => checkOperation(bad), bad).toThrow('--check takes KEY@REVISION');

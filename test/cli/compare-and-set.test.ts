@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -115,9 +115,12 @@ describe('kvb edit', () => {
 
   it('refuses JSON that does not parse and a number that is not one, writing nothing', async () => {
     await run(['set', 'cfg', '{"a":1}', '--type', 'json']);
-    const bad = await run(['edit', 'cfg'], { env: { EDITOR: editor('break.sh', `printf '{oops' > "$1"`) } });
+    const bad = await run(['edit', 'cfg'], { env: { EDITOR: editor('break.sh', `printf '{\\n  "a": 1\\n  "b": 2\\n}\\n' > "$1"`) } });
     expect(bad.exitCode).toBe(1);
-    expect(bad.stderr).toBe('kvb: the edited value is not valid JSON\n');
+    // Where it broke, as an editor counts (line 3, column 3: the missing comma before "b"), and the edit kept.
+    const kept = /^kvb: the edited value is not valid JSON: line 3, column 3: .+; your version is in (\S+value\.json)\n$/.exec(bad.stderr);
+    expect(kept, bad.stderr).not.toBeNull();
+    expect(readFileSync(kept![1]!, 'utf8')).toBe('{\n  "a": 1\n  "b": 2\n}\n');
     expect((await read('cfg')).text).toBe('{"a":1}');
     await run(['set', 'n', '7']);
     const notInt = await run(['edit', 'n'], { env: { EDITOR: editor('word.sh', `printf 'seven' > "$1"`) } });

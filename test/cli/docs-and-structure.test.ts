@@ -7,6 +7,7 @@ import type { CommandUnknownOpts as Command } from '@commander-js/extra-typings'
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/program.js';
 import { kvb } from '../helpers/cli.js';
+import { GENERATED, replaceBetween } from '../../scripts/generate-docs.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
@@ -121,6 +122,26 @@ describe('man page', () => {
     expect(text).toContain('$XDG_CONFIG_HOME/kvb/config.json');
     const exitStatus = text.slice(text.indexOf('.SH EXIT STATUS'), text.indexOf('.SH EXAMPLES'));
     for (const code of [0, 1, 2, 3, 4, 5]) expect(exitStatus).toContain(`.TP\n.B ${code}\n`);
+  });
+
+  it('the man page, README and --help show the one exit-code table (npm run docs regenerates the first two)', async () => {
+    for (const { file, begin, end, text } of GENERATED) {
+      const source = read(file);
+      expect(source, `${file} is out of date: npm run docs`).toBe(replaceBetween(source, begin, end, text()));
+    }
+    const codes = (listed: string[]) => listed.map(Number);
+    const readme = read('README.md');
+    const readmeCodes = codes([...readme.slice(readme.indexOf('<!-- exit-codes')).matchAll(/^\| (\d) \|/gm)].map((m) => m[1]!));
+    const manCodes = codes([...man.matchAll(/^\.TP\n\.B (\d)\n/gm)].map((m) => m[1]!).filter((_, i, all) => all.indexOf(_) === i));
+    const help = (await kvb(['get', '--help'])).out;
+    const helpCodes = codes([...help.slice(help.indexOf('Exit codes:')).matchAll(/^ {2}(\d) {2}/gm)].map((m) => m[1]!));
+    // Each code once, in order, everywhere; HTTP statuses listed in ascending order, with no empty lists.
+    expect(new Set(helpCodes).size).toBe(helpCodes.length);
+    expect(readmeCodes).toEqual(helpCodes);
+    expect(help).not.toMatch(/\(\s*,/);
+    expect(help).toContain('(HTTP 429, 500, 503, 507)');
+    expect(help).toContain('(HTTP 409, 412)');
+    expect(manCodes.slice(-helpCodes.length)).toEqual(helpCodes);
   });
 
   it.skipIf(!existsSync('/usr/bin/groff'))('renders with groff without a single warning', () => {

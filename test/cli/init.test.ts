@@ -25,9 +25,11 @@ describe('kvb init', () => {
       [
         { expect: 'Server URL', send: '\r' },
         { expect: 'Admin email', send: 'me@example.com\r' },
-        // secret key is preselected; go down to the signing key and select it too.
+        // secret, read and write keys are preselected (a private bucket); select the signing key too.
         { expect: 'Credentials to set', send: `${DOWN}${DOWN}${DOWN} \r` },
-        { expect: 'generate a strong random key', send: '\r' },
+        { expect: 'Secret key', send: '\r' },
+        { expect: 'Read key', send: '\r' },
+        { expect: 'Write key', send: '\r' },
         { expect: 'Signing key', send: '\r' },
         { expect: 'Default TTL', send: `${BACKSPACE.repeat(6)}3600\r` },
         { expect: 'Save as profile', send: `${BACKSPACE.repeat(7)}wizard\r` },
@@ -48,7 +50,9 @@ describe('kvb init', () => {
     expect(result.output).toMatch(/signing_key: [A-Za-z0-9_-]{43}/);
 
     const policy = (await call(`${server.api}/${profile.bucket}`, { token: profile.secret_key })).json();
-    expect(policy).toMatchObject({ has_secret_key: true, has_signing_key: true, has_read_key: false, default_ttl: 3600 });
+    expect(policy).toMatchObject({ has_secret_key: true, has_signing_key: true, has_read_key: true, has_write_key: true, default_ttl: 3600 });
+    expect(result.output).toContain('Private bucket: every request needs one of its keys.');
+    expect(result.output).not.toContain('ANONYMOUS ACCESS');
     // The profile works on its own.
     expect((await kvb(['--profile', 'wizard', 'bucket', 'exists'], { configHome: home })).exitCode).toBe(0);
   });
@@ -66,6 +70,8 @@ describe('kvb init', () => {
         { expect: 'generate a strong random key', send: `${DOWN}\r` },
         { expect: 'Enter the secret key', send: 'short\r' },
         { expect: 'use a generated strong key instead', send: '\r' },
+        { expect: 'Read key', send: '\r' },
+        { expect: 'Write key', send: '\r' },
         { expect: 'Default TTL', send: '\r' },
         { expect: 'Save as profile', send: `${BACKSPACE.repeat(7)}taken\r` },
         { expect: 'exists. Replace it?', send: '\r' },
@@ -82,6 +88,35 @@ describe('kvb init', () => {
     expect(profiles.fresh!.secret_key).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(result.output).toContain(`secret_key: ${profiles.fresh!.secret_key}`);
     expect((await call(`${server.api}/${profiles.fresh!.bucket}`, { token: profiles.fresh!.secret_key })).status).toBe(200);
+  });
+
+  it('a choice that leaves anonymous access says so loudly and must be confirmed; No asks again', async () => {
+    const home = tempConfigHome();
+    const result = await wizard(
+      [
+        { expect: 'Server URL', send: '\r' },
+        { expect: 'Admin email', send: 'me@example.com\r' },
+        // Untick the write key (third row): anyone could write.
+        { expect: 'Credentials to set', send: `${DOWN}${DOWN} \r` },
+        { expect: 'open to anonymous callers like this?', send: '\r' }, // default No: asked again
+        // Untick the read key too (second row), and accept this time.
+        { expect: 'Credentials to set', send: `${DOWN} \r` },
+        { expect: 'open to anonymous callers like this?', send: 'y\r' },
+        { expect: 'Secret key', send: '\r' },
+        { expect: 'Default TTL', send: '\r' },
+        { expect: 'Save as profile', send: '\r' },
+      ],
+      { KVB_URL: server.url, XDG_CONFIG_HOME: home },
+    );
+    expect(result.timedOut, result.output).toBeNull();
+    expect(result.exitCode, result.output).toBe(0);
+    expect(result.output).toContain(`ANONYMOUS ACCESS: anyone who can reach ${server.url} will be able to write and delete every key.`);
+    expect(result.output).toContain('will be able to read and list every key; write and delete every key.');
+    expect(result.output).toMatch(/ANONYMOUS ACCESS to bucket [0-9a-f-]{36}: anyone who can reach the server can read and list every key; write and delete every key\./);
+    const profile = (JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as { profiles: Record<string, { bucket: string; secret_key: string }> })
+      .profiles.default!;
+    const policy = (await call(`${server.api}/${profile.bucket}`, { token: profile.secret_key })).json();
+    expect(policy).toMatchObject({ has_secret_key: true, has_read_key: false, has_write_key: false });
   });
 
   it('Ctrl-C at a question leaves nothing behind: no profile file, exit 1', async () => {
@@ -138,7 +173,9 @@ describe('kvb init', () => {
           { expect: 'Server URL', send: '\r' },
           { expect: 'Admin email', send: 'me@example.com\r' },
           { expect: 'Credentials to set', send: '\r' },
-          { expect: 'generate a strong random key', send: '\r' },
+          { expect: 'Secret key', send: '\r' },
+          { expect: 'Read key', send: '\r' },
+          { expect: 'Write key', send: '\r' },
           { expect: 'Default TTL', send: '\r' },
           { expect: 'Save as profile', send: '\r' },
           { expect: 'Creating the bucket', send: CTRL_C },

@@ -69,7 +69,7 @@ describe('kvb set and kvb get', () => {
     expect((await read('from-file')).body).toEqual(Buffer.from([1, 2, 3, 250]));
   });
 
-  it('a VALUE argument is typed by kvb: number -> int64/float64, JSON object or array -> json, anything else -> text', async () => {
+  it('a VALUE argument is typed by kvb: number -> int64/float64 (json beyond int64), JSON object or array -> json, anything else -> text', async () => {
     const cases: Array<[string, string, string]> = [
       ['arg-int', '42', 'int64'],
       ['arg-negative', '-7', 'int64'],
@@ -81,7 +81,8 @@ describe('kvb set and kvb get', () => {
       ['arg-null', 'null', 'text'],
       ['arg-quoted', '"x"', 'text'],
       ['arg-leading-zero', '007', 'text'],
-      ['arg-huge', '99999999999999999999', 'text'],
+      // Beyond int64: json, as the server types it for curl.
+      ['arg-huge', '99999999999999999999', 'json'],
       ['arg-broken-json', '{oops', 'text'],
     ];
     const results = await Promise.all(cases.map(([key, value]) => run(['set', key, value])));
@@ -95,19 +96,23 @@ describe('kvb set and kvb get', () => {
     expect((await run(['ls', 'arg-word', '--values'])).out).toBe('arg-word=world\n');
   });
 
-  it('stdin and --file keep the server\'s inference (a word from stdin is bytes); --type always wins', async () => {
+  it('stdin and --file follow the same rule (UTF-8 is text, one trailing newline dropped); --raw keeps the server\'s inference; --type always wins', async () => {
     const file = join(tmpdir(), `kvb-cli-infer-${process.pid}.txt`);
-    writeFileSync(file, 'world');
+    writeFileSync(file, 'world\n');
     await Promise.all([
       run(['set', 'stdin-word', '-'], { input: 'world' }),
-      run(['set', 'stdin-int', '-'], { input: '42' }),
+      run(['set', 'stdin-int', '-'], { input: '42\n' }),
       run(['set', 'file-word', '--file', file]),
+      run(['set', 'raw-word', '-', '--raw'], { input: 'world\n' }),
       run(['set', 'arg-as-bytes', 'world', '--type', 'bytes']),
       run(['set', 'arg-as-json', 'true', '--type', 'json']),
     ]);
-    expect((await read('stdin-word')).headers.get('kvb-type')).toBe('bytes');
+    expect((await read('stdin-word')).headers.get('kvb-type')).toBe('text');
     expect((await read('stdin-int')).headers.get('kvb-type')).toBe('int64');
-    expect((await read('file-word')).headers.get('kvb-type')).toBe('bytes');
+    expect((await read('file-word')).headers.get('kvb-type')).toBe('text');
+    expect((await read('file-word')).text).toBe('world');
+    expect((await read('raw-word')).headers.get('kvb-type')).toBe('bytes');
+    expect((await read('raw-word')).text).toBe('world\n');
     expect((await read('arg-as-bytes')).headers.get('kvb-type')).toBe('bytes');
     expect((await read('arg-as-json')).headers.get('kvb-type')).toBe('json');
   });
@@ -161,7 +166,7 @@ describe('kvb set and kvb get', () => {
     expect((await run(['get', key])).out).toBe('v');
   });
 
-  it('get --json prints key, type, value, expires_at and revision from the headers, numbers and JSON kept exact', async () => {
+  it('get --json prints key, type, value, expires_at and revision from the headers, JSON kept exact and int64 as a decimal string', async () => {
     await Promise.all([
       run(['set', 'j-big', '{"n": 12345678901234567890}', '--type', 'json', '--ttl', '0']),
       run(['set', 'j-int', '9223372036854775807', '--ttl', '0']),
@@ -173,7 +178,7 @@ describe('kvb set and kvb get', () => {
     );
     const rev = async (key: string) => (await read(key)).headers.get('kvb-revision');
     expect(big!.out).toBe(`{"key":"j-big","type":"json","value":{"n":12345678901234567890},"expires_at":null,"revision":${await rev('j-big')}}\n`);
-    expect(int!.out).toBe(`{"key":"j-int","type":"int64","value":9223372036854775807,"expires_at":null,"revision":${await rev('j-int')}}\n`);
+    expect(int!.out).toBe(`{"key":"j-int","type":"int64","value":"9223372036854775807","expires_at":null,"revision":${await rev('j-int')}}\n`);
     expect(bytes!.out).toBe(`{"key":"j-bytes","type":"bytes","value":"//4=","expires_at":null,"revision":${await rev('j-bytes')}}\n`);
     const parsed = JSON.parse(text!.out) as { key: string; type: string; value: string; expires_at: string };
     expect(parsed).toMatchObject({ key: 'j-text', type: 'text', value: 'hi' });

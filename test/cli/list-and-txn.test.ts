@@ -42,11 +42,11 @@ describe('kvb ls', () => {
     expect(result.out).toBe('a\nb\nuser/1\nuser/2\nuser/3\n');
   });
 
-  it('--format text|json|jsonl pass the server bytes through unchanged, with --values, prefix, limit, skip, reverse', async () => {
+  it('--format text|json|jsonl of keys (and text of values) pass the server bytes through unchanged, with prefix, limit, skip, reverse', async () => {
     const cases: Array<[string[], string]> = [
       [['ls', '--format', 'text', '--values'], 'format=text&values=true'],
-      [['ls', '--format', 'json', '--values'], 'format=json&values=true'],
-      [['ls', '--format', 'jsonl', '--values'], 'format=jsonl&values=true'],
+      [['ls', '--format', 'json'], 'format=json'],
+      [['ls', '--format', 'jsonl'], 'format=jsonl'],
       [['ls', 'user/', '--format', 'json'], 'format=json&prefix=user/'],
       [['ls', '--format', 'jsonl', '--limit', '2', '--skip', '1', '--reverse'], 'format=jsonl&limit=2&skip=1&reverse=true'],
     ];
@@ -63,13 +63,13 @@ describe('kvb ls', () => {
     const { stdout } = await execa('bash', ['-c', `node ${JSON.stringify(KVB_BIN)} ls --format jsonl --values | ${existsSync(jq) ? 'jq -c .' : 'cat'}`], {
       env: { KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: SECRET, XDG_CONFIG_HOME: tmpdir() },
     });
-    const lines = stdout.split('\n').map((l) => JSON.parse(l) as [string, unknown]);
-    expect(lines).toEqual([
-      ['a', 1],
-      ['b', 'text with = and\nnewline'],
-      ['user/1', { name: 'Ada' }],
-      ['user/2', [1, 2]],
-      ['user/3', 'three'],
+    const lines = stdout.split('\n').map((l) => JSON.parse(l) as { key: string; type: string; value: unknown });
+    expect(lines.map(({ key, type, value }) => [key, type, value])).toEqual([
+      ['a', 'json', 1],
+      ['b', 'text', 'text with = and\nnewline'],
+      ['user/1', 'json', { name: 'Ada' }],
+      ['user/2', 'json', [1, 2]],
+      ['user/3', 'text', 'three'],
     ]);
   });
 
@@ -86,7 +86,7 @@ describe('kvb ls', () => {
     const result = await run(['ls', '--format', 'jsonl', '--values', '--limit', '1000000'], {}, () => big);
     const lines = result.out.trimEnd().split('\n');
     expect(lines).toHaveLength(3000);
-    expect(JSON.parse(lines[2999]!)).toEqual(['k02999', `${'v'.repeat(100)}999`]);
+    expect(JSON.parse(lines[2999]!)).toMatchObject({ key: 'k02999', type: 'text', value: `${'v'.repeat(100)}999` });
   });
 
   it('an unknown --format is a usage error (exit 1)', async () => {
@@ -115,13 +115,13 @@ describe('kvb txn', () => {
   });
   const inTarget = (args: string[], options: CliOptions = {}) => run(args, options, () => target);
 
-  it('flag form: --set k=v (JSON when it parses, else text) and --del, atomically', async () => {
+  it('flag form: --set k=v (typed as kvb set types an argument) and --del, atomically', async () => {
     await inTarget(['set', 'gone', 'x']);
     const result = await inTarget(['txn', '--set', 'n=5', '--set', 's=hello world', '--set', 'o={"a":1}', '--del', 'gone']);
     expect(result.exitCode).toBe(0);
     expect(result.stderr).toBe('committed\n');
     const [n, s, o, gone] = await Promise.all(['n', 's', 'o', 'gone'].map((k) => read(target, k)));
-    expect([n!.headers.get('kvb-type'), n!.text]).toEqual(['json', '5']);
+    expect([n!.headers.get('kvb-type'), n!.text]).toEqual(['int64', '5']);
     expect([s!.headers.get('kvb-type'), s!.text]).toEqual(['text', 'hello world']);
     expect(o!.text).toBe('{"a":1}');
     expect(gone!.status).toBe(404);

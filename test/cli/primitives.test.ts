@@ -40,7 +40,7 @@ describe('kvb get A B …: several keys at one revision', () => {
     expect(result.stderr).toContain('no such key: "g/none"');
     const rows = result.out.trimEnd().split('\n');
     expect(rows).toHaveLength(4);
-    expect(rows[0]).toMatch(/^\{"key":"g\/int","type":"int64","value":"9223372036854775807","expires_at":".*","revision":"\d+"\}$/);
+    expect(rows[0]).toMatch(/^\{"key":"g\/int","type":"int64","value":"9223372036854775807","expires_at":".*","revision":\d+\}$/);
     expect(rows[1]).toContain('"value":{"n":12345678901234567890}');
     expect(JSON.parse(rows[2]!)).toEqual({ key: 'g/none', type: null, value: null, expires_at: null, revision: null });
     expect(JSON.parse(rows[3]!)).toMatchObject({ key: 'g/text', type: 'text', value: 'héllo' });
@@ -48,9 +48,9 @@ describe('kvb get A B …: several keys at one revision', () => {
   it('--json prints one object with the revision read at; all present exits 0', async () => {
     const result = await run(['get', 'g/int', 'g/text', '--json']);
     expect(result.exitCode).toBe(0);
-    const body = JSON.parse(result.out) as { revision: string; entries: Array<{ key: string; revision: string }> };
+    const body = JSON.parse(result.out) as { revision: number; entries: Array<{ key: string; revision: number }> };
     expect(body.entries.map((e) => e.key)).toEqual(['g/int', 'g/text']);
-    expect(typeof body.revision).toBe('string');
+    expect(typeof body.revision).toBe('number');
     for (const e of body.entries) expect(Number(e.revision)).toBeLessThanOrEqual(Number(body.revision));
   });
   it('-o FILE takes one key', async () => {

@@ -55,6 +55,7 @@ describe('kvb watch', () => {
     expect(reset.exitCode, reset.stderr).toBe(7);
     expect(reset.stderr).toContain('kvb ls');
 
+    const lastPrinted = lines().filter((e) => e.type === 'set').at(-1)!.rev;
     await first.stop({ keepData: true });
     const second = await startServer({ dataDir: first.dataDir, args: ['--port', String(port)] });
     try {
@@ -63,7 +64,7 @@ describe('kvb watch', () => {
       await new Promise((resolve) => setTimeout(resolve, 300));
       const sets = lines().filter((e) => e.type === 'set');
       expect(sets.map((e) => [e.key, e.value])).toEqual(Array.from({ length: 10 }, (_, i) => [`k${i + 1}`, `v${i + 1}`]));
-      expect(err).toContain('reconnecting');
+      expect(err).toContain(`reconnecting and resuming after revision ${lastPrinted}, the last change printed`);
       child.kill('SIGINT');
       expect((await child).exitCode).toBe(0);
 

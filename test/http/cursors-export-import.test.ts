@@ -265,7 +265,7 @@ describe('Export and import', () => {
       expect(bad.headers.get('kvb-error-detail')).toMatch(/^line 2: /);
     }
     const tooBig = await importInto(target, exportFile([{ key: 'k', type: 'text', value: JSON.stringify('x'.repeat(16385)) }]));
-    expect(tooBig.headers.get('kvb-error-detail')).toMatch(/^line 2: value is larger/);
+    expect(tooBig.headers.get('kvb-error-detail')).toMatch(/^line 2: the value \(\d+ bytes\) is larger than the server's limit of 16384 bytes/);
     expect((await call(`${server.api}/${target}/`)).text).toBe('');
   });
 

@@ -135,7 +135,7 @@ describe('hardening: what an attacker found (issue 19)', () => {
         headers: { 'content-type': 'application/json', authorization: 'Bearer w' },
       });
       expectError(answer, 400, 'bad_request');
-      expect(answer.headers.get('kvb-error-detail')).toMatch(/larger than 16384 bytes/);
+      expect(answer.headers.get('kvb-error-detail')).toMatch(/larger than the server's limit of 16384 bytes \(16 KiB\), set by kvb serve --max-value-bytes/);
       // Measured before the fix: 515-658 MB more. The body itself is 16 MB, read once as a string.
       expect(rssBytes(server.process.pid!) - before).toBeLessThan(150 * 1024 * 1024);
     });

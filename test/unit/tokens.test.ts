@@ -20,6 +20,9 @@ describe('temporary tokens', () => {
   it('refuse expired tokens', async () => {
     const token = await mintToken(key, claims, 1, Math.floor(Date.now() / 1000) - 10);
     expect(await verifyToken(token, key)).toBeUndefined();
+    // Asked for, an expired token's genuine claims come back (to say when it expired); a forged one's never.
+    expect(await verifyToken(token, key, { expired: true })).toMatchObject({ bkt: 'b1', pfx: 'user/', exp: Math.floor(Date.now() / 1000) - 9 });
+    expect(await verifyToken(token, 'another key', { expired: true })).toBeUndefined();
   });
   it('refuse alg none and other algorithms', async () => {
     const good = decodeJwt(await mintToken(key, claims, 60));

@@ -28,7 +28,7 @@ export async function editedValue(type: EditableType, original: Buffer, edited: 
   if (type === 'json') {
     const { isValidJson } = await import('../../values/infer-value.js');
     const { minifyJson } = await import('../../values/json-source.js');
-    if (!isValidJson(edited.trim())) throw new UsageError('the edited value is not valid JSON');
+    if (!isValidJson(edited.trim())) throw new InvalidEditError(`the edited value is not valid JSON: ${jsonErrorAt(edited)}`);
     return typedBody(Buffer.from(minifyJson(edited.trim())), 'json');
   }
   if (type === 'text') {
@@ -36,6 +36,26 @@ export async function editedValue(type: EditableType, original: Buffer, edited: 
     return typedBody(Buffer.from(text), 'text');
   }
   return typedBody(Buffer.from(edited.trim()), type === 'int64' ? 'int' : 'float');
+}
+
+/** An edited file that cannot be saved as its type: the file is kept and named. */
+export class InvalidEditError extends UsageError {}
+
+/** Where JSON.parse stops in `text`, as "line L, column C: reason" (1-based, as editors count). */
+export function jsonErrorAt(text: string): string {
+  try {
+    JSON.parse(text);
+    return 'valid';
+  } catch (err) {
+    const message = (err as Error).message;
+    const at = /at position (\d+)/.exec(message);
+    const position = at ? Number(at[1]) : text.length;
+    const before = text.slice(0, position);
+    const line = before.split('\n').length;
+    const column = position - (before.lastIndexOf('\n') + 1) + 1;
+    const reason = message.replace(/ in JSON at position \d+.*$/, '').replace(/^Unexpected end of JSON input$/, 'unexpected end of input');
+    return `line ${line}, column ${column}: ${reason}`;
+  }
 }
 
 /** Seconds left until an RFC 3339 expiry (at least 1), or 0 for a key that never expires. */
@@ -74,7 +94,8 @@ export const edit = defineCommand({
       .addHelpText(
         'after',
         `
-JSON opens indented and is checked (and stored compact) before saving; numbers
+JSON opens indented and is checked (and stored compact) before saving: invalid
+JSON is reported with its line and column, and the edited file is kept; numbers
 must stay numbers of their type; the expiry is kept. An unchanged file writes
 nothing. The save carries If-Match with the revision that was opened: when the
 key changed meanwhile, kvb says so, keeps your version in a file and, at a
@@ -107,7 +128,16 @@ ${examples('kvb edit config', 'EDITOR=nano kvb edit motd')}`,
             info('unchanged; nothing written');
             return;
           }
-          const { body, contentType } = await editedValue(type, asBuffer(current.data), edited);
+          let typed: { body: Buffer; contentType?: string };
+          try {
+            typed = await editedValue(type, asBuffer(current.data), edited);
+          } catch (err) {
+            if (!(err instanceof UsageError)) throw err;
+            // As on a conflict: the edit is not lost. The file stays for the next attempt.
+            keep = true;
+            throw new InvalidEditError(`${err.message}; your version is in ${file}`);
+          }
+          const { body, contentType } = typed;
           try {
             const saved = await client.set(id, key, body, {
               contentType,

@@ -18,7 +18,7 @@ export const get = defineCommand({
           return [...(previous ?? []), value];
         }),
       )
-      .option('--json', 'print {"key","type","value","expires_at","revision"} (bytes as base64)')
+      .option('--json', 'print {"key","type","value","expires_at","revision"} (int64 as a decimal string, bytes as base64)')
       .addOption(new Option('-o, --output <file>', 'write the exact bytes to FILE instead of stdout').conflicts('json'))
       .addHelpText(
         'after',
@@ -33,7 +33,7 @@ printed as JSONL, one {"key","type","value","expires_at","revision"} per key in
 the order given (type and value null for a key that does not exist; exits 2
 then, after printing all); with --json, one {"revision","entries":[…]} object.
 int64 values are decimal strings there, bytes base64.
-${examples('kvb get greeting', 'kvb get photo -o photo.jpg', 'kvb get photo > photo.jpg', 'kvb get config --json | jq .value', 'kvb get from to --json')}`,
+${examples('kvb get greeting', 'kvb get icon -o icon.png', 'kvb get icon > icon.png', 'kvb get config --json | jq .value', 'kvb get from to --json')}`,
       ),
   async run(keys, options, command) {
     if (keys.length > 1) return getMany(keys, options, command);
@@ -43,9 +43,11 @@ ${examples('kvb get greeting', 'kvb get photo -o photo.jpg', 'kvb get photo > ph
       const value = { ...read, data: asBuffer(read.data) };
       if (options.json) {
         const { valueAsJson } = await import('../../values/list-format.js');
-        // The listing's own rendering: JSON and numbers keep their exact text (no float rounding of
-        // 2^63-1), bytes become base64. A server that names no type gets its value as a string.
-        const rendered = value.type ? valueAsJson({ type: value.type, data: value.data }) : JSON.stringify(value.data.toString('utf8'));
+        // The listing's own rendering: JSON and floats keep their exact text, bytes become base64,
+        // and int64 is a decimal string, as in export and watch (jq 1.6 rounds 2^63-1 as a number).
+        // A server that names no type gets its value as a string.
+        const rendered =
+          value.type === 'int64' || !value.type ? JSON.stringify(value.data.toString('utf8')) : valueAsJson({ type: value.type, data: value.data });
         await line(
           `{"key":${JSON.stringify(key)},"type":${JSON.stringify(value.type ?? null)},"value":${rendered},"expires_at":${JSON.stringify(value.expiresAt ?? null)},"revision":${value.revision ?? null}}`,
         );
@@ -79,7 +81,7 @@ async function getMany(keys: string[], options: { json?: true; output?: string }
   const { MissingKeysError, getManyRows } = await import('../get-many.js');
   await withClient(command, async ({ client, bucket }) => {
     const { revision, rows, missing } = await getManyRows(client, bucket(), keys);
-    await line(options.json ? `{"revision":"${revision}","entries":[${rows.join(',')}]}` : rows.join('\n'));
+    await line(options.json ? `{"revision":${revision},"entries":[${rows.join(',')}]}` : rows.join('\n'));
     if (missing.length > 0) throw new MissingKeysError(missing);
   });
 }

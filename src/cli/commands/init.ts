@@ -1,18 +1,27 @@
-import { readConfig, resolveConnection, saveProfile } from '../config.js';
+import { normalizeUrl, readConfig, resolveConnection, saveProfile } from '../config.js';
 import { stdinIsTty } from '../output.js';
 import { type RunningCommand, defineCommand } from '../define-command.js';
 import { generateKey } from '../random-key.js';
 import { UsageError, globalFlags, openClient } from '../session.js';
 
 const CREDENTIALS = [
-  { value: 'secret_key', label: 'secret key', hint: 'admin: policy, tokens, everything (recommended)' },
+  { value: 'secret_key', label: 'secret key', hint: 'admin: policy, tokens, everything' },
   { value: 'read_key', label: 'read key', hint: 'without it anyone can read and list' },
-  { value: 'write_key', label: 'write key', hint: 'without it anyone can write' },
+  { value: 'write_key', label: 'write key', hint: 'without it anyone can write and delete' },
   { value: 'signing_key', label: 'signing key', hint: 'needed to mint temporary tokens' },
 ] as const;
 type CredentialName = (typeof CREDENTIALS)[number]['value'];
 
 class Cancelled extends Error {}
+
+/** What anonymous callers may do on a bucket created with these credentials (nothing: []). */
+export function anonymousAccessLeft(chosen: readonly CredentialName[]): string[] {
+  const left: string[] = [];
+  if (!chosen.includes('read_key')) left.push('read and list every key');
+  if (!chosen.includes('write_key')) left.push('write and delete every key');
+  if (!chosen.includes('secret_key')) left.push('change the policy and delete the bucket');
+  return left;
+}
 
 /** Keys shorter than this get a warning and the offer of a generated one. */
 const MIN_KEY_LENGTH = 16;
@@ -59,14 +68,15 @@ async function wizard(command: RunningCommand): Promise<void> {
           initialValue: url,
           validate: (v) => {
             try {
-              const parsed = new URL(v ?? '');
+              const parsed = new URL(normalizeUrl(v ?? ''));
               return parsed.protocol === 'http:' || parsed.protocol === 'https:' ? undefined : 'an http:// or https:// URL';
             } catch {
               return 'an http:// or https:// URL';
             }
           },
         }),
-      ).replace(/\/+$/, '');
+      );
+      url = normalizeUrl(url);
       const spin = p.spinner();
       spin.start(`Checking ${url}/health`);
       const { client, close } = await openClient(url, undefined, 5000);
@@ -84,14 +94,23 @@ async function wizard(command: RunningCommand): Promise<void> {
     const email = ask(
       await p.text({ message: 'Admin email for the bucket', validate: (v) => (v && v.includes('@') && v.length <= 254 ? undefined : 'an email address') }),
     );
-    const chosen = ask(
-      await p.multiselect<CredentialName>({
-        message: 'Credentials to set (space toggles, enter confirms)',
-        options: CREDENTIALS.map((c) => ({ ...c })),
-        initialValues: ['secret_key'],
-        required: false,
-      }),
-    );
+    // A private bucket by default: secret, read and write keys. A choice that leaves anonymous
+    // access says so loudly and must be confirmed; "No" asks again.
+    let chosen: CredentialName[] = ['secret_key', 'read_key', 'write_key'];
+    for (;;) {
+      chosen = ask(
+        await p.multiselect<CredentialName>({
+          message: 'Credentials to set (space toggles, enter confirms; all three access keys make a private bucket)',
+          options: CREDENTIALS.map((c) => ({ ...c })),
+          initialValues: chosen,
+          required: false,
+        }),
+      );
+      const left = anonymousAccessLeft(chosen);
+      if (left.length === 0) break;
+      p.log.warn(`ANONYMOUS ACCESS: anyone who can reach ${url} will be able to ${left.join('; ')}.`);
+      if (ask(await p.confirm({ message: 'Create the bucket open to anonymous callers like this?', initialValue: false }))) break;
+    }
     const keys: Partial<Record<CredentialName, string>> = {};
     const generated: CredentialName[] = [];
     for (const name of chosen) {
@@ -180,7 +199,9 @@ async function wizard(command: RunningCommand): Promise<void> {
         'Generated keys (shown once; the secret key is also in the profile)',
       );
     }
-    if (!keys.secret_key) p.log.warn('No secret key: anyone who can reach the server can manage this bucket.');
+    const left = anonymousAccessLeft(chosen);
+    if (left.length > 0) p.log.warn(`ANONYMOUS ACCESS to bucket ${id}: anyone who can reach the server can ${left.join('; ')}.`);
+    else p.log.info('Private bucket: every request needs one of its keys.');
     p.outro(`Saved profile "${profileName}". Try: kvb${profileName === 'default' ? '' : ` --profile ${profileName}`} set hello world`);
   } catch (err) {
     if (err instanceof Cancelled) {

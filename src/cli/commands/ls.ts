@@ -2,7 +2,7 @@ import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { Readable } from 'node:stream';
 import { data, pipe, progress, stdoutIsTty, table } from '../output.js';
-import { type MetaRow, renderValuesTable } from '../values-table.js';
+import { type MetaRow, renderLongTable, renderValuesTable } from '../values-table.js';
 import { KvbHttpError, networkErrorFor } from '../../client/client-errors.js';
 import { withClient } from '../session.js';
 
@@ -21,11 +21,12 @@ export const ls = defineCommand({
       .command('ls')
       .description('list keys (and values) in byte order')
       .argument('[prefix]', 'only keys starting with this')
-      .addOption(new Option('--limit <n>', 'at most this many keys (server default 10000)').argParser(integer('--limit', 0, 1_000_000)))
+      .addOption(new Option('--limit <n>', 'at most this many keys (default: every key; ls follows the pages)').argParser(integer('--limit', 0, 1_000_000)))
       .addOption(new Option('--skip <n>', 'skip this many keys first').argParser(integer('--skip', 0, Number.MAX_SAFE_INTEGER)))
       .option('--reverse', 'reverse byte order')
       .option('--values', 'include the values')
-      .addOption(new Option('--folders', 'keys directly under PREFIX and each folder below it once (ending in /), like ls of a directory').conflicts(['values', 'skip']))
+      .option('-l, --long', 'long listing: type, size, expiry and revision of each key')
+      .addOption(new Option('--folders', 'keys directly under PREFIX and each folder below it once (ending in /), like ls of a directory').conflicts(['values', 'skip', 'long']))
       .addOption(
         new Option('--format <format>', 'table (default on a terminal), text (default when piped), json or jsonl').choices([
           'table',
@@ -37,14 +38,21 @@ export const ls = defineCommand({
       .addHelpText(
         'after',
         `
-text, json and jsonl are the server's own list formats, passed through as they
-stream in, so large buckets are never held in memory.
+Every format streams page by page, so large buckets are never held in memory.
+Keys alone are the server's own formats, passed through. With --values or -l,
+json and jsonl give one object per key that carries its type:
+  {"key","type","size","expires_at","rev","value"}
+(value with --values: json as is, text a string, int64 a decimal string, float64
+a number, bytes base64); text gives key=value lines (\\, newline and = escaped)
+or, with -l, tab-separated key, type, size, expires_at (or -) and rev.
+At a terminal, -l is a table of key, type, size, expiry and revision that fits
+its width.
 
 --folders asks the server for a folder listing: it seeks past each folder
 instead of reading it, so a folder of millions of keys costs one lookup. json
 and jsonl then print {"key":K} and {"prefix":"F/"} items; text and the table
 print names, folders ending in /.
-${examples('kvb ls user/', 'kvb ls --values --limit 20', "kvb ls --format jsonl --values | jq -r '.[0]'", 'kvb ls --format json | jq length', 'kvb ls --folders', 'kvb ls --folders photos/2024/')}`,
+${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --format jsonl --values | jq -r 'select(.type==\"int64\") | .key'", 'kvb ls --format json | jq length', 'kvb ls --folders', 'kvb ls --folders photos/2024/')}`,
       ),
   async run(prefix, options, command) {
     await withClient(command, async ({ client, bucket }) => {
@@ -82,6 +90,14 @@ ${examples('kvb ls user/', 'kvb ls --values --limit 20', "kvb ls --format jsonl 
         shown.update(keys, bytes);
       };
       try {
+        if (format !== 'table' && (options.long || (options.values && format !== 'text'))) {
+          // Objects that carry the type (the listing's meta=true), int64 values as decimal strings.
+          await pipe(Readable.from(typedListing(joinPages(pages('jsonl', true), 'jsonl', count), format))).catch((err: unknown) => {
+            if (err instanceof KvbHttpError) throw err;
+            throw networkErrorFor(client.url, err);
+          });
+          return;
+        }
         if (format !== 'table') {
           // A connection lost mid-listing is still a network failure (exit 4), not a crash.
           await pipe(Readable.from(joinPages(pages(format), format, count))).catch((err: unknown) => {
@@ -94,7 +110,7 @@ ${examples('kvb ls user/', 'kvb ls --values --limit 20', "kvb ls --format jsonl 
         // its type, size and expiry (the listing's meta=true) for a one-line-per-key table.
         const chunks: Buffer[] = [];
         try {
-          for await (const chunk of joinPages(pages('jsonl', options.values), 'jsonl', count)) chunks.push(chunk);
+          for await (const chunk of joinPages(pages('jsonl', options.values || options.long), 'jsonl', count)) chunks.push(chunk);
         } catch (err) {
           if (err instanceof KvbHttpError) throw err;
           throw networkErrorFor(client.url, err);
@@ -104,9 +120,13 @@ ${examples('kvb ls user/', 'kvb ls --values --limit 20', "kvb ls --format jsonl 
           .toString('utf8')
           .split('\n')
           .filter((lineText) => lineText !== '');
+        if (options.long && !options.values) {
+          await data(renderLongTable(lines.map((lineText) => JSON.parse(lineText) as MetaRow), process.stdout.columns || 80, Date.now()));
+          return;
+        }
         // A server without the meta extension answers [key, value] pairs: the older bordered table.
         if (options.values && (lines.length === 0 || lines[0]!.startsWith('{'))) {
-          await data(renderValuesTable(lines.map((lineText) => JSON.parse(lineText) as MetaRow), process.stdout.columns || 80, Date.now()));
+          await data(renderValuesTable(lines.map((lineText) => JSON.parse(int64AsString(lineText)) as MetaRow), process.stdout.columns || 80, Date.now()));
           return;
         }
         const rows = lines.map((lineText) => (options.values ? splitPair(lineText) : [JSON.parse(lineText) as string]));
@@ -161,4 +181,44 @@ async function* joinPages(pages: AsyncIterable<AsyncIterable<Uint8Array>>, forma
     }
   }
   yield Buffer.from(']\n');
+}
+
+/**
+ * A meta listing (jsonl objects from the server) as kvb prints it: int64 values as decimal strings
+ * (jq reads JSON numbers as doubles), json as one array, text as key=value or tab-separated lines.
+ * Line by line, so memory stays constant.
+ */
+async function* typedListing(body: AsyncIterable<Buffer>, format: 'text' | 'json' | 'jsonl'): AsyncGenerator<Buffer> {
+  let pending = '';
+  let first = true;
+  if (format === 'json') yield Buffer.from('[');
+  const emit = (lineText: string): string => {
+    // text comes here only with -l (text with --values is the server's own key=value format).
+    if (format === 'text') return textLine(JSON.parse(lineText) as MetaRow);
+    const fixed = int64AsString(lineText);
+    if (format === 'jsonl') return `${fixed}\n`;
+    const out = first ? fixed : `,${fixed}`;
+    first = false;
+    return out;
+  };
+  for await (const chunk of body) {
+    const lines = (pending + chunk.toString('utf8')).split('\n');
+    pending = lines.pop()!;
+    const out = lines.filter((l) => l !== '').map(emit).join('');
+    if (out !== '') yield Buffer.from(out);
+  }
+  if (pending !== '') yield Buffer.from(emit(pending));
+  if (format === 'json') yield Buffer.from(']\n');
+}
+
+/** A meta line with its int64 value (the last field) as a decimal string, so no JSON reader rounds it. */
+function int64AsString(lineText: string): string {
+  return (JSON.parse(lineText) as MetaRow).type === 'int64' ? lineText.replace(/,"value":(-?\d+)}$/, ',"value":"$1"}') : lineText;
+}
+
+/** The text format's escaping of a key: `\`, newline, carriage return and `=`. */
+const escapeText = (s: string, isKey: boolean) => s.replace(isKey ? /[\\\n\r=]/g : /[\\\n\r]/g, (c) => (c === '\n' ? '\\n' : c === '\r' ? '\\r' : `\\${c}`));
+
+function textLine(row: MetaRow): string {
+  return `${escapeText(row.key, true)}\t${row.type}\t${row.size}\t${row.expires_at ?? '-'}\t${row.rev}\n`;
 }

@@ -1,7 +1,7 @@
 import { InvalidArgumentError, Option } from '@commander-js/extra-typings';
 import { MAX_TTL, defineCommand, examples, integer } from '../define-command.js';
 import { json, line } from '../output.js';
-import { withClient } from '../session.js';
+import { UsageError, withClient } from '../session.js';
 
 const PERMISSIONS = ['read', 'write', 'enumerate', 'delete'];
 
@@ -29,15 +29,29 @@ export const mintToken = defineCommand({
       .addHelpText(
         'after',
         `
-The bucket needs a signing key (kvb bucket update --rotate-signing-key).
+The bucket needs a signing key: without one the server answers 503 and kvb
+says how to add it (kvb bucket update --rotate-signing-key), exiting 1.
+A token used after its expiry is refused with "token expired at <time>", and
+outside its prefix with a 403 naming the prefix.
 ${examples(
   'export KVB_TOKEN=$(kvb mint-token --prefix user/42/ --permissions read,write --ttl 600)',
   'kvb mint-token --prefix logs/ --permissions enumerate --ttl 3600 --json',
 )}`,
       ),
   async run(options, command) {
+    const { KvbHttpError } = await import('../../client/client-errors.js');
     await withClient(command, async ({ client, bucket }) => {
-      const answer = await client.mintToken(bucket(), { prefix: options.prefix, permissions: options.permissions, ttl: options.ttl });
+      const id = bucket();
+      const answer = await client.mintToken(id, { prefix: options.prefix, permissions: options.permissions, ttl: options.ttl }).catch((err: unknown) => {
+        // The spec's 503 for a bucket without a signing key is a matter of set-up, not of load:
+        // retrying cannot help, so it exits 1 with the fix rather than 5.
+        if (err instanceof KvbHttpError && err.kind === 'service_unavailable' && /signing.?key/i.test(err.detail ?? '')) {
+          throw new UsageError(
+            `bucket ${id} has no signing key, so it cannot mint tokens (the server answered 503): give it one with kvb bucket update --rotate-signing-key`,
+          );
+        }
+        throw err;
+      });
       if (options.json) await json(answer);
       else await line(answer.access_token);
     });

@@ -1,5 +1,5 @@
 import { Argument } from '@commander-js/extra-typings';
-import { type Profile, configPath, readConfig, resolveConnection, writeConfig } from '../config.js';
+import { DEFAULT_URL, type Profile, normalizeUrl, configPath, readConfig, resolveConnection, writeConfig } from '../config.js';
 import { defineCommand, defineGroup, examples } from '../define-command.js';
 import { info, json, line, stdoutIsTty, verticalTable } from '../output.js';
 import { UsageError, globalFlags } from '../session.js';
@@ -85,6 +85,39 @@ const use = defineCommand({
   },
 });
 
+const add = defineCommand({
+  define: (parent) =>
+    parent
+      .command('add')
+      .description('save a profile for a bucket that already exists (--url, --bucket, --token)')
+      .addArgument(profileArgument('the name to save it as'))
+      .option('--force', 'replace a profile of that name')
+      .addHelpText(
+        'after',
+        `
+Takes the global --url (default ${DEFAULT_URL}), --bucket (required) and --token
+(any of the bucket's keys, or a temporary token), or KVB_URL, KVB_BUCKET and
+KVB_TOKEN; nothing is sent to the server. The credential is stored as "token"
+and used when no --token is given.
+${examples('kvb profile add team --url https://kv.example.com --bucket "$B" --token "$READ_KEY"', 'kvb --profile team ls')}`,
+      ),
+  async run(name, options, command) {
+    const flags = globalFlags(command);
+    const pick = (flag: string | undefined, env: string | undefined) => (flag !== undefined && flag !== '' ? flag : env !== undefined && env !== '' ? env : undefined);
+    const url = pick(flags.url, process.env.KVB_URL) ?? DEFAULT_URL;
+    const bucket = pick(flags.bucket, process.env.KVB_BUCKET);
+    const token = pick(flags.token, process.env.KVB_TOKEN);
+    if (bucket === undefined) throw new UsageError('kvb profile add needs --bucket ID (or KVB_BUCKET)');
+    const config = readConfig();
+    if (config.profiles[name] !== undefined && !options.force) {
+      throw new UsageError(`profile ${JSON.stringify(name)} already exists in ${configPath()}: pass --force to replace it`);
+    }
+    config.profiles[name] = { url: normalizeUrl(url), bucket, ...(token !== undefined && { token }) };
+    writeConfig(config);
+    info(`saved profile ${JSON.stringify(name)} (${token === undefined ? 'no credential: anonymous' : 'with its credential'}); use it with --profile ${name} or kvb profile use ${name}`);
+  },
+});
+
 const remove = defineCommand({
   define: (parent) =>
     parent
@@ -106,13 +139,13 @@ export const profile = defineGroup(
   (parent) =>
     parent
       .command('profile')
-      .description('list, show, choose or remove saved profiles')
+      .description('list, show, add, choose or remove saved profiles')
       .addHelpText(
         'after',
         `
-Profiles are saved by kvb init and kvb create-bucket --save, in
+Profiles are saved by kvb init, kvb create-bucket --save and kvb profile add, in
 $XDG_CONFIG_HOME/kvb/config.json. Secrets are never printed.
-${examples('kvb profile list', 'kvb profile show work', 'kvb profile use work', 'kvb profile remove old')}`,
+${examples('kvb profile list', 'kvb profile show work', 'kvb profile add team --url http://kv:8080 --bucket "$B" --token "$K"', 'kvb profile use work', 'kvb profile remove old')}`,
       ),
-  [list, show, use, remove],
+  [list, show, add, use, remove],
 );

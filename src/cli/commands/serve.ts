@@ -1,6 +1,7 @@
 import { InvalidArgumentError, Option } from '@commander-js/extra-typings';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig, parseRateLimit } from '../../server/server-config.js';
 import { parseBooleanSetting } from '../../values/boolean-setting.js';
+import { MAX_VALUE_BYTES, MAX_VALUE_BYTES_CEILING } from '../../values/keys.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../session.js';
 
@@ -116,6 +117,12 @@ export const serve = defineCommand({
           .argParser(integer(1, Number.MAX_SAFE_INTEGER)),
       )
       .addOption(
+        new Option('--max-value-bytes <n>', `largest value in bytes (default ${MAX_VALUE_BYTES}, the spec's 16 KiB)`)
+          .env('KVB_MAX_VALUE_BYTES')
+          .default(d.maxValueBytes)
+          .argParser(integer(1, MAX_VALUE_BYTES_CEILING)),
+      )
+      .addOption(
         new Option('--stalled-reader-timeout <seconds>', 'disconnect a client that accepts no response byte for this long (0 = never)')
           .env('KVB_STALLED_READER_TIMEOUT')
           .default(d.stalledReaderTimeoutSeconds)
@@ -206,6 +213,7 @@ Examples:
       trustProxy: options.trustProxy || undefined,
       logFormat: options.logFormat ?? (process.stdout.isTTY ? 'pretty' : 'json'),
       maxImportBytes: options.maxImportBytes,
+      maxValueBytes: options.maxValueBytes,
       stalledReaderTimeoutSeconds: options.stalledReaderTimeout,
       maxStreamedResponses: options.maxStreamedResponses,
       shutdownTimeoutSeconds: options.shutdownTimeout,

@@ -1,6 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { Option } from '@commander-js/extra-typings';
-import { isValidJson } from '../../values/infer-value.js';
+import { type CliValueType, typeOfStream, typeOfText } from '../../values/cli-value.js';
+import { MAX_VALUE_BYTES, valueTooLarge } from '../../values/keys.js';
+import type { KvbHttp } from '../../client/kvb-http.js';
 import { parseNumber } from '../../values/numbers.js';
 import { CONTENT_TYPES } from '../../values/value-type.js';
 import { MAX_TTL, defineCommand, examples, integer, keyArgument, withConditionOptions, writeCondition } from '../define-command.js';
@@ -16,6 +18,7 @@ interface SetOptions {
   ttl?: number;
   type?: SetType;
   file?: string;
+  raw?: true;
 }
 
 /**
@@ -36,17 +39,12 @@ async function valueBytes(value: string | undefined, options: SetOptions): Promi
   return { data: Buffer.from(value, 'utf8'), fromArgument: true };
 }
 
-/**
- * The type of a value given as an argument: a shell argument is text, so the server's fallback to
- * bytes never applies. A number (the strict grammar) is int or float, a JSON object or array is
- * json, anything else (including `true`, `null` and `"quoted"`) is text.
- */
+/** The --type a value would get from the one typing rule (src/values/cli-value.ts) for text typed as an argument. */
 export function argumentType(value: string): SetType {
-  const number = parseNumber(value);
-  if (number) return number.kind === 'int64' ? 'int' : 'float';
-  if (/^\s*[[{]/.test(value) && isValidJson(value)) return 'json';
-  return 'text';
+  return TYPE_FLAG[typeOfText(value)];
 }
+
+const TYPE_FLAG: Record<CliValueType, SetType> = { json: 'json', text: 'text', int64: 'int', float64: 'float', bytes: 'bytes' };
 
 /** The body and Content-Type that make the server store `type`; numbers are checked and sent in its grammar. */
 export async function typedBody(data: Buffer, type: SetType | undefined): Promise<{ body: Buffer; contentType?: string }> {
@@ -67,6 +65,16 @@ export async function typedBody(data: Buffer, type: SetType | undefined): Promis
   return { body: data, contentType: SENT_AS[type] };
 }
 
+/**
+ * Refuses, before sending, a value larger than the server stores. Only a value past the spec's
+ * 16 KiB costs a request: the server's /health says whether its operator raised the limit.
+ */
+export async function checkValueSize(client: KvbHttp, size: number): Promise<void> {
+  if (size <= MAX_VALUE_BYTES) return;
+  const limit = (await client.health().catch(() => undefined))?.max_value_bytes ?? MAX_VALUE_BYTES;
+  if (size > limit) throw new UsageError(valueTooLarge(size, limit));
+}
+
 /** `kvb set KEY [VALUE]`. */
 export const set = defineCommand({
   define: (parent) =>
@@ -80,24 +88,35 @@ export const set = defineCommand({
         new Option('--ttl <seconds>', 'expire after this many seconds (0 = never; default: the bucket default)').argParser(integer('--ttl', 0, MAX_TTL)),
       )
       .addOption(new Option('--type <type>', 'store as this type (default: inferred, see below)').choices(TYPES))
-      .option('--file <path>', 'read the value from a file'),
+      .option('--file <path>', 'read the value from a file')
+      .option('--raw', "send stdin's or the file's bytes untouched (no newline dropped) and let the server type them, as curl does"),
   )
       .addHelpText(
         'after',
         `
-A VALUE given as an argument is typed by kvb: a number is int64 or float64, a
-JSON object or array is json, anything else is text. A value from stdin or
---file is typed by the server as it is for curl: a number is int64 or float64,
-other valid JSON is json, other bytes are bytes. --type always wins: json, text
-and bytes send the matching Content-Type; int and float check the value and
-send it in the server's number grammar (3 with --type float is 3.0).
+How kvb types a value (the same rule for an argument, stdin, --file and
+kvb txn --set):
+  - stdin or --file: bytes that are not UTF-8 or hold a NUL byte are bytes,
+    exactly; otherwise the one trailing newline echo adds is dropped (as
+    kvb edit does) and the text is typed as below
+  - a number is int64 (an integer within int64) or float64 (with a fraction
+    or exponent); an integer beyond int64 is json, as the server types it
+  - a JSON object or array is json
+  - anything else is text, including true, null and "quoted"
+--type always wins: json, text and bytes send the matching Content-Type; int
+and float check the value and send it in the server's number grammar (3 with
+--type float is 3.0). --raw sends stdin's or the file's bytes untouched and
+lets the server type them, as curl does. A value is at most the server's
+--max-value-bytes (16 KiB unless its operator raised it); kvb checks before
+sending.
 ${examples(
   'kvb set greeting hello                   # text',
   'kvb set visits 41                        # int64',
   `kvb set config '{"a":1}' --ttl 3600`,
   'kvb set ratio 3 --type float',
-  'kvb set photo --file photo.jpg --type bytes',
-  'tar c dir | kvb set backup -',
+  'kvb set icon --file icon.png --type bytes    # a value is at most 16 KiB',
+  'echo hello | kvb set greeting -          # text "hello"',
+  'gzip -c notes.txt | kvb set notes.gz -   # bytes (at most 16 KiB)',
   'kvb set lock/leader me --if-absent       # exit 6 if someone holds it',
   'kvb set config v2 --if-rev 41            # exit 6 if it changed since revision 41',
 )}`,
@@ -106,8 +125,15 @@ ${examples(
     await withClient(command, async ({ client, bucket }) => {
       const id = bucket();
       const { data, fromArgument } = await valueBytes(value, options);
-      const type = options.type ?? (fromArgument ? argumentType(data.toString('utf8')) : undefined);
-      const { body, contentType } = await typedBody(data, type);
+      let typed: { data: Buffer; type: SetType | undefined };
+      if (fromArgument) typed = { data, type: argumentType(data.toString('utf8')) };
+      else if (options.raw) typed = { data, type: undefined };
+      else {
+        const fromStream = typeOfStream(data);
+        typed = { data: fromStream.data, type: TYPE_FLAG[fromStream.type] };
+      }
+      const { body, contentType } = await typedBody(typed.data, options.type ?? typed.type);
+      await checkValueSize(client, body.length);
       await client.set(id, key, body, { contentType, ttl: options.ttl, condition: writeCondition(options) });
     });
   },

@@ -4,6 +4,7 @@ import { MAX_TTL, defineCommand, examples, integer } from '../define-command.js'
 import { info, line } from '../output.js';
 import { KvbHttpError } from '../../client/client-errors.js';
 import { isValidJson } from '../../values/infer-value.js';
+import { typeOfText } from '../../values/cli-value.js';
 import { UsageError, readStdin, stdinIsPiped, withClient } from '../session.js';
 
 const collect = (value: string, previous: string[]) => [...previous, value];
@@ -46,17 +47,25 @@ export function checkOperation(spec: string): string {
   throw new UsageError(`--check takes KEY@REVISION, KEY:present or KEY:absent, not ${JSON.stringify(spec)}`);
 }
 
-/** `--set k=v`: v is JSON when it is valid JSON other than null (5, true, {"a":1}), otherwise text. */
+/** The operation that sets `key` to `value` typed by the one CLI rule (src/values/cli-value.ts), as `kvb set` would. */
+export function setOperation(key: string, value: string, ttl: number | undefined): string {
+  const type = typeOfText(value);
+  const ttlField = ttl !== undefined ? `,"ttl":${ttl}` : '';
+  // Text is a JSON string and json its own source (the spec's rule); numbers name their type (an extension).
+  if (type === 'text') return `{"set":${JSON.stringify(key)},"value":${JSON.stringify(value)}${ttlField}}`;
+  if (type === 'json') return `{"set":${JSON.stringify(key)},"value":${value}${ttlField}}`;
+  const written = type === 'int64' ? JSON.stringify(value) : value;
+  return `{"set":${JSON.stringify(key)},"value":${written},"type":"${type}"${ttlField}}`;
+}
+
+/** The operations of --check, --set and --del. */
 export function flagOperations(options: TxnOptions): string[] {
   // Checks first: the server names failed checks by their index, which is then the --check's position.
   const ops: string[] = options.check.map(checkOperation);
   for (const assignment of options.set) {
     const eq = assignment.indexOf('=');
     if (eq <= 0) throw new UsageError(`--set takes KEY=VALUE, not ${JSON.stringify(assignment)}`);
-    const key = assignment.slice(0, eq);
-    const value = assignment.slice(eq + 1);
-    const json = value !== 'null' && value.trim() === value && value !== '' && isValidJson(value) ? value : JSON.stringify(value);
-    ops.push(`{"set":${JSON.stringify(key)},"value":${json}${options.ttl !== undefined ? `,"ttl":${options.ttl}` : ''}}`);
+    ops.push(setOperation(assignment.slice(0, eq), assignment.slice(eq + 1), options.ttl));
   }
   for (const key of options.del) ops.push(`{"delete":${JSON.stringify(key)}}`);
   return ops;
@@ -70,7 +79,7 @@ export const txn = defineCommand({
       .description('set and delete several keys atomically (all or nothing)')
       .argument('[file]', "a {\"txn\":[…]} document or JSONL operations; '-', or none with stdin piped, reads stdin")
       .option('--check <key@rev|key:present|key:absent>', 'commit only if the key is live at that revision, exists, or is absent (repeatable)', collect, [])
-      .option('--set <key=value>', 'set a key (repeatable); the value is JSON if it parses (except null), else text', collect, [])
+      .option('--set <key=value>', 'set a key (repeatable); the value is typed as kvb set types an argument', collect, [])
       .option('--del <key>', 'delete a key (repeatable)', collect, [])
       .addOption(new Option('--ttl <seconds>', 'TTL of every --set (default: the bucket default)').argParser(integer('--ttl', 0, MAX_TTL)))
       .addHelpText(
@@ -82,8 +91,11 @@ reading ones {"get":"key"}, {"expire":"key","ttl":S} (new expiry, same value;
 0: never) and {"delete_prefix":"P"}, which see the bucket as it was before the
 transaction's writes; with a get or a delete_prefix the server's
 {"revision","results":[…]} answer is printed. A JSON string value is stored as
-text, any other JSON value as JSON. When a check (or an expire of a key that
-is not live) fails, nothing is written and kvb exits 6 naming it.
+text, any other JSON value as JSON; "type" stores it as int64 (a decimal
+string), float64, text, json or bytes (base64), as in an export file. --set
+values follow kvb set's rule for an argument: 42 is int64, 1.5 float64,
+{"a":1} json, anything else text. When a check (or an expire of a key that is
+not live) fails, nothing is written and kvb exits 6 naming it.
 ${examples(
   'kvb txn --set a=1 --set b=hello --del c',
   'kvb txn --check from@12 --check to@40 --set from=90 --set to=60',

@@ -48,8 +48,10 @@ export const watch = defineCommand({
       .addHelpText(
         'after',
         `
-Runs until Ctrl-C (exit 0). After a dropped connection it reconnects with backoff
-and resumes after the last revision it printed. When the server no longer holds
+Runs until Ctrl-C (exit 0). A server that cannot be reached at the start is an
+error (exit 4), as for every command. Once connected, after a dropped connection
+it reconnects with backoff and resumes after the last revision it printed
+(named on stderr), so nothing is missed or printed twice. When the server no longer holds
 the changes after that revision (--since too old, or down for longer than its
 --watch-retention), it says so on stderr and exits 7: list again (kvb ls) and
 watch from the revision the listing was taken at.
@@ -75,20 +77,31 @@ ${examples(
       const id = bucket();
       const resume = new ResumePoint(options.since);
       let failures = 0;
+      let connected = false;
+      /** The revision of the last change printed: what "resuming after" names. */
+      let printed: number | undefined;
+      const resuming = () =>
+        printed !== undefined
+          ? `connection lost; reconnecting and resuming after revision ${printed}, the last change printed`
+          : `connection lost; reconnecting and resuming after revision ${resume.since ?? 'now'}`;
       for (;;) {
         let body;
         try {
           body = await client.watch(id, { prefix, since: resume.since, values: options.values });
         } catch (err) {
-          // An answer (4xx/5xx other than 503) is final; an unreachable server is retried.
+          // Until it has connected once, kvb watch fails like every other command (exit 4 for an
+          // unreachable server): a wrong URL or a server that is down must not retry forever.
+          if (!connected) throw err;
+          // Afterwards an answer (4xx/5xx other than 503) is final; an unreachable server is retried.
           const status = (err as { status?: number }).status;
           if (status !== undefined && status !== 503) throw err;
           failures++;
-          if (failures === 1) warn(`connection lost; reconnecting and resuming after revision ${resume.since ?? 'now'}`);
+          if (failures === 1) warn(resuming());
           await sleep(Math.min(10_000, 250 * 2 ** Math.min(failures, 6)) * (0.5 + Math.random() / 2));
           continue;
         }
         failures = 0;
+        connected = true;
         let buffer = '';
         try {
           for await (const chunk of body) {
@@ -115,6 +128,7 @@ ${examples(
               if (!resume.fresh(e.rev!, e.key!)) continue;
               if (options.exec !== undefined) await runHandler(options.exec, e, text);
               else await data(format === 'jsonl' ? `${text}\n` : `${readable(e, options.values === true)}\n`);
+              printed = e.rev;
             }
           }
         } catch (err) {
@@ -122,7 +136,7 @@ ${examples(
           // A dropped connection: reconnect below.
         }
         resume.cut();
-        warn(`connection lost; reconnecting and resuming after revision ${resume.since ?? 'now'}`);
+        warn(resuming());
         await sleep(250 + Math.random() * 250);
       }
     });

@@ -72,7 +72,7 @@ export async function importRoute(
     let entries = 0;
     let batch: KeyedEntry[] = [];
     let end: { count: number; sha256: string; line: number } | undefined;
-    for await (const line of ndjsonLines(body, MAX_EXPORT_LINE_BYTES, config.maxImportBytes)) {
+    for await (const line of ndjsonLines(body, Math.max(MAX_EXPORT_LINE_BYTES, 8 * config.maxValueBytes), config.maxImportBytes)) {
       try {
         if (end) {
           if (line.bytes.length === 0 && !line.terminated) continue;
@@ -80,7 +80,7 @@ export async function importRoute(
         }
         const text = line.bytes.toString('utf8');
         if (!line.bytes.equals(Buffer.from(text, 'utf8'))) throw badRequest('not valid UTF-8');
-        const parsed = parseExportLine(text);
+        const parsed = parseExportLine(text, false, config.maxValueBytes);
         if (line.number === 1) {
           if (parsed.kind !== 'header') throw badRequest('the first line must be the export header {"kvb":"export",…}');
         } else if (parsed.kind === 'header') {
@@ -93,7 +93,7 @@ export async function importRoute(
           entries++;
           if (!parsed.key.startsWith(prefix)) {
             if (principal.kind === 'token' && !parsed.key.startsWith(principal.prefix)) {
-              throw new KvbError('forbidden', "key is outside the token's prefix");
+              throw new KvbError('forbidden', `key ${JSON.stringify(parsed.key)} is outside the token's prefix ${JSON.stringify(principal.prefix)}`);
             }
             throw badRequest(`key is outside the prefix being ${mode === 'replace' ? 'replaced' : 'imported'}`);
           }

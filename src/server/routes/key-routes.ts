@@ -3,7 +3,7 @@ import { KvbError, badRequest } from '../../errors.js';
 import { type Entry, isRefusal } from '../../store/store.js';
 import { type ParsedNumber, addNumbers, formatNumber, parseDelta, parseNumber } from '../../values/numbers.js';
 import { inferValue } from '../../values/infer-value.js';
-import { MAX_VALUE_BYTES, decodeKey } from '../../values/keys.js';
+import { decodeKey, valueTooLarge } from '../../values/keys.js';
 import { minifyJson } from '../../values/json-source.js';
 import { authorize, openBucket, openBucketNow } from '../access-control.js';
 import type { CachedBucket } from '../bucket-cache.js';
@@ -26,11 +26,19 @@ function numericValue(entry: Entry): ParsedNumber | undefined {
  * The key is taken from the raw URL and percent-decoded exactly once. Bodies are read raw,
  * whatever their Content-Type (none included), and never past the value limit.
  */
-export async function keyRoutes(app: FastifyInstance, { store, buckets }: ServerContext): Promise<void> {
+export async function keyRoutes(app: FastifyInstance, { store, buckets, config }: ServerContext): Promise<void> {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: MAX_VALUE_BYTES }, (_request, body, done) =>
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: config.maxValueBytes }, (_request, body, done) =>
     done(null, body),
   );
+  // Fastify's own words for a body past the limit ("Request body is too large") name no limit;
+  // rethrown in kvb's, the parent handler answers it in the envelope (400, as before).
+  app.setErrorHandler((error, request) => {
+    if ((error as { code?: string }).code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      throw badRequest(valueTooLarge(Number(request.headers['content-length']) || undefined, config.maxValueBytes));
+    }
+    throw error;
+  });
 
   /** The bucket id and decoded key a key route names. */
   function keyOf(request: FastifyRequest): { bucketId: string; key: string } {

@@ -39,7 +39,7 @@ const compareKeys = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buf
 export function effectivePrefix(principal: Principal, requested: string): string {
   if (principal.kind !== 'token' || requested.startsWith(principal.prefix)) return requested;
   if (principal.prefix.startsWith(requested)) return principal.prefix;
-  throw new KvbError('forbidden', "prefix is outside the token's prefix");
+  throw new KvbError('forbidden', `prefix ${JSON.stringify(requested)} is outside the token's prefix ${JSON.stringify(principal.prefix)}`);
 }
 
 /** `GET /api/v1/{bucket}/`: keys (and values) in byte order, streamed page by page, continued by cursor. */

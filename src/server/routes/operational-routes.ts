@@ -14,7 +14,8 @@ export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext
       exposeHeadRoute: true,
       schema: operationalSchemas.health,
     },
-    async () => ({ status: 'ok', storage: 'ok', version: VERSION }),
+    // max_value_bytes (an extension): clients check a value's size before sending it.
+    async () => ({ status: 'ok', storage: 'ok', version: VERSION, max_value_bytes: ctx.config.maxValueBytes }),
   );
 
   app.get(

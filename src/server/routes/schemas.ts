@@ -728,7 +728,14 @@ export const operationalSchemas = {
     tags: [OPERATIONS],
     operationId: 'health',
     summary: 'Liveness (storage is not probed)',
-    response: { 200: { ...health, description: 'Alive', examples: [{ status: 'ok', storage: 'ok', version: VERSION }] } },
+    response: {
+      200: {
+        ...health,
+        properties: { ...health.properties, max_value_bytes: { type: 'integer', description: "the largest value this server stores, in bytes (kvb serve --max-value-bytes; the spec's 16 KiB by default)" } },
+        description: 'Alive',
+        examples: [{ status: 'ok', storage: 'ok', version: VERSION, max_value_bytes: MAX_VALUE_BYTES }],
+      },
+    },
   },
   ready: {
     tags: [OPERATIONS],

@@ -2,9 +2,10 @@ import { type Readable, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
 import type { OpResult, TxnRequestOp } from '../../store/store.js';
-import { entryLine } from '../../values/export-format.js';
-import { type JsonLimits, type JsonNode, JsonSyntaxError, parseJsonSource } from '../../values/json-source.js';
-import { MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES, checkKey } from '../../values/keys.js';
+import { entryLine, typedValue } from '../../values/export-format.js';
+import { type JsonLimits, JsonLimitError, type JsonNode, JsonSyntaxError, parseJsonSource } from '../../values/json-source.js';
+import { MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES, checkKey, valueTooLarge } from '../../values/keys.js';
+import { type ValueType, isValueType } from '../../values/value-type.js';
 import { mediaType } from '../../values/infer-value.js';
 import { allows } from '../../auth/access.js';
 import { authorize, openBucket } from '../access-control.js';
@@ -27,6 +28,9 @@ const OPERATION_OVERHEAD = 256;
  * while being read, before any parsing.
  */
 export const TXN_BODY_LIMIT = MAX_TXN_OPS * (MAX_VALUE_BYTES + MAX_KEY_BYTES + OPERATION_OVERHEAD) + 64;
+
+/** With --max-value-bytes raised, one value as large as the limit (every byte escaped) must still fit. */
+export const txnBodyLimit = (maxValueBytes: number) => Math.max(TXN_BODY_LIMIT, 6 * maxValueBytes + CHECKS_BODY_LIMIT);
 
 /**
  * The largest body of 1,000 checks: each key written with every byte escaped (`\u0001`, 6
@@ -57,12 +61,13 @@ function bounded(payload: Readable, limit: number): Readable {
  * fields are nodes; a field's value (depth 3) is kept as source only, bounded to the value limit
  * while it is scanned. The txn array may run one past MAX_TXN_OPS so the route can say so by name.
  */
-const TXN_JSON_LIMITS: JsonLimits = {
+const txnJsonLimits = (maxValueBytes: number): JsonLimits => ({
   collapseDepth: 3,
   // UTF-16 units never outnumber UTF-8 bytes, so this bound never refuses a legal value.
-  maxValueLength: MAX_VALUE_BYTES,
+  // A typed bytes value is base64: 4 characters per 3 bytes.
+  maxValueLength: Math.ceil(maxValueBytes / 3) * 4,
   maxMembers: [8, MAX_TXN_OPS + 1, 16],
-};
+});
 
 /** Per request: the bucket and caller resolved before the body was read. */
 const opened = Symbol('kvb.txn.opened');
@@ -74,7 +79,7 @@ type Member = [string, JsonNode];
 const READING_OPS = { get: [], expire: ['ttl'], delete_prefix: [] } as const;
 
 /** Turns one `{"set":…}` / `{"delete":…}` / `{"check":…}` / reading node into an operation, or throws a 400 naming it. */
-function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: number): TxnRequestOp {
+function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: number, maxValueBytes: number): TxnRequestOp {
   if (node.kind !== 'object') throw badRequest(`${at} must be an object`);
   const names = node.entries.map(([name]) => name);
   if (new Set(names).size !== names.length) throw badRequest(`${at} repeats a field`);
@@ -119,14 +124,27 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
   if (!names.includes('set')) {
     throw badRequest(`${at} must be {"set":…,"value":…}, {"delete":…}, {"check":…,"rev"|"exists":…}, {"get":…}, {"expire":…,"ttl":…} or {"delete_prefix":…}`);
   }
-  const unknown = names.find((n) => !['set', 'value', 'ttl'].includes(n));
+  const unknown = names.find((n) => !['set', 'value', 'ttl', 'type'].includes(n));
   if (unknown) throw badRequest(`${at}: unknown field ${unknown}`);
   const key = keyOf(field('set'));
   const value = field('value');
   if (!value) throw badRequest(`${at}: value is required`);
   if (value.kind === 'null') throw badRequest(`${at}: value cannot be null`);
-  const data = Buffer.from(value.kind === 'string' ? value.value : value.source, 'utf8');
-  if (data.length > MAX_VALUE_BYTES) throw badRequest(`${at}: value is larger than ${MAX_VALUE_BYTES} bytes`);
+  // An extension: `"type"` stores the value as that type, written as an export line writes it
+  // (int64 a decimal string, bytes base64). Without it, the spec's rule: a string is text, else JSON.
+  const typeNode = field('type');
+  let type: ValueType = value.kind === 'string' ? 'text' : 'json';
+  if (typeNode) {
+    if (typeNode.kind !== 'string' || !isValueType(typeNode.value)) throw badRequest(`${at}: type must be text, json, int64, float64 or bytes`);
+    type = typeNode.value;
+  }
+  let data: Buffer;
+  try {
+    data = typeNode ? typedValue(type, value) : Buffer.from(value.kind === 'string' ? value.value : value.source, 'utf8');
+  } catch (err) {
+    throw err instanceof KvbError ? badRequest(`${at}: ${err.detail}`) : err;
+  }
+  if (data.length > maxValueBytes) throw badRequest(`${at}: ${valueTooLarge(data.length, maxValueBytes)}`);
   const ttlNode = field('ttl');
   let ttl = defaultTtl;
   if (ttlNode) {
@@ -136,7 +154,7 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
   return {
     op: 'set',
     key,
-    value: { type: value.kind === 'string' ? 'text' : 'json', data },
+    value: { type, data },
     expiresAt: expiryFor(ttl, now),
   };
 }
@@ -164,7 +182,9 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
   const { store, buckets } = ctx;
   // The body stays text: values are stored as the exact JSON the client wrote.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: TXN_BODY_LIMIT }, (request, body, done) => {
+  const bodyLimit = txnBodyLimit(ctx.config.maxValueBytes);
+  const jsonLimits = txnJsonLimits(ctx.config.maxValueBytes);
+  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit }, (request, body, done) => {
     if (mediaType(request.headers['content-type']) !== 'application/json') {
       done(badRequest('a transaction body must be application/json'), undefined);
     } else done(null, body);
@@ -176,7 +196,7 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
     '/api/v1/:bucket',
     {
       schema: bucketSchemas.transaction,
-      bodyLimit: TXN_BODY_LIMIT,
+      bodyLimit,
       // The JSON schema above documents the body; parseOperation enforces it on the raw text.
       validatorCompiler: () => () => true,
       // Before a byte of the body is read: an unknown bucket, a wrong credential, or a caller that
@@ -200,8 +220,12 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       const { bucket, principal } = request[opened] ?? (await openBucket(buckets, bucketIdOf(request), request));
       let root: JsonNode;
       try {
-        root = parseJsonSource(typeof request.body === 'string' ? request.body : '', TXN_JSON_LIMITS);
+        root = parseJsonSource(typeof request.body === 'string' ? request.body : '', jsonLimits);
       } catch (err) {
+        // The scan's bound is in characters (base64 included): the refusal names the value limit.
+        if (err instanceof JsonLimitError && err.valueTooLarge) {
+          throw badRequest(`${err.valueTooLarge.what} at offset ${err.valueTooLarge.offset}: ${valueTooLarge(undefined, ctx.config.maxValueBytes)}`);
+        }
         if (err instanceof JsonSyntaxError) throw badRequest(err.message);
         throw err;
       }
@@ -213,7 +237,7 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       if (list.items.length === 0) throw badRequest('txn is empty');
       if (list.items.length > MAX_TXN_OPS) throw badRequest(`txn has more than ${MAX_TXN_OPS} operations`);
       const now = Date.now();
-      const ops = list.items.map((node, i) => parseOperation(node, `txn[${i}]`, bucket.record.defaultTtl, now));
+      const ops = list.items.map((node, i) => parseOperation(node, `txn[${i}]`, bucket.record.defaultTtl, now, ctx.config.maxValueBytes));
       for (const op of ops) authorize(bucket, principal, PERMISSION[op.op], op.key);
       const outcome = await store.commit(bucket.record.id, ops, now);
       if ('refused' in outcome) {

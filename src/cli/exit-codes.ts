@@ -1,0 +1,70 @@
+import { ERRORS } from '../errors.js';
+
+/*
+ * The client's exit codes, the one source for `kvb --help`, the man page's EXIT STATUS and the
+ * README's table (`npm run docs` rewrites the two; test/cli/docs-and-structure.test.ts checks
+ * they match). The HTTP statuses behind each code come from the ERRORS table, so a new error
+ * kind shows up in all three by itself. Meanings use `backticks` for literal text.
+ */
+const MEANINGS: Record<number, string> = {
+  0: 'success',
+  1: 'usage or configuration error: bad flags or input, a value over the size limit, a server URL that does not answer as kvb, a bucket without a signing key for `kvb mint-token`, a cancelled wizard',
+  2: 'key or bucket not found, so `kvb get k || echo missing` works',
+  3: 'authentication or permission refused',
+  4: 'server or network unreachable: connection refused, DNS failure, no answer within `--timeout`; the message names the URL tried and where it came from',
+  5: 'server error, or the server refusing for now (storage full, rate limited); try again later',
+  6: 'precondition failed or conflict: an `--if-rev`/`--if-absent`/`--if-exists` write, a `kvb txn --check` or a `kvb edit` save found the key in another state; nothing was written',
+  7: '`kvb watch` only: the server no longer holds the changes to resume from (older than its `--watch-retention`); list again and watch from there',
+};
+
+export interface ExitCodeRow {
+  code: number;
+  meaning: string;
+  /** The HTTP statuses that end in this code, in ascending order. */
+  statuses: number[];
+}
+
+export function exitCodeRows(): ExitCodeRow[] {
+  return Object.entries(MEANINGS).map(([code, meaning]) => ({
+    code: Number(code),
+    meaning,
+    statuses: Object.values(ERRORS)
+      .filter((e) => e.exitCode === Number(code))
+      .map((e) => e.status)
+      .sort((a, b) => a - b),
+  }));
+}
+
+const withStatuses = (row: ExitCodeRow, meaning: string) => (row.statuses.length > 0 ? `${meaning} (HTTP ${row.statuses.join(', ')})` : meaning);
+
+/** The block that ends every client command's --help, wrapped to 80 columns. */
+export function exitCodesHelp(): string {
+  const lines = exitCodeRows().map((row) => wrap(`  ${row.code}  ${withStatuses(row, row.meaning.replace(/`/g, ''))}`, 80, '     '));
+  return `\nExit codes:\n${lines.join('\n')}`;
+}
+
+/** The README's table (between the exit-codes markers). */
+export function exitCodesMarkdown(): string {
+  return ['| code | meaning |', '|---|---|', ...exitCodeRows().map((row) => `| ${row.code} | ${withStatuses(row, row.meaning).replace(/\|/g, '\\|')} |`)].join('\n');
+}
+
+/** The man page's EXIT STATUS entries (between the exit-codes markers). */
+export function exitCodesRoff(): string {
+  const roff = (text: string) => text.replace(/\\/g, '\\e').replace(/-/g, '\\-').replace(/`([^`]*)`/g, '\\fB$1\\fR');
+  return exitCodeRows()
+    .map((row) => `.TP\n.B ${row.code}\n${roff(withStatuses(row, row.meaning.charAt(0).toUpperCase() + row.meaning.slice(1)))}.`)
+    .join('\n');
+}
+
+function wrap(text: string, width: number, indent: string): string {
+  const out: string[] = [];
+  let current = '';
+  for (const word of text.split(/(?<=\S) (?=\S)/)) {
+    if (current !== '' && current.length + 1 + word.length > width) {
+      out.push(current);
+      current = indent + word;
+    } else current = current === '' ? word : `${current} ${word}`;
+  }
+  out.push(current);
+  return out.join('\n');
+}
