@@ -8,7 +8,7 @@ _kvb() {
     word="${COMP_WORDS[i]}"
     if ((skip)); then skip=0; continue; fi
     case "$word" in
-      --url|--bucket|--token|--profile|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--prefix|--limit|--skip|--format|--since|--exec|--check|--set|--del|--mode|--permissions|--db|--out|--port|--host|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--max-watchers|--watch-retention|--shutdown-timeout|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
+      --url|--bucket|--token|--profile|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--prefix|--limit|--skip|--format|--since|--exec|--check|--set|--del|--mode|--permissions|--db|--out|--port|--host|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--max-watchers|--watch-retention|--shutdown-timeout|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
     esac
     case "$kpath/$word" in
       /init|/create-bucket|/bucket|bucket/show|bucket/update|bucket/delete|bucket/exists|/set|/get|/edit|/del|/incr|/expire|/ttl|/ls|/watch|/lock|/txn|/export|/import|/mint-token|/profile|profile/list|profile/show|profile/add|profile/use|profile/remove|/version|/completion|/db|db/dump|db/restore|db/check|db/backup|/serve) kpath="${kpath:+$kpath/}$word" ;;
@@ -27,7 +27,7 @@ _kvb() {
     --pg-prepare) COMPREPLY=($(compgen -W "on off auto" -- "$cur")); return ;;
     --pg-batch-writes) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
     --console) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
-    --url|--bucket|--token|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--prefix|--limit|--skip|--since|--exec|--check|--set|--del|--permissions|--db|--out|--port|--host|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--max-watchers|--watch-retention|--shutdown-timeout|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
+    --url|--bucket|--token|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--prefix|--limit|--skip|--since|--exec|--check|--set|--del|--permissions|--db|--out|--port|--host|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--max-watchers|--watch-retention|--shutdown-timeout|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
   esac
   case "$kpath" in
     "") words="init create-bucket bucket set get edit del incr expire ttl ls watch lock txn export import mint-token profile version completion db serve --version --url --bucket --token --profile --timeout --quiet --help" ;;
@@ -65,7 +65,7 @@ _kvb() {
     "db/restore") words="--db --force --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "db/check") words="--db --help --version --url --bucket --token --profile --timeout --quiet" ;;
     "db/backup") words="--db --out --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "serve") words="--port --host --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --max-value-bytes --stalled-reader-timeout --max-streamed-responses --max-watchers --watch-retention --shutdown-timeout --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --url --bucket --token --profile --timeout --quiet" ;;
+    "serve") words="--port --host --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --max-value-bytes --stalled-reader-timeout --max-streamed-responses --verification-wait --max-watchers --watch-retention --shutdown-timeout --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --url --bucket --token --profile --timeout --quiet" ;;
   esac
   COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }

@@ -218,6 +218,7 @@ complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-import-bytes -x -d
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-value-bytes -x -d 'largest value in bytes (default 16384, the spec\'s 16 KiB)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l stalled-reader-timeout -x -d 'disconnect a client that accepts no response byte for this long (0 = never)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-streamed-responses -x -d 'multi-page listings and exports streaming at once (more get 503)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l verification-wait -x -d 'how long one client address\'s unseen credentials may queue for their slow hash before more get 429 (the whole queue: twice that)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-watchers -x -d 'open watch streams per instance (over it: 503)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l watch-retention -x -d 'seconds of changes kept for watchers to resume from'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l shutdown-timeout -x -d 'on SIGTERM, seconds to finish open requests before closing their connections'

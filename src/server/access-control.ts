@@ -1,12 +1,13 @@
-import { availableParallelism } from 'node:os';
 import type { FastifyRequest } from 'fastify';
 import { type KeyRole, type Operation, type Principal, allows } from '../auth/access.js';
-import { credentialDigest, verifyCredential } from '../auth/credential-hash.js';
+import { credentialDigest, matchCredential } from '../auth/credential-hash.js';
 import { type TokenClaims, looksLikeJwt, tokenKey, verifyToken } from '../auth/tokens.js';
-import { VerificationQueue } from '../auth/verification-queue.js';
+import { VerificationScheduler } from '../auth/verification-scheduler.js';
 import { KvbError } from '../errors.js';
 import { type BucketCache, type CachedBucket, MAX_VERIFICATIONS } from './bucket-cache.js';
+import { verificationConcurrency } from './crypto-threads.js';
 import { queryOf, singleParam } from './request-input.js';
+import { DEFAULT_SERVER_CONFIG } from './server-config.js';
 
 const unauthorized = (detail: string) => new KvbError('unauthorized', detail);
 
@@ -42,47 +43,72 @@ function remember<V>(map: Map<string, V>, key: string, value: V): V {
   return value;
 }
 
-/**
- * One verification (up to three scrypt hashes, one after another) at a time per core pair, 8
- * waiting: measured on 2 cores, a flood of wrong credentials then leaves cached requests their
- * usual latency. Past that the caller gets 429 and Retry-After instead of a place in line.
- */
-const verifications = new VerificationQueue(Math.max(1, Math.floor(availableParallelism() / 2)), 8);
-/** Verifications under way, per bucket and credential digest: concurrent requests share one. */
-const inFlight = new WeakMap<CachedBucket, Map<string, Promise<ReadonlySet<KeyRole>>>>();
+/** The whole queue may take this many times one address's allowance to drain. */
+const TOTAL_WAIT_FACTOR = 2;
 
-async function verifyRoles(bucket: CachedBucket, credential: string): Promise<ReadonlySet<KeyRole>> {
-  const { secretKeyHash, readKeyHash, writeKeyHash } = bucket.record;
-  const checks: Array<[KeyRole, string | null]> = [
-    ['admin', secretKeyHash],
-    ['read', readKeyHash],
-    ['write', writeKeyHash],
-  ];
-  const roles = await verifications.run(async () => {
-    const matched = new Set<KeyRole>();
-    // Sequential, not Promise.all: a guess occupies one thread, not three.
-    for (const [role, hash] of checks) if (hash && (await verifyCredential(credential, hash))) matched.add(role);
-    return matched;
-  });
-  if (!roles) {
-    throw new KvbError('too_many_requests', 'too many unverified credentials at once; retry shortly', { 'retry-after': '1' });
-  }
-  return roles;
+const limitsFor = (waitSeconds: number) => ({
+  concurrency: verificationConcurrency(),
+  maxSourceWaitMs: waitSeconds * 1000,
+  maxTotalWaitMs: waitSeconds * 1000 * TOTAL_WAIT_FACTOR,
+});
+
+let verifications = new VerificationScheduler(limitsFor(DEFAULT_SERVER_CONFIG.verificationWaitSeconds));
+
+/**
+ * Sets the verification limits (buildApp, from `--verification-wait`): a client address's unseen
+ * credentials may queue for about that long, the whole queue for twice it. Past that, 429.
+ */
+export function configureVerifications(waitSeconds: number): void {
+  verifications = new VerificationScheduler(limitsFor(waitSeconds));
 }
 
-async function keyRoles(bucket: CachedBucket, credential: string): Promise<ReadonlySet<KeyRole>> {
+/** What the verification scheduler holds now, for the metrics. */
+export const verificationStats = () => verifications.stats();
+
+interface Verifying {
+  result: Promise<ReadonlySet<KeyRole>>;
+  /** The connections waiting for it: when all are gone before it starts, it is skipped. */
+  waiters: Set<FastifyRequest['raw']['socket']>;
+}
+
+/** Verifications under way, per bucket and credential digest: concurrent requests share one. */
+const inFlight = new WeakMap<CachedBucket, Map<string, Verifying>>();
+
+const ROLE_OF_SLOT: KeyRole[] = ['admin', 'read', 'write'];
+
+async function verifyRoles(bucket: CachedBucket, credential: string, source: string, waiters: Verifying['waiters']): Promise<ReadonlySet<KeyRole>> {
+  const { secretKeyHash, readKeyHash, writeKeyHash } = bucket.record;
+  const scheduled = await verifications.run(
+    source,
+    // One scrypt run for a bucket whose keys share a salt (up to three for a legacy one).
+    async () => matchCredential(credential, [secretKeyHash, readKeyHash, writeKeyHash]),
+    () => [...waiters].every((socket) => !socket || socket.destroyed),
+  );
+  if (!scheduled.ran) {
+    const from = scheduled.reason === 'source' ? ' from this address' : '';
+    throw new KvbError('too_many_requests', `too many unverified credentials${from} at once; retry shortly`, {
+      'retry-after': String(scheduled.retryAfterSeconds),
+    });
+  }
+  return new Set(ROLE_OF_SLOT.filter((_, i) => scheduled.value[i]));
+}
+
+async function keyRoles(bucket: CachedBucket, credential: string, request: FastifyRequest): Promise<ReadonlySet<KeyRole>> {
   const digest = credentialDigest(credential);
-  // A credential that failed is remembered too (an empty set): repeating a guess costs nothing.
-  const known = bucket.keyRoles.get(digest);
+  const known = bucket.keyRoles.get(digest) ?? bucket.wrongCredentials.get(digest);
   if (known) return known;
   let pending = inFlight.get(bucket);
   if (!pending) inFlight.set(bucket, (pending = new Map()));
   let verifying = pending.get(digest);
   if (!verifying) {
-    verifying = verifyRoles(bucket, credential).finally(() => pending.delete(digest));
+    const waiters: Verifying['waiters'] = new Set();
+    verifying = { waiters, result: verifyRoles(bucket, credential, request.ip, waiters).finally(() => pending.delete(digest)) };
     pending.set(digest, verifying);
   }
-  return remember(bucket.keyRoles, digest, await verifying);
+  verifying.waiters.add(request.raw.socket);
+  const roles = await verifying.result;
+  // Wrong ones apart, so a flood of guesses cannot push the known-good credentials out.
+  return remember(roles.size > 0 ? bucket.keyRoles : bucket.wrongCredentials, digest, roles);
 }
 
 /** The principal a token's verified claims give (undefined: not valid here, or expired). */
@@ -122,7 +148,7 @@ export async function principalFor(bucket: CachedBucket, request: FastifyRequest
     const token = await tokenPrincipal(bucket, credential);
     if (token) return token;
   }
-  const roles = await keyRoles(bucket, credential);
+  const roles = await keyRoles(bucket, credential, request);
   if (roles.size > 0) return { kind: 'key', roles };
   throw unauthorized('credential is not valid for this bucket');
 }
@@ -142,7 +168,8 @@ function knownPrincipal(bucket: CachedBucket, request: FastifyRequest): Principa
     const refused = tokenRefusal(bucket, claims);
     if (refused) throw unauthorized(refused);
   }
-  const roles = bucket.keyRoles.get(credentialDigest(credential));
+  const digest = credentialDigest(credential);
+  const roles = bucket.keyRoles.get(digest) ?? bucket.wrongCredentials.get(digest);
   if (roles === undefined) return undefined;
   if (roles.size > 0) return { kind: 'key', roles };
   throw unauthorized('credential is not valid for this bucket');

@@ -7,6 +7,8 @@ import { envelope } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { BucketCache } from './bucket-cache.js';
+import { configureVerifications } from './access-control.js';
+import { registerVerificationMetrics } from './verification-metrics.js';
 import { installErrorHandling, sendError } from './error-handling.js';
 import { createKvbServer } from './http-server.js';
 import { setupMetrics } from './plugins/metrics.js';
@@ -123,6 +125,7 @@ const CORS_EXPOSED = CORS_OPTIONS.exposedHeaders.join(', ');
 /** Builds the whole service without listening, so tests and the bench can start it however they like. */
 export async function buildApp(store: Store, config: ServerConfig): Promise<FastifyInstance> {
   const schemas = lazySchemaCompilers();
+  configureVerifications(config.verificationWaitSeconds);
   const logs = new RequestLogController({ disableRequestLogging: true, requestIdLogLabel: 'req_id' }, config.accessLog);
   const app = Fastify({
     logger: loggerOptions(config.logLevel, config.logFormat),
@@ -241,6 +244,7 @@ export async function buildApp(store: Store, config: ServerConfig): Promise<Fast
   app.decorate('endStreams', endStreams);
   app.addHook('preClose', async () => endStreams());
   registerWatchMetrics(metrics, ctx.watch);
+  registerVerificationMetrics(metrics);
   await app.register(operationalRoutes, { ...ctx, metrics });
   await app.register(bucketRoutes, { ...ctx, limitCreation });
   await app.register(transactionRoute, ctx);

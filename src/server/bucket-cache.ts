@@ -7,14 +7,16 @@ export interface CachedBucket {
   record: BucketRecord;
   flags: PolicyFlags;
   loadedAt: number;
-  /** Credential digest -> roles it matched (empty set: matched nothing). */
+  /** Credential digest -> roles it matched (never empty). */
   keyRoles: Map<string, ReadonlySet<KeyRole>>;
+  /** Credential digest -> the empty set, for credentials that matched nothing (kept apart: see access-control.ts). */
+  wrongCredentials: Map<string, ReadonlySet<KeyRole>>;
   /** Token -> verified claims, or null when it failed verification. */
   tokens: Map<string, TokenClaims | null>;
 }
 
 const MAX_BUCKETS = 10_000;
-/** Per bucket: beyond this many distinct credentials or tokens, the maps start over. */
+/** Per bucket: beyond this many distinct right credentials, wrong ones or tokens, that map starts over. */
 export const MAX_VERIFICATIONS = 1_000;
 
 /**
@@ -25,6 +27,8 @@ export const MAX_VERIFICATIONS = 1_000;
  */
 export class BucketCache {
   private readonly entries = new Map<string, CachedBucket>();
+  private readonly loading = new Map<string, Promise<CachedBucket | undefined>>();
+  private invalidations = 0;
 
   constructor(
     private readonly store: Store,
@@ -37,13 +41,30 @@ export class BucketCache {
     return hit && Date.now() - hit.loadedAt < this.maxAgeMs ? hit : undefined;
   }
 
-  async get(id: string): Promise<CachedBucket | undefined> {
-    const now = Date.now();
+  get(id: string): Promise<CachedBucket | undefined> {
     const hit = this.entries.get(id);
-    if (hit && now - hit.loadedAt < this.maxAgeMs) return hit;
+    if (hit && Date.now() - hit.loadedAt < this.maxAgeMs) return Promise.resolve(hit);
+    // Concurrent first requests for a bucket (a restart, a burst) share one load: 500 at once
+    // were 500 queries queued for the pool, and the last ones timed out waiting (503).
+    let loading = this.loading.get(id);
+    if (!loading) {
+      const started = this.load(id).finally(() => {
+        if (this.loading.get(id) === started) this.loading.delete(id);
+      });
+      this.loading.set(id, (loading = started));
+    }
+    return loading;
+  }
+
+  private async load(id: string): Promise<CachedBucket | undefined> {
+    const now = Date.now();
+    const invalidations = this.invalidations;
     const record = await this.store.getBucket(id);
+    // A change on this instance while the record was read: answer with it, but do not cache it.
+    const stale = invalidations !== this.invalidations;
+    const hit = this.entries.get(id);
     if (!record) {
-      this.entries.delete(id);
+      if (!stale) this.entries.delete(id);
       return undefined;
     }
     const cached: CachedBucket = {
@@ -57,8 +78,10 @@ export class BucketCache {
       // Verification results are pure functions of the credential and these fields: when a reload
       // (every maxAgeMs on a shared store) finds them unchanged, the slow checks are not redone.
       keyRoles: hit && sameKeyHashes(hit.record, record) ? hit.keyRoles : new Map(),
+      wrongCredentials: hit && sameKeyHashes(hit.record, record) ? hit.wrongCredentials : new Map(),
       tokens: hit && hit.record.signingKey === record.signingKey && hit.record.tokenSalt === record.tokenSalt ? hit.tokens : new Map(),
     };
+    if (stale) return cached;
     if (this.entries.size >= MAX_BUCKETS) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(id, cached);
     return cached;
@@ -67,6 +90,9 @@ export class BucketCache {
   /** Drops a bucket, verification results included (this instance changed or deleted it). */
   invalidate(id: string): void {
     this.entries.delete(id);
+    // A load under way may have read the record before the change: the next get reads it again.
+    this.loading.delete(id);
+    this.invalidations++;
   }
 }
 

@@ -5,11 +5,14 @@ import { type DbTarget, openStore, parseDbTarget } from '../store/open-store.js'
 import { describeError, readOnlyReason } from '../store/storage-errors.js';
 import type { Store } from '../store/store.js';
 import { buildApp } from './app.js';
+import { sizeCryptoThreadPool } from './crypto-threads.js';
 import type { ServerConfig } from './server-config.js';
 import { startSweeper } from './sweeper.js';
 
 /** `kvb serve`: opens the store, listens, sweeps expired keys, and shuts down cleanly on a signal. */
 export async function runServer(config: ServerConfig): Promise<void> {
+  // First, before anything starts libuv's thread pool (it is sized once, at its first use).
+  sizeCryptoThreadPool();
   // Until the app (and its logger) exists, a start-up failure or a background storage error is
   // written as one plain line.
   const fail = (message: string): never => {

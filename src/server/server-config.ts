@@ -50,6 +50,11 @@ export interface ServerConfig {
   bucketCreationRate: RateLimit | undefined;
   /** Requests allowed per credential (per client address when anonymous) per window; undefined means no limit. */
   rateLimit: RateLimit | undefined;
+  /**
+   * Seconds a client address's unseen credentials may be expected to queue for their slow hash
+   * before the excess gets 429 (the whole queue: twice this). See auth/verification-scheduler.ts.
+   */
+  verificationWaitSeconds: number;
 }
 
 /** `N/WINDOW`, e.g. `100/1m`: at most `max` requests in each window of `windowMs`. */
@@ -95,6 +100,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   maxBytesPerBucket: 0,
   bucketCreationRate: undefined,
   rateLimit: undefined,
+  verificationWaitSeconds: 60,
   maxWatchers: 10_000,
   watchRetentionSeconds: 3600,
   watchProgressMs: 15_000,

@@ -298,7 +298,9 @@ describe(`watch: the change feed (${TEST_BACKEND}${TEST_BACKEND === 'postgres' ?
     const t0 = Date.now();
     expect((await call(`${a.api}/${bucket}`, { method: 'PATCH', ...json({ signing_key: 'K2' }, admin) })).status).toBeLessThan(300);
     await rotated.ended;
-    expect(Date.now() - t0).toBeLessThan(3000);
+    // The other instance sees the rotation within about a second (its bucket cache's age); the
+    // bound leaves room for a loaded machine, and is still far below a stream that never ends.
+    expect(Date.now() - t0).toBeLessThan(10_000);
     expect(events(rotated.messages).at(-1)).toMatchObject({ type: 'closed' });
   });
 
@@ -320,31 +322,37 @@ describe(`watch: the change feed (${TEST_BACKEND}${TEST_BACKEND === 'postgres' ?
     for (const w of watchers) w.abort();
   });
 
-  it('a consumer that stops reading is sent reset and closed', { timeout: 60_000 }, async () => {
+  it('a consumer that stops reading is sent reset and closed', { timeout: 180_000 }, async () => {
     const bucket = await createBucket(a.api);
     const http = await import('node:http');
-    const ended = new Promise<string>((resolve, reject) => {
-      const req = http.get(`${a.api}/${bucket}/?watch=true&values=true&format=jsonl`, (res) => {
-        res.pause();
-        let body = '';
-        // Reads nothing until the writes are done, then drains what the server left.
-        setTimeout(() => {
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => (body += c));
-          res.on('end', () => resolve(body));
-          res.resume();
-        }, 8000);
-      });
-      req.on('error', reject);
+    const resets = async () => Number(/^kvb_watch_resets_total (\d+)/m.exec((await call(`${a.url}/metrics`)).text)?.[1] ?? 0);
+    const resetsBefore = await resets();
+    // The server registers the watcher before it sends the headers: from here every change is sent.
+    const res = await new Promise<import('node:http').IncomingMessage>((resolve, reject) => {
+      http.get(`${a.api}/${bucket}/?watch=true&values=true&format=jsonl`, resolve).on('error', reject);
     });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Reads nothing (no listener, paused) until the server has given up on it.
+    res.pause();
+    // Driven by the server's own count of resets, not by time: write until this watcher is reset,
+    // bounded in bytes (socket buffers on both sides take a few MiB before the server's 1 MiB backlog).
     const big = 'x'.repeat(15_000);
-    for (let i = 0; i < 60; i++) {
+    const MAX_BYTES = 96 * 1024 * 1024;
+    let written = 0;
+    for (let i = 0; (await resets()) === resetsBefore; i++) {
+      expect(written, 'the server never reset a watcher that read nothing').toBeLessThan(MAX_BYTES);
       await Promise.all(Array.from({ length: 10 }, (_, j) => call(`${a.api}/${bucket}/k${i}-${j}`, { method: 'PUT', body: big })));
+      written += 10 * big.length;
     }
-    const body = await ended;
+    // Now drain what the server left: the stream ends, and its last line says why.
+    let body = '';
+    res.setEncoding('utf8');
+    res.on('data', (c: string) => (body += c));
+    const ended = new Promise((resolve) => res.on('end', resolve));
+    res.resume();
+    await ended;
     const last = JSON.parse(body.trim().split('\n').at(-1)!);
     expect(last).toMatchObject({ type: 'reset', reason: expect.stringContaining('slow consumer') });
+    expect(body.length).toBeLessThan(written + 64 * 1024);
   });
 });
 

@@ -49,18 +49,38 @@ describe('bucket cache on a shared store', () => {
     const cache = new BucketCache(store, 10);
     const first = (await cache.get('b'))!;
     first.keyRoles.set('digest', new Set(['read']));
+    first.wrongCredentials.set('guess', new Set());
     first.tokens.set('token', null);
     await sleep(20);
     state.current = record({ defaultTtl: 60, signingKeyGeneration: 1 });
     const second = (await cache.get('b'))!;
     expect(second).not.toBe(first);
     expect(second.keyRoles.get('digest')).toEqual(new Set(['read']));
+    expect(second.wrongCredentials.has('guess')).toBe(true);
     expect(second.tokens.has('token')).toBe(true);
     await sleep(20);
     state.current = record({ readKeyHash: 'h-read-2', signingKey: 'sign-2' });
     const third = (await cache.get('b'))!;
     expect(third.keyRoles.size).toBe(0);
+    // A key rotation forgets the wrong guesses too: one may be the new key.
+    expect(third.wrongCredentials.size).toBe(0);
     expect(third.tokens.size).toBe(0);
+    expect(state.loads).toBe(3);
+  });
+
+  it('concurrent first requests for a bucket share one load; a change during a load is not cached', async () => {
+    const { store, state } = fakeStore();
+    const cache = new BucketCache(store, 60_000);
+    const all = await Promise.all(Array.from({ length: 50 }, () => cache.get('b')));
+    expect(state.loads).toBe(1);
+    expect(new Set(all).size).toBe(1);
+    cache.invalidate('b');
+    const during = cache.get('b');
+    // This instance changes the bucket while the record is being read: what was read is not kept.
+    cache.invalidate('b');
+    state.current = record({ readKeyHash: 'h-read-2' });
+    expect((await during)?.record.readKeyHash).toBe('h-read');
+    expect((await cache.get('b'))?.record.readKeyHash).toBe('h-read-2');
     expect(state.loads).toBe(3);
   });
 });

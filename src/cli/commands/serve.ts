@@ -135,6 +135,12 @@ export const serve = defineCommand({
           .argParser(integer(1, 100000)),
       )
       .addOption(
+        new Option('--verification-wait <seconds>', "how long one client address's unseen credentials may queue for their slow hash before more get 429 (the whole queue: twice that)")
+          .env('KVB_VERIFICATION_WAIT')
+          .default(d.verificationWaitSeconds)
+          .argParser(integer(1, 3600)),
+      )
+      .addOption(
         new Option('--max-watchers <n>', 'open watch streams per instance (over it: 503)').env('KVB_MAX_WATCHERS').default(d.maxWatchers).argParser(integer(1, 1_000_000)),
       )
       .addOption(
@@ -222,6 +228,7 @@ Examples:
       maxBytesPerBucket: options.maxBytesPerBucket,
       bucketCreationRate: options.bucketCreationRate,
       rateLimit: options.rateLimit,
+      verificationWaitSeconds: options.verificationWait,
       maxWatchers: options.maxWatchers,
       watchRetentionSeconds: options.watchRetention,
       // Not a flag: tests shorten the 15 s heartbeat.

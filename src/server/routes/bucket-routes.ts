@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance } from 'fastify';
 import { anonymousAccess } from '../../auth/access.js';
-import { hashCredential } from '../../auth/credential-hash.js';
+import { type CredentialSlot, bucketSalt, hashCredential, newCredentialSalt } from '../../auth/credential-hash.js';
 import { KvbError, badRequest } from '../../errors.js';
 import type { BucketChanges, BucketRecord } from '../../store/store.js';
 import { authorize, openBucket, principalFor } from '../access-control.js';
@@ -27,7 +27,7 @@ function credentialValue(name: string, value: unknown): string | null {
 /** 256 random bits, the secret half of the key tokens are signed with (see auth/tokens.ts). */
 const newTokenSalt = () => randomBytes(32).toString('hex');
 
-const hashOrNull = (value: string | null) => (value === null ? null : hashCredential(value));
+const hashOrNull = (value: string | null, slot: CredentialSlot, salt: string) => (value === null ? null : hashCredential(value, slot, salt));
 
 /** Bucket creation (form) and the policy routes: GET, HEAD, PATCH, DELETE on /api/v1/{bucket}. */
 export async function bucketRoutes(
@@ -71,10 +71,12 @@ export async function bucketRoutes(
       if (config.maxBuckets > 0 && (await store.countBuckets()) >= config.maxBuckets) {
         throw new KvbError('insufficient_storage', `this server holds its maximum of ${config.maxBuckets} buckets`);
       }
+      // One salt for the bucket's keys: a presented credential then costs one scrypt run for all three.
+      const salt = newCredentialSalt();
       const [secretKeyHash, readKeyHash, writeKeyHash] = await Promise.all([
-        hashOrNull(secretKey ?? null),
-        hashOrNull(field('read_key') ?? null),
-        hashOrNull(field('write_key') ?? null),
+        hashOrNull(secretKey ?? null, 'admin', salt),
+        hashOrNull(field('read_key') ?? null, 'read', salt),
+        hashOrNull(field('write_key') ?? null, 'write', salt),
       ]);
       const record: BucketRecord = {
         id: randomUUID(),
@@ -145,12 +147,19 @@ export async function bucketRoutes(
       if (!PATCH_FIELDS.includes(name)) throw badRequest(`unknown field ${name}`);
     }
     const changes: BucketChanges = {};
+    // New keys join the salt of the keys kept (legacy-format keys move over as they are set).
+    const { secretKeyHash, readKeyHash, writeKeyHash } = bucket.record;
+    const salt = bucketSalt([
+      'secret_key' in fields ? null : secretKeyHash,
+      'read_key' in fields ? null : readKeyHash,
+      'write_key' in fields ? null : writeKeyHash,
+    ]);
     if ('secret_key' in fields) {
       if (fields.secret_key === null) throw badRequest('secret_key cannot be cleared');
-      changes.secretKeyHash = await hashCredential(credentialValue('secret_key', fields.secret_key)!);
+      changes.secretKeyHash = await hashCredential(credentialValue('secret_key', fields.secret_key)!, 'admin', salt);
     }
-    if ('read_key' in fields) changes.readKeyHash = await hashOrNull(credentialValue('read_key', fields.read_key));
-    if ('write_key' in fields) changes.writeKeyHash = await hashOrNull(credentialValue('write_key', fields.write_key));
+    if ('read_key' in fields) changes.readKeyHash = await hashOrNull(credentialValue('read_key', fields.read_key), 'read', salt);
+    if ('write_key' in fields) changes.writeKeyHash = await hashOrNull(credentialValue('write_key', fields.write_key), 'write', salt);
     if ('signing_key' in fields) {
       changes.signingKey = credentialValue('signing_key', fields.signing_key);
       changes.tokenSalt = newTokenSalt();
