@@ -212,7 +212,7 @@ complete -c kvb -n '__fish_seen_subcommand_from serve' -l trust-proxy -x -d 'tak
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l log-format -x -a 'pretty json' -d 'pretty (default at a terminal) or json (default otherwise)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l pool-size -x -d 'PostgreSQL connection pool size'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l pg-prepare -x -a 'on off auto' -d 'PostgreSQL named prepared statements: on, off (needed behind a transaction pooler such as PgBouncer), or auto (off when a pooler is detected)'
-complete -c kvb -n '__fish_seen_subcommand_from serve' -l pg-batch-writes -x -a 'on off' -d 'PostgreSQL: run concurrent writes in shared transactions, one commit per batch (each answered after its batch commits)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l pg-batch-writes -x -a 'on off' -d 'PostgreSQL: write concurrent writes to one bucket together, one statement per batch (each answered after its batch commits); off: one at a time'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l console -x -a 'on off' -d 'serve the web console at /console/'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-import-bytes -x -d 'largest NDJSON import body in bytes (streamed)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-value-bytes -x -d 'largest value in bytes (default 16384, the spec\'s 16 KiB)'

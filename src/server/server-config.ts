@@ -15,7 +15,7 @@ export interface ServerConfig {
   poolSize: number;
   /** PostgreSQL named prepared statements: on, off (transaction poolers), or auto. */
   pgPrepare: 'on' | 'off' | 'auto';
-  /** PostgreSQL: concurrent writes share transactions (one commit per batch). */
+  /** PostgreSQL: concurrent writes to a bucket are written together, one statement per batch (postgres-batch.ts); default on. */
   pgBatchWrites: boolean;
   /** Serve the web console at /console/. */
   console: boolean;
@@ -85,7 +85,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   sweepIntervalSeconds: 5,
   poolSize: 10,
   pgPrepare: 'auto',
-  pgBatchWrites: false,
+  pgBatchWrites: true,
   console: true,
   accessLog: true,
   trustProxy: undefined,

@@ -6,7 +6,7 @@ export interface OpenStoreOptions {
   poolSize: number;
   /** PostgreSQL: named prepared statements on, off, or auto (off when a pooler is detected). */
   pgPrepare?: 'on' | 'off' | 'auto';
-  /** PostgreSQL: run concurrent writes in shared transactions (see PostgresStore.write). */
+  /** PostgreSQL: batch concurrent writes to a bucket (postgres-batch.ts); default on. */
   pgBatchWrites?: boolean;
   /** Errors no request is waiting for (PostgreSQL: an idle pooled connection died). */
   onBackgroundError?: (err: unknown) => void;
@@ -53,7 +53,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
       url,
       poolSize: options.poolSize,
       ...(options.pgPrepare && { prepare: options.pgPrepare }),
-      ...(options.pgBatchWrites && { batchWrites: true }),
+      ...(options.pgBatchWrites === false && { batchWrites: false }),
       ...(options.onBackgroundError && { onBackgroundError: options.onBackgroundError }),
       ...(options.quota && { quota: options.quota }),
     });

@@ -1,3 +1,5 @@
+// Over 500 lines: the Store interface for PostgreSQL in one class (pool, retries, leases, migrations);
+// the write batches live in postgres-batch.ts, imports and snapshots in postgres-portability.ts.
 import { randomUUID } from 'node:crypto';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
@@ -7,8 +9,9 @@ import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from './entry-ro
 import { listBounds } from './list-bounds.js';
 import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
 import { appliedMigrations, kvbMigrations, runMigrations } from './migrations.js';
+import { type BatchView, type QueuedWrite, NO_BUCKET, runBatch } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
-import { type Quota, type Usage, NO_QUOTA, checkQuota, entrySize } from './quota.js';
+import { type Quota, type Usage, NO_QUOTA, entrySize } from './quota.js';
 import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
 import {
   type CompiledStatement,
@@ -19,6 +22,7 @@ import {
   listShapeName,
   listStatement,
   portabilityStatements,
+  postgresBatchStatements,
   postgresStatements,
   queryBuilder,
   sharedStatements,
@@ -59,7 +63,7 @@ export interface PostgresOptions {
   prepare?: PgPrepare;
   /** Told about errors no request is waiting for (an idle connection dying). */
   onBackgroundError?: (err: unknown) => void;
-  /** Run concurrent writes in shared transactions (see `PostgresStore.write`); default off. */
+  /** Run concurrent writes to one bucket as one batch (see postgres-batch.ts); default on. Off: batches of one. */
   batchWrites?: boolean;
   /** Per-bucket quotas (kvb serve); none when absent. */
   quota?: Quota;
@@ -71,9 +75,8 @@ const INT8_OID = 20;
 const RETRYABLE = new Set(['40001', '40P01']);
 const MAX_ATTEMPTS = 8;
 /**
- * Most writes in one shared transaction. A write that can refuse runs in a savepoint, which is a
- * subtransaction: past 64 of them in one transaction PostgreSQL's per-backend subtransaction cache
- * overflows and every other session's snapshots get slower.
+ * Most writes in one batch: they are written by one statement of arrays, so this bounds its size
+ * (about 13 MiB at the 200 KiB value limit) rather than any PostgreSQL limit.
  */
 const MAX_BATCH = 64;
 /** How long a sweep or migration lease lasts unless renewed (an instance that dies frees it after this). */
@@ -152,29 +155,10 @@ const rollback = <T>(value: T) => new Rollback(value);
 
 type Client = pg.Pool | pg.PoolClient;
 
-/** A write waiting for the next shared transaction (see `PostgresStore.write`). */
-interface QueuedWrite {
-  bucket: string;
-  work: (client: pg.PoolClient) => Promise<unknown>;
-  /** Whether it runs in a savepoint, so that a refusal or an error undoes only this write. */
-  isolate: boolean;
-  resolve(value: unknown): void;
-  reject(err: unknown): void;
-}
-
-type Outcome = { ok: true; value: unknown } | { ok: false; err: unknown };
-
-/** An error after which nothing more can run on the connection or in the transaction. */
-const endsTransaction = (err: unknown) =>
-  err instanceof StorageUnavailableError || isPostgresConnectionError(err) || RETRYABLE.has(String(errorCode(err)));
-
-/** One key's change-log row, before it is written. */
+/** One key's change-log row, before it is written (a sweep's: one revision, many keys). */
 interface LoggedChange {
   key: Buffer;
   kind: Change['kind'];
-  type?: string;
-  value?: Buffer;
-  expiresAt?: number | null;
 }
 
 /**
@@ -204,18 +188,21 @@ async function detectPooler(pool: pg.Pool, connectionString: string): Promise<st
  * bucket's writers across instances; sweeps and migrations run under a lease row. No entry
  * cache: other instances write too, so every read goes to the database.
  */
+/** A prefix delete whose listing is out of date by the time its batch reads the bucket. */
+const STALE_LISTING = Symbol('stale listing');
+/** How often a prefix delete lists again before it gives up (503) on a bucket that never stops changing. */
+const MAX_LISTING_ATTEMPTS = 20;
+
 export class PostgresStore implements Store {
   readonly backend = 'postgres';
   readonly shared = true;
   readonly stats: StoreStats = { sweptKeys: 0, cacheHits: 0, cacheMisses: 0 };
   readonly cachesEntries = false;
   private readonly sql: Record<string, CompiledStatement>;
-  /** Per bucket and key: the tail of this instance's queue of counter updates to it. */
-  private readonly updateQueues = new Map<string, Promise<unknown>>();
-  private quota: Quota = NO_QUOTA;
+  quota: Quota = NO_QUOTA;
   /** This instance, as a lease holder. */
   private readonly holder = randomUUID();
-  /** Per bucket, writes waiting for a shared transaction; the buckets with one running; how many run. */
+  /** Per bucket, writes waiting for a batch; the buckets with one running; how many run. */
   private readonly writeQueues = new Map<string, QueuedWrite[]>();
   private readonly writingBuckets = new Set<string>();
   private batchesRunning = 0;
@@ -228,16 +215,17 @@ export class PostgresStore implements Store {
     private readonly named: boolean,
     /** One line for the start-up log: what the database offers and what kvb uses. */
     readonly capabilities: string,
-    private readonly batchWrites: boolean,
+    private readonly batchSize: number,
     poolSize: number,
   ) {
-    // One batch per bucket at a time (its writes wait on its row anyway); a few buckets' batches
-    // at once, leaving most of the pool to reads.
-    this.batchesInFlight = Math.max(1, Math.min(4, Math.floor(poolSize / 2)));
+    // One batch per bucket at a time (its writes would only wait on its row); a few buckets'
+    // batches at once, leaving part of the pool to reads.
+    this.batchesInFlight = Math.max(1, Math.min(8, poolSize - 2));
     const builder = queryBuilder('postgres', schema);
     this.sql = {
       ...compileAll(sharedStatements(builder)),
       ...compileAll(postgresStatements(builder)),
+      ...compileAll(postgresBatchStatements(schema)),
       // An import stages in a temporary table of its own transaction (see postgres-portability.ts).
       ...compileAll(portabilityStatements(builder, 'pg_temp.kvb_import')),
       ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
@@ -277,8 +265,8 @@ export class PostgresStore implements Store {
       const capabilities =
         `PostgreSQL ${rows[0]?.version ?? '?'}; named prepared statements ${named ? 'used' : 'not used'}${why}; ` +
         'kvb uses row locks on bucket rows, transactional DDL and lease rows; it does not use advisory locks, ctid, SKIP LOCKED or session settings';
-      const batching = options.batchWrites ? '; concurrent writes share transactions (--pg-batch-writes on)' : '';
-      const store = new PostgresStore(pool, db, schema, named, capabilities + batching, options.batchWrites === true, options.poolSize);
+      const batching = options.batchWrites === false ? '; writes one at a time per bucket (--pg-batch-writes off)' : '; concurrent writes to a bucket share one statement (--pg-batch-writes on)';
+      const store = new PostgresStore(pool, db, schema, named, capabilities + batching, options.batchWrites === false ? 1 : MAX_BATCH, options.poolSize);
       store.quota = options.quota ?? NO_QUOTA;
       return store;
     } catch (err) {
@@ -287,7 +275,7 @@ export class PostgresStore implements Store {
     }
   }
 
-  private async query<R extends pg.QueryResultRow>(name: string, args: Record<string, unknown>, client: Client = this.pool): Promise<pg.QueryResult<R>> {
+  async query<R extends pg.QueryResultRow>(name: string, args: Record<string, unknown>, client: Client = this.pool): Promise<pg.QueryResult<R>> {
     const statement = this.sql[name];
     if (!statement) throw new Error(`no statement ${name}`);
     const values = bind(statement, args);
@@ -298,8 +286,13 @@ export class PostgresStore implements Store {
     }
   }
 
+  /** A batch's retries: it carries up to MAX_BATCH writes, each of which alone would have had MAX_ATTEMPTS. */
+  retrying<T>(run: () => Promise<T>): Promise<T> {
+    return withRetries(run, MAX_ATTEMPTS * 4);
+  }
+
   /** Runs `work` in a transaction on one connection, retried (see `withRetries`) when PostgreSQL rolls it back. */
-  private async transaction<T, R = never>(work: (client: pg.PoolClient) => Promise<T | Rollback<R>>): Promise<T | R> {
+  async transaction<T, R = never>(work: (client: pg.PoolClient) => Promise<T | Rollback<R>>): Promise<T | R> {
     return withRetries(async () => {
       let broken: unknown;
       // A checked-out client whose connection dies between two queries emits 'error' on itself,
@@ -343,22 +336,16 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Runs one key write. With --pg-batch-writes on, writes that arrive while others are running
-   * wait and then run together in one transaction per bucket (one commit, one WAL flush, up to
-   * MAX_BATCH writes), as SQLite's group commit does; each caller is answered only after that
-   * transaction commits. A bucket has one batch running at a time. Within it, writes run in the
-   * order they arrived, each bumping the bucket's revision, so revisions
-   * and the change log are exactly those of one transaction per write. A write that can refuse
-   * (`isolate`) runs in a savepoint: a refusal or an error of its own rolls back only it. An
-   * error in a write that is not isolated rolls the batch back, and every write of it then runs
-   * alone. A serialization failure or deadlock re-runs the whole batch (the work functions are
-   * re-runnable, as for `transaction`); a lost connection fails every write of the batch.
+   * Queues one key write for its bucket's next batch (postgres-batch.ts). A bucket has one batch
+   * running at a time on this instance: the writes that arrive meanwhile (up to MAX_BATCH) form
+   * the next, which is read, run in memory and written in one statement, each write with its own
+   * revision, so revisions and the change log are exactly those of one transaction per write.
+   * Across instances the bucket row's version (and, when it changed, its lock) orders batches.
    */
-  private write<T, R = never>(bucket: string, isolate: boolean, work: (client: pg.PoolClient) => Promise<T | Rollback<R>>): Promise<T | R> {
-    if (!this.batchWrites) return this.transaction(work);
-    return new Promise<T | R>((resolve, reject) => {
+  private write<T>(bucket: string, keys: string[], run: (view: BatchView) => T, plainSet?: QueuedWrite['plainSet']): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const write: QueuedWrite = { keys, run, plainSet, resolve: resolve as (value: unknown) => void, reject };
       const queue = this.writeQueues.get(bucket);
-      const write = { bucket, work, isolate, resolve: resolve as (value: unknown) => void, reject };
       if (queue) queue.push(write);
       else this.writeQueues.set(bucket, [write]);
       this.startBatches();
@@ -369,70 +356,17 @@ export class PostgresStore implements Store {
     for (const [bucket, queue] of this.writeQueues) {
       if (this.batchesRunning >= this.batchesInFlight) return;
       if (this.writingBuckets.has(bucket)) continue;
-      const batch = queue.splice(0, MAX_BATCH);
+      const batch = queue.splice(0, this.batchSize);
       // An emptied queue goes; the bucket's next write queues at the back, behind other buckets.
       if (queue.length === 0) this.writeQueues.delete(bucket);
       this.writingBuckets.add(bucket);
       this.batchesRunning++;
-      void this.runBatch(batch).finally(() => {
+      void runBatch(this, bucket, batch).finally(() => {
         this.writingBuckets.delete(bucket);
         this.batchesRunning--;
         this.startBatches();
       });
     }
-  }
-
-  private async runBatch(batch: QueuedWrite[]): Promise<void> {
-    if (batch.length === 1) {
-      const only = batch[0]!;
-      await this.transaction(only.work).then(only.resolve, only.reject);
-      return;
-    }
-    // One bucket's writes, in their order of arrival.
-    const ordered = batch;
-    let outcomes: Outcome[];
-    try {
-      outcomes = await this.transaction(async (client) => {
-        const done: Outcome[] = [];
-        for (const write of ordered) {
-          if (!write.isolate) {
-            const value = await write.work(client);
-            if (value instanceof Rollback) throw new Error('a write that can refuse must run in a savepoint');
-            done.push({ ok: true, value });
-            continue;
-          }
-          await client.query('savepoint kvb_write');
-          try {
-            const value = await write.work(client);
-            if (value instanceof Rollback) {
-              await client.query('rollback to savepoint kvb_write');
-              done.push({ ok: true, value: value.value });
-            } else {
-              await client.query('release savepoint kvb_write');
-              done.push({ ok: true, value });
-            }
-          } catch (err) {
-            if (endsTransaction(err)) throw err;
-            await client.query('rollback to savepoint kvb_write');
-            done.push({ ok: false, err });
-          }
-        }
-        return done;
-      });
-    } catch (err) {
-      if (endsTransaction(err)) {
-        for (const write of ordered) write.reject(err);
-        return;
-      }
-      // A write outside a savepoint failed and took the batch with it: each runs alone, so only it fails.
-      for (const write of ordered) await this.transaction(write.work).then(write.resolve, write.reject);
-      return;
-    }
-    ordered.forEach((write, i) => {
-      const outcome = outcomes[i]!;
-      if (outcome.ok) write.resolve(outcome.value);
-      else write.reject(outcome.err);
-    });
   }
 
   async createBucket(b: BucketRecord): Promise<void> {
@@ -483,24 +417,8 @@ export class PostgresStore implements Store {
 
   /** Bumps the bucket's revision inside `client`'s transaction (locking its row); undefined when it is gone. */
   private async bump(client: pg.PoolClient, bucket: string): Promise<number | undefined> {
-    return (await this.bumpWithUsage(client, bucket))?.revision;
-  }
-
-  /**
-   * The bump, with the bucket's usage as of its row lock: every writer of the bucket, on every
-   * instance, waits for that lock, so the usage read here is the one this write changes, and a
-   * quota checked against it cannot be overshot by writers racing on other instances.
-   */
-  private async bumpWithUsage(client: pg.PoolClient, bucket: string): Promise<{ revision: number; usage: Usage } | undefined> {
-    const { rows } = await this.query<{ revision: number; usage_keys: number; usage_bytes: number }>('bumpBucket', { bucket }, client);
-    const row = rows[0];
-    return row && { revision: Number(row.revision), usage: { keys: Number(row.usage_keys), bytes: Number(row.usage_bytes) } };
-  }
-
-  /** Checks a write's change of usage against the quota (507 rolls the transaction back), then records it. */
-  private async chargeUsage(client: pg.PoolClient, bucket: string, before: Usage, delta: Usage): Promise<void> {
-    checkQuota(this.quota, before, delta);
-    if (delta.keys !== 0 || delta.bytes !== 0) await this.query('addUsage', { bucket, keys: delta.keys, bytes: delta.bytes }, client);
+    const { rows } = await this.query<{ revision: number }>('bumpBucket', { bucket }, client);
+    return rows[0] === undefined ? undefined : Number(rows[0].revision);
   }
 
   private async liveEntry(client: Client, bucket: string, key: Buffer, now: number): Promise<{ row?: EntryRow; live?: Entry }> {
@@ -522,89 +440,53 @@ export class PostgresStore implements Store {
     now: number,
     condition?: Condition,
   ): Promise<Written | Refusal> {
-    const keyBytes = Buffer.from(key);
-    const args = { bucket, key: keyBytes, type: value.type, value: value.data, expiresAt, now };
-    // Lock the bucket row first, then read, check and write under it; a refusal rolls the bump back.
-    // (Not one statement: the old size, for the bucket's usage, must be read after the lock.)
-    // Batched, an unconditional SET without quotas cannot refuse (a vanished bucket excepted, which
-    // reruns its batch one write at a time), so it needs no savepoint of its own.
-    const canRefuse = condition !== undefined || this.quota.maxKeys > 0 || this.quota.maxBytes > 0;
-    return this.write<Written, Refusal>(bucket, canRefuse, async (client) => {
-      const bumped = await this.bumpWithUsage(client, bucket);
-      if (bumped === undefined) return rollback({ refused: 'no_bucket' });
-      const { revision } = bumped;
-      let old: number | undefined;
-      if (condition) {
-        const { row, live } = await this.liveEntry(client, bucket, keyBytes, now);
-        if (!conditionHolds(condition, live)) return rollback({ refused: 'precondition', current: live });
-        old = row && entrySize(keyBytes, row.value);
-      } else {
-        const { rows } = await this.query<{ size: number }>('entrySize', { bucket, key: keyBytes }, client);
-        old = rows[0] && Number(rows[0].size);
-      }
-      const delta = { keys: old === undefined ? 1 : 0, bytes: entrySize(keyBytes, value.data) - (old ?? 0) };
-      checkQuota(this.quota, bumped.usage, delta);
-      await this.query('putEntryCharged', { ...args, revision, ...delta }, client);
-      return { revision };
-    });
+    if (bucket.includes('\u0000')) return NO_BUCKET;
+    // Checks first, then the write: a refusal changes nothing (see postgres-batch.ts).
+    const plain = condition === undefined && !this.quota.maxKeys && !this.quota.maxBytes;
+    return this.write<Written | Refusal>(
+      bucket,
+      [key],
+      (view) => {
+        if (condition) {
+          const current = view.live(key, now);
+          if (!conditionHolds(condition, current)) return { refused: 'precondition', current };
+        }
+        const old = view.size(key);
+        view.check({ keys: old === undefined ? 1 : 0, bytes: entrySize(Buffer.from(key), value.data) - (old ?? 0) });
+        const revision = view.next();
+        view.set(key, value.type, value.data, expiresAt, revision);
+        return { revision };
+      },
+      plain ? { key, type: value.type, value: value.data, expiresAt } : undefined,
+    );
   }
 
   async deleteEntry(bucket: string, key: string, now: number, condition?: Condition): Promise<Deleted | Refusal> {
-    const keyBytes = Buffer.from(key);
-    return this.write<Deleted, Deleted | Refusal>(bucket, true, async (client) => {
-      const revision = await this.bump(client, bucket);
-      if (revision === undefined) return rollback({ refused: 'no_bucket' });
-      const { row, live } = await this.liveEntry(client, bucket, keyBytes, now);
-      if (condition && !conditionHolds(condition, live)) return rollback({ refused: 'precondition', current: live });
+    if (bucket.includes('\u0000')) return NO_BUCKET;
+    return this.write<Deleted | Refusal>(bucket, [key], (view) => {
+      const current = view.live(key, now);
+      if (condition && !conditionHolds(condition, current)) return { refused: 'precondition', current };
       // An absent key is no change; an expired one is removed (a change, like the sweeper's) but answers 404.
-      if (!row) return rollback({ deleted: false });
-      await this.query('removeEntry', { bucket, key: keyBytes }, client);
-      await this.query('addUsage', { bucket, keys: -1, bytes: -entrySize(keyBytes, row.value) }, client);
-      await this.logChanges(client, bucket, revision, [{ key: keyBytes, kind: 'delete' }], now);
-      return { deleted: live !== undefined, revision };
+      if (view.row(key) === undefined) return { deleted: false };
+      const revision = view.next();
+      view.remove(key, revision);
+      return { deleted: current !== undefined, revision };
     });
   }
 
-  /**
-   * Runs this instance's updates of one key one after another. Correctness across instances comes
-   * from the bucket row lock; this only keeps a hot counter from parking every pooled connection
-   * on the same lock (which would starve every other request of connections).
-   */
-  private async queued<T>(id: string, work: () => Promise<T>): Promise<T> {
-    const run = (this.updateQueues.get(id) ?? Promise.resolve()).then(work, work);
-    const tail = run.catch(() => {});
-    this.updateQueues.set(id, tail);
-    try {
-      return await run;
-    } finally {
-      if (this.updateQueues.get(id) === tail) this.updateQueues.delete(id);
-    }
-  }
-
   async updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition): Promise<Entry | Refusal> {
-    const keyBytes = Buffer.from(key);
-    // Batched, one key's updates run one after another inside the shared transaction instead.
-    const inOrder = this.batchWrites ? <T>(work: () => Promise<T>) => work() : <T>(work: () => Promise<T>) => this.queued(`${bucket}\u0000${key}`, work);
-    return inOrder(() =>
-      this.write<Entry, Refusal>(bucket, true, async (client) => {
-        const bumped = await this.bumpWithUsage(client, bucket);
-        if (bumped === undefined) return rollback({ refused: 'no_bucket' });
-        const { revision } = bumped;
-        const { row, live } = await this.liveEntry(client, bucket, keyBytes, now);
-        if (condition && !conditionHolds(condition, live)) return rollback({ refused: 'precondition', current: live });
-        // `update` may throw (not a number, overflow): the transaction rolls back, bump included.
-        const next = update(live);
-        const old = row && entrySize(keyBytes, row.value);
-        await this.chargeUsage(client, bucket, bumped.usage, { keys: old === undefined ? 1 : 0, bytes: entrySize(keyBytes, next.data) - (old ?? 0) });
-        await this.query(
-          'putEntry',
-          { bucket, key: keyBytes, type: next.type, value: next.data, expiresAt: next.expiresAt, revision },
-          client,
-        );
-        await this.logChanges(client, bucket, revision, [{ key: keyBytes, kind: 'set', type: next.type, value: next.data, expiresAt: next.expiresAt }], now);
-        return { ...next, revision };
-      }),
-    );
+    if (bucket.includes('\u0000')) return NO_BUCKET;
+    return this.write<Entry | Refusal>(bucket, [key], (view) => {
+      const current = view.live(key, now);
+      if (condition && !conditionHolds(condition, current)) return { refused: 'precondition', current };
+      // `update` may throw (not a number, overflow) before anything changed.
+      const next = update(current);
+      const old = view.size(key);
+      view.check({ keys: old === undefined ? 1 : 0, bytes: entrySize(Buffer.from(key), next.data) - (old ?? 0) });
+      const revision = view.next();
+      view.set(key, next.type, next.data, next.expiresAt, revision);
+      return { ...next, revision };
+    });
   }
 
   async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
@@ -623,46 +505,46 @@ export class PostgresStore implements Store {
   }
 
   async commit(bucket: string, ops: TxnRequestOp[], now: number): Promise<CommitOutcome> {
+    if (bucket.includes('\u0000')) return NO_BUCKET;
     const reads = readsOf(ops);
-    return this.write<Written, CommitOutcome>(bucket, true, async (client) => {
-      // The bucket row lock orders this transaction with every other write to the bucket.
-      const bumped = await this.bumpWithUsage(client, bucket);
-      if (bumped === undefined) return rollback({ refused: 'no_bucket' });
-      const { revision } = bumped;
-      // Reads under the lock: nothing can change between them and the writes.
-      const entries = new Map<string, Entry>();
-      if (reads.keys.length > 0) {
-        const keys = reads.keys.map((k) => Buffer.from(k));
-        const { rows } = await this.query<EntryRow & { key: Buffer }>('getEntries', { bucket, keys }, client);
-        for (const row of rows) if (isLive(row, now)) entries.set(row.key.toString('utf8'), toEntry(row));
-      }
+    const opKeys = ops.filter((op) => op.op !== 'delete_prefix').map((op) => op.key);
+    for (let attempt = 1; ; attempt++) {
+      // A prefix delete lists its keys first, at revision `at`; the batch then goes ahead only if
+      // the bucket is still at `at` when it reads (else it lists again): the listing is exact.
+      let at: number | undefined;
       const under = new Map<string, string[]>();
-      for (const prefix of reads.prefixes) {
-        const query = { prefix, reverse: false, columns: 'keys' as const, offset: 0, limit: MAX_PREFIX_DELETE_KEYS + 1 };
-        under.set(prefix, (await this.listWith(bucket, query, now, client)).map((e) => e.key));
+      if (reads.prefixes.length > 0) {
+        at = await this.bucketRevision(bucket);
+        if (at === undefined) return NO_BUCKET;
+        for (const prefix of reads.prefixes) {
+          const query = { prefix, reverse: false, columns: 'keys' as const, offset: 0, limit: MAX_PREFIX_DELETE_KEYS + 1 };
+          under.set(prefix, (await this.listWith(bucket, query, now)).map((e) => e.key));
+        }
       }
-      const resolved = resolveTransaction(ops, entries, under);
-      if (resolved.failed.length > 0) return rollback({ refused: 'checks', failed: resolved.failed });
-      const answer = (at: number) => (resolved.reports ? { revision: at, results: resolved.results } : { revision: at });
-      // Checks and reads alone change nothing: no new revision.
-      if (resolved.writes.length === 0) return rollback(answer(revision - 1));
-      // Writes are blind, so the outcome is the last write on each key.
-      const last = new Map<string, TxnOp>();
-      for (const op of resolved.writes) {
-        last.delete(op.key);
-        last.set(op.key, op);
-      }
-      const final = [...last.values()];
-      const sets = final.filter((op) => op.op === 'set');
-      const deletes = final.filter((op) => op.op === 'delete').map((op) => Buffer.from(op.key));
-      if (final.length > 0) {
+      const keys = [...new Set([...opKeys, ...[...under.values()].flat()])];
+      const outcome = await this.write<CommitOutcome | typeof STALE_LISTING>(bucket, keys, (view) => {
+        if (at !== undefined && view.revision !== at) return STALE_LISTING;
+        const entries = new Map<string, Entry>();
+        for (const key of reads.keys) {
+          const entry = view.live(key, now);
+          if (entry) entries.set(key, entry);
+        }
+        const resolved = resolveTransaction(ops, entries, under);
+        if (resolved.failed.length > 0) return { refused: 'checks', failed: resolved.failed };
+        const answer = (revision: number): CommitOutcome => (resolved.reports ? { revision, results: resolved.results } : { revision });
+        // Checks and reads alone change nothing: no new revision.
+        if (resolved.writes.length === 0) return answer(view.revision);
+        // Writes are blind, so the outcome is the last write on each key.
+        const last = new Map<string, TxnOp>();
+        for (const op of resolved.writes) {
+          last.delete(op.key);
+          last.set(op.key, op);
+        }
+        const final = [...last.values()];
         // The quota counts the transaction as a whole, from each final key's size before it.
-        const keys = final.map((op) => Buffer.from(op.key));
-        const { rows } = await this.query<{ key: Buffer; size: number }>('entrySizes', { bucket, keys }, client);
-        const sizes = new Map(rows.map((row) => [row.key.toString('utf8'), Number(row.size)]));
         const delta = { keys: 0, bytes: 0 };
         for (const op of final) {
-          const old = sizes.get(op.key);
+          const old = view.size(op.key);
           if (op.op === 'set') {
             delta.keys += old === undefined ? 1 : 0;
             delta.bytes += entrySize(Buffer.from(op.key), op.value.data) - (old ?? 0);
@@ -671,33 +553,18 @@ export class PostgresStore implements Store {
             delta.bytes -= old;
           }
         }
-        await this.chargeUsage(client, bucket, bumped.usage, delta);
-      }
-      if (sets.length > 0) {
-        await this.query(
-          'putEntries',
-          {
-            bucket,
-            keys: sets.map((op) => Buffer.from(op.key)),
-            types: sets.map((op) => (op.op === 'set' ? op.value.type : '')),
-            values: sets.map((op) => (op.op === 'set' ? op.value.data : Buffer.alloc(0))),
-            expiresAts: sets.map((op) => (op.op === 'set' && op.expiresAt !== null ? String(op.expiresAt) : null)),
-            revision,
-          },
-          client,
-        );
-      }
-      const logged: LoggedChange[] = sets.map((op) =>
-        op.op === 'set' ? { key: Buffer.from(op.key), kind: 'set', type: op.value.type, value: op.value.data, expiresAt: op.expiresAt } : { key: Buffer.alloc(0), kind: 'set' },
-      );
-      if (deletes.length > 0) {
-        // Only keys that were there are reported as deleted.
-        const { rows } = await this.query<{ key: Buffer }>('removeEntries', { bucket, keys: deletes }, client);
-        for (const { key } of rows) logged.push({ key, kind: 'delete' });
-      }
-      await this.logChanges(client, bucket, revision, logged, now);
-      return answer(revision);
-    });
+        view.check(delta);
+        const revision = view.next();
+        for (const op of final) {
+          if (op.op === 'set') view.set(op.key, op.value.type, op.value.data, op.expiresAt, revision);
+          else view.remove(op.key, revision);
+        }
+        return answer(revision);
+      });
+      if (outcome !== STALE_LISTING) return outcome;
+      // Writers kept changing the bucket between the listing and the batch: say so rather than spin.
+      if (attempt >= MAX_LISTING_ATTEMPTS) throw new StorageUnavailableError(new Error(`the bucket changed under a prefix delete ${MAX_LISTING_ATTEMPTS} times in a row`));
+    }
   }
 
   /** Writes one revision's change-log rows (distinct keys) in the caller's transaction: one round trip. */
@@ -710,9 +577,9 @@ export class PostgresStore implements Store {
         revision,
         keys: changes.map((c) => c.key),
         kinds: changes.map((c) => c.kind),
-        types: changes.map((c) => c.type ?? null),
-        values: changes.map((c) => c.value ?? null),
-        expiresAts: changes.map((c) => (c.expiresAt === undefined || c.expiresAt === null ? null : String(c.expiresAt))),
+        types: changes.map(() => null),
+        values: changes.map(() => null),
+        expiresAts: changes.map(() => null),
         now,
       },
       client,

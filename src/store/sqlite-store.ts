@@ -1,3 +1,5 @@
+// Over 500 lines: one class whose group commit, entry cache, in-memory revisions and batch
+// bookkeeping are state that nearly every method reads and changes; splitting it would pass that state around.
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { mkdirSync, rmSync } from 'node:fs';
@@ -13,6 +15,8 @@ import { MIGRATION_TABLE, appliedMigrations, kvbMigrations, migrateToLatest } fr
 import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
 import {
   type CompiledStatement,
+  CHANGE_ROW_CHUNKS,
+  CHANGE_ROW_FIELDS,
   LIST_SHAPES,
   bind,
   compileAll,
@@ -71,6 +75,9 @@ const MMAP_BYTES = 256 * 1024 * 1024;
 /** The name an import's staging database is attached under while it is applied (one at a time). */
 const IMPORT_ALIAS = 'kvb_import';
 
+/** A change-log row waiting for its batch's multi-row insert (fields as CHANGE_ROW_FIELDS, less `now`). */
+type PendingChange = [bucket: string, revision: number, key: Buffer, kind: Change['kind'], type: string | null, value: Buffer | null, expiresAt: number | null];
+
 /** A write waiting for the next group commit. */
 interface PendingWrite {
   run: () => unknown;
@@ -80,6 +87,13 @@ interface PendingWrite {
 
 /** The tables, indexes and bookkeeping a kvb database holds; anything else means the file belongs to someone else. */
 const KVB_OBJECTS = new Set(['buckets', 'entries', 'entries_expires_at', 'changes', 'changes_committed_at', MIGRATION_TABLE, 'kysely_migration_lock']);
+
+/** A batch's bookkeeping could not be written: the whole batch fails (its writes' answers depend on it). */
+class BookkeepingFailure extends Error {
+  constructor(override readonly cause: unknown) {
+    super('the batch bookkeeping failed');
+  }
+}
 
 /** A SQLite file that is neither empty nor kvb's: kvb refuses it before writing anything. */
 export class ForeignDatabaseError extends Error {
@@ -144,6 +158,15 @@ export class SqliteStore implements Store {
   private batchRevisions = new Map<string, number | null>();
   /** The running write's bumps, undone if it throws: [bucket, value before]. */
   private bumps: Array<[string, number | null | undefined]> = [];
+  /**
+   * The running batch's bookkeeping, written once per batch (`writeBookkeeping`): each bucket's
+   * usage change, and the change-log rows in as few multi-row inserts as CHANGE_ROW_CHUNKS allow.
+   * A write that throws takes its own back (`usageUndo`, `changesMark`).
+   */
+  private batchUsage = new Map<string, Usage>();
+  private batchChanges: PendingChange[] = [];
+  private usageUndo: Array<[string, number, number]> = [];
+  private changesMark = 0;
   /** Imports apply one at a time: each attaches its staging database under IMPORT_ALIAS. */
   private importApplies: Promise<unknown> = Promise.resolve();
   /** The running batch's commit time (ms), the change log's `committed_at`. */
@@ -168,6 +191,11 @@ export class SqliteStore implements Store {
       ...compileAll(portabilityStatements(builder, `${IMPORT_ALIAS}.staged`)),
       ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
     };
+    // writeBookkeeping binds the change rows positionally, row by row in CHANGE_ROW_FIELDS order.
+    for (const n of CHANGE_ROW_CHUNKS) {
+      const expected = Array.from({ length: n }, (_, i) => CHANGE_ROW_FIELDS.map((f) => `r${i}_${f}`)).flat();
+      if (this.sql[`logChanges${n}`]!.params.join() !== expected.join()) throw new Error(`logChanges${n}: parameters out of order`);
+    }
   }
 
   static async open(options: SqliteOptions): Promise<SqliteStore> {
@@ -266,17 +294,18 @@ export class SqliteStore implements Store {
       this.atomically(() => {
         for (const { run } of batch) {
           this.bumps = [];
+          this.usageUndo = [];
+          this.changesMark = this.batchChanges.length;
           try {
-            // A single-statement write needs no savepoint; multi-statement ones take their own (atomically).
+            // A single-statement write needs no savepoint (it validates before it writes); multi-statement ones take their own (atomically).
             outcomes.push({ ok: true, value: run() });
           } catch (error) {
+            if (error instanceof BookkeepingFailure) throw error.cause;
             outcomes.push({ ok: false, error });
-            for (const [bucket, before] of this.bumps.reverse()) {
-              if (before === undefined) this.batchRevisions.delete(bucket);
-              else this.batchRevisions.set(bucket, before);
-            }
+            this.undoWrite();
           }
         }
+        this.writeBookkeeping();
         for (const [bucket, revision] of this.batchRevisions) {
           if (revision !== null) this.run('setRevision', { bucket, revision });
         }
@@ -289,6 +318,8 @@ export class SqliteStore implements Store {
       for (const id of this.touched) this.cache.invalidate(id);
       this.touched = [];
       this.bumps = [];
+      this.batchUsage = new Map();
+      this.batchChanges = [];
     }
     const changed: string[] = [];
     for (const [bucket, revision] of this.batchRevisions) {
@@ -312,12 +343,54 @@ export class SqliteStore implements Store {
     if (changed.length > 0) for (const listener of this.commitListeners) listener(changed);
   }
 
+  /** Takes back a failed write's revision bumps, usage changes and change-log rows. */
+  private undoWrite(): void {
+    for (const [bucket, before] of this.bumps.reverse()) {
+      if (before === undefined) this.batchRevisions.delete(bucket);
+      else this.batchRevisions.set(bucket, before);
+    }
+    for (const [bucket, keys, bytes] of this.usageUndo) {
+      const usage = this.batchUsage.get(bucket)!;
+      usage.keys -= keys;
+      usage.bytes -= bytes;
+    }
+    this.batchChanges.length = Math.min(this.batchChanges.length, this.changesMark);
+  }
+
+  /**
+   * Writes the batch's bookkeeping so far: one usage update per bucket, the change-log rows in
+   * multi-row inserts. At the batch's end, and before a write that recounts or drops a bucket's
+   * bookkeeping (an import, a bucket delete), at the top of that write, outside its savepoint.
+   */
+  private writeBookkeeping(): void {
+    try {
+      for (const [bucket, { keys, bytes }] of this.batchUsage) if (keys !== 0 || bytes !== 0) this.run('addUsage', { bucket, keys, bytes });
+      const rows = this.batchChanges;
+      let at = 0;
+      for (const n of CHANGE_ROW_CHUNKS) {
+        for (; rows.length - at >= n; at += n) {
+          const args: unknown[] = [];
+          for (let i = at; i < at + n; i++) args.push(...rows[i]!, this.batchNow);
+          this.statement(`logChanges${n}`).run(args);
+        }
+      }
+    } catch (err) {
+      // Earlier writes' bookkeeping: the batch cannot commit without it.
+      throw new BookkeepingFailure(err);
+    }
+    this.batchUsage = new Map();
+    this.batchChanges = [];
+    this.usageUndo = [];
+    this.changesMark = 0;
+  }
+
   onCommit(listener: (buckets: string[]) => void): void {
     this.commitListeners.push(listener);
   }
 
+  /** Records a change-log row for the batch's insert. */
   private logChange(bucket: string, revision: number, key: Buffer, kind: Change['kind'], type: string | null, value: Buffer | null, expiresAt: number | null): void {
-    this.run('logChange', { bucket, revision, key, kind, type, value, expiresAt, now: this.batchNow });
+    this.batchChanges.push([bucket, revision, key, kind, type, value, expiresAt]);
   }
 
   async readChanges(bucket: string, after: number, limit: number): Promise<Change[]> {
@@ -382,8 +455,10 @@ export class SqliteStore implements Store {
 
   async deleteBucket(id: string): Promise<boolean> {
     // The bucket row goes first: a write queued behind this one finds no bucket to bump and writes nothing.
-    return this.write(() =>
-      this.atomically(() => {
+    return this.write(() => {
+      // The batch's change rows and usage for this bucket go in first, and out with the bucket.
+      this.writeBookkeeping();
+      return this.atomically(() => {
         this.clearCacheAfterCommit = true;
         const deleted = this.run('deleteBucket', { bucket: id }).changes > 0;
         this.run('deleteBucketEntries', { bucket: id });
@@ -391,8 +466,8 @@ export class SqliteStore implements Store {
         this.bumps.push([id, this.batchRevisions.get(id)]);
         this.batchRevisions.set(id, null);
         return deleted;
-      }),
-    );
+      });
+    });
   }
 
   /** A bucket's revision as the running batch sees it; undefined when the bucket is gone. */
@@ -412,15 +487,29 @@ export class SqliteStore implements Store {
     return current + 1;
   }
 
+  /** The bucket's usage as the running batch sees it (the file's, plus the batch's changes not yet written). */
   private usageOf(bucket: string): Usage | undefined {
     const row = this.get<{ usage_keys: number; usage_bytes: number }>('bucketUsage', { bucket });
-    return row && { keys: Number(row.usage_keys), bytes: Number(row.usage_bytes) };
+    const pending = this.batchUsage.get(bucket);
+    return row && { keys: Number(row.usage_keys) + (pending?.keys ?? 0), bytes: Number(row.usage_bytes) + (pending?.bytes ?? 0) };
+  }
+
+  /** Whether a bucket quota is set (a write then checks its usage change before it writes). */
+  private get quotaOn(): boolean {
+    return this.quota.maxKeys > 0 || this.quota.maxBytes > 0;
+  }
+
+  /** Refuses (507) a usage change that takes the bucket over its quota; called before the write changes anything. */
+  private checkUsage(bucket: string, delta: Usage): void {
+    if (!this.quotaOn) return;
+    const before = this.usageOf(bucket);
+    if (before) checkQuota(this.quota, before, delta);
   }
 
   /**
-   * Runs a write that changes `bucket`'s keys, refusing it (507, nothing written) when it takes the
-   * bucket over its quota. Counted as a whole (a transaction, an import): usage before and after,
-   * inside a savepoint that a refusal rolls back. Without a quota it only runs the write.
+   * An import: refused (507, nothing written) when it takes the bucket over its quota. Counted as
+   * a whole, usage before and after (the import recounts it), inside a savepoint that a refusal
+   * rolls back. Without a quota it only runs the import.
    */
   private withinQuota<T>(bucket: string, run: () => T): T {
     if (this.quota.maxKeys === 0 && this.quota.maxBytes === 0) return run();
@@ -433,9 +522,14 @@ export class SqliteStore implements Store {
     });
   }
 
-  /** Counts a write's change of its bucket's usage, in its transaction. */
+  /** Counts a write's change of its bucket's usage, written with the batch (`writeBookkeeping`). */
   private addUsage(bucket: string, keys: number, bytes: number): void {
-    if (keys !== 0 || bytes !== 0) this.run('addUsage', { bucket, keys, bytes });
+    if (keys === 0 && bytes === 0) return;
+    let usage = this.batchUsage.get(bucket);
+    if (!usage) this.batchUsage.set(bucket, (usage = { keys: 0, bytes: 0 }));
+    usage.keys += keys;
+    usage.bytes += bytes;
+    this.usageUndo.push([bucket, keys, bytes]);
   }
 
   private readEntry(bucket: string, key: Buffer): EntryRow | undefined {
@@ -447,11 +541,17 @@ export class SqliteStore implements Store {
     return row && isLive(row, now) ? toEntry(row) : undefined;
   }
 
-  private writeEntry(bucket: string, key: Buffer, type: string, value: Buffer, expiresAt: number | null, revision: number): void {
+  /** What setting `key` to `value` changes in its bucket's usage. */
+  private setDelta(bucket: string, key: Buffer, value: Buffer): Usage {
     const old = this.get<{ size: number }>('entrySize', { bucket, key })?.size;
+    return { keys: old === undefined ? 1 : 0, bytes: entrySize(key, value) - Number(old ?? 0) };
+  }
+
+  /** One statement (the upsert); its usage change and change-log row go with the batch. `delta`: from `setDelta`, checked. */
+  private writeEntry(bucket: string, key: Buffer, type: string, value: Buffer, expiresAt: number | null, revision: number, delta: Usage): void {
     this.touched.push(EntryCache.id(bucket, key.toString('utf8')));
     this.run('putEntry', { bucket, key, type, value, expiresAt, revision });
-    this.addUsage(bucket, old === undefined ? 1 : 0, entrySize(key, value) - Number(old ?? 0));
+    this.addUsage(bucket, delta.keys, delta.bytes);
     this.logChange(bucket, revision, key, 'set', type, value, expiresAt);
   }
 
@@ -493,24 +593,26 @@ export class SqliteStore implements Store {
     condition?: Condition,
   ): Promise<Written | Refusal> {
     const keyBytes = Buffer.from(key);
-    // A savepoint: the entry, its change row and the bucket's usage go in together or not at all.
-    return this.write(() =>
-      this.atomically((): Written | Refusal => {
-        if (condition) {
-          const current = this.liveEntry(bucket, keyBytes, now);
-          if (!conditionHolds(condition, current)) return { refused: 'precondition', current };
-        }
-        const revision = this.bump(bucket);
-        if (revision === undefined) return { refused: 'no_bucket' };
-        this.withinQuota(bucket, () => this.writeEntry(bucket, keyBytes, value.type, value.data, expiresAt, revision));
-        return { revision };
-      }),
-    );
+    // One statement, after every check: a refusal writes nothing; the revision, usage and change
+    // row are the batch's bookkeeping, taken back if the upsert throws.
+    return this.write((): Written | Refusal => {
+      if (condition) {
+        const current = this.liveEntry(bucket, keyBytes, now);
+        if (!conditionHolds(condition, current)) return { refused: 'precondition', current };
+      }
+      if (this.currentRevision(bucket) === undefined) return { refused: 'no_bucket' };
+      const delta = this.setDelta(bucket, keyBytes, value.data);
+      this.checkUsage(bucket, delta);
+      const revision = this.bump(bucket)!;
+      this.writeEntry(bucket, keyBytes, value.type, value.data, expiresAt, revision, delta);
+      return { revision };
+    });
   }
 
   async deleteEntry(bucket: string, key: string, now: number, condition?: Condition): Promise<Deleted | Refusal> {
     const keyBytes = Buffer.from(key);
-    return this.write(() => this.atomically((): Deleted | Refusal => {
+    // One statement (the delete), after the checks.
+    return this.write((): Deleted | Refusal => {
       const row = this.readEntry(bucket, keyBytes);
       const current = row && isLive(row, now) ? toEntry(row) : undefined;
       if (condition && !conditionHolds(condition, current)) return { refused: 'precondition', current };
@@ -520,23 +622,24 @@ export class SqliteStore implements Store {
       if (revision === undefined) return { refused: 'no_bucket' };
       this.removeEntry(bucket, keyBytes, revision);
       return { deleted: current !== undefined, revision };
-    }));
+    });
   }
 
   async updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition): Promise<Entry | Refusal> {
     const keyBytes = Buffer.from(key);
     // Read, check, compute and write run back to back inside the batch: nothing can interleave.
-    return this.write(() =>
-      this.atomically((): Entry | Refusal => {
-        const current = this.liveEntry(bucket, keyBytes, now);
-        if (condition && !conditionHolds(condition, current)) return { refused: 'precondition', current };
-        const next = update(current);
-        const revision = this.bump(bucket);
-        if (revision === undefined) return { refused: 'no_bucket' };
-        this.withinQuota(bucket, () => this.writeEntry(bucket, keyBytes, next.type, next.data, next.expiresAt, revision));
-        return { ...next, revision };
-      }),
-    );
+    // `update` may throw (not a number, overflow) before anything is written.
+    return this.write((): Entry | Refusal => {
+      const current = this.liveEntry(bucket, keyBytes, now);
+      if (condition && !conditionHolds(condition, current)) return { refused: 'precondition', current };
+      const next = update(current);
+      if (this.currentRevision(bucket) === undefined) return { refused: 'no_bucket' };
+      const delta = this.setDelta(bucket, keyBytes, next.data);
+      this.checkUsage(bucket, delta);
+      const revision = this.bump(bucket)!;
+      this.writeEntry(bucket, keyBytes, next.type, next.data, next.expiresAt, revision, delta);
+      return { ...next, revision };
+    });
   }
 
   async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
@@ -580,14 +683,31 @@ export class SqliteStore implements Store {
       }
       const revision = this.bump(bucket);
       if (revision === undefined) return { refused: 'no_bucket' };
-      // The quota counts the transaction as a whole: a set that a delete in it makes room for passes.
-      this.withinQuota(bucket, () => {
-        for (const op of writes) {
-          const key = Buffer.from(op.key);
-          if (op.op === 'set') this.writeEntry(bucket, key, op.value.type, op.value.data, op.expiresAt, revision);
-          else if (op.op === 'delete') this.removeEntry(bucket, key, revision);
-        }
-      });
+      // The quota counts the transaction as a whole (a set that a delete in it makes room for
+      // passes): each key's size is followed through the ops before anything is written.
+      const sizes = new Map<string, number | undefined>();
+      const sizeOf = (key: string) =>
+        sizes.has(key) ? sizes.get(key) : this.get<{ size: number }>('entrySize', { bucket, key: Buffer.from(key) })?.size;
+      const deltas: Usage[] = [];
+      const total = { keys: 0, bytes: 0 };
+      for (const op of writes) {
+        const key = Buffer.from(op.key);
+        const old = sizeOf(op.key);
+        const after = op.op === 'set' ? entrySize(key, op.value.data) : undefined;
+        sizes.set(op.key, after);
+        const delta = { keys: (after === undefined ? 0 : 1) - (old === undefined ? 0 : 1), bytes: (after ?? 0) - Number(old ?? 0) };
+        deltas.push(delta);
+        total.keys += delta.keys;
+        total.bytes += delta.bytes;
+      }
+      this.checkUsage(bucket, total);
+      let i = 0;
+      for (const op of writes) {
+        const key = Buffer.from(op.key);
+        if (op.op === 'set') this.writeEntry(bucket, key, op.value.type, op.value.data, op.expiresAt, revision, deltas[i]!);
+        else this.removeEntry(bucket, key, revision);
+        i++;
+      }
       return answer(revision);
     }));
   }
@@ -660,8 +780,10 @@ export class SqliteStore implements Store {
       try {
         const prefixBytes = Buffer.from(prefix);
         const upper = prefix ? prefixUpperBound(prefixBytes) : undefined;
-        return await this.write(() =>
-          this.atomically((): Written | { refused: 'no_bucket' } => {
+        return await this.write(() => {
+          // The import recounts the bucket's usage: the batch's usage changes so far go in first.
+          this.writeBookkeeping();
+          return this.atomically((): Written | { refused: 'no_bucket' } => {
             let revision: number | undefined;
             if (restoreRevision === undefined) revision = this.bump(bucket);
             else if (this.currentRevision(bucket) !== undefined) {
@@ -682,8 +804,8 @@ export class SqliteStore implements Store {
             // No change rows for an import (one revision of up to millions of keys): watchers behind it get `reset`.
             this.run('raiseFloor', { bucket, revision });
             return { revision };
-          }),
-        );
+          });
+        });
       } finally {
         this.raw.prepare(`detach database ${IMPORT_ALIAS}`).run();
         finish();

@@ -1,3 +1,4 @@
+// Over 500 lines: every SQL statement of both dialects, on purpose in one file (each written once).
 import {
   type Compilable,
   DummyDriver,
@@ -81,7 +82,7 @@ export function bind(statement: CompiledStatement, args: Record<string, unknown>
 /** The columns a key read returns. */
 const ENTRY_COLUMNS = ['type', 'value', 'expires_at', 'revision'] as const;
 
-/** One key's row from named parameters: what a set writes (both backends' `putEntry`, PostgreSQL's `putEntryCharged`). */
+/** One key's row from named parameters: what a set writes (SQLite's `putEntry`). */
 const ENTRY_ROW = {
   bucket_id: param('bucket'),
   key: param('key'),
@@ -294,30 +295,47 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
 
 const CHANGE_COLUMNS = ['revision', 'key', 'kind', 'type', 'value', 'expires_at'] as const;
 
-/** SQLite only: one key's change-log row; removes one key if it is (still) expired. */
+/** The fields of one change-log row, in the order a multi-row insert (`logChangeRows`) binds them. */
+export const CHANGE_ROW_FIELDS = ['bucket', 'revision', 'key', 'kind', 'type', 'value', 'expiresAt', 'now'] as const;
+
+/** How many change-log rows SQLite's multi-row inserts take at once: a batch's rows go in the fewest statements of these sizes. */
+export const CHANGE_ROW_CHUNKS = [64, 16, 4, 1] as const;
+
+/**
+ * SQLite only: `rows` change-log rows in one insert (parameters `r0_bucket`, `r0_revision`, …, in
+ * CHANGE_ROW_FIELDS order row by row). A later change of the same key at the same revision
+ * replaces the earlier one, within the statement too (SQLite applies the rows one by one): the
+ * final state of a transaction's key counts.
+ */
+export function logChangeRows(db: KyselyType<Database>, rows: number) {
+  return db
+    .insertInto('changes')
+    .values(
+      Array.from({ length: rows }, (_, i) => ({
+        bucket_id: param(`r${i}_bucket`),
+        revision: param(`r${i}_revision`),
+        key: param(`r${i}_key`),
+        kind: param(`r${i}_kind`),
+        type: param(`r${i}_type`),
+        value: param(`r${i}_value`),
+        expires_at: param(`r${i}_expiresAt`),
+        committed_at: param(`r${i}_now`),
+      })),
+    )
+    .onConflict((oc) =>
+      oc.columns(['bucket_id', 'revision', 'key']).doUpdateSet((eb) => ({
+        kind: eb.ref('excluded.kind'),
+        type: eb.ref('excluded.type'),
+        value: eb.ref('excluded.value'),
+        expires_at: eb.ref('excluded.expires_at'),
+      })),
+    );
+}
+
+/** SQLite only: a batch's change-log rows (multi-row inserts); removes one key if it is (still) expired. */
 export function sqliteStatements(db: KyselyType<Database>) {
   return {
-    /** One change-log row; a later change of the same key in the same transaction replaces it (the final state counts). */
-    logChange: db
-      .insertInto('changes')
-      .values({
-        bucket_id: param('bucket'),
-        revision: param('revision'),
-        key: param('key'),
-        kind: param('kind'),
-        type: param('type'),
-        value: param('value'),
-        expires_at: param('expiresAt'),
-        committed_at: param('now'),
-      })
-      .onConflict((oc) =>
-        oc.columns(['bucket_id', 'revision', 'key']).doUpdateSet((eb) => ({
-          kind: eb.ref('excluded.kind'),
-          type: eb.ref('excluded.type'),
-          value: eb.ref('excluded.value'),
-          expires_at: eb.ref('excluded.expires_at'),
-        })),
-      ),
+    ...Object.fromEntries(CHANGE_ROW_CHUNKS.map((n) => [`logChanges${n}`, logChangeRows(db, n)])),
     removeExpired: db
       .deleteFrom('entries')
       .where('bucket_id', '=', param('bucket'))
@@ -327,7 +345,7 @@ export function sqliteStatements(db: KyselyType<Database>) {
   };
 }
 
-/** PostgreSQL only: array parameters (one round trip for many keys) and data-modifying CTEs. */
+/** PostgreSQL only: the sweep's array statements, leases (the write batch's are in postgresBatchStatements). */
 export function postgresStatements(db: KyselyType<Database>) {
   /** Change-log rows of one revision: `row` selects what differs per key (one key, or arrays unnested in lockstep). */
   const logChangesInto = (qc: QueryCreator<Database>, row: Record<'key' | 'kind' | 'type' | 'value' | 'expires_at', RawBuilder<unknown>>) =>
@@ -347,59 +365,6 @@ export function postgresStatements(db: KyselyType<Database>) {
         ]),
       );
   return {
-    /**
-     * One key's set after the bump (under the bucket row lock): the entry, its change-log row and
-     * the bucket's usage in one statement (data-modifying CTEs), one round trip instead of three.
-     */
-    putEntryCharged: db
-      .with('c', (qb) =>
-        logChangesInto(qb, {
-          key: sql`${param('key')}::bytea`,
-          kind: sql`'set'`,
-          type: sql`${param('type')}::text`,
-          value: sql`${param('value')}::bytea`,
-          expires_at: sql`${param('expiresAt')}::bigint`,
-        }),
-      )
-      .with('u', (qb) =>
-        qb
-          .updateTable('buckets')
-          .set({ usage_keys: sql`usage_keys + ${param('keys')}::bigint`, usage_bytes: sql`usage_bytes + ${param('bytes')}::bigint` })
-          .where('id', '=', param('bucket')),
-      )
-      .insertInto('entries')
-      .values(ENTRY_ROW)
-      .onConflict(replaceEntryOnConflict),
-    entrySizes: db
-      .selectFrom('entries')
-      .select(['key', ENTRY_SIZE.as('size')])
-      .where('bucket_id', '=', param('bucket'))
-      .where('key', '=', sql<Buffer>`any(${param('keys')}::bytea[])`),
-    getEntries: db
-      .selectFrom('entries')
-      .select(['key', ...ENTRY_COLUMNS])
-      .where('bucket_id', '=', param('bucket'))
-      .where('key', '=', sql<Buffer>`any(${param('keys')}::bytea[])`),
-    putEntries: db
-      .insertInto('entries')
-      .columns(['bucket_id', 'key', 'type', 'value', 'expires_at', 'revision'])
-      // Set-returning functions in one select list advance in lockstep: one row per operation.
-      .expression(
-        db.selectNoFrom([
-          sql`${param('bucket')}::text`.as('bucket_id'),
-          sql`unnest(${param('keys')}::bytea[])`.as('key'),
-          sql`unnest(${param('types')}::text[])`.as('type'),
-          sql`unnest(${param('values')}::bytea[])`.as('value'),
-          sql`unnest(${param('expiresAts')}::bigint[])`.as('expires_at'),
-          sql`${param('revision')}::bigint`.as('revision'),
-        ]),
-      )
-      .onConflict(replaceEntryOnConflict),
-    removeEntries: db
-      .deleteFrom('entries')
-      .where('bucket_id', '=', param('bucket'))
-      .where('key', '=', sql<Buffer>`any(${param('keys')}::bytea[])`)
-      .returning('key'),
     removeExpired: db
       .deleteFrom('entries')
       .where('bucket_id', '=', param('bucket'))
@@ -440,5 +405,66 @@ export type SharedStatementName = keyof ReturnType<typeof sharedStatements>;
 export function compileAll<T extends Record<string, Compilable>>(group: T): { [K in keyof T]: CompiledStatement } {
   return Object.fromEntries(Object.entries(group).map(([name, query]) => [name, compileStatement(name, query)])) as {
     [K in keyof T]: CompiledStatement;
+  };
+}
+
+/**
+ * PostgreSQL only: the write batch's statements (see postgres-batch.ts), written as SQL because
+ * they are data-modifying CTEs over unnested arrays. `version` is the bucket row's `xmin`: any
+ * transaction that changed the row (every write bumps its revision) gave it a new one, so a
+ * statement guarded by `xmin = version` changes nothing if anyone wrote to the bucket since it
+ * was read. Under READ COMMITTED an UPDATE that waited for the row re-checks its WHERE against the
+ * newest version, so the guard holds across instances.
+ */
+export function postgresBatchStatements(schema: string) {
+  const db = queryBuilder('postgres');
+  const t = (name: string) => sql.table(`${schema}.${name}`);
+  const raw = (query: RawBuilder<unknown>): Compilable => ({ compile: () => query.compile(db) });
+  /** The batch's change rows and the final state of each key it set, from arrays in lockstep. */
+  const written = sql`w as (select * from unnest(${param('keys')}::bytea[], ${param('kinds')}::text[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('revisions')}::bigint[]) as w(key, kind, type, value, expires_at, revision))`;
+  const replace = sql`on conflict (bucket_id, key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision`;
+  return {
+    /** A batch's read: the bucket row (revision, usage, version) and the rows of the keys its writes touch, in one snapshot. */
+    readBatch: raw(sql`select b.revision, b.usage_keys, b.usage_bytes, b.xmin::text as version, e.key, e.type, e.value, e.expires_at, e.revision as entry_revision
+      from ${t('buckets')} b left join ${t('entries')} e on e.bucket_id = b.id and e.key = any(${param('keys')}::bytea[])
+      where b.id = ${param('bucket')}`),
+    /** The bucket row, locked for the rest of the transaction (a batch that found it changed since its read). */
+    lockBucket: raw(sql`select 1 from ${t('buckets')} where id = ${param('bucket')} for update`),
+    /**
+     * A batch's writes in one statement, if the bucket row is still at `version`: the revision
+     * set to the batch's last, the usage changed by the batch's delta, each key that ends set
+     * upserted and each key that ends deleted removed (final state: the last row per key in `w`),
+     * and every change-log row. Returns the revision; no row (and no change) when stale.
+     */
+    applyBatch: raw(sql`with ${written},
+      b as (update ${t('buckets')} set revision = ${param('revision')}::bigint, usage_keys = usage_keys + ${param('usageKeys')}::bigint, usage_bytes = usage_bytes + ${param('usageBytes')}::bigint
+        where id = ${param('bucket')} and xmin = ${param('version')}::xid returning revision),
+      f as (select distinct on (key) key, kind, type, value, expires_at, revision from w order by key, revision desc),
+      e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision)
+        select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, f.revision from f, b where f.kind = 'set' ${replace}),
+      d as (delete from ${t('entries')} where bucket_id = ${param('bucket')} and key in (select key from f where kind <> 'set') and exists (select 1 from b)),
+      c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, committed_at)
+        select ${param('bucket')}::text, w.revision, w.key, w.kind, w.type, w.value, w.expires_at, ${param('now')}::bigint from w, b)
+      select revision from b`),
+    /**
+     * Unconditional SETs without a quota, in one statement and one round trip: the bucket's
+     * revision and the old sizes are read from the statement's snapshot, and the bump (revision
+     * plus the count of sets, usage by the sizes' difference) is guarded by the row's version as
+     * read: if another writer committed in between, nothing changes and no row comes back.
+     * `steps` numbers the sets 1..n; set i gets the snapshot's revision + i.
+     */
+    setsFresh: raw(sql`with s as (select revision, xmin from ${t('buckets')} where id = ${param('bucket')}),
+      w as (select * from unnest(${param('keys')}::bytea[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('steps')}::bigint[]) as w(key, type, value, expires_at, step)),
+      f as (select distinct on (key) key, type, value, expires_at, step from w order by key, step desc),
+      o as (select length(key) + length(value) as size from ${t('entries')} where bucket_id = ${param('bucket')} and key in (select key from f)),
+      b as (update ${t('buckets')} set revision = revision + ${param('count')}::bigint,
+          usage_keys = usage_keys + (select count(*) from f) - (select count(*) from o),
+          usage_bytes = usage_bytes + (select coalesce(sum(length(key) + length(value)), 0) from f) - (select coalesce(sum(size), 0) from o)
+        where id = ${param('bucket')} and xmin = (select xmin from s) returning revision - ${param('count')}::bigint as base),
+      e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision)
+        select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, b.base + f.step from f, b where true ${replace}),
+      c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, committed_at)
+        select ${param('bucket')}::text, b.base + w.step, w.key, 'set', w.type, w.value, w.expires_at, ${param('now')}::bigint from w, b)
+      select (select base from b) as base, exists (select 1 from s) as found`),
   };
 }

@@ -1,9 +1,9 @@
-import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TEST_BACKEND, withAdminClient } from '../helpers/backend.js';
+import { TEST_BACKEND } from '../helpers/backend.js';
 import { exportFile } from '../helpers/export-file.js';
 import { type Answer, call, createBucket, expectError, json } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
+import { recountUsage } from '../helpers/usage.js';
 
 /**
  * Issue 19, item 15: per-bucket quotas. Usage is keys and bytes (each key's and value's length);
@@ -37,28 +37,7 @@ function expectOverQuota(answer: Answer, what: RegExp): void {
   expect((answer.json() as { error: { detail: string } }).error.detail).toMatch(what);
 }
 
-/** What the bucket really stores, counted in the database itself. */
-async function recount(db: string, bucket: string): Promise<{ keys: number; bytes: number; usage: { keys: number; bytes: number } }> {
-  const countSql = 'select count(*) as n, coalesce(sum(length(key) + length(value)), 0) as b from entries where bucket_id = ';
-  const usageSql = 'select usage_keys as k, usage_bytes as b from buckets where id = ';
-  if (TEST_BACKEND === 'sqlite') {
-    const file = new BetterSqlite3(db, { readonly: true });
-    try {
-      const counted = file.prepare(`${countSql}?`).get(bucket) as { n: number; b: number };
-      const stored = file.prepare(`${usageSql}?`).get(bucket) as { k: number; b: number };
-      return { keys: counted.n, bytes: counted.b, usage: { keys: stored.k, bytes: stored.b } };
-    } finally {
-      file.close();
-    }
-  }
-  const schema = new URL(db).searchParams.get('schema')!;
-  return withAdminClient(async (client) => {
-    await client.query(`set search_path to "${schema}"`);
-    const counted = (await client.query(`${countSql}$1`, [bucket])).rows[0] as { n: string; b: string };
-    const stored = (await client.query(`${usageSql}$1`, [bucket])).rows[0] as { k: string; b: string };
-    return { keys: Number(counted.n), bytes: Number(counted.b), usage: { keys: Number(stored.k), bytes: Number(stored.b) } };
-  });
-}
+const recount = recountUsage;
 
 describe(`per-bucket quotas (${TEST_BACKEND})`, () => {
   it('at the key limit a new key gets 507 and nothing is written; replacing a key within the budget works; a delete frees room', async () => {

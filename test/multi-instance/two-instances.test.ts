@@ -20,6 +20,30 @@ async function msUntil(probe: () => Promise<boolean>, giveUpMs = 5000): Promise<
   return performance.now() - start;
 }
 
+/** A JSONL watch of a bucket: every line it has received, parsed; `stop` ends it. */
+async function watchLines(url: string): Promise<{ lines: Array<{ type: string; rev?: number; key?: string; value?: string }>; stop(): void }> {
+  const controller = new AbortController();
+  const res = await fetch(`${url}?watch=true&values=true&format=jsonl`, { signal: controller.signal });
+  const lines: Array<{ type: string; rev?: number; key?: string; value?: string }> = [];
+  void (async () => {
+    let buffer = '';
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buffer += decoder.decode(chunk, { stream: true });
+        let at: number;
+        while ((at = buffer.indexOf('\n')) !== -1) {
+          lines.push(JSON.parse(buffer.slice(0, at)));
+          buffer = buffer.slice(at + 1);
+        }
+      }
+    } catch {
+      // stopped
+    }
+  })();
+  return { lines, stop: () => controller.abort() };
+}
+
 describe.skipIf(!POSTGRES_URL)(
   `two kvb serve instances on one PostgreSQL schema${THROUGH_PGBOUNCER ? ' through PgBouncer' : ''}${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`,
   () => {
@@ -118,8 +142,10 @@ describe.skipIf(!POSTGRES_URL)(
       }
     });
 
-    it('16 clients split across both instances doing GET + If-Match value+1: final value = acknowledged writes, revisions never shared', { timeout: 60_000 }, async () => {
+    it('16 clients split across both instances doing GET + If-Match value+1: final value = acknowledged writes, revisions never shared; watchers on both see each revision once', { timeout: 120_000 }, async () => {
       const bucket = await createBucket(a.api);
+      // Open before the first write (the stream's headers come once its start revision is fixed).
+      const watchers = [await watchLines(`${a.api}/${bucket}/`), await watchLines(`${b.api}/${bucket}/`)];
       await call(`${a.api}/${bucket}/n`, { method: 'PUT', body: '0' });
       const acknowledged: number[] = [];
       await Promise.all(
@@ -141,6 +167,17 @@ describe.skipIf(!POSTGRES_URL)(
       );
       expect((await call(`${b.api}/${bucket}/n`)).text).toBe('48');
       expect(new Set(acknowledged).size).toBe(48);
+      // Revision 1 is the PUT of 0; each acknowledged write's revision then carries the value it wrote.
+      const changes = (w: (typeof watchers)[number]) => w.lines.filter((l) => l.type === 'set');
+      for (const w of watchers) {
+        const start = Date.now();
+        while (changes(w).length < 49 && Date.now() - start < 30_000) await new Promise((resolve) => setTimeout(resolve, 50));
+        w.stop();
+        const seen = changes(w);
+        expect(seen.map((l) => l.rev)).toEqual(Array.from({ length: 49 }, (_, i) => i + 1));
+        expect(seen.map((l) => l.value)).toEqual(Array.from({ length: 49 }, (_, i) => String(i)));
+      }
+      expect([...acknowledged].sort((x, y) => x - y)).toEqual(Array.from({ length: 48 }, (_, i) => i + 2));
     });
 
     it('transfers with checks on both keys, split across both instances, keep the sum', { timeout: 60_000 }, async () => {

@@ -7,7 +7,7 @@ const revisionOf = (answer: Answer) => Number(answer.headers.get('kvb-revision')
 const range = (from: number, count: number) => Array.from({ length: count }, (_, i) => from + i);
 
 /**
- * `--pg-batch-writes on`: concurrent writes share transactions. Two instances write to one bucket
+ * `--pg-batch-writes on` (the default): concurrent writes to a bucket are written together. Two instances write to one bucket
  * at once, so batches of both wait on the bucket row for each other; the answers and the change
  * log must be exactly those of one transaction per write.
  */
@@ -40,7 +40,7 @@ describe.skipIf(!POSTGRES_URL)(
     });
 
     it('says so in its start-up line', () => {
-      expect(a.logs()).toContain('concurrent writes share transactions');
+      expect(a.logs()).toContain('concurrent writes to a bucket share one statement');
     });
 
     it('400 concurrent SETs on 20 keys: each answered with its own revision, exactly the next 400, logged once each; each key holds its last write', { timeout: 60_000 }, async () => {

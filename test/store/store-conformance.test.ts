@@ -52,8 +52,8 @@ function conformance(backend: StoreBackend, url: string) {
     ({ store, cleanup } = await openTestStore(backend, url, {
       prefix: 'kvb_store',
       poolSize: 8,
-      // The suite runs again with write batching on when asked (KVB_PG_BATCH_WRITES=on, as servers read it).
-      pgBatchWrites: process.env.KVB_PG_BATCH_WRITES === 'on',
+      // The suite runs again with write batching off when asked (KVB_PG_BATCH_WRITES=off, as servers read it).
+      pgBatchWrites: process.env.KVB_PG_BATCH_WRITES !== 'off',
     }));
   });
   afterAll(async () => {

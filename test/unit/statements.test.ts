@@ -8,6 +8,7 @@ import {
   listStatement,
   param,
   portabilityStatements,
+  postgresBatchStatements,
   postgresStatements,
   queryBuilder,
   sharedStatements,
@@ -17,7 +18,11 @@ import {
 /** Each statement's SQL, per dialect, spelled out: a change to a query shows here, on both dialects at once. */
 describe('statements compile once per dialect, with named parameters', () => {
   const sqlite = compileAll({ ...sharedStatements(queryBuilder('sqlite')), ...sqliteStatements(queryBuilder('sqlite')) });
-  const pg = compileAll({ ...sharedStatements(queryBuilder('postgres', 'kvb')), ...postgresStatements(queryBuilder('postgres', 'kvb')) });
+  const pg = compileAll({
+    ...sharedStatements(queryBuilder('postgres', 'kvb')),
+    ...postgresStatements(queryBuilder('postgres', 'kvb')),
+    ...postgresBatchStatements('kvb'),
+  });
   const shared: Array<[string, string, string, string[]]> = [
     ['getBucket', 'select * from "buckets" where "id" = ?', 'select * from "kvb"."buckets" where "id" = $1', ['id']],
     ['bucketRevision', 'select "revision" from "buckets" where "id" = ?', 'select "revision" from "kvb"."buckets" where "id" = $1', ['bucket']],
@@ -87,15 +92,30 @@ describe('statements compile once per dialect, with named parameters', () => {
   it('every write bumps the bucket row first, which returns the usage a quota is checked against; usage changes by delta', () => {
     expect(pg.addUsage.sql).toBe('update "kvb"."buckets" set "usage_keys" = usage_keys + $1, "usage_bytes" = usage_bytes + $2 where "id" = $3');
     expect(pg.entrySize.sql).toBe('select length(key) + length(value) as "size" from "kvb"."entries" where "bucket_id" = $1 and "key" = $2');
-    // PostgreSQL: a set's entry, change-log row and usage change in one statement, after the bump.
-    expect(pg.putEntryCharged.sql).toMatch(/^with "c" as \(insert into "kvb"\."changes" .*\), "u" as \(update "kvb"\."buckets" set "usage_keys" = usage_keys \+ \$8::bigint, "usage_bytes" = usage_bytes \+ \$9::bigint where "id" = \$10\) insert into "kvb"\."entries" /);
+  });
+
+  it('PostgreSQL write batches: one guarded statement writes the bump, usage, entries and change log; nothing when the bucket row moved', () => {
+    // The guard: the bucket row's version as the batch read it (or, for plain SETs, as the statement's snapshot saw it).
+    expect(pg.applyBatch.sql).toContain('where id = $');
+    expect(pg.applyBatch.sql).toMatch(/update "kvb"\."buckets" set revision = \$\d+::bigint, usage_keys = usage_keys \+ \$\d+::bigint, usage_bytes = usage_bytes \+ \$\d+::bigint\s+where id = \$\d+ and xmin = \$\d+::xid returning revision/);
+    expect(pg.setsFresh.sql).toMatch(/and xmin = \(select xmin from s\) returning revision/);
+    // Every write the statement makes depends on the guarded update's row.
+    for (const name of ['applyBatch', 'setsFresh'] as const) {
+      expect(pg[name].sql).toMatch(/insert into "kvb"\."entries" .* from f, b /s);
+      expect(pg[name].sql).toMatch(/insert into "kvb"\."changes" .* from w, b\)/s);
+    }
+    expect(pg.applyBatch.sql).toMatch(/delete from "kvb"\."entries" .* and exists \(select 1 from b\)/s);
+    expect(pg.readBatch.sql).toContain('b.xmin::text as version');
+    expect(pg.lockBucket.sql).toBe('select 1 from "kvb"."buckets" where id = $1 for update');
   });
 
   it('PostgreSQL only: leases and array statements', () => {
     expect(pg.takeLease.sql).toBe(
       'insert into "kvb"."kvb_leases" ("name", "holder", "expires_at") values ($1, $2, $3) on conflict ("name") do update set "holder" = "excluded"."holder", "expires_at" = "excluded"."expires_at" where ("kvb"."kvb_leases"."expires_at" <= $4 or "kvb"."kvb_leases"."holder" = $5) returning "holder"',
     );
-    expect(pg.removeEntries.sql).toBe('delete from "kvb"."entries" where "bucket_id" = $1 and "key" = any($2::bytea[]) returning "key"');
+    expect(pg.removeExpired.sql).toBe(
+      'delete from "kvb"."entries" where "bucket_id" = $1 and "key" = any($2::bytea[]) and "expires_at" <= $3 returning "key", length(key) + length(value) as "size"',
+    );
   });
 
   it('no statement uses advisory locks, ctid or SKIP LOCKED', () => {

@@ -103,10 +103,10 @@ export const serve = defineCommand({
       .addOption(
         new Option(
           '--pg-batch-writes <on|off>',
-          'PostgreSQL: run concurrent writes in shared transactions, one commit per batch (each answered after its batch commits)',
+          'PostgreSQL: write concurrent writes to one bucket together, one statement per batch (each answered after its batch commits); off: one at a time',
         )
           .env('KVB_PG_BATCH_WRITES')
-          .default('off')
+          .default('on')
           .choices(['on', 'off'] as const),
       )
       .addOption(new Option('--console <on|off>', 'serve the web console at /console/').env('KVB_CONSOLE').default('on').choices(['on', 'off'] as const))
