@@ -48,6 +48,8 @@ export default defineConfig({
                   'test/reliability/fuzz.test.ts',
                   'test/reliability/idle-sockets.test.ts',
                   'test/reliability/hardening.test.ts',
+                  'test/reliability/drain.test.ts',
+                  'test/reliability/metrics-surfaces.test.ts',
                 ],
                 env: { KVB_TEST_BACKEND: 'postgres' },
               },

@@ -8,10 +8,10 @@ _kvb() {
     word="${COMP_WORDS[i]}"
     if ((skip)); then skip=0; continue; fi
     case "$word" in
-      --url|--bucket|--token|--profile|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--prefix|--limit|--skip|--format|--since|--exec|--check|--set|--del|--mode|--permissions|--db|--out|--port|--host|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--max-watchers|--watch-retention|--shutdown-timeout|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
+      --url|--bucket|--token|--profile|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--prefix|--limit|--skip|--format|--since|--exec|--check|--set|--del|--mode|--permissions|--db|--out|--port|--host|--tls-cert|--tls-key|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--max-watchers|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
     esac
     case "$kpath/$word" in
-      /init|/create-bucket|/bucket|bucket/show|bucket/update|bucket/delete|bucket/exists|/set|/get|/edit|/del|/incr|/expire|/ttl|/ls|/watch|/lock|/txn|/export|/import|/mint-token|/profile|profile/list|profile/show|profile/add|profile/use|profile/remove|/version|/completion|/db|db/dump|db/restore|db/check|db/backup|/serve) kpath="${kpath:+$kpath/}$word" ;;
+      /init|/create-bucket|/bucket|bucket/show|bucket/update|bucket/delete|bucket/exists|/set|/get|/edit|/del|/incr|/expire|/ttl|/ls|/watch|/lock|/txn|/export|/import|/mint-token|/profile|profile/list|profile/show|profile/add|profile/use|profile/remove|/version|/completion|/db|db/dump|db/restore|db/check|db/backup|db/migrate|/serve) kpath="${kpath:+$kpath/}$word" ;;
     esac
   done
   case "$prev" in
@@ -27,45 +27,46 @@ _kvb() {
     --pg-prepare) COMPREPLY=($(compgen -W "on off auto" -- "$cur")); return ;;
     --pg-batch-writes) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
     --console) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
-    --url|--bucket|--token|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--prefix|--limit|--skip|--since|--exec|--check|--set|--del|--permissions|--db|--out|--port|--host|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--max-watchers|--watch-retention|--shutdown-timeout|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
+    --url|--bucket|--token|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--prefix|--limit|--skip|--since|--exec|--check|--set|--del|--permissions|--db|--out|--port|--host|--tls-cert|--tls-key|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--max-watchers|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
   esac
   case "$kpath" in
-    "") words="init create-bucket bucket set get edit del incr expire ttl ls watch lock txn export import mint-token profile version completion db serve --version --url --bucket --token --profile --timeout --quiet --help" ;;
-    "init") words="--help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "create-bucket") words="--email --secret-key --read-key --write-key --signing-key --default-ttl --save --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "bucket") words="show update delete exists --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "bucket/show") words="--json --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "bucket/update") words="--secret-key --read-key --clear-read-key --write-key --clear-write-key --signing-key --rotate-signing-key --clear-signing-key --default-ttl --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "bucket/delete") words="--yes --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "bucket/exists") words="--help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "set") words="--ttl --type --file --raw --if-rev --if-absent --if-exists --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "get") words="--json --output --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "edit") words="--help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "del") words="--if-rev --if-absent --if-exists --prefix --yes --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "incr") words="--ttl --if-rev --if-absent --if-exists --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "expire") words="--help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "ttl") words="--json --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "ls") words="--limit --skip --reverse --values --long --folders --format --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "watch") words="--since --values --exec --format --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "lock") words="--ttl --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "txn") words="--check --set --del --ttl --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "export") words="--output --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "import") words="--mode --prefix --format --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "mint-token") words="--prefix --permissions --ttl --json --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "profile") words="list show add use remove --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "profile/list") words="--names --json --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "profile/show") words="$(kvb profile list --names 2>/dev/null) --json --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "profile/add") words="$(kvb profile list --names 2>/dev/null) --force --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "profile/use") words="$(kvb profile list --names 2>/dev/null) --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "profile/remove") words="$(kvb profile list --names 2>/dev/null) --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "version") words="--json --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "completion") words="bash zsh fish --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "db") words="dump restore check backup --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "db/dump") words="--db --output --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "db/restore") words="--db --force --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "db/check") words="--db --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "db/backup") words="--db --out --help --version --url --bucket --token --profile --timeout --quiet" ;;
-    "serve") words="--port --host --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --max-value-bytes --stalled-reader-timeout --max-streamed-responses --verification-wait --max-watchers --watch-retention --shutdown-timeout --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --url --bucket --token --profile --timeout --quiet" ;;
+    "") words="init create-bucket bucket set get edit del incr expire ttl ls watch lock txn export import mint-token profile version completion db serve --version --url --bucket --token --profile --ca --timeout --quiet --help" ;;
+    "init") words="--help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "create-bucket") words="--email --secret-key --read-key --write-key --signing-key --default-ttl --save --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "bucket") words="show update delete exists --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "bucket/show") words="--json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "bucket/update") words="--secret-key --read-key --clear-read-key --write-key --clear-write-key --signing-key --rotate-signing-key --clear-signing-key --default-ttl --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "bucket/delete") words="--yes --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "bucket/exists") words="--help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "set") words="--ttl --type --file --raw --if-rev --if-absent --if-exists --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "get") words="--json --output --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "edit") words="--help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "del") words="--if-rev --if-absent --if-exists --prefix --yes --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "incr") words="--ttl --if-rev --if-absent --if-exists --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "expire") words="--help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "ttl") words="--json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "ls") words="--limit --skip --reverse --values --long --folders --format --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "watch") words="--since --values --exec --format --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "lock") words="--ttl --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "txn") words="--check --set --del --ttl --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "export") words="--output --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "import") words="--mode --prefix --format --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "mint-token") words="--prefix --permissions --ttl --json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "profile") words="list show add use remove --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "profile/list") words="--names --json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "profile/show") words="$(kvb profile list --names 2>/dev/null) --json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "profile/add") words="$(kvb profile list --names 2>/dev/null) --force --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "profile/use") words="$(kvb profile list --names 2>/dev/null) --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "profile/remove") words="$(kvb profile list --names 2>/dev/null) --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "version") words="--json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "completion") words="bash zsh fish --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "db") words="dump restore check backup migrate --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "db/dump") words="--db --output --force --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "db/restore") words="--db --force --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "db/check") words="--db --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "db/backup") words="--db --out --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "db/migrate") words="--db --dry-run --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "serve") words="--port --host --tls-cert --tls-key --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --max-value-bytes --stalled-reader-timeout --max-streamed-responses --verification-wait --max-watchers --watch-retention --shutdown-timeout --metrics-listen --metrics-token --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
   esac
   COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }

@@ -8,6 +8,7 @@ complete -c kvb -l url -x -d 'server URL (env KVB_URL; default http://127.0.0.1:
 complete -c kvb -l bucket -x -d 'bucket id (env KVB_BUCKET)'
 complete -c kvb -l token -x -d 'credential sent as Authorization: Bearer (env KVB_TOKEN)'
 complete -c kvb -l profile -x -a '(kvb profile list --names 2>/dev/null)' -d 'profile from the config file (env KVB_PROFILE; default "default")'
+complete -c kvb -l ca -x -d 'trust the CA in this PEM file for an https:// server (a private CA; env KVB_CA)'
 complete -c kvb -l timeout -x -d 'give up on a request after this many seconds (env KVB_TIMEOUT; default 30)'
 complete -c kvb -l quiet -s q -d 'no messages on stderr (failures are still reported)'
 complete -c kvb -l help -s h -d 'display help'
@@ -31,7 +32,7 @@ complete -c kvb -n '__fish_use_subcommand' -a mint-token -d 'mint a temporary to
 complete -c kvb -n '__fish_use_subcommand' -a profile -d 'list, show, add, choose or remove saved profiles'
 complete -c kvb -n '__fish_use_subcommand' -a version -d 'print the client\'s version and the server\'s (from /health)'
 complete -c kvb -n '__fish_use_subcommand' -a completion -d 'print a shell completion script (bash, zsh or fish)'
-complete -c kvb -n '__fish_use_subcommand' -a db -d 'operator commands on the database itself: dump, restore, check, backup (on the server machine)'
+complete -c kvb -n '__fish_use_subcommand' -a db -d 'operator commands on the database itself: dump, restore, check, backup, migrate (on the server machine)'
 complete -c kvb -n '__fish_use_subcommand' -a serve -d 'run the HTTP key-value bucket service'
 
 # kvb init
@@ -175,14 +176,16 @@ complete -c kvb -n '__fish_seen_subcommand_from version' -l json -d 'print {"cli
 complete -c kvb -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'
 
 # kvb db
-complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup' -a dump -d 'write every bucket (policy, credential hashes, signing key) and every key to a dump file'
-complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup' -a restore -d 'restore a dump into a database (checked whole first; refuses a non-empty database without --force)'
-complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup' -a check -d 'check the database: storage integrity and entries without a bucket (exit 0 or 1)'
-complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup' -a backup -d 'copy a SQLite database consistently to a new file (0600), verified with integrity_check; works while kvb serve runs'
+complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup migrate' -a dump -d 'write every bucket (policy, credential hashes, signing key) and every key to a dump file'
+complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup migrate' -a restore -d 'restore a dump into a database (checked whole first; refuses a non-empty database without --force)'
+complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup migrate' -a check -d 'check the database: storage integrity and entries without a bucket (exit 0 or 1)'
+complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup migrate' -a backup -d 'copy a SQLite database consistently to a new file (0600), verified with integrity_check; works while kvb serve runs'
+complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcommand_from dump restore check backup migrate' -a migrate -d 'bring a database\'s schema up to this kvb (kvb serve also does it at start); --dry-run lists what would run'
 
 # kvb db dump
 complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from dump' -l db -x -d 'SQLite file path, sqlite:PATH, or postgres://… URL (env KVB_DB)'
-complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from dump' -l output -s o -r -F -d 'write to this file (created 0600) instead of stdout'
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from dump' -l output -s o -r -F -d 'write to this new file (created 0600) instead of stdout; a symlink or an existing file is refused'
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from dump' -l force -d 'with -o: replace an existing regular file (never a symlink)'
 
 # kvb db restore
 complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from restore' -l db -x -d 'SQLite file path, sqlite:PATH, or postgres://… URL (env KVB_DB)'
@@ -196,9 +199,15 @@ complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_f
 complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from backup' -l db -x -d 'the SQLite database file (env KVB_DB)'
 complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from backup' -l out -x -d 'the copy to write (must not exist)'
 
+# kvb db migrate
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from migrate' -l db -x -d 'SQLite file path, sqlite:PATH, or postgres://… URL (env KVB_DB)'
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from migrate' -l dry-run -d 'list the pending migrations, one per line, and change nothing'
+
 # kvb serve
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l port -x -d 'TCP port (0 picks a free one)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l host -x -d 'address to bind'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l tls-cert -x -d 'serve HTTPS with this PEM certificate (chain); reloaded on SIGHUP'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l tls-key -x -d 'the PEM private key of --tls-cert; reloaded on SIGHUP'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l db -x -d 'SQLite file (a path, sqlite:PATH or file:PATH; a missing directory is created) or a postgres:// / postgresql:// URL'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l log-level -x -a 'fatal error warn info debug trace silent' -d 'log level'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l default-ttl -x -d 'TTL of buckets created without default_ttl (0 = no expiry)'
@@ -222,6 +231,8 @@ complete -c kvb -n '__fish_seen_subcommand_from serve' -l verification-wait -x -
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-watchers -x -d 'open watch streams per instance (over it: 503)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l watch-retention -x -d 'seconds of changes kept for watchers to resume from'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l shutdown-timeout -x -d 'on SIGTERM, seconds to finish open requests before closing their connections'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l metrics-listen -x -d 'serve /metrics (and /health, /ready) on this separate listener instead of the API port; a port alone means 127.0.0.1'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l metrics-token -x -d '/metrics needs Authorization: Bearer with this token'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-buckets -x -d 'most buckets this server holds (0 = no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-keys-per-bucket -x -d 'most keys one bucket stores; a write past it gets 507 (0 = no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-bytes-per-bucket -x -d 'most bytes (keys + values) one bucket stores; a write past it gets 507 (0 = no limit)'

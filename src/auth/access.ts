@@ -8,7 +8,8 @@ export type KeyRole = 'admin' | 'read' | 'write';
 export type Principal =
   | { kind: 'anonymous' }
   | { kind: 'key'; roles: ReadonlySet<KeyRole> }
-  | { kind: 'token'; prefix: string; permissions: ReadonlySet<Permission> };
+  /** expiresAt: the token's `exp` in ms, so a long-lived stream can end at it without asking again. */
+  | { kind: 'token'; prefix: string; permissions: ReadonlySet<Permission>; expiresAt?: number };
 
 /** Bucket operations that need a permission. */
 export type Operation = 'read' | 'enumerate' | 'list_values' | 'write' | 'delete' | 'manage';

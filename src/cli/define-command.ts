@@ -21,6 +21,7 @@ export function declareGlobalOptions(program: Command) {
     .option('--bucket <id>', 'bucket id (env KVB_BUCKET)')
     .option('--token <token>', 'credential sent as Authorization: Bearer (env KVB_TOKEN)')
     .option('--profile <name>', 'profile from the config file (env KVB_PROFILE; default "default")')
+    .option('--ca <file>', 'trust the CA in this PEM file for an https:// server (a private CA; env KVB_CA)')
     .addOption(
       new Option('--timeout <seconds>', 'give up on a request after this many seconds (env KVB_TIMEOUT; default 30)').argParser(
         positiveSeconds('--timeout'),

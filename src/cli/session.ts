@@ -1,4 +1,4 @@
-import { fstatSync } from 'node:fs';
+import { fstatSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { setFlagsFromString } from 'node:v8';
 import type { Dispatcher } from 'undici';
@@ -39,9 +39,10 @@ interface OpenedClient {
  * CLI's undici transport. undici enforces the timeout (connect, headers, idle body), so its error
  * codes and the CLI's messages stay as they were, and the CLI never retries on its own.
  */
-export async function openClient(url: string, token: string | undefined, timeoutMs: number): Promise<OpenedClient> {
+export async function openClient(url: string, token: string | undefined, timeoutMs: number, caFile?: string): Promise<OpenedClient> {
   const { KvbHttp } = await import('../client/kvb-http.js');
-  const transport = undiciFetch(new URL(url).origin, timeoutMs);
+  const ca = readCa(caFile || process.env.KVB_CA || undefined);
+  const transport = undiciFetch(new URL(url).origin, timeoutMs, ca);
   return { client: new KvbHttp({ url, token, fetch: transport.fetch, timeoutMs: 0, retries: 0 }), close: transport.close };
 }
 
@@ -52,7 +53,7 @@ export async function openClient(url: string, token: string | undefined, timeout
  * ESM loader's CommonJS translation. And since the process lives for milliseconds, optimising
  * llhttp's WebAssembly in the background only delays exit. Bodies stay Node streams of Buffers.
  */
-function undiciFetch(origin: string, timeoutMs: number): { fetch: (url: string, init: FetchInit) => Promise<FetchResponse>; close(): Promise<void> } {
+function undiciFetch(origin: string, timeoutMs: number, ca: Buffer | undefined): { fetch: (url: string, init: FetchInit) => Promise<FetchResponse>; close(): Promise<void> } {
   const require = createRequire(import.meta.url);
   const UndiciClient = require('undici/lib/dispatcher/client.js') as typeof import('undici').Client;
   const undiciRequest = require('undici/lib/api/api-request.js') as (this: Dispatcher, options: Dispatcher.RequestOptions) => Promise<Dispatcher.ResponseData>;
@@ -60,7 +61,8 @@ function undiciFetch(origin: string, timeoutMs: number): { fetch: (url: string, 
   // modules undici pulls in (http, tls, crypto), and a V8 flag change makes V8 reject kvb's own cache.
   setFlagsFromString('--liftoff-only');
   const dispatcher = new UndiciClient(origin, {
-    connect: { timeout: Math.min(timeoutMs, 10_000) },
+    // A private CA is trusted in place of the system's for this connection (as curl --cacert).
+    connect: { timeout: Math.min(timeoutMs, 10_000), ...(ca && { ca }) },
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,
   });
@@ -90,6 +92,16 @@ function undiciFetch(origin: string, timeoutMs: number): { fetch: (url: string, 
   return { fetch, close: () => dispatcher.destroy().catch(() => undefined) };
 }
 
+/** The `--ca` / KVB_CA file, read once; unreadable is a usage error naming it. */
+function readCa(file: string | undefined): Buffer | undefined {
+  if (file === undefined) return undefined;
+  try {
+    return readFileSync(file);
+  } catch (err) {
+    throw new UsageError(`cannot read the CA file ${file} (--ca or KVB_CA): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
 /** Resolves the connection, opens a client, runs `fn`, and always closes the client. */
 export async function withClient<T>(
   command: RunningCommand,
@@ -102,8 +114,9 @@ export async function withClient<T>(
   const { KvbHttpError, KvbNetworkError } = await import('../client/client-errors.js');
   let opened: OpenedClient;
   try {
-    opened = await openClient(connection.url, connection.token, timeoutSeconds * 1000);
-  } catch {
+    opened = await openClient(connection.url, connection.token, timeoutSeconds * 1000, globalFlags(command).ca);
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
     throw new UsageError(`invalid server URL ${JSON.stringify(connection.url)} (from ${SOURCE_NAMES[connection.sources.url]})`);
   }
   const { client, close } = opened;

@@ -115,7 +115,7 @@ async function keyRoles(bucket: CachedBucket, credential: string, request: Fasti
 function tokenFromClaims(bucket: CachedBucket, claims: TokenClaims | null): Principal | undefined {
   if (!claims || claims.bkt !== bucket.record.id || claims.gen !== bucket.record.signingKeyGeneration) return undefined;
   if (claims.exp * 1000 <= Date.now()) return undefined;
-  return { kind: 'token', prefix: claims.pfx, permissions: new Set(claims.perm) };
+  return { kind: 'token', prefix: claims.pfx, permissions: new Set(claims.perm), expiresAt: claims.exp * 1000 };
 }
 
 /**

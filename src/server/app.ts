@@ -3,6 +3,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Registry } from 'prom-client';
 import { envelope } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
@@ -18,11 +19,12 @@ import { bucketRoutes } from './routes/bucket-routes.js';
 import { consoleRoute } from './routes/console-route.js';
 import { keyRoutes } from './routes/key-routes.js';
 import { listRoute } from './routes/list-route.js';
-import { operationalRoutes } from './routes/operational-routes.js';
+import { type Lifecycle, operationalRoutes } from './routes/operational-routes.js';
 import { errorEnvelopeSchema, securitySchemes } from './routes/schemas.js';
 import { tokenRoute } from './routes/token-route.js';
 import { transactionRoute } from './routes/transaction-route.js';
 import type { ServerConfig } from './server-config.js';
+import type { TlsFiles } from './tls.js';
 import { WatchHub, registerWatchMetrics } from './watch-hub.js';
 import { lazySchemaCompilers } from './lazy-schemas.js';
 
@@ -123,7 +125,7 @@ const CORS_OPTIONS = {
 const CORS_EXPOSED = CORS_OPTIONS.exposedHeaders.join(', ');
 
 /** Builds the whole service without listening, so tests and the bench can start it however they like. */
-export async function buildApp(store: Store, config: ServerConfig): Promise<FastifyInstance> {
+export async function buildApp(store: Store, config: ServerConfig, options: { tls?: TlsFiles } = {}): Promise<FastifyInstance> {
   const schemas = lazySchemaCompilers();
   configureVerifications(config.verificationWaitSeconds);
   const logs = new RequestLogController({ disableRequestLogging: true, requestIdLogLabel: 'req_id' }, config.accessLog);
@@ -153,8 +155,8 @@ export async function buildApp(store: Store, config: ServerConfig): Promise<Fast
     schemaController: { compilersFactory: schemas.builders },
     frameworkErrors: (error, _request, reply) =>
       sendError(reply, 'bad_request', error.code === 'FST_ERR_BAD_URL' ? 'malformed percent-encoding in the URL' : error.message),
-    serverFactory: (handler, options) =>
-      createKvbServer(handler, options as unknown as Parameters<typeof createKvbServer>[1]),
+    serverFactory: (handler, serverOptions) =>
+      createKvbServer(handler, { ...(serverOptions as unknown as Parameters<typeof createKvbServer>[1]), ...(options.tls && { tls: options.tls }) }),
     clientErrorHandler: (error, socket) => {
       if (!socket.writable) return socket.destroy(error);
       const body = JSON.stringify(envelope('bad_request', 'malformed HTTP request'));
@@ -245,7 +247,10 @@ export async function buildApp(store: Store, config: ServerConfig): Promise<Fast
   app.addHook('preClose', async () => endStreams());
   registerWatchMetrics(metrics, ctx.watch);
   registerVerificationMetrics(metrics);
-  await app.register(operationalRoutes, { ...ctx, metrics });
+  const lifecycle: Lifecycle = { draining: false };
+  app.decorate('lifecycle', lifecycle);
+  app.decorate('metricsRegistry', metrics);
+  await app.register(operationalRoutes, { ...ctx, metrics, lifecycle });
   await app.register(bucketRoutes, { ...ctx, limitCreation });
   await app.register(transactionRoute, ctx);
   await app.register(listRoute, ctx);
@@ -259,5 +264,9 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Ends every open watch stream with `closed` (graceful shutdown must not wait for them). */
     endStreams(): void;
+    /** Set `draining` on SIGTERM: /ready answers 503 from then on. */
+    lifecycle: Lifecycle;
+    /** What /metrics serves (also on the --metrics-listen listener). */
+    metricsRegistry: Registry;
   }
 }

@@ -1,35 +1,59 @@
 import { type IncomingMessage, type Server, type ServerOptions, type ServerResponse, createServer } from 'node:http';
-import type { Socket } from 'node:net';
+import { type ServerOptions as HttpsServerOptions, createServer as createHttpsServer } from 'node:https';
+import { Server as NetServer, type Socket } from 'node:net';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
 /** Requests of one connection waiting for the one before them to be answered. */
 const queued = Symbol('kvb.queued');
-type QueuedSocket = Socket & { [queued]?: Array<() => void> };
+/** The response a connection is working on, so a drain can still mark it `Connection: close`. */
+const answering = Symbol('kvb.answering');
+/** When a connection last became idle (connected, or its last answer done), in ms. */
+const idleSince = Symbol('kvb.idleSince');
+type QueuedSocket = Socket & { [queued]?: Array<() => void>; [answering]?: ServerResponse | undefined; [idleSince]?: number };
+
+/** Per server: whether it drains, its open connections, and the responses under way. */
+const lifecycle = Symbol('kvb.lifecycle');
+interface ServerState {
+  draining: boolean;
+  idleGraceMs: number;
+  sockets: Set<QueuedSocket>;
+}
+type KvbServer = Server & { [lifecycle]?: ServerState };
 
 /**
- * The HTTP server under Fastify, with two things Fastify does not do:
+ * The HTTP (or, given `tls`, HTTPS) server under Fastify, with what Fastify does not do:
  * - Pipelined requests on one connection run one after another. Node answers them in order
  *   (RFC 9112 §9.3.2) but starts their handlers at once, so `PUT p`, `GET p`, `DELETE p` sent in
  *   one write used to take effect out of order (the GET and DELETE ran while the PUT read its body).
  *   A request starts only when the previous one on its connection has been answered or aborted.
  * - Every response says `X-Content-Type-Options: nosniff`: one header set here, no hook per request.
+ * - A drain (drainServer) that answers every request received and drops none (see there).
  * Timeouts are the ones Fastify itself would set on a server it created.
  */
 export function createKvbServer(
   handler: Handler,
-  options: { http?: ServerOptions; keepAliveTimeout: number; requestTimeout: number; connectionTimeout: number },
+  options: { http?: ServerOptions; tls?: HttpsServerOptions; keepAliveTimeout: number; requestTimeout: number; connectionTimeout: number },
 ): Server {
+  const state: ServerState = { draining: false, idleGraceMs: 1000, sockets: new Set() };
   const run = (socket: QueuedSocket, req: IncomingMessage, res: ServerResponse) => {
+    socket[answering] = res;
     // 'close' follows both a finished response and an aborted one, so a queue never stalls.
     res.once('close', () => {
+      socket[answering] = undefined;
       const next = socket[queued]?.shift();
       if (next) next();
-      else socket[queued] = undefined;
+      else {
+        socket[queued] = undefined;
+        socket[idleSince] = performance.now();
+        if (state.draining) closeWhenIdle(state, socket);
+      }
     });
+    // Draining: this answer is the connection's last (Node closes it once the answer is written).
+    if (state.draining) res.setHeader('connection', 'close');
     handler(req, res);
   };
-  const server = createServer(options.http ?? {}, (req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     res.setHeader('x-content-type-options', 'nosniff');
     const socket = req.socket as QueuedSocket;
     const waiting = socket[queued];
@@ -38,9 +62,56 @@ export function createKvbServer(
       socket[queued] = [];
       run(socket, req, res);
     }
+  };
+  const server: KvbServer = options.tls ? createHttpsServer({ ...options.http, ...options.tls, ALPNProtocols: ['http/1.1'] }, onRequest) : createServer(options.http ?? {}, onRequest);
+  server[lifecycle] = state;
+  // The socket requests arrive on: the TLS socket for HTTPS, the TCP socket for HTTP.
+  server.on(options.tls ? 'secureConnection' : 'connection', (socket: QueuedSocket) => {
+    state.sockets.add(socket);
+    socket[idleSince] = performance.now();
+    socket.once('close', () => state.sockets.delete(socket));
+    if (state.draining) closeWhenIdle(state, socket);
   });
   server.keepAliveTimeout = options.keepAliveTimeout;
   server.requestTimeout = options.requestTimeout;
   server.setTimeout(options.connectionTimeout);
   return server;
+}
+
+/**
+ * Ends a connection that has no request under way and gets none within the grace (counted from
+ * when it became idle). A request that arrives meanwhile is answered (with `Connection: close`):
+ * a client that was just answered is likely sending its next request on it that very moment, and
+ * ending the connection then would cut that request off. One idle for longer is ended at once.
+ */
+function closeWhenIdle(state: ServerState, socket: QueuedSocket): void {
+  if (socket[queued] !== undefined) return;
+  const end = () => {
+    if (socket[queued] === undefined && !socket.destroyed) socket.end();
+  };
+  const waited = performance.now() - (socket[idleSince] ?? 0);
+  if (waited >= state.idleGraceMs) end();
+  else setTimeout(end, state.idleGraceMs - waited).unref();
+}
+
+/**
+ * A drain that drops nothing: stop accepting (new connections are refused), answer every request
+ * already received, each answer with `Connection: close` (one whose headers are already out, a
+ * stream, ends its connection once it is done), and end idle connections after a short grace.
+ * Resolves once the last connection has closed. (http.Server.close would also end idle
+ * keep-alives at once, racing requests in flight on them: the plain net close is used instead.)
+ */
+export function drainServer(server: Server, idleGraceMs = 1000): Promise<void> {
+  const state = (server as KvbServer)[lifecycle];
+  if (!state) return new Promise((resolve) => server.close(() => resolve()));
+  state.draining = true;
+  state.idleGraceMs = idleGraceMs;
+  return new Promise((resolve) => {
+    NetServer.prototype.close.call(server, () => resolve());
+    for (const socket of state.sockets) {
+      const res = socket[answering];
+      if (res && !res.headersSent) res.setHeader('connection', 'close');
+      closeWhenIdle(state, socket);
+    }
+  });
 }

@@ -2,11 +2,15 @@ import { mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { VERSION } from '../version.js';
 import { type DbTarget, openStore, parseDbTarget } from '../store/open-store.js';
-import { describeError, readOnlyReason } from '../store/storage-errors.js';
+import { describeError, readOnlyReason, storageFullReason } from '../store/storage-errors.js';
 import type { Store } from '../store/store.js';
+import type { Server as HttpsServer } from 'node:https';
 import { buildApp } from './app.js';
 import { sizeCryptoThreadPool } from './crypto-threads.js';
-import type { ServerConfig } from './server-config.js';
+import { type TlsFiles, isLoopback, loadTlsFiles } from './tls.js';
+import { startMetricsListener } from './metrics-listener.js';
+import { type ServerConfig, parseListenAddress } from './server-config.js';
+import { drainServer } from './http-server.js';
 import { startSweeper } from './sweeper.js';
 
 /** `kvb serve`: opens the store, listens, sweeps expired keys, and shuts down cleanly on a signal. */
@@ -27,6 +31,16 @@ export async function runServer(config: ServerConfig): Promise<void> {
     target = parseDbTarget(config.db);
   } catch (err) {
     return fail(`--db: ${(err as Error).message}`);
+  }
+  // TLS files are checked before the store is opened: a bad pair is refused at once, in one line.
+  let tls: TlsFiles | undefined;
+  if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) return fail('--tls-cert and --tls-key go together: give both, or neither');
+  if (config.tlsCert !== undefined && config.tlsKey !== undefined) {
+    try {
+      tls = loadTlsFiles(config.tlsCert, config.tlsKey);
+    } catch (err) {
+      return fail(describeError(err));
+    }
   }
   const storage = target.kind === 'postgres' ? `PostgreSQL at ${safeDbName(target.url)}` : `SQLite database ${target.path}`;
   let created: string[] = [];
@@ -55,49 +69,73 @@ export async function runServer(config: ServerConfig): Promise<void> {
       return fail(`cannot open ${storage}: another process (another kvb serve?) has it open; one server per SQLite file`);
     }
     const readOnly = target.kind === 'sqlite' && target.path !== ':memory:' ? readOnlyReason(target.path) : undefined;
-    return fail(`cannot open ${storage}: ${readOnly ?? describeError(err)}`);
+    return fail(`cannot open ${storage}: ${readOnly ?? storageFullReason(err) ?? describeError(err)}`);
   }
-  const app = await buildApp(store, config);
+  const app = await buildApp(store, config, { ...(tls && { tls }) });
   onBackgroundError = (err) =>
     app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
   const sweeper = startSweeper(store, config.sweepIntervalSeconds * 1000, app.log, config.watchRetentionSeconds * 1000);
 
+  let metricsServer: import('node:http').Server | undefined;
   let stopping = false;
+  const say = (level: 'info' | 'warn' | 'error', message: string) => {
+    try {
+      app.log[level](message);
+    } catch {
+      // stdout is gone (its reader exited): shutting down matters more than the line.
+    }
+  };
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    app.log.info(`received ${signal}, finishing in-flight requests`);
+    // At once: /ready answers 503, so a load balancer stops sending here.
+    app.lifecycle.draining = true;
     // A client that never finishes its request (or a pipelined queue behind one) must not hold
     // the process: past the deadline its connection is closed, and the process exits anyway.
+    // Armed before anything is logged: a log line that cannot be written (stdout's reader gone)
+    // must not keep the process from stopping.
     const deadline = setTimeout(() => {
-      app.log.warn(`open requests did not finish within ${config.shutdownTimeoutSeconds} s; closing their connections`);
+      say('warn', `open requests did not finish within ${config.shutdownTimeoutSeconds} s; closing their connections`);
       app.server.closeAllConnections();
       setTimeout(() => {
-        app.log.warn('requests still running after their connections closed; exiting');
+        say('warn', 'requests still running after their connections closed; exiting');
         process.exit(0);
       }, 2000).unref();
     }, config.shutdownTimeoutSeconds * 1000);
     deadline.unref();
+    say('info', `received ${signal}, draining: answering requests already received, refusing new connections`);
     try {
-      await sweeper.stop();
-      // Watch streams never finish on their own: end them first, so they do not hold the wait below.
+      // Watch streams never finish on their own: end them first, so they do not hold the drain.
       app.endStreams();
-      // The server was started with listen() on app.server, so Fastify's close leaves it to us:
-      // stop accepting, close idle keep-alives, and wait for open requests (up to the deadline).
-      await new Promise<void>((resolve) => {
-        app.server.close(() => resolve());
-        app.server.closeIdleConnections();
-      });
+      // Stop accepting, answer every request received (each with Connection: close), end idle
+      // connections after a short grace, and wait for the last connection (see drainServer).
+      await Promise.all([sweeper.stop(), drainServer(app.server, config.drainIdleGraceMs)]);
+      if (metricsServer) {
+        metricsServer.closeAllConnections();
+        await new Promise((resolve) => metricsServer!.close(resolve));
+      }
       await app.close();
       clearTimeout(deadline);
       await store.close();
-      app.log.info('stopped');
+      say('info', 'stopped');
       process.exit(0);
     } catch (err) {
-      app.log.error({ err }, 'unclean shutdown');
+      say('error', `unclean shutdown: ${describeError(err)}`);
       process.exit(1);
     }
   };
+  // SIGHUP (`systemctl reload`) reloads the TLS pair: new handshakes get it, open connections
+  // keep theirs, and a pair that cannot be used is refused with the old one kept. It never stops
+  // kvb (without TLS there is nothing to reload, and Node's default would end the process).
+  process.on('SIGHUP', () => {
+    if (config.tlsCert === undefined || config.tlsKey === undefined) return say('info', 'SIGHUP: nothing to reload (no --tls-cert); still serving');
+    try {
+      (app.server as HttpsServer).setSecureContext(loadTlsFiles(config.tlsCert, config.tlsKey));
+      say('info', `SIGHUP: reloaded the TLS certificate ${config.tlsCert} and key ${config.tlsKey}`);
+    } catch (err) {
+      say('error', `SIGHUP: ${describeError(err)}; still serving the previous certificate`);
+    }
+  });
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
 
@@ -122,8 +160,29 @@ export async function runServer(config: ServerConfig): Promise<void> {
   const port = typeof address === 'object' && address ? address.port : config.port;
   const shownHost = config.host.includes(':') ? `[${config.host}]` : config.host;
   const where = target.kind === 'postgres' ? `postgres ${safeDbName(target.url)}` : `sqlite ${target.path === ':memory:' ? ':memory:' : resolve(target.path)}`;
+  if (config.metricsListen !== undefined) {
+    const address = parseListenAddress(config.metricsListen);
+    if (!address) return fail(`--metrics-listen: expected PORT or ADDR:PORT, not ${JSON.stringify(config.metricsListen)}`);
+    try {
+      metricsServer = await startMetricsListener(app, app.metricsRegistry, address, config.metricsToken);
+    } catch (err) {
+      await store.close().catch(() => undefined);
+      return fail(`--metrics-listen: cannot listen on ${config.metricsListen}: ${describeError(err)}`);
+    }
+  }
+  const scheme = tls ? 'https' : 'http';
   // Still one line: what the database offers and what kvb uses of it rides along as a field.
-  app.log.info({ capabilities: store.capabilities }, `kvb ${VERSION} listening on http://${shownHost}:${port} (storage: ${where})`);
+  app.log.info({ capabilities: store.capabilities }, `kvb ${VERSION} listening on ${scheme}://${shownHost}:${port} (storage: ${where})`);
+  if (metricsServer) {
+    const bound = metricsServer.address();
+    const metricsAt = typeof bound === 'object' && bound ? `${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}` : config.metricsListen;
+    app.log.info(`metrics listening on http://${metricsAt} (/metrics, /health, /ready; /metrics is not served on the API port)`);
+  }
+  if (!tls && !isLoopback(config.host)) {
+    app.log.warn(
+      `listening on ${shownHost} without TLS: credentials and values travel in clear text unless a proxy in front terminates TLS (or use --tls-cert and --tls-key)`,
+    );
+  }
 }
 
 /**

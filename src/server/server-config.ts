@@ -3,6 +3,9 @@ import { MAX_VALUE_BYTES } from '../values/keys.js';
 export interface ServerConfig {
   port: number;
   host: string;
+  /** PEM certificate chain and private key files: serve HTTPS (reloaded on SIGHUP). Both or neither. */
+  tlsCert: string | undefined;
+  tlsKey: string | undefined;
   /** SQLite path, `sqlite:` URL, or `postgres://` URL. */
   db: string;
   logLevel: string;
@@ -39,8 +42,14 @@ export interface ServerConfig {
   maxWatchers: number;
   watchRetentionSeconds: number;
   watchProgressMs: number;
+  /** `ADDR:PORT` (or a port alone, on 127.0.0.1) of a separate listener for /metrics, /health and /ready; /metrics then leaves the API port. */
+  metricsListen: string | undefined;
+  /** When set, /metrics needs `Authorization: Bearer <this>` (wherever it is served). */
+  metricsToken: string | undefined;
   /** Seconds a graceful shutdown waits for open requests before it closes their connections. */
   shutdownTimeoutSeconds: number;
+  /** Draining: ms an idle connection is given to send one more request (answered with Connection: close) before it is closed. */
+  drainIdleGraceMs: number;
   /** Most buckets the server holds; 0 means no limit. */
   maxBuckets: number;
   /** Per-bucket quotas: most stored keys, and most bytes (keys and values), per bucket; 0 means no limit. */
@@ -75,6 +84,8 @@ export function parseRateLimit(text: string): RateLimit | undefined {
 export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   port: 8080,
   host: '0.0.0.0',
+  tlsCert: undefined,
+  tlsKey: undefined,
   db: './kvb.db',
   logLevel: 'info',
   defaultTtl: 604800,
@@ -95,6 +106,9 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   stalledReaderTimeoutSeconds: 30,
   maxStreamedResponses: 64,
   shutdownTimeoutSeconds: 10,
+  metricsListen: undefined,
+  metricsToken: undefined,
+  drainIdleGraceMs: 1000,
   maxBuckets: 0,
   maxKeysPerBucket: 0,
   maxBytesPerBucket: 0,
@@ -105,3 +119,10 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   watchRetentionSeconds: 3600,
   watchProgressMs: 15_000,
 };
+
+/** `--metrics-listen`: `PORT`, `ADDR:PORT` or `[IPv6]:PORT`; a port alone listens on loopback. */
+export function parseListenAddress(text: string): { host: string; port: number } | undefined {
+  const match = /^(?:(\[[0-9a-fA-F:.]+\]|[^:\s[\]]+):)?(\d{1,5})$/.exec(text.trim());
+  if (!match || Number(match[2]) > 65535) return undefined;
+  return { host: (match[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''), port: Number(match[2]) };
+}

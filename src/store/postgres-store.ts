@@ -8,7 +8,7 @@ import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { listBounds } from './list-bounds.js';
 import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
-import { appliedMigrations, kvbMigrations, runMigrations } from './migrations.js';
+import { appliedMigrations, kvbMigrations, refuseNewerDatabase, runMigrations } from './migrations.js';
 import { type BatchView, type QueuedWrite, NO_BUCKET, runBatch } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
 import { type Quota, type Usage, NO_QUOTA, entrySize } from './quota.js';
@@ -746,7 +746,7 @@ async function migrate(pool: pg.Pool, db: Kysely<Database>, schema: string): Pro
       return;
     }
     const applied = await appliedMigrations(db, schema).catch(() => new Set<string>());
-    if (steps.every((s) => applied.has(s.name))) return;
+    if (steps.every((s) => applied.has(s.name))) return refuseNewerDatabase(db, steps, schema);
     if (now > deadline) throw new Error('another instance has been migrating this schema for over a minute');
     await sleep(100 + Math.random() * 200);
   }

@@ -2,7 +2,7 @@
 // bookkeeping are state that nearly every method reads and changes; splitting it would pass that state around.
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { prefixUpperBound } from '../values/keys.js';
 import type { StoredValue } from '../values/stored-value.js';
@@ -11,7 +11,7 @@ import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { listBounds } from './list-bounds.js';
 import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
-import { MIGRATION_TABLE, appliedMigrations, kvbMigrations, migrateToLatest } from './migrations.js';
+import { MIGRATION_TABLE, appliedMigrations, kvbMigrations, migrateToLatest, refuseNewerDatabase } from './migrations.js';
 import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
 import {
   type CompiledStatement,
@@ -83,6 +83,15 @@ interface PendingWrite {
   run: () => unknown;
   resolve: (value: never) => void;
   reject: (error: unknown) => void;
+}
+
+/** Size of a file in bytes; 0 when it does not exist. */
+function fileSize(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
 }
 
 /** The tables, indexes and bookkeeping a kvb database holds; anything else means the file belongs to someone else. */
@@ -209,6 +218,9 @@ export class SqliteStore implements Store {
         if (!(err instanceof DatabaseInUseError) || options.access !== 'read') throw err;
       }
     }
+    // A first start that fails (a full disk part-way through the migrations) must leave no
+    // half-made file for the next start to refuse: a file that was absent or empty is removed.
+    const fresh = !memory && lock !== undefined && fileSize(options.path) === 0;
     // No busy wait while opening; the lock above already says whether another kvb owns the file.
     let raw: BetterSqlite3.Database | undefined;
     try {
@@ -225,6 +237,7 @@ export class SqliteStore implements Store {
         await migrateToLatest(db, 'sqlite');
       } else {
         // Reading beside the server that owns the file: it migrated it; a newer kvb's file is left alone.
+        await refuseNewerDatabase(db, kvbMigrations('sqlite'));
         const applied = await appliedMigrations(db);
         const missing = kvbMigrations('sqlite').filter((m) => !applied.has(m.name));
         if (missing.length > 0) throw new Error(`the kvb serve that holds ${options.path} has not upgraded it to this kvb's schema`);
@@ -239,9 +252,10 @@ export class SqliteStore implements Store {
       return store;
     } catch (err) {
       raw?.close();
+      if (fresh) for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(`${options.path}${suffix}`, { force: true });
       lock?.release();
       // Another application's file: leave nothing of kvb's beside it either.
-      if (err instanceof ForeignDatabaseError && lock?.created) rmSync(lockFileOf(options.path), { force: true });
+      if ((fresh || err instanceof ForeignDatabaseError) && lock?.created) rmSync(lockFileOf(options.path), { force: true });
       throw err;
     }
   }

@@ -93,7 +93,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     }, 15_000);
     child.all?.on('data', (chunk: string) => {
       output += chunk;
-      const match = /listening on (http:\/\/[^\s"]+)/.exec(output);
+      const match = /listening on (https?:\/\/[^\s"]+)/.exec(output);
       if (match) {
         clearTimeout(timer);
         resolve(match[1]!);

@@ -27,7 +27,7 @@ describe('Operational endpoints (root)', () => {
     const res = await call(`${server.url}/health`);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
-    expect(res.json()).toEqual({ status: 'ok', storage: 'ok', version: VERSION });
+    expect(res.json()).toEqual({ status: 'ok', storage: 'ok', version: VERSION, max_value_bytes: 16384 });
   });
   it('GET /ready probes storage and answers the same shape', async () => {
     const res = await call(`${server.url}/ready`);

@@ -67,13 +67,36 @@ async function* linesOf(file: string): AsyncGenerator<string> {
   if (last !== undefined) yield last;
 }
 
+/**
+ * Creates a new 0600 file for a dump (which holds credential hashes and signing keys). A symlink
+ * (dangling too) is never followed, and an existing file is replaced only with `force` and only
+ * when it is a regular file: O_EXCL|O_NOFOLLOW leaves no window for a link planted meanwhile.
+ */
+async function createPrivateFile(path: string, force: boolean) {
+  const { constants } = await import('node:fs');
+  const { lstat, open, unlink } = await import('node:fs/promises');
+  const existing = await lstat(path).catch(() => undefined);
+  if (existing?.isSymbolicLink()) throw new DbError(`${path} is a symbolic link; refusing to write a dump through it`, 1);
+  if (existing && !force) throw new DbError(`${path} already exists (pass --force to replace a regular file)`, 1);
+  if (existing && !existing.isFile()) throw new DbError(`${path} is not a regular file; refusing to replace it`, 1);
+  if (existing) await unlink(path);
+  try {
+    return await open(path, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW, 0o600);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' || code === 'ELOOP') throw new DbError(`${path} appeared while the dump started (a file or symlink); refusing it`, 1);
+    throw new DbError(`cannot create ${path}: ${(err as Error).message}`, 1);
+  }
+}
+
 const dump = defineCommand({
   define: (parent) =>
     parent
       .command('dump')
       .description('write every bucket (policy, credential hashes, signing key) and every key to a dump file')
       .option('--db <url>', DB_HELP)
-      .option('-o, --output <file>', 'write to this file (created 0600) instead of stdout')
+      .option('-o, --output <file>', 'write to this new file (created 0600) instead of stdout; a symlink or an existing file is refused')
+      .option('--force', 'with -o: replace an existing regular file (never a symlink)')
       .addHelpText(
         'after',
         `
@@ -91,10 +114,9 @@ ${examples('kvb db dump --db /var/lib/kvb/kvb.db -o kvb.dump', 'kvb db dump --db
         info(`dumped ${counts.buckets} buckets, ${counts.entries} keys`);
         return;
       }
-      const { open, rm } = await import('node:fs/promises');
-      const file = await open(options.output, 'w', 0o600);
+      const { rm } = await import('node:fs/promises');
+      const file = await createPrivateFile(options.output, options.force === true);
       try {
-        await file.chmod(0o600);
         let pending = '';
         const counts = await dumpStore(store, async (chunk) => {
           pending += chunk;
@@ -246,11 +268,51 @@ ${examples('kvb db backup --db /var/lib/kvb/kvb.db --out /backup/kvb-$(date +%F)
   },
 });
 
+const migrate = defineCommand({
+  define: (parent) =>
+    parent
+      .command('migrate')
+      .description("bring a database's schema up to this kvb (kvb serve also does it at start); --dry-run lists what would run")
+      .option('--db <url>', DB_HELP)
+      .option('--dry-run', 'list the pending migrations, one per line, and change nothing')
+      .addHelpText(
+        'after',
+        `
+Each migration runs in its own transaction; one that fails leaves nothing
+behind. Back up first (kvb db backup, or pg_dump). A database already
+upgraded by a newer kvb is refused, naming both versions.
+${examples('kvb db migrate --db /var/lib/kvb/kvb.db --dry-run', 'kvb db migrate --db postgres://kvb@db/kvb')}`,
+      ),
+  async run(options) {
+    const url = options.db ?? process.env.KVB_DB;
+    if (!url) throw new DbError('no database given: pass --db (a SQLite file or a postgres:// URL) or set KVB_DB', 1);
+    const { isPostgresUrl } = await import('../../store/open-store.js');
+    const { existsSync } = await import('node:fs');
+    if (!isPostgresUrl(url) && !existsSync(url.replace(/^(sqlite|file):(\/\/)?/, ''))) throw new DbError(`no database at ${url}`, 1);
+    const { migrationStatus } = await import('../../store/migration-status.js');
+    let pending: string[];
+    try {
+      ({ pending } = await migrationStatus(url));
+    } catch (err) {
+      const tooNew = (err as { code?: unknown }).code === 'KVB_DATABASE_TOO_NEW';
+      throw new DbError(tooNew ? (err as Error).message : `cannot read ${url.replace(/\/\/[^@/]*@/, '//…@')}: ${(err as Error).message}`, tooNew ? 1 : 5);
+    }
+    if (options.dryRun) {
+      for (const name of pending) await data(`${name}\n`);
+      info(pending.length === 0 ? 'up to date: no pending migrations' : `${pending.length} pending migrations (nothing changed: --dry-run)`);
+      return;
+    }
+    if (pending.length === 0) return info('up to date: no pending migrations');
+    await withStore(url, 'own', async () => undefined);
+    info(`applied ${pending.length} migrations: ${pending.join(', ')}`);
+  },
+});
+
 export const db = defineGroup(
   (parent) =>
     parent
       .command('db')
-      .description('operator commands on the database itself: dump, restore, check, backup (on the server machine)')
+      .description('operator commands on the database itself: dump, restore, check, backup, migrate (on the server machine)')
       .addHelpText('after', examples('kvb db dump --db ./kvb.db -o kvb.dump', 'kvb db restore --db postgres://kvb@db/kvb kvb.dump', 'kvb db check --db ./kvb.db')),
-  [dump, restore, check, backup],
+  [dump, restore, check, backup, migrate],
 );

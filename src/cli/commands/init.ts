@@ -79,7 +79,7 @@ async function wizard(command: RunningCommand): Promise<void> {
       url = normalizeUrl(url);
       const spin = p.spinner();
       spin.start(`Checking ${url}/health`);
-      const { client, close } = await openClient(url, undefined, 5000);
+      const { client, close } = await openClient(url, undefined, 5000, flags.ca);
       try {
         const health = await client.health();
         spin.stop(`Server is up (kvb ${health.version})`);
@@ -176,7 +176,7 @@ async function wizard(command: RunningCommand): Promise<void> {
     process.on('SIGINT', holdInterrupt);
     // No spinner here: clack's spinner takes the terminal raw and exits at once on Ctrl-C.
     p.log.step('Creating the bucket…');
-    const { client, close } = await openClient(url, flags.token || process.env.KVB_TOKEN || undefined, 30_000);
+    const { client, close } = await openClient(url, flags.token || process.env.KVB_TOKEN || undefined, 30_000, flags.ca);
     let id: string;
     try {
       try {

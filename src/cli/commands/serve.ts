@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option } from '@commander-js/extra-typings';
-import { DEFAULT_SERVER_CONFIG, type ServerConfig, parseRateLimit } from '../../server/server-config.js';
+import { DEFAULT_SERVER_CONFIG, type ServerConfig, parseListenAddress, parseRateLimit } from '../../server/server-config.js';
 import { parseBooleanSetting } from '../../values/boolean-setting.js';
 import { MAX_VALUE_BYTES, MAX_VALUE_BYTES_CEILING } from '../../values/keys.js';
 import { defineCommand } from '../define-command.js';
@@ -49,6 +49,8 @@ export const serve = defineCommand({
       .configureHelp({ showGlobalOptions: false })
       .addOption(new Option('--port <n>', 'TCP port (0 picks a free one)').env('KVB_PORT').default(d.port).argParser(integer(0, 65535)))
       .addOption(new Option('--host <addr>', 'address to bind').env('KVB_HOST').default(d.host))
+      .addOption(new Option('--tls-cert <file>', 'serve HTTPS with this PEM certificate (chain); reloaded on SIGHUP').env('KVB_TLS_CERT'))
+      .addOption(new Option('--tls-key <file>', 'the PEM private key of --tls-cert; reloaded on SIGHUP').env('KVB_TLS_KEY'))
       .addOption(new Option('--db <url>', 'SQLite file (a path, sqlite:PATH or file:PATH; a missing directory is created) or a postgres:// / postgresql:// URL').env('KVB_DB').default(d.db))
       .addOption(new Option('--log-level <level>', 'log level').env('KVB_LOG_LEVEL').default(d.logLevel).choices(LOG_LEVELS))
       .addOption(
@@ -157,6 +159,12 @@ export const serve = defineCommand({
           .argParser(integer(0, 3600)),
       )
       .addOption(
+        new Option('--metrics-listen <[addr:]port>', 'serve /metrics (and /health, /ready) on this separate listener instead of the API port; a port alone means 127.0.0.1')
+          .env('KVB_METRICS_LISTEN')
+          .argParser(listenAddress),
+      )
+      .addOption(new Option('--metrics-token <token>', '/metrics needs Authorization: Bearer with this token').env('KVB_METRICS_TOKEN'))
+      .addOption(
         new Option('--max-buckets <n>', 'most buckets this server holds (0 = no limit)')
           .env('KVB_MAX_BUCKETS')
           .default(d.maxBuckets)
@@ -193,13 +201,16 @@ Examples:
   kvb serve                                  # :8080, ./kvb.db
   kvb serve --port 9000 --db /var/lib/kvb/kvb.db
   KVB_DB=postgres://kvb@db:5432/kvb kvb serve --pool-size 20
-  kvb serve --console off                    # no web console at /console/`,
+  kvb serve --console off                    # no web console at /console/
+  kvb serve --tls-cert /etc/kvb/cert.pem --tls-key /etc/kvb/key.pem   # HTTPS; kill -HUP reloads them`,
       ),
   async run(options, command) {
     const config: ServerConfig = {
       ...d,
       port: options.port,
       host: options.host,
+      tlsCert: options.tlsCert || undefined,
+      tlsKey: options.tlsKey || undefined,
       db: options.db,
       logLevel: options.logLevel,
       defaultTtl: options.defaultTtl,
@@ -223,6 +234,8 @@ Examples:
       stalledReaderTimeoutSeconds: options.stalledReaderTimeout,
       maxStreamedResponses: options.maxStreamedResponses,
       shutdownTimeoutSeconds: options.shutdownTimeout,
+      metricsListen: options.metricsListen,
+      metricsToken: options.metricsToken || undefined,
       maxBuckets: options.maxBuckets,
       maxKeysPerBucket: options.maxKeysPerBucket,
       maxBytesPerBucket: options.maxBytesPerBucket,
@@ -233,11 +246,18 @@ Examples:
       watchRetentionSeconds: options.watchRetention,
       // Not a flag: tests shorten the 15 s heartbeat.
       watchProgressMs: Number(process.env.KVB_WATCH_PROGRESS_MS) || d.watchProgressMs,
+      // Not a flag either: tests lengthen the drain's grace for idle connections.
+      drainIdleGraceMs: Number(process.env.KVB_DRAIN_IDLE_GRACE_MS) || d.drainIdleGraceMs,
     };
     const { runServer } = await import('../../server/run-server.js');
     await runServer(config);
   },
 });
+
+function listenAddress(value: string) {
+  if (!parseListenAddress(value)) throw new InvalidArgumentError('expected PORT or ADDR:PORT, e.g. 9100 or 10.0.0.5:9100');
+  return value;
+}
 
 function rate(value: string) {
   const limit = parseRateLimit(value);

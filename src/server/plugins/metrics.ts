@@ -17,6 +17,9 @@ const STORE_BOUNDS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 export function setupMetrics(logs: RequestLogController, store: Store): { registry: Registry; store: Store } {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  // prom-client names three gauges `_total`, which Prometheus keeps for counters (promtool check
+  // metrics refuses them); each is the sum of its by-type gauge (nodejs_active_handles{type}, …).
+  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name);
   const { requests } = logs;
   registry.registerMetric(
     scrapedMetric('kvb_http_requests_total', 'HTTP requests answered', 'counter', () => requests.counterSamples('kvb_http_requests_total')) as never,

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
-import { type Entry, isRefusal } from '../../store/store.js';
+import { type Condition, type Entry, isRefusal } from '../../store/store.js';
 import { type ParsedNumber, addNumbers, formatNumber, parseDelta, parseNumber } from '../../values/numbers.js';
 import { inferValue } from '../../values/infer-value.js';
 import { decodeKey, valueTooLarge } from '../../values/keys.js';
@@ -111,7 +111,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     const { key, bucket, principal } = await target(request);
     authorize(bucket, principal, 'write', key);
     const ttl = optionalInteger(queryOf(request), 'ttl', 0, MAX_TTL_SECONDS);
-    const condition = writeCondition(request.headers);
+    const condition = conditionFor(request, bucket, principal, key);
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
     const value = inferValue(body, request.headers['content-type']);
     const now = Date.now();
@@ -126,7 +126,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
   app.delete('/api/v1/:bucket/*', { schema: keySchemas.delete }, async (request, reply) => {
     const { key, bucket, principal } = await target(request);
     authorize(bucket, principal, 'delete', key);
-    const condition = writeCondition(request.headers);
+    const condition = conditionFor(request, bucket, principal, key);
     const outcome = await store.deleteEntry(bucket.record.id, key, Date.now(), condition);
     if (isRefusal(outcome)) throw refusalError(outcome);
     if (!outcome.deleted) throw new KvbError('not_found', 'no such key');
@@ -140,7 +140,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     const body = Buffer.isBuffer(request.body) ? request.body.toString('utf8') : '';
     const delta = parseDelta(body);
     if (!delta) throw badRequest('delta must be +N or -N with N a decimal number');
-    const condition = writeCondition(request.headers);
+    const condition = conditionFor(request, bucket, principal, key);
     const now = Date.now();
     const updated = await store.updateEntry(bucket.record.id, key, now, (current) => {
       let next = delta;
@@ -158,4 +158,15 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     if (isRefusal(updated)) throw refusalError(updated);
     return describeValue(reply, updated).code(200).send(updated.data);
   });
+}
+
+/**
+ * A write's If-Match / If-None-Match, which need read permission on the key as a transaction's
+ * `check` does (etcd's rule for compares): the 412 names the key's revision, and whether the key
+ * exists, so a caller who may write but not read must not learn them from it.
+ */
+function conditionFor(request: FastifyRequest, bucket: CachedBucket, principal: Principal, key: string): Condition | undefined {
+  const condition = writeCondition(request.headers);
+  if (condition !== undefined) authorize(bucket, principal, 'read', key);
+  return condition;
 }

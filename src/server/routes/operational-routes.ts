@@ -1,13 +1,20 @@
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { KvbError } from '../../errors.js';
 import { VERSION } from '../../version.js';
+import { credentialMatches } from '../operator-key.js';
 import type { ServerContext } from '../server-context.js';
 import { operationalSchemas } from './schemas.js';
 
 const READY_TIMEOUT_MS = 2000;
 
+/** Whether the server is shutting down (set on SIGTERM, before the drain starts). */
+export interface Lifecycle {
+  draining: boolean;
+}
+
 /** `/health`, `/ready`, `/metrics` and `/api-docs/openapi.json`, at the root. */
-export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext & { metrics: Registry }): Promise<void> {
+export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext & { metrics: Registry; lifecycle: Lifecycle }): Promise<void> {
   app.get(
     '/health',
     {
@@ -25,6 +32,9 @@ export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext
       schema: operationalSchemas.ready,
     },
     async (_request, reply) => {
+      // Draining: a load balancer stops sending here at once (a check of its own, beside the
+      // storage probe below, so both can fail the readiness independently).
+      if (ctx.lifecycle.draining) return reply.code(503).send({ status: 'degraded', storage: 'ok', version: VERSION, draining: true });
       let timer: NodeJS.Timeout | undefined;
       try {
         await Promise.race([
@@ -43,10 +53,17 @@ export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext
     },
   );
 
-  app.get('/metrics', { schema: operationalSchemas.metrics }, async (_request, reply) => {
-    const text = await ctx.metrics.metrics();
-    return reply.type(ctx.metrics.contentType).send(text);
-  });
+  // With --metrics-listen, /metrics is served only there (metrics-listener.ts), not to API clients.
+  if (ctx.config.metricsListen === undefined) {
+    app.get('/metrics', { schema: operationalSchemas.metrics }, async (request, reply) => {
+      const token = ctx.config.metricsToken;
+      if (token !== undefined && !credentialMatches(request, token)) {
+        throw new KvbError('unauthorized', 'metrics need Authorization: Bearer with the metrics token');
+      }
+      const text = await ctx.metrics.metrics();
+      return reply.type(ctx.metrics.contentType).send(text);
+    });
+  }
 
   app.get('/api-docs/openapi.json', { schema: operationalSchemas.openapi }, async () => app.swagger());
 }

@@ -745,7 +745,8 @@ export const operationalSchemas = {
       200: { ...health, description: 'Ready', examples: [{ status: 'ok', storage: 'ok', version: VERSION }] },
       503: {
         ...health,
-        description: 'Storage unreachable (the health shape, not the error envelope)',
+        properties: { ...health.properties, draining: { type: 'boolean', description: 'true while the server shuts down (SIGTERM)' } },
+        description: 'Storage unreachable, or the server is draining (the health shape, not the error envelope)',
         examples: [{ status: 'degraded', storage: 'error', version: VERSION }],
       },
     },

@@ -14,6 +14,8 @@ import { effectivePrefix } from './list-route.js';
 export const MAX_WATCH_BUFFER_BYTES = 1024 * 1024;
 /** How often an open stream re-checks its credential (the bound for other credential changes on a shared store). */
 const RECHECK_MS = 1000;
+/** The reason a stream ends with when its credential lapses (an expired token included; unchanged since issue 21). */
+const EXPIRED = 'the credential is no longer valid';
 
 function changeEvent(c: Change, withValues: boolean): string {
   const base = `{"type":"${c.kind}","key":${JSON.stringify(c.key)},"rev":${c.revision}`;
@@ -54,6 +56,8 @@ export async function watchStream(request: FastifyRequest, reply: FastifyReply, 
     throw new KvbError('service_unavailable', `this instance serves its limit of ${config.maxWatchers} watchers`, { 'retry-after': '5' });
   }
 
+  // A token's expiry is known here: its stream ends at `exp` exactly, not at the next re-check.
+  const expiresAt = principal.kind === 'token' ? principal.expiresAt : undefined;
   const raw = reply.raw;
   let started = false;
   let ended = false;
@@ -87,6 +91,8 @@ export async function watchStream(request: FastifyRequest, reply: FastifyReply, 
     last: 0,
     deliver(revision, changes) {
       if (ended || changes.length === 0) return;
+      // A change committed after the token's exp is never sent on it, however late the timer runs.
+      if (expiresAt !== undefined && Date.now() >= expiresAt) return watcher.close(EXPIRED);
       if (started && raw.writableLength > MAX_WATCH_BUFFER_BYTES) {
         end('reset', JSON.stringify({ type: 'reset', rev: revision, reason: 'slow consumer: the stream fell too far behind' }));
         return;
@@ -103,7 +109,10 @@ export async function watchStream(request: FastifyRequest, reply: FastifyReply, 
     },
   };
   const cleanup = () => {
-    for (const t of timers) clearInterval(t);
+    for (const t of timers) {
+      clearInterval(t);
+      clearTimeout(t);
+    }
     watch.leave(watcher);
   };
 
@@ -142,6 +151,9 @@ export async function watchStream(request: FastifyRequest, reply: FastifyReply, 
     cleanup();
     watch.unregister(watcher);
   });
+  // (Past a timer's longest delay, about 24.8 days, the once-a-second re-check ends it instead.)
+  const untilExpiry = expiresAt === undefined ? undefined : Math.max(0, expiresAt - Date.now());
+  if (untilExpiry !== undefined && untilExpiry < 2 ** 31 - 1) timers.push(setTimeout(() => watcher.close(EXPIRED), untilExpiry));
   timers.push(
     setInterval(() => {
       if (!ended) write(message('progress', [JSON.stringify({ type: 'progress', rev: watcher.last })], watcher.last));
@@ -159,7 +171,7 @@ export async function watchStream(request: FastifyRequest, reply: FastifyReply, 
         } catch (err) {
           // Expired token, rotated or cleared key or signing key, narrowed permissions. (A storage
           // error is not a verdict on the credential: the next check retries.)
-          if (err instanceof KvbError) watcher.close('the credential is no longer valid');
+          if (err instanceof KvbError) watcher.close(EXPIRED);
         }
       })();
     }, RECHECK_MS),
