@@ -22,6 +22,13 @@ if (process.env.KVB_TEST_NOTICE_SHOWN) {
 } else {
   console.log('PostgreSQL tests: SKIPPED (set KVB_TEST_POSTGRES_URL=postgres://user@host:5432/db to run them)');
 }
+if (!process.env.KVB_TEST_NOTICE_SHOWN) {
+  console.log(
+    process.env.KVB_TEST_HA_URL
+      ? `PostgreSQL failover tests: on (${process.env.KVB_TEST_HA_URL})`
+      : 'PostgreSQL failover tests: SKIPPED (start a Patroni cluster with .ci/start-ha-cluster and export what it prints)',
+  );
+}
 process.env.KVB_TEST_NOTICE_SHOWN = '1';
 
 export default defineConfig({

@@ -208,7 +208,7 @@ complete -c kvb -n '__fish_seen_subcommand_from serve' -l port -x -d 'TCP port (
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l host -x -d 'address to bind'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l tls-cert -x -d 'serve HTTPS with this PEM certificate (chain); reloaded on SIGHUP'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l tls-key -x -d 'the PEM private key of --tls-cert; reloaded on SIGHUP'
-complete -c kvb -n '__fish_seen_subcommand_from serve' -l db -x -d 'SQLite file (a path, sqlite:PATH or file:PATH; a missing directory is created) or a postgres:// / postgresql:// URL'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l db -x -d 'SQLite file (a path, sqlite:PATH or file:PATH; a missing directory is created) or a postgres:// / postgresql:// URL (several hosts: postgres://h1:5432,h2:5432/db?target_session_attrs=read-write)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l log-level -x -a 'fatal error warn info debug trace silent' -d 'log level'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l default-ttl -x -d 'TTL of buckets created without default_ttl (0 = no expiry)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l bucket-creation-key -x -d 'require this Bearer credential to create buckets'

@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type ErrorMessage, KvbError, envelope, messageForStatus } from '../errors.js';
 import { rawPath } from './request-input.js';
-import { isClientAbort, isStorageUnavailable, storageFullReason } from '../store/storage-errors.js';
+import { STORAGE_RETRY_AFTER_SECONDS, StorageUnavailableError, isClientAbort, isStorageUnavailable, storageFullReason } from '../store/storage-errors.js';
 
 /** Header values must be printable ASCII; details never contain secrets, but may echo input. */
 const headerSafe = (s: string) => s.replace(/[^\x20-\x7e]/g, '?').slice(0, 300);
@@ -56,7 +56,13 @@ export function installErrorHandling(app: FastifyInstance): void {
     }
     if (isStorageUnavailable(error)) {
       request.log.error({ err: error }, 'storage unavailable');
-      return sendError(reply, 'service_unavailable', 'storage is unavailable');
+      // A lost COMMIT answer is said plainly: the client must check before repeating a non-idempotent write.
+      const detail =
+        error instanceof StorageUnavailableError && error.outcomeUnknown
+          ? 'storage is unavailable: the connection was lost while committing, so the write may or may not have been applied'
+          : 'storage is unavailable';
+      // Storage outages (a database failover included) last seconds: tell clients and load balancers when to retry.
+      return sendError(reply, 'service_unavailable', detail, undefined, { 'retry-after': STORAGE_RETRY_AFTER_SECONDS });
     }
     if ('validation' in error && error.validation) return sendError(reply, 'bad_request', error.message);
     const status = typeof error.statusCode === 'number' ? error.statusCode : 500;

@@ -1,7 +1,7 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { VERSION } from '../version.js';
-import { type DbTarget, openStore, parseDbTarget } from '../store/open-store.js';
+import { type DbTarget, openStore, parseDbTarget, postgresLocation } from '../store/open-store.js';
 import { describeError, readOnlyReason, storageFullReason } from '../store/storage-errors.js';
 import type { Store } from '../store/store.js';
 import type { Server as HttpsServer } from 'node:https';
@@ -216,10 +216,5 @@ function createParentDirectories(path: string): string[] {
 
 /** host:port/db of a PostgreSQL URL, without user or password. */
 function safeDbName(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.host || 'localhost'}${u.pathname}`;
-  } catch {
-    return 'the given URL';
-  }
+  return postgresLocation(url) ?? 'the given URL';
 }

@@ -1,3 +1,4 @@
+import { describeHosts, parsePostgresHosts } from './postgres-hosts.js';
 import type { Quota } from './quota.js';
 import type { Store } from './store.js';
 
@@ -18,6 +19,17 @@ export interface OpenStoreOptions {
 
 /** Whether a `--db` value names PostgreSQL (`postgres://` or `postgresql://`). */
 export const isPostgresUrl = (url: string) => /^postgres(ql)?:\/\//i.test(url);
+
+/** A PostgreSQL URL's hosts (every one of a multi-host URL) and database, without credentials; undefined if unreadable. */
+export function postgresLocation(url: string): string | undefined {
+  try {
+    const { hosts, urlFor } = parsePostgresHosts(url);
+    const first = new URL(urlFor(hosts[0]!));
+    return `${hosts.length > 1 ? describeHosts(hosts) : first.host || 'localhost'}${first.pathname}`;
+  } catch {
+    return undefined;
+  }
+}
 
 /** What a `--db` value names: a PostgreSQL URL, or a SQLite file path (`:memory:` included). */
 export type DbTarget = { kind: 'postgres'; url: string } | { kind: 'sqlite'; path: string };

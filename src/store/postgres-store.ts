@@ -27,7 +27,9 @@ import {
   queryBuilder,
   sharedStatements,
 } from './statements.js';
-import { StorageUnavailableError, isPostgresConnectionError } from './storage-errors.js';
+import { hostSelection } from './postgres-host-client.js';
+import { type HostSelector, type PostgresHosts, describeHosts, needsSelection, parsePostgresHosts } from './postgres-hosts.js';
+import { StorageUnavailableError, isPostgresConnectionError, mayHaveReachedServer } from './storage-errors.js';
 import {
   type BucketChanges,
   type Change,
@@ -73,12 +75,21 @@ const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const INT8_OID = 20;
 /** Serialization failures and deadlock victims: PostgreSQL rolled the whole statement or transaction back. */
 const RETRYABLE = new Set(['40001', '40P01']);
+/**
+ * read_only_sql_transaction: the connection reached a server that no longer takes writes (a
+ * primary demoted by a failover). Nothing was written; the connection is dropped and the work
+ * re-run once on a fresh one, which finds the new primary (see postgres-hosts.ts).
+ */
+const READ_ONLY = '25006';
+const READ_ONLY_ATTEMPTS = 2;
 const MAX_ATTEMPTS = 8;
 /**
  * Most writes in one batch: they are written by one statement of arrays, so this bounds its size
  * (about 13 MiB at the 200 KiB value limit) rather than any PostgreSQL limit.
  */
 const MAX_BATCH = 64;
+/** Per host of a multi-host URL without connect_timeout: how long one connection attempt may take. */
+const HOST_CONNECT_TIMEOUT_MS = 2_000;
 /** How long a sweep or migration lease lasts unless renewed (an instance that dies frees it after this). */
 const LEASE_MS = 30_000;
 
@@ -97,24 +108,32 @@ const types = {
 };
 
 export interface ParsedPostgresUrl {
-  /** What node-postgres is given: the URL without kvb's `schema`, with `application_name` set. */
+  /** What node-postgres is given: the URL (first host only) without kvb's `schema`, with `application_name` set. */
   connectionString: string;
   schema: string;
+  /** Every host of a libpq multi-host URL, and target_session_attrs (see postgres-hosts.ts). */
+  hosts: PostgresHosts;
 }
 
 /**
- * Reads kvb's own URL parameter (`schema`). No `options` startup parameter is sent (PgBouncer
- * refuses it) and no search_path is relied on: every statement names its schema.
+ * Reads kvb's own URL parameter (`schema`) and libpq's host list. No `options` startup parameter
+ * is sent (PgBouncer refuses it) and no search_path is relied on: every statement names its schema.
  */
 export function parsePostgresUrl(url: string): ParsedPostgresUrl {
-  const parsed = new URL(url);
-  const schema = parsed.searchParams.get('schema') ?? 'public';
+  const kvbParams = (text: string) => {
+    const parsed = new URL(text);
+    parsed.searchParams.delete('schema');
+    if (!parsed.searchParams.has('application_name')) parsed.searchParams.set('application_name', 'kvb');
+    return parsed.toString();
+  };
+  const raw = parsePostgresHosts(url);
+  const hosts: PostgresHosts = { ...raw, urlFor: (host) => kvbParams(raw.urlFor(host)) };
+  const first = new URL(raw.urlFor(raw.hosts[0]!));
+  const schema = first.searchParams.get('schema') ?? 'public';
   if (!SCHEMA_NAME.test(schema)) {
     throw new Error(`invalid schema name ${JSON.stringify(schema)} (lower-case letters, digits and _, not starting with a digit)`);
   }
-  parsed.searchParams.delete('schema');
-  if (!parsed.searchParams.has('application_name')) parsed.searchParams.set('application_name', 'kvb');
-  return { connectionString: parsed.toString(), schema };
+  return { connectionString: hosts.urlFor(raw.hosts[0]!), schema, hosts };
 }
 
 /** The signing key column is bytea (see migrations.ts). */
@@ -141,6 +160,8 @@ export async function withRetries<T>(run: () => Promise<T>, maxAttempts = MAX_AT
       return await run();
     } catch (err) {
       const code = errorCode(err);
+      const readOnly = code === READ_ONLY || (err instanceof StorageUnavailableError && errorCode(err.cause) === READ_ONLY);
+      if (readOnly && attempt < READ_ONLY_ATTEMPTS) continue;
       if (typeof code !== 'string' || !RETRYABLE.has(code) || attempt >= maxAttempts) throw err;
       await sleep(Math.random() * Math.min(200, 2 ** attempt * 5));
     }
@@ -167,14 +188,14 @@ interface LoggedChange {
  * port-forward. Neon's pooler keeps 5432 but names its host `*-pooler.*`. A pooler on the server's
  * own port, or a Unix socket, goes unseen: set --pg-prepare off there.
  */
-async function detectPooler(pool: pg.Pool, connectionString: string): Promise<string | undefined> {
+async function detectPooler(pool: pg.Pool, connectionString: string, ports: number[]): Promise<string | undefined> {
   const url = new URL(connectionString);
   if (/-pooler\./i.test(url.hostname)) return `host ${url.hostname} names a pooler`;
   const { rows } = await pool.query<{ port: number | null }>('select inet_server_port() as port');
   const serverPort = rows[0]?.port;
-  const ourPort = Number(url.port || 5432);
-  if (serverPort !== null && serverPort !== undefined && serverPort !== ourPort) {
-    return `PostgreSQL listens on port ${serverPort} but kvb connects to ${ourPort}`;
+  // With several hosts, any of their ports (a failover moves kvb between them).
+  if (serverPort !== null && serverPort !== undefined && !ports.includes(serverPort)) {
+    return `PostgreSQL listens on port ${serverPort} but kvb connects to ${ports.join(' or ')}`;
   }
   return undefined;
 }
@@ -200,6 +221,8 @@ export class PostgresStore implements Store {
   readonly cachesEntries = false;
   private readonly sql: Record<string, CompiledStatement>;
   quota: Quota = NO_QUOTA;
+  /** With a multi-host URL or target_session_attrs: which host kvb connects to (see postgres-hosts.ts). */
+  private hostSelector: HostSelector | undefined;
   /** This instance, as a lease holder. */
   private readonly holder = randomUUID();
   /** Per bucket, writes waiting for a batch; the buckets with one running; how many run. */
@@ -233,12 +256,16 @@ export class PostgresStore implements Store {
   }
 
   static async open(options: PostgresOptions): Promise<PostgresStore> {
-    const { connectionString, schema } = parsePostgresUrl(options.url);
+    const { connectionString, schema, hosts } = parsePostgresUrl(options.url);
+    // Several hosts or target_session_attrs: kvb picks the host (node-postgres takes one).
+    const selection = needsSelection(hosts) ? hostSelection(hosts, HOST_CONNECT_TIMEOUT_MS) : undefined;
     const pool = new pg.Pool({
       connectionString,
+      ...(selection && { Client: selection.Client }),
       max: options.poolSize,
-      // A request waits at most this long for a connection before it is answered 503.
-      connectionTimeoutMillis: 3_000,
+      // A request waits at most this long for a connection before it is answered 503 (with
+      // several hosts, long enough to try each of them once).
+      connectionTimeoutMillis: selection ? Math.max(3_000, hosts.hosts.length * (hosts.connectTimeoutMs ?? HOST_CONNECT_TIMEOUT_MS)) : 3_000,
       idleTimeoutMillis: 30_000,
       // Client-side bound on any one query, so a vanished server cannot hold a request forever.
       query_timeout: 20_000,
@@ -254,7 +281,7 @@ export class PostgresStore implements Store {
       // An engine without inet_server_port() (CockroachDB) gets the choice that always works.
       const pooler =
         mode === 'auto'
-          ? await detectPooler(pool, connectionString).catch((err: unknown) => {
+          ? await detectPooler(pool, connectionString, hosts.hosts.map((h) => h.port ?? 5432)).catch((err: unknown) => {
               if (isPostgresConnectionError(err)) throw err;
               return 'cannot ask the server its port';
             })
@@ -263,11 +290,12 @@ export class PostgresStore implements Store {
       const why = mode === 'auto' ? (pooler ? ` (auto: ${pooler}, so assuming a transaction pooler)` : ' (auto: no pooler seen)') : ` (--pg-prepare ${mode})`;
       await migrate(pool, db, schema);
       const capabilities =
-        `PostgreSQL ${rows[0]?.version ?? '?'}; named prepared statements ${named ? 'used' : 'not used'}${why}; ` +
+        `PostgreSQL ${rows[0]?.version ?? '?'}; ${selection ? `hosts ${describeHosts(hosts.hosts)} (target_session_attrs=${hosts.targetSessionAttrs}); ` : ''}named prepared statements ${named ? 'used' : 'not used'}${why}; ` +
         'kvb uses row locks on bucket rows, transactional DDL and lease rows; it does not use advisory locks, ctid, SKIP LOCKED or session settings';
       const batching = options.batchWrites === false ? '; writes one at a time per bucket (--pg-batch-writes off)' : '; concurrent writes to a bucket share one statement (--pg-batch-writes on)';
       const store = new PostgresStore(pool, db, schema, named, capabilities + batching, options.batchWrites === false ? 1 : MAX_BATCH, options.poolSize);
       store.quota = options.quota ?? NO_QUOTA;
+      store.hostSelector = selection?.selector;
       return store;
     } catch (err) {
       await db.destroy().catch(() => {});
@@ -282,8 +310,24 @@ export class PostgresStore implements Store {
     try {
       return await client.query<R>(this.named ? { name: `kvb_${name}`, text: statement.sql, values } : { text: statement.sql, values });
     } catch (err) {
-      throw storageError(err);
+      // Outside a transaction a write commits by itself: its answer lost, whether it happened is unknown.
+      if (client === this.pool && !/^\s*select\b/i.test(statement.sql) && mayHaveReachedServer(err)) {
+        throw new StorageUnavailableError(err, { outcomeUnknown: true });
+      }
+      throw this.failure(err);
     }
+  }
+
+  /**
+   * storageError, and: a read-only server reached through a multi-host URL is a failover in
+   * progress, so the next connect searches for the primary again and the caller gets 503, not 507.
+   */
+  private failure(err: unknown): unknown {
+    if (errorCode(err) === READ_ONLY && this.hostSelector) {
+      this.hostSelector.forget();
+      return new StorageUnavailableError(err);
+    }
+    return storageError(err);
   }
 
   /** A batch's retries: it carries up to MAX_BATCH writes, each of which alone would have had MAX_ATTEMPTS. */
@@ -312,8 +356,9 @@ export class PostgresStore implements Store {
           }),
         );
       } catch (err) {
-        throw storageError(err);
+        throw this.failure(err);
       }
+      let committing = false;
       try {
         await client.query('begin');
         const result = await work(client);
@@ -321,12 +366,15 @@ export class PostgresStore implements Store {
           await client.query('rollback');
           return result.value;
         }
+        committing = true;
         await client.query('commit');
         return result;
       } catch (err) {
-        if (isPostgresConnectionError(err) || err instanceof StorageUnavailableError) broken = err;
+        if (isPostgresConnectionError(err) || err instanceof StorageUnavailableError || errorCode(err) === READ_ONLY) broken = err;
         else await client.query('rollback').catch((e: unknown) => (broken = e));
-        throw storageError(err);
+        // The COMMIT was sent and its answer lost: it may or may not have happened. Never "done".
+        if (committing && mayHaveReachedServer(err)) throw new StorageUnavailableError(err, { outcomeUnknown: true });
+        throw this.failure(err);
       } finally {
         client.off('error', onError);
         // A connection that failed is destroyed rather than returned to the pool.
@@ -691,9 +739,15 @@ export class PostgresStore implements Store {
 
   async ping(): Promise<void> {
     try {
-      await this.pool.query('select 1');
+      if (!this.hostSelector || this.hostSelector.attrs === 'any') {
+        await this.pool.query('select 1');
+        return;
+      }
+      // Ready means writable: a connection to a server demoted since it was opened does not count.
+      const { rows } = await this.pool.query<{ transaction_read_only: string }>('show transaction_read_only');
+      if (rows[0]?.transaction_read_only === 'on') throw Object.assign(new Error('the server is read-only (a standby?)'), { code: READ_ONLY });
     } catch (err) {
-      throw storageError(err);
+      throw this.failure(err);
     }
   }
 

@@ -23,6 +23,9 @@ const UNAVAILABLE_CODES = new Set([
   '08003',
   '08004',
   '08006',
+  // protocol_violation: also how PgBouncer reports a lost or unreachable server ("server conn
+  // crashed?", "server login has been failing"), e.g. while the database fails over; it ends the connection.
+  '08P01',
 ]);
 
 /** node-postgres reports a dropped connection or an exhausted pool without a code, only in words. */
@@ -35,12 +38,18 @@ const PG_CONNECTION_MESSAGES = [
   /client was closed/i,
 ];
 
+/** Retry-After on a 503 for unavailable storage, and on /ready's 503: a PostgreSQL failover takes a few seconds. */
+export const STORAGE_RETRY_AFTER_SECONDS = '2';
+
 /** The storage cannot be reached; the server answers 503 `service_unavailable`. */
 export class StorageUnavailableError extends Error {
   readonly code = 'KVB_STORAGE_UNAVAILABLE';
-  constructor(cause: unknown) {
+  /** The connection was lost after COMMIT was sent: the write may or may not have been applied. */
+  readonly outcomeUnknown: boolean;
+  constructor(cause: unknown, options: { outcomeUnknown?: boolean } = {}) {
     super(`storage is unavailable: ${describeError(cause)}`, { cause });
     this.name = 'StorageUnavailableError';
+    this.outcomeUnknown = options.outcomeUnknown === true;
   }
 }
 
@@ -51,6 +60,22 @@ export function isPostgresConnectionError(err: unknown): boolean {
   if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
   const message = (err as { message?: unknown } | null)?.message;
   return typeof message === 'string' && PG_CONNECTION_MESSAGES.some((pattern) => pattern.test(message));
+}
+
+/** Connection failures that happen before a statement is sent: it cannot have been applied. */
+const BEFORE_SENDING_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', '08001', '08004', '57P03', '53300']);
+const BEFORE_SENDING_MESSAGES = [/timeout exceeded when trying to connect/i, /cannot use a pool after calling end/i, /server login has been failing/i];
+
+/**
+ * Whether a connection failure may have come after the server received (and committed) the
+ * statement: a connection lost midway, not one that could not be made.
+ */
+export function mayHaveReachedServer(err: unknown): boolean {
+  if (!isPostgresConnectionError(err)) return false;
+  const code = (err as { code?: unknown } | null)?.code;
+  const message = (err as { message?: unknown } | null)?.message;
+  if (typeof code === 'string' && BEFORE_SENDING_CODES.has(code)) return false;
+  return !(typeof message === 'string' && BEFORE_SENDING_MESSAGES.some((pattern) => pattern.test(message)));
 }
 
 /** Whether an error means the storage cannot be reached right now (answered as 503, not 500). */

@@ -36,9 +36,11 @@ export function uniqueName(prefix: string): string {
 /** POSTGRES_URL with these query parameters set (kvb's `schema`, PostgreSQL's `application_name`, …). */
 export function postgresUrl(params: Record<string, string>, base = POSTGRES_URL): string {
   if (!base) throw new Error('KVB_TEST_POSTGRES_URL is not set');
-  const url = new URL(base);
-  for (const [name, value] of Object.entries(params)) url.searchParams.set(name, value);
-  return url.toString();
+  // Not through URL: a libpq multi-host URL (h1:5432,h2:5433) is no WHATWG URL.
+  const at = base.indexOf('?');
+  const search = new URLSearchParams(at < 0 ? '' : base.slice(at + 1));
+  for (const [name, value] of Object.entries(params)) search.set(name, value);
+  return `${at < 0 ? base : base.slice(0, at)}?${search.toString()}`;
 }
 
 /** Runs `work` with a plain connection to the test database (outside any kvb schema). */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isPostgresUrl } from '../../src/store/open-store.js';
 import { parsePostgresUrl } from '../../src/store/postgres-store.js';
-import { isPostgresConnectionError, isStorageUnavailable, StorageUnavailableError } from '../../src/store/storage-errors.js';
+import { isPostgresConnectionError, isStorageUnavailable, mayHaveReachedServer, StorageUnavailableError } from '../../src/store/storage-errors.js';
 
 describe('--db URL', () => {
   it('postgres:// and postgresql:// select PostgreSQL; paths and sqlite: URLs do not', () => {
@@ -40,6 +40,7 @@ describe('storage errors', () => {
     for (const err of [
       Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
       Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }),
+      Object.assign(new Error('server conn crashed?'), { code: '08P01', severity: 'FATAL' }),
       new Error('Connection terminated unexpectedly'),
       new Error('timeout exceeded when trying to connect'),
       new Error('Client has encountered a connection error and is not queryable'),
@@ -50,5 +51,20 @@ describe('storage errors', () => {
     }
     expect(isPostgresConnectionError(Object.assign(new Error('duplicate key'), { code: '23505' }))).toBe(false);
     expect(isStorageUnavailable(new Error('boom'))).toBe(false);
+  });
+
+  it('a connection lost midway may have applied the statement; one that was never made cannot have', () => {
+    for (const err of [new Error('Connection terminated unexpectedly'), Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }), Object.assign(new Error('server conn crashed?'), { code: '08P01' })]) {
+      expect(mayHaveReachedServer(err), String(err)).toBe(true);
+    }
+    for (const err of [
+      Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
+      new Error('timeout exceeded when trying to connect'),
+      Object.assign(new Error('no read-write PostgreSQL server among the hosts (…)'), { code: '08001' }),
+      Object.assign(new Error('server login has been failing, try again later (server_login_retry)'), { code: '08P01' }),
+      Object.assign(new Error('duplicate key'), { code: '23505' }),
+    ]) {
+      expect(mayHaveReachedServer(err), String(err)).toBe(false);
+    }
   });
 });

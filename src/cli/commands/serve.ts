@@ -51,7 +51,7 @@ export const serve = defineCommand({
       .addOption(new Option('--host <addr>', 'address to bind').env('KVB_HOST').default(d.host))
       .addOption(new Option('--tls-cert <file>', 'serve HTTPS with this PEM certificate (chain); reloaded on SIGHUP').env('KVB_TLS_CERT'))
       .addOption(new Option('--tls-key <file>', 'the PEM private key of --tls-cert; reloaded on SIGHUP').env('KVB_TLS_KEY'))
-      .addOption(new Option('--db <url>', 'SQLite file (a path, sqlite:PATH or file:PATH; a missing directory is created) or a postgres:// / postgresql:// URL').env('KVB_DB').default(d.db))
+      .addOption(new Option('--db <url>', 'SQLite file (a path, sqlite:PATH or file:PATH; a missing directory is created) or a postgres:// / postgresql:// URL (several hosts: postgres://h1:5432,h2:5432/db?target_session_attrs=read-write)').env('KVB_DB').default(d.db))
       .addOption(new Option('--log-level <level>', 'log level').env('KVB_LOG_LEVEL').default(d.logLevel).choices(LOG_LEVELS))
       .addOption(
         new Option('--default-ttl <seconds>', 'TTL of buckets created without default_ttl (0 = no expiry)')
@@ -201,6 +201,7 @@ Examples:
   kvb serve                                  # :8080, ./kvb.db
   kvb serve --port 9000 --db /var/lib/kvb/kvb.db
   KVB_DB=postgres://kvb@db:5432/kvb kvb serve --pool-size 20
+  kvb serve --db 'postgres://kvb@db1,db2/kvb?target_session_attrs=read-write'   # follows a failover
   kvb serve --console off                    # no web console at /console/
   kvb serve --tls-cert /etc/kvb/cert.pem --tls-key /etc/kvb/key.pem   # HTTPS; kill -HUP reloads them`,
       ),

@@ -2,11 +2,11 @@ import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { KvbError } from '../../errors.js';
 import { VERSION } from '../../version.js';
+import { STORAGE_RETRY_AFTER_SECONDS } from '../../store/storage-errors.js';
 import { credentialMatches } from '../operator-key.js';
+import { storageNotReady } from '../readiness.js';
 import type { ServerContext } from '../server-context.js';
 import { operationalSchemas } from './schemas.js';
-
-const READY_TIMEOUT_MS = 2000;
 
 /** Whether the server is shutting down (set on SIGTERM, before the drain starts). */
 export interface Lifecycle {
@@ -35,21 +35,11 @@ export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext
       // Draining: a load balancer stops sending here at once (a check of its own, beside the
       // storage probe below, so both can fail the readiness independently).
       if (ctx.lifecycle.draining) return reply.code(503).send({ status: 'degraded', storage: 'ok', version: VERSION, draining: true });
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        await Promise.race([
-          ctx.store.ping(),
-          new Promise((_, reject) => {
-            timer = setTimeout(() => reject(new Error('storage ping timed out')), READY_TIMEOUT_MS);
-          }),
-        ]);
-        return { status: 'ok', storage: 'ok', version: VERSION };
-      } catch (err) {
-        app.log.warn({ err }, 'readiness check failed');
-        return reply.code(503).send({ status: 'degraded', storage: 'error', version: VERSION });
-      } finally {
-        clearTimeout(timer);
-      }
+      // Storage: reachable, and on PostgreSQL with target_session_attrs=read-write, writable (see readiness.ts).
+      const err = await storageNotReady(ctx.store);
+      if (err === undefined) return { status: 'ok', storage: 'ok', version: VERSION };
+      app.log.warn({ err }, 'readiness check failed');
+      return reply.code(503).header('retry-after', STORAGE_RETRY_AFTER_SECONDS).send({ status: 'degraded', storage: 'error', version: VERSION });
     },
   );
 
