@@ -133,6 +133,8 @@ export interface ListOptions {
   format: 'text' | 'json' | 'jsonl';
   /** Continue after the page that answered this `Kvb-Next-Cursor`. */
   cursor?: string | undefined;
+  /** Folders: keys directly under the prefix as `{"key"}` and each deeper folder once as `{"prefix"}` (json/jsonl only). */
+  delimiter?: string | undefined;
 }
 
 /** A response body, streamed: iterate it for its chunks as they arrive. */
@@ -159,7 +161,10 @@ export interface TokenRequest {
 }
 
 /** The outcome of a transaction: committed at a revision, or refused by its failed checks (their indices). */
-export type TxnOutcome = { ok: true; revision: number | undefined } | { ok: false; failedChecks: number[] };
+export type TxnOutcome =
+  /** `results`: the JSON text of a 200 answer (a transaction with a get or a delete_prefix). */
+  | { ok: true; revision: number | undefined; results?: string }
+  | { ok: false; failedChecks: number[] };
 
 type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -503,6 +508,7 @@ export class KvbHttp {
         meta: list.meta,
         format: list.format,
         cursor: list.cursor,
+        delimiter: list.delimiter,
       },
       idempotent: true,
       stream: true,
@@ -580,7 +586,8 @@ export class KvbHttp {
       const failed = answer.headers.get('kvb-failed-checks') ?? '';
       return { ok: false, failedChecks: failed.split(',').filter((s) => /^\d+$/.test(s.trim())).map(Number) };
     }
-    return { ok: true, revision: revisionOf(answer.headers.get('kvb-revision')) };
+    const revision = revisionOf(answer.headers.get('kvb-revision'));
+    return answer.status === 200 ? { ok: true, revision, results: decoder.decode(answer.data) } : { ok: true, revision };
   }
 
   async mintToken(bucket: string, request: TokenRequest, options: CallOptions = {}): Promise<{ access_token: string }> {
