@@ -16,14 +16,17 @@ complete -c kvb -n '__fish_use_subcommand' -a init -d 'interactive set-up: check
 complete -c kvb -n '__fish_use_subcommand' -a create-bucket -d 'create a bucket and print its id'
 complete -c kvb -n '__fish_use_subcommand' -a bucket -d 'show, change, check or delete the bucket\'s policy (needs the secret key)'
 complete -c kvb -n '__fish_use_subcommand' -a set -d 'set a key to a value (from the argument, --file, or stdin)'
-complete -c kvb -n '__fish_use_subcommand' -a get -d 'print a key\'s value (exact bytes), or with --json its type, expiry and revision too'
+complete -c kvb -n '__fish_use_subcommand' -a get -d 'print a key\'s value (exact bytes), or with --json its type, expiry and revision too; several keys: read at one revision'
 complete -c kvb -n '__fish_use_subcommand' -a edit -d 'edit a value in $VISUAL or $EDITOR; saved only if nobody changed it meanwhile'
-complete -c kvb -n '__fish_use_subcommand' -a del -d 'delete a key (exit 2 if it does not exist)'
+complete -c kvb -n '__fish_use_subcommand' -a del -d 'delete a key (exit 2 if it does not exist), or with --prefix every key under a prefix as one revision'
 complete -c kvb -n '__fish_use_subcommand' -a incr -d 'add a signed delta to a numeric key (default +1) and print the new value'
+complete -c kvb -n '__fish_use_subcommand' -a expire -d 'change a key\'s expiry without rewriting its value (0: never expires)'
+complete -c kvb -n '__fish_use_subcommand' -a ttl -d 'print the seconds left before a key expires, or "none" when it never expires'
 complete -c kvb -n '__fish_use_subcommand' -a ls -d 'list keys (and values) in byte order'
 complete -c kvb -n '__fish_use_subcommand' -a history -d 'a key\'s recorded changes, newest first: revision, operation, time, type, size (and value)'
 complete -c kvb -n '__fish_use_subcommand' -a rollback -d 'make the bucket (or a prefix) what it was at a past revision, as one new revision (asks first unless --yes)'
 complete -c kvb -n '__fish_use_subcommand' -a watch -d 'print changes under a prefix as they happen (resumes after a dropped connection)'
+complete -c kvb -n '__fish_use_subcommand' -a lock -d 'run a command while holding a lock (a key), waiting while another holder has it'
 complete -c kvb -n '__fish_use_subcommand' -a txn -d 'set and delete several keys atomically (all or nothing)'
 complete -c kvb -n '__fish_use_subcommand' -a export -d 'export every key with its type, value and expiry (NDJSON, from one consistent snapshot)'
 complete -c kvb -n '__fish_use_subcommand' -a import -d 'import an export file into the bucket (all or nothing)'
@@ -90,6 +93,8 @@ complete -c kvb -n '__fish_seen_subcommand_from get' -l rev -x -d 'the value the
 complete -c kvb -n '__fish_seen_subcommand_from del' -l if-rev -x -d 'only if the key is live at revision N (see kvb get --json)'
 complete -c kvb -n '__fish_seen_subcommand_from del' -l if-absent -d 'only if the key does not exist (or has expired)'
 complete -c kvb -n '__fish_seen_subcommand_from del' -l if-exists -d 'only if the key exists'
+complete -c kvb -n '__fish_seen_subcommand_from del' -l prefix -x -d 'delete every key starting with PREFIX, in one revision (counts and asks first at a terminal)'
+complete -c kvb -n '__fish_seen_subcommand_from del' -l yes -s y -d 'with --prefix: do not ask for confirmation (needed when stdin is not a terminal)'
 
 # kvb incr
 complete -c kvb -n '__fish_seen_subcommand_from incr' -l ttl -x -d 'set the expiry (default: keep it; new keys get the bucket default)'
@@ -97,12 +102,18 @@ complete -c kvb -n '__fish_seen_subcommand_from incr' -l if-rev -x -d 'only if t
 complete -c kvb -n '__fish_seen_subcommand_from incr' -l if-absent -d 'only if the key does not exist (or has expired)'
 complete -c kvb -n '__fish_seen_subcommand_from incr' -l if-exists -d 'only if the key exists'
 
+# kvb expire
+
+# kvb ttl
+complete -c kvb -n '__fish_seen_subcommand_from ttl' -l json -d 'print {"key","ttl","expires_at"} (ttl null when it never expires)'
+
 # kvb ls
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l limit -x -d 'at most this many keys (default: every key; ls follows the pages)'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l skip -x -d 'skip this many keys first'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l reverse -d 'reverse byte order'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l values -d 'include the values'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l long -s l -d 'long listing: type, size, expiry and revision of each key'
+complete -c kvb -n '__fish_seen_subcommand_from ls' -l folders -d 'keys directly under PREFIX and each folder below it once (ending in /), like ls of a directory'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l rev -x -d 'list the bucket as it was at revision N (history; exits 7 below its history floor)'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l format -x -a 'table text json jsonl' -d 'table (default on a terminal), text (default when piped), json or jsonl'
 
@@ -121,7 +132,11 @@ complete -c kvb -n '__fish_seen_subcommand_from rollback' -l json -d 'print the 
 # kvb watch
 complete -c kvb -n '__fish_seen_subcommand_from watch' -l since -x -d 'start after this revision (every retained change since), not from now'
 complete -c kvb -n '__fish_seen_subcommand_from watch' -l values -d 'include the values'
+complete -c kvb -n '__fish_seen_subcommand_from watch' -l exec -x -d 'run COMMAND (with sh -c) once per change, in order: the event as JSON on its stdin and in KVB_OP, KVB_KEY, KVB_REVISION, …'
 complete -c kvb -n '__fish_seen_subcommand_from watch' -l format -x -a 'text jsonl' -d 'text (default on a terminal) or jsonl (default when piped)'
+
+# kvb lock
+complete -c kvb -n '__fish_seen_subcommand_from lock' -l ttl -x -d 'how long the lock outlives a holder that stops renewing (killed, cut off)'
 
 # kvb txn
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l check -x -d 'commit only if the key is live at that revision, exists, or is absent (repeatable)'

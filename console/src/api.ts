@@ -115,6 +115,11 @@ export interface KeyPage {
   next: string | undefined;
   /** The bucket revision the page was read at (`Kvb-Revision`): a watch from it misses nothing. */
   revision: number;
+  /**
+   * With a delimiter, the entries of `keys` that are folders (the server's `{"prefix"}` items);
+   * undefined when the server folded nothing (a kvb without folder listings answers plain keys).
+   */
+  folders?: Set<string>;
 }
 
 interface MetaItem {
@@ -130,24 +135,36 @@ interface MetaItem {
  * last key, so every page costs the same however deep). With `meta`, each key's type, size,
  * expiry and revision come in the same answer (the listing's `meta=true`, which needs read).
  */
-export async function listKeys(c: Connection, prefix: string, cursor: string | undefined, limit: number, meta = false): Promise<KeyPage> {
+export async function listKeys(c: Connection, prefix: string, cursor: string | undefined, limit: number, meta = false, delimiter?: string): Promise<KeyPage> {
   const query = new URLSearchParams({ format: 'json', limit: String(limit) });
   if (prefix) query.set('prefix', prefix);
   if (meta) query.set('meta', 'true');
   if (cursor !== undefined) query.set('cursor', cursor);
+  // The server folds each folder into one item, seeking past its keys instead of sending them.
+  if (delimiter !== undefined) query.set('delimiter', delimiter);
   const response = await call(`${path(c)}/?${query}`, { credential: c.credential });
-  const items = (await response.json()) as Array<string | MetaItem>;
+  const items = (await response.json()) as Array<string | MetaItem | { key: string } | { prefix: string }>;
   const keys: string[] = [];
   const metas = new Map<string, KeyMeta>();
+  let folders: Set<string> | undefined;
   for (const item of items) {
     if (typeof item === 'string') {
       keys.push(item);
       continue;
     }
+    if ('prefix' in item) {
+      keys.push(item.prefix);
+      (folders ??= new Set()).add(item.prefix);
+      continue;
+    }
     keys.push(item.key);
+    if (!('type' in item)) {
+      folders ??= new Set();
+      continue;
+    }
     metas.set(item.key, { type: item.type, size: item.size, expiresAt: item.expires_at === null ? null : Date.parse(item.expires_at), rev: item.rev });
   }
-  return { keys, metas, next: response.headers.get('kvb-next-cursor') ?? undefined, revision: Number(response.headers.get('kvb-revision') ?? 0) };
+  return { keys, metas, next: response.headers.get('kvb-next-cursor') ?? undefined, revision: Number(response.headers.get('kvb-revision') ?? 0), ...(folders && { folders }) };
 }
 
 /** One key's metadata from a one-key listing (no value read), or undefined when it is gone. */

@@ -367,11 +367,14 @@ function KeyList(props: {
     async (from: string | undefined, previous: Row[], gen: number) => {
       setState((s) => ({ ...s, loading: true }));
       try {
-        const page = await listKeys(conn, prefix, from, folders ? PAGE_KEYS.folders : PAGE_KEYS.flat, caps.read);
+        const page = await listKeys(conn, prefix, from, folders ? PAGE_KEYS.folders : PAGE_KEYS.flat, caps.read, folders ? '/' : undefined);
         if (gen !== generation.current) return;
         for (const [key, m] of page.metas) meta.current.set(key, m);
         if (from === undefined) setListedAt({ gen, rev: page.revision });
-        const rows = foldRows(page.keys, prefix, folders, previous[previous.length - 1]);
+        // The server folded the folders (one seek past each); an older server sent every key.
+        const rows = page.folders
+          ? page.keys.map((key): Row => (page.folders!.has(key) ? rowOf(key, prefix, true) : { kind: 'key', key }))
+          : foldRows(page.keys, prefix, folders, previous[previous.length - 1]);
         setState({ rows: previous.concat(rows), next: page.next, loading: false, gen });
       } catch (err) {
         if (gen === generation.current) setState((s) => ({ ...s, loading: false, next: undefined, error: errorText(err) }));

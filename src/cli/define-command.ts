@@ -1,6 +1,6 @@
 import { Argument, type Command, InvalidArgumentError, Option, type OptionValues } from '@commander-js/extra-typings';
 import type { WriteCondition } from '../client/kvb-http.js';
-import { UsageError } from './session.js';
+import { UsageError } from './usage-error.js';
 
 /**
  * How a kvb command is written: its definition (name, arguments, options, help) and its handler

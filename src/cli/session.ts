@@ -6,11 +6,10 @@ import type { FetchInit, FetchResponse, KvbHttp } from '../client/kvb-http.js';
 import { type Connection, resolveConnection } from './config.js';
 import type { GlobalOptions, RunningCommand } from './define-command.js';
 import { setQuiet } from './output.js';
+import { UsageError } from './usage-error.js';
 
-/** A mistake in how the CLI was called, or in its input: exit code 1. */
-export class UsageError extends Error {
-  readonly exitCode = 1;
-}
+// UsageError has its own module so define-command.ts can use it without importing this one.
+export { UsageError };
 
 const SOURCE_NAMES = { flag: '--url', env: 'KVB_URL', profile: 'the profile', default: 'the default' } as const;
 

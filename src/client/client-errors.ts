@@ -133,14 +133,47 @@ const REASONS: Record<string, string> = {
 };
 
 /**
- * The error a failed request becomes: network failures with a known code (Node's, undici's, also
- * as the `cause` of fetch's TypeError) are typed; anything else passes through.
+ * Runtimes whose fetch gives no error code, only text. Deno: a TypeError "fetch failed" whose cause
+ * says "error sending request … tcp connect error: Connection refused (os error 111)" (or "dns
+ * error", "connection closed before message completed"), or "Fetch failed: Requests to port 1
+ * are blocked". Browsers: a bare TypeError ("Failed to fetch", "NetworkError when attempting to
+ * fetch resource.", "Load failed"). Bun and Node give codes (above).
+ */
+const MESSAGE_REASONS: Array<[RegExp, string]> = [
+  [/connection refused/i, 'connection refused'],
+  [/dns error|failed to lookup address|name or service not known/i, 'host not found'],
+  [/connection reset/i, 'connection reset'],
+  [/connection closed|broken pipe|unexpected eof/i, 'connection closed by the server'],
+  [/timed out/i, 'timed out'],
+  [/^error sending request/i, 'request failed'],
+  [/^fetch failed: (.+)$/i, ''],
+  [/^(failed to fetch|networkerror when attempting to fetch resource\.?|load failed)$/i, 'network error (the browser gives no detail: the server is unreachable or CORS refused it)'],
+];
+
+function reasonFromMessage(err: Error): string | undefined {
+  if (!(err instanceof TypeError)) return undefined;
+  for (const text of [err.cause instanceof Error ? err.cause.message : undefined, err.message]) {
+    if (text === undefined) continue;
+    for (const [pattern, reason] of MESSAGE_REASONS) {
+      const match = pattern.exec(text);
+      if (match) return reason || match[1];
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The error a failed request becomes: network failures with a known code (Node's, undici's, Bun's,
+ * also as the `cause` of fetch's TypeError) or a known message (Deno's, browsers') are typed;
+ * anything else passes through.
  */
 export function networkErrorFor(url: string, err: unknown): unknown {
   if (!(err instanceof Error)) return err;
   const code = (err as { code?: string }).code ?? (err.cause as { code?: string } | undefined)?.code;
   if (code && code in REASONS) return new KvbNetworkError(url, REASONS[code]!, { cause: err });
   if (code && /^E[A-Z]+$/.test(code)) return new KvbNetworkError(url, code, { cause: err });
+  const reason = reasonFromMessage(err);
+  if (reason) return new KvbNetworkError(url, reason, { cause: err });
   return err;
 }
 

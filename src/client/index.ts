@@ -24,6 +24,8 @@ export {
   connectFromEnv,
   createBucket,
 } from './kvb-bucket.js';
+export { type ManyRead, type ReadEntry } from './bucket-primitives.js';
+export { DEFAULT_LOCK_TTL, type Lock, type LockOptions } from './lock.js';
 export {
   type BucketChanges,
   type BucketPolicy,

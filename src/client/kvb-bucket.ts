@@ -13,6 +13,8 @@ import {
 } from './kvb-http.js';
 import { type JsonValue, type Value, type ValueType, decodeJsonValue, decodeValue, encodeValue, linesOf, typeOfValue } from './typed-values.js';
 import { type WatchEvent, type WatchOptions, watchFeed } from './watch-feed.js';
+import { type ManyRead, deletePrefix, expire, getMany } from './bucket-primitives.js';
+import { type Lock, type LockOptions, acquireLock } from './lock.js';
 
 export interface ConnectOptions {
   /** The server, e.g. `https://kv.example.com` (without /api/v1). */
@@ -174,6 +176,29 @@ export class KvbBucket {
       if (isMissingKey(err)) return null;
       throw err;
     }
+  }
+
+  /** Several keys read at one bucket revision (at most 1,000): each entry, or null when absent or expired. */
+  async getMany(keys: string[], options: CallOptions = {}): Promise<ManyRead> {
+    return getMany(this.http, this.id, keys, options);
+  }
+
+  /** Gives a live key a new expiry `seconds` from now (0: never) without rewriting its value; false when the key is not live. */
+  async expire(key: string, seconds: number, options: CallOptions = {}): Promise<boolean> {
+    return expire(this.http, this.id, key, seconds, options);
+  }
+
+  /** Deletes every live key under a non-empty prefix as one revision (at most 50,000 keys). */
+  async deletePrefix(prefix: string, options: CallOptions = {}): Promise<{ deleted: number; revision: number }> {
+    return deletePrefix(this.http, this.id, prefix, options);
+  }
+
+  /**
+   * Acquires the lock `name` (a key), waiting on the watch feed while another holder has it;
+   * renewed while held, until `release()`. Watch `lost` if the work must stop when it is lost.
+   */
+  async lock(name: string, options: LockOptions = {}): Promise<Lock> {
+    return acquireLock(this.http, this.id, name, options);
   }
 
   /** Stores a value with the type it has (see `Value`), or `options.type`; resolves with the stored entry. */

@@ -165,6 +165,8 @@ export interface ListOptions {
   cursor?: string | undefined;
   /** History: list the bucket as it was at this revision. */
   revision?: number | undefined;
+  /** Folders: keys directly under the prefix as `{"key"}` and each deeper folder once as `{"prefix"}` (json/jsonl only). */
+  delimiter?: string | undefined;
 }
 
 /** A response body, streamed: iterate it for its chunks as they arrive. */
@@ -191,7 +193,10 @@ export interface TokenRequest {
 }
 
 /** The outcome of a transaction: committed at a revision, or refused by its failed checks (their indices). */
-export type TxnOutcome = { ok: true; revision: number | undefined } | { ok: false; failedChecks: number[] };
+export type TxnOutcome =
+  /** `results`: the JSON text of a 200 answer (a transaction with a get or a delete_prefix). */
+  | { ok: true; revision: number | undefined; results?: string }
+  | { ok: false; failedChecks: number[] };
 
 type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -595,6 +600,7 @@ export class KvbHttp {
         format: list.format,
         cursor: list.cursor,
         rev: list.revision,
+        delimiter: list.delimiter,
       },
       idempotent: true,
       stream: true,
@@ -672,7 +678,8 @@ export class KvbHttp {
       const failed = answer.headers.get('kvb-failed-checks') ?? '';
       return { ok: false, failedChecks: failed.split(',').filter((s) => /^\d+$/.test(s.trim())).map(Number) };
     }
-    return { ok: true, revision: revisionOf(answer.headers.get('kvb-revision')) };
+    const revision = revisionOf(answer.headers.get('kvb-revision'));
+    return answer.status === 200 ? { ok: true, revision, results: decoder.decode(answer.data) } : { ok: true, revision };
   }
 
   async mintToken(bucket: string, request: TokenRequest, options: CallOptions = {}): Promise<{ access_token: string }> {

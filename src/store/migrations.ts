@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { VERSION } from '../version.js';
-import type { Dialect } from './statements.js';
+import type { Dialect } from './dialect.js';
 
 export type { Dialect };
 

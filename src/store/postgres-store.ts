@@ -10,6 +10,7 @@ import { compileHistory } from './history-statements.js';
 import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
 import type { HistoryRecord, PastRead } from './history-types.js';
 import { listBounds } from './list-bounds.js';
+import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
 import { appliedMigrations, kvbMigrations, refuseNewerDatabase, runMigrations } from './migrations.js';
 import { type BatchView, type QueuedWrite, NO_BUCKET, runBatch } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
@@ -50,8 +51,8 @@ import {
   type Refusal,
   type Store,
   type TxnOp,
+  type TxnRequestOp,
   type Written,
-  checkHolds,
   conditionHolds,
   type PoolStats,
   type StoreStats,
@@ -212,6 +213,11 @@ async function detectPooler(pool: pg.Pool, connectionString: string, ports: numb
  * bucket's writers across instances; sweeps and migrations run under a lease row. No entry
  * cache: other instances write too, so every read goes to the database.
  */
+/** A prefix delete whose listing is out of date by the time its batch reads the bucket. */
+const STALE_LISTING = Symbol('stale listing');
+/** How often a prefix delete lists again before it gives up (503) on a bucket that never stops changing. */
+const MAX_LISTING_ATTEMPTS = 20;
+
 export class PostgresStore implements Store {
   readonly backend = 'postgres';
   readonly shared = true;
@@ -539,9 +545,13 @@ export class PostgresStore implements Store {
   }
 
   async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
+    return this.listWith(bucket, q, now);
+  }
+
+  private async listWith(bucket: string, q: ListQuery, now: number, client?: pg.PoolClient): Promise<ListedEntry[]> {
     const { lower, lowerOp, upper } = listBounds(q);
     const name = listShapeName({ reverse: q.reverse, columns: q.columns, upper: upper !== undefined, after: lowerOp === '>' });
-    const { rows } = await this.query<EntryRow & MetaRow & { key: Buffer }>(name, { bucket, lower, now, limit: q.limit, offset: q.offset, upper });
+    const { rows } = await this.query<EntryRow & MetaRow & { key: Buffer }>(name, { bucket, lower, now, limit: q.limit, offset: q.offset, upper }, client);
     return rows.map((row) => ({
       key: row.key.toString('utf8'),
       ...(q.columns === 'values' && { entry: toEntry(row) }),
@@ -549,45 +559,70 @@ export class PostgresStore implements Store {
     }));
   }
 
-  async commit(bucket: string, ops: TxnOp[], now: number, options: CommitOptions = {}): Promise<CommitOutcome> {
+  async commit(bucket: string, ops: TxnRequestOp[], now: number, options: CommitOptions = {}): Promise<CommitOutcome> {
     if (bucket.includes('\u0000')) return NO_BUCKET;
-    // Writes are blind, so the outcome is the last write on each key.
-    const last = new Map<string, TxnOp>();
-    for (const op of ops) {
-      if (op.op === 'check') continue;
-      last.delete(op.key);
-      last.set(op.key, op);
-    }
-    const final = [...last.values()];
-    const keys = [...new Set(ops.map((op) => op.key))];
-    return this.write<CommitOutcome>(bucket, keys, (view) => {
-      // A rollback commits only at the revision it was planned against (view.revision: the bucket's, after the batch's earlier writes).
-      if (options.expectRevision !== undefined && view.revision !== options.expectRevision) return { refused: 'moved' };
-      const failed = ops.flatMap((op, i) => (op.op === 'check' && !checkHolds(op, view.live(op.key, now)) ? [i] : []));
-      if (failed.length > 0) return { refused: 'checks', failed };
-      // Checks alone change nothing: no new revision.
-      if (final.length === 0) return { revision: view.revision };
-      // The quota counts the transaction as a whole, from each final key's size before it.
-      const delta = { keys: 0, bytes: 0 };
-      for (const op of final) {
-        const old = view.size(op.key);
-        if (op.op === 'set') {
-          delta.keys += old === undefined ? 1 : 0;
-          delta.bytes += entrySize(Buffer.from(op.key), op.value.data) - (old ?? 0);
-        } else if (old !== undefined) {
-          delta.keys -= 1;
-          delta.bytes -= old;
+    const reads = readsOf(ops);
+    const opKeys = ops.filter((op) => op.op !== 'delete_prefix').map((op) => op.key);
+    for (let attempt = 1; ; attempt++) {
+      // A prefix delete lists its keys first, at revision `at`; the batch then goes ahead only if
+      // the bucket is still at `at` when it reads (else it lists again): the listing is exact.
+      let at: number | undefined;
+      const under = new Map<string, string[]>();
+      if (reads.prefixes.length > 0) {
+        at = await this.bucketRevision(bucket);
+        if (at === undefined) return NO_BUCKET;
+        for (const prefix of reads.prefixes) {
+          const query = { prefix, reverse: false, columns: 'keys' as const, offset: 0, limit: MAX_PREFIX_DELETE_KEYS + 1 };
+          under.set(prefix, (await this.listWith(bucket, query, now)).map((e) => e.key));
         }
       }
-      view.check(delta);
-      const revision = view.next();
-      for (const op of final) {
-        if (op.op === 'set') view.set(op.key, op.value.type, op.value.data, op.expiresAt, revision);
-        else view.remove(op.key, revision);
-      }
-      view.operation(revision, options.operation ?? 'transaction');
-      return { revision };
-    });
+      const keys = [...new Set([...opKeys, ...[...under.values()].flat()])];
+      const outcome = await this.write<CommitOutcome | typeof STALE_LISTING>(bucket, keys, (view) => {
+        // A rollback commits only at the revision it was planned against (view.revision: the bucket's, after the batch's earlier writes).
+        if (options.expectRevision !== undefined && view.revision !== options.expectRevision) return { refused: 'moved' };
+        if (at !== undefined && view.revision !== at) return STALE_LISTING;
+        const entries = new Map<string, Entry>();
+        for (const key of reads.keys) {
+          const entry = view.live(key, now);
+          if (entry) entries.set(key, entry);
+        }
+        const resolved = resolveTransaction(ops, entries, under);
+        if (resolved.failed.length > 0) return { refused: 'checks', failed: resolved.failed };
+        const answer = (revision: number): CommitOutcome => (resolved.reports ? { revision, results: resolved.results } : { revision });
+        // Checks and reads alone change nothing: no new revision.
+        if (resolved.writes.length === 0) return answer(view.revision);
+        // Writes are blind, so the outcome is the last write on each key.
+        const last = new Map<string, TxnOp>();
+        for (const op of resolved.writes) {
+          last.delete(op.key);
+          last.set(op.key, op);
+        }
+        const final = [...last.values()];
+        // The quota counts the transaction as a whole, from each final key's size before it.
+        const delta = { keys: 0, bytes: 0 };
+        for (const op of final) {
+          const old = view.size(op.key);
+          if (op.op === 'set') {
+            delta.keys += old === undefined ? 1 : 0;
+            delta.bytes += entrySize(Buffer.from(op.key), op.value.data) - (old ?? 0);
+          } else if (old !== undefined) {
+            delta.keys -= 1;
+            delta.bytes -= old;
+          }
+        }
+        view.check(delta);
+        const revision = view.next();
+        for (const op of final) {
+          if (op.op === 'set') view.set(op.key, op.value.type, op.value.data, op.expiresAt, revision);
+          else view.remove(op.key, revision);
+        }
+        view.operation(revision, options.operation ?? 'transaction');
+        return answer(revision);
+      });
+      if (outcome !== STALE_LISTING) return outcome;
+      // Writers kept changing the bucket between the listing and the batch: say so rather than spin.
+      if (attempt >= MAX_LISTING_ATTEMPTS) throw new StorageUnavailableError(new Error(`the bucket changed under a prefix delete ${MAX_LISTING_ATTEMPTS} times in a row`));
+    }
   }
 
   /** Writes one revision's change-log rows (distinct keys) in the caller's transaction: one round trip. */

@@ -13,6 +13,7 @@ import type { HistoryRecord, PastRead } from './history-types.js';
 import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { listBounds } from './list-bounds.js';
+import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
 import { MIGRATION_TABLE, appliedMigrations, kvbMigrations, migrateToLatest, refuseNewerDatabase } from './migrations.js';
 import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
 import {
@@ -51,9 +52,8 @@ import {
   type ListedEntry,
   type Refusal,
   type Store,
-  type TxnOp,
+  type TxnRequestOp,
   type Written,
-  checkHolds,
   conditionHolds,
   type StoreStats,
 } from './store.js';
@@ -706,6 +706,10 @@ export class SqliteStore implements Store {
   }
 
   async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
+    return this.listNow(bucket, q, now);
+  }
+
+  private listNow(bucket: string, q: ListQuery, now: number): ListedEntry[] {
     const { lower, lowerOp, upper } = listBounds(q);
     const name = listShapeName({ reverse: q.reverse, columns: q.columns, upper: upper !== undefined, after: lowerOp === '>' });
     // Rows as arrays: building an object per row was a visible share of a listing's cost.
@@ -722,22 +726,28 @@ export class SqliteStore implements Store {
     }));
   }
 
-  async commit(bucket: string, ops: TxnOp[], now: number, options: CommitOptions = {}): Promise<CommitOutcome> {
+  async commit(bucket: string, ops: TxnRequestOp[], now: number, options: CommitOptions = {}): Promise<CommitOutcome> {
     return this.write(() => this.atomically((): CommitOutcome => {
       if (options.expectRevision !== undefined) {
         const current = this.currentRevision(bucket);
         if (current === undefined) return { refused: 'no_bucket' };
         if (current !== options.expectRevision) return { refused: 'moved' };
       }
-      const failed: number[] = [];
-      ops.forEach((op, i) => {
-        if (op.op === 'check' && !checkHolds(op, this.liveEntry(bucket, Buffer.from(op.key), now))) failed.push(i);
-      });
+      // Reads happen inside the batch: nothing can change between them and the writes.
+      const { keys, prefixes } = readsOf(ops);
+      const entries = new Map<string, Entry>();
+      for (const key of keys) {
+        const entry = this.liveEntry(bucket, Buffer.from(key), now);
+        if (entry) entries.set(key, entry);
+      }
+      const under = new Map(prefixes.map((prefix) => [prefix, this.liveKeysUnder(bucket, prefix, now)]));
+      const { failed, writes, results, reports } = resolveTransaction(ops, entries, under);
       if (failed.length > 0) return { refused: 'checks', failed };
-      // Checks alone change nothing: no new revision.
-      if (ops.every((op) => op.op === 'check')) {
+      const answer = (revision: number): CommitOutcome => (reports ? { revision, results } : { revision });
+      // Checks and reads alone change nothing: no new revision.
+      if (writes.length === 0) {
         const current = this.currentRevision(bucket);
-        return current === undefined ? { refused: 'no_bucket' } : { revision: current };
+        return current === undefined ? { refused: 'no_bucket' } : answer(current);
       }
       const revision = this.bump(bucket);
       if (revision === undefined) return { refused: 'no_bucket' };
@@ -748,8 +758,7 @@ export class SqliteStore implements Store {
         sizes.has(key) ? sizes.get(key) : this.get<{ size: number }>('entrySize', { bucket, key: Buffer.from(key) })?.size;
       const deltas: Usage[] = [];
       const total = { keys: 0, bytes: 0 };
-      for (const op of ops) {
-        if (op.op === 'check') continue;
+      for (const op of writes) {
         const key = Buffer.from(op.key);
         const old = sizeOf(op.key);
         const after = op.op === 'set' ? entrySize(key, op.value.data) : undefined;
@@ -761,16 +770,20 @@ export class SqliteStore implements Store {
       }
       this.checkUsage(bucket, total);
       let i = 0;
-      for (const op of ops) {
-        if (op.op === 'check') continue;
+      for (const op of writes) {
         const key = Buffer.from(op.key);
         if (op.op === 'set') this.writeEntry(bucket, key, op.value.type, op.value.data, op.expiresAt, revision, deltas[i]!);
         else this.removeEntry(bucket, key, revision);
         i++;
       }
       this.logOperation(bucket, revision, options.operation ?? 'transaction');
-      return { revision };
+      return answer(revision);
     }));
+  }
+
+  /** The live keys under `prefix` (one past the prefix-delete limit at most, so it can be refused by name). */
+  private liveKeysUnder(bucket: string, prefix: string, now: number): string[] {
+    return this.listNow(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit: MAX_PREFIX_DELETE_KEYS + 1 }, now).map((e) => e.key);
   }
 
   async listBuckets(after: string | undefined, limit: number): Promise<BucketRecord[]> {

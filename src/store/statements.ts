@@ -15,11 +15,13 @@ import {
   SqliteQueryCompiler,
   sql,
 } from 'kysely';
+import type { Dialect } from './dialect.js';
 import { usageRecount } from './migrations.js';
 import { type Database, replaceEntryOnConflict } from './schema.js';
 import type { ListColumns } from './store.js';
 
-export type Dialect = 'sqlite' | 'postgres';
+// Dialect lives in dialect.ts (migrations.ts needs it, and this module needs migrations.ts).
+export type { Dialect };
 
 /** A named parameter: Kysely places it as `?` (SQLite) or `$n` (PostgreSQL); `bind` fills it by name. */
 class Named {

@@ -126,8 +126,22 @@ export type TxnOp =
   /** The key is live at revision `rev`, or (with `exists`) is live / is absent. Writes nothing. */
   | { op: 'check'; key: string; rev?: number; exists?: boolean };
 
+/** Operations a transaction may carry beyond the stores' plain ones. */
+export type ReadingOp =
+  /** Reads the key as it was before this transaction's writes. Writes nothing. */
+  | { op: 'get'; key: string }
+  /** Gives the live key a new expiry (null: never), keeping its value. Fails like a check when the key is not live. */
+  | { op: 'expire'; key: string; expiresAt: number | null }
+  /** Deletes every live key under the prefix. */
+  | { op: 'delete_prefix'; key: string };
+
+export type TxnRequestOp = TxnOp | ReadingOp;
+
+/** What an operation reports back: a get's entry (undefined when absent), a prefix delete's count. */
+export type OpResult = { op: 'get'; key: string; entry: Entry | undefined } | { op: 'delete_prefix'; deleted: number } | undefined;
+
 /** A transaction's outcome: its one revision, the indices (in `ops`) of the checks that failed, or a missing bucket. */
-export type CommitOutcome = Written | { refused: 'checks'; failed: number[] } | { refused: 'no_bucket' } | { refused: 'moved' };
+export type CommitOutcome = (Written & { results?: OpResult[] }) | { refused: 'checks'; failed: number[] } | { refused: 'no_bucket' } | { refused: 'moved' };
 
 /**
  * A transaction's extras. `expectRevision`: commit only if the bucket is still at this revision
@@ -259,8 +273,12 @@ export interface Store {
   updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition): Promise<Entry | Refusal>;
   /** One page of live keys in byte order (or reverse). */
   listEntries(bucket: string, query: ListQuery, now: number): Promise<ListedEntry[]>;
-  /** Evaluates every check and applies every write in one database transaction (one revision), or none. */
-  commit(bucket: string, ops: TxnOp[], now: number, options?: CommitOptions): Promise<CommitOutcome>;
+  /**
+   * Evaluates every check and applies every write in one database transaction (one revision), or
+   * none. Reading operations (get, expire, delete_prefix) are resolved by txn-resolution.ts from
+   * reads made inside that transaction; `results` (one per operation) is given when any reports.
+   */
+  commit(bucket: string, ops: TxnRequestOp[], now: number, options?: CommitOptions): Promise<CommitOutcome>;
 
   /*
    * History (issue 25, history-reader.ts): the change log read as of a past revision. Each read

@@ -3,6 +3,7 @@ import {
   type FetchInit,
   type FetchLike,
   type KvbBucket,
+  KvbNetworkError,
   KvbTimeoutError,
   NotFoundError,
   PreconditionFailedError,
@@ -15,11 +16,13 @@ import {
   connectFromEnv,
   createBucket,
 } from '../../src/client/index.js';
+import { deadUrl } from '../helpers/cli.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
  * The typed client (`kvb/client`, src/client) against a spawned server, run by the sqlite, postgres
  * and pgbouncer projects alike: every method, exact types, cursors, contention, a resumed watch.
+ * test/http/client-runtimes.test.ts runs this same file again under Deno and Bun.
  */
 let server: RunningServer;
 const SECRET = 'client-secret';
@@ -427,5 +430,50 @@ describe('retries, timeouts and cancellation', () => {
     await expect(pending).rejects.toThrow('user gave up');
     const aborted = AbortSignal.abort();
     await expect(base.get('k', { signal: aborted })).rejects.toMatchObject({ name: 'AbortError' });
+  });
+
+  it('a server that is not there is KvbNetworkError (connection refused) in every runtime, never a bare TypeError', async () => {
+    const gone = connect({ url: await deadUrl(), bucket: 'b', token: SECRET, retries: 0 });
+    const failure = await gone.get('k').catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(KvbNetworkError);
+    expect((failure as KvbNetworkError).reason).toBe('connection refused');
+    expect((failure as KvbNetworkError).exitCode).toBe(4);
+  });
+});
+
+describe('getMany, expire, deletePrefix and lock', () => {
+  it('getMany reads keys at one revision, int64 exact; expire keeps the value; deletePrefix answers the count', async () => {
+    const kv = await newBucket();
+    await kv.set('a', 9223372036854775807n);
+    await kv.set('b', 'text');
+    const { revision, entries } = await kv.getMany(['a', 'missing', 'b']);
+    expect(entries.map((e) => e && [e.key, e.value, e.type])).toEqual([['a', 9223372036854775807n, 'int64'], null, ['b', 'text', 'text']]);
+    expect(entries.every((e) => e === null || e.revision <= revision)).toBe(true);
+    expect(await kv.expire('b', 120)).toBe(true);
+    const b = await kv.get('b');
+    expect(b?.value).toBe('text');
+    expect(b!.expiresAt!.getTime()).toBeGreaterThan(Date.now());
+    expect(await kv.expire('missing', 5)).toBe(false);
+    await kv.atomic().set('t/1', 1).set('t/2', 2).commit();
+    expect((await kv.deletePrefix('t/')).deleted).toBe(2);
+    await expect(kv.deletePrefix('')).rejects.toBeInstanceOf(RangeError);
+  });
+  it('lock: a second holder waits until the first releases, then gets it', async () => {
+    const kv = await newBucket();
+    const first = await kv.lock('lock/x', { ttl: 30 });
+    let secondHeld = false;
+    const second = kv.lock('lock/x', { ttl: 30 }).then((lock) => {
+      secondHeld = true;
+      return lock;
+    });
+    // The second is still waiting while the first holds the key (checked by reading it).
+    expect((await kv.get('lock/x'))?.value).toBe(first.owner);
+    expect(secondHeld).toBe(false);
+    await first.release();
+    const held = await second;
+    expect((await kv.get('lock/x'))?.value).toBe(held.owner);
+    expect(held.lost.aborted).toBe(false);
+    await held.release();
+    expect(await kv.get('lock/x')).toBeNull();
   });
 });

@@ -40,6 +40,59 @@ function importsOf(file: string): Import[] {
 }
 
 const ALL = sourceFiles(SRC).flatMap(importsOf);
+const CONSOLE_SRC = fileURLToPath(new URL('../../console/src/', import.meta.url));
+
+/** Module-level imports (type-only ones included: they are loops to a reader) of every .ts/.tsx file under `root`. */
+function moduleGraph(root: string): Map<string, string[]> {
+  const files = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+      entry.isDirectory() ? files(join(dir, entry.name)) : /\.tsx?$/.test(entry.name) ? [join(dir, entry.name)] : [],
+    );
+  const graph = new Map<string, string[]>();
+  for (const file of files(root)) {
+    const targets = [...readFileSync(file, 'utf8').matchAll(/^\s*(?:import|export)\s[^'";]*?from\s+'(\.[^']+)'/gm)].map((m) =>
+      relative(root, resolve(dirname(file), m[1]!)).replace(/\.js$/, ''),
+    );
+    graph.set(relative(root, file).replace(/\.tsx?$/, ''), targets);
+  }
+  return graph;
+}
+
+/** The strongly connected groups of more than one module (Tarjan), each sorted: every one is an import loop. */
+function loopsOf(graph: Map<string, string[]>): string[][] {
+  let next = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const loops: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, next);
+    low.set(v, next++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!graph.has(w)) continue;
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const group: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop()!;
+      onStack.delete(w);
+      group.push(w);
+    } while (w !== v);
+    if (group.length > 1) loops.push(group.sort());
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return loops;
+}
+
+const importLoops = (root: string) => loopsOf(moduleGraph(root));
 const layer = (path: string) => path.split('/')[0]!.replace(/\.ts$/, '');
 const violations = (rule: (i: Import) => boolean) => ALL.filter(rule).map((i) => `${i.from} -> ${i.to}${i.dynamic ? ' (dynamic)' : ''}`);
 
@@ -94,6 +147,21 @@ describe('import direction', () => {
       // The operator commands (kvb db dump|restore|check|backup) open the storage directly, lazily, never the server.
       (i.from === 'cli/commands/db.ts' && i.dynamic && layer(i.to) === 'store');
     expect(violations((i) => serverReach(i) && !allowed(i))).toEqual([]);
+  });
+
+  it('no import loops: no module reaches itself through module-level imports (type-only imports count)', () => {
+    expect(importLoops(SRC)).toEqual([]);
+    expect(importLoops(CONSOLE_SRC)).toEqual([]);
+  });
+
+  it('the loop check finds a loop (it is not vacuous)', () => {
+    const graph = new Map([
+      ['a.ts', ['b.ts']],
+      ['b.ts', ['c.ts']],
+      ['c.ts', ['a.ts']],
+      ['d.ts', ['a.ts']],
+    ]);
+    expect(loopsOf(graph)).toEqual([['a.ts', 'b.ts', 'c.ts']]);
   });
 
   it('nothing outside cli imports cli', () => {

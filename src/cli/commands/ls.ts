@@ -26,6 +26,7 @@ export const ls = defineCommand({
       .option('--reverse', 'reverse byte order')
       .option('--values', 'include the values')
       .option('-l, --long', 'long listing: type, size, expiry and revision of each key')
+      .addOption(new Option('--folders', 'keys directly under PREFIX and each folder below it once (ending in /), like ls of a directory').conflicts(['values', 'skip', 'long']))
       .addOption(
         new Option('--rev <n>', 'list the bucket as it was at revision N (history; exits 7 below its history floor)').argParser(
           integer('--rev', 0, Number.MAX_SAFE_INTEGER),
@@ -51,12 +52,21 @@ a number, bytes base64); text gives key=value lines (\\, newline and = escaped)
 or, with -l, tab-separated key, type, size, expires_at (or -) and rev.
 At a terminal, -l is a table of key, type, size, expiry and revision that fits
 its width.
-${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --format jsonl --values | jq -r 'select(.type==\"int64\") | .key'", 'kvb ls --format json | jq length')}`,
+
+--folders asks the server for a folder listing: it seeks past each folder
+instead of reading it, so a folder of millions of keys costs one lookup. json
+and jsonl then print {"key":K} and {"prefix":"F/"} items; text and the table
+print names, folders ending in /.
+${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --format jsonl --values | jq -r 'select(.type==\"int64\") | .key'", 'kvb ls --format json | jq length', 'kvb ls --folders', 'kvb ls --folders photos/2024/')}`,
       ),
   async run(prefix, options, command) {
     await withClient(command, async ({ client, bucket }) => {
       const format = options.format ?? (stdoutIsTty() ? 'table' : 'text');
       const id = bucket();
+      if (options.folders) {
+        const { listFolders } = await import('../ls-folders.js');
+        return listFolders(client, id, { prefix, reverse: options.reverse, limit: options.limit, format });
+      }
       const wanted = options.limit ?? Number.POSITIVE_INFINITY;
       const query = { prefix, reverse: options.reverse, values: options.values, revision: options.rev };
       /**

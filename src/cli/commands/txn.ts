@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { Option } from '@commander-js/extra-typings';
 import { MAX_TTL, defineCommand, examples, integer } from '../define-command.js';
-import { info } from '../output.js';
+import { info, line } from '../output.js';
 import { KvbHttpError } from '../../client/client-errors.js';
 import { isValidJson } from '../../values/infer-value.js';
 import { typeOfText } from '../../values/cli-value.js';
@@ -86,12 +86,16 @@ export const txn = defineCommand({
         'after',
         `
 Operations are {"set":"key","value":<json>,"ttl":S}, {"delete":"key"},
-{"check":"key","rev":N} and {"check":"key","exists":true|false}. A JSON string
-value is stored as text, any other JSON value as JSON; "type" stores it as
-int64 (a decimal string), float64, text, json or bytes (base64), as in an
-export file. --set values follow kvb set's rule for an argument: 42 is int64,
-1.5 float64, {"a":1} json, anything else text. When a check fails,
-nothing is written and kvb exits 6 naming the failed checks.
+{"check":"key","rev":N} and {"check":"key","exists":true|false}, and the
+reading ones {"get":"key"}, {"expire":"key","ttl":S} (new expiry, same value;
+0: never) and {"delete_prefix":"P"}, which see the bucket as it was before the
+transaction's writes; with a get or a delete_prefix the server's
+{"revision","results":[…]} answer is printed. A JSON string value is stored as
+text, any other JSON value as JSON; "type" stores it as int64 (a decimal
+string), float64, text, json or bytes (base64), as in an export file. --set
+values follow kvb set's rule for an argument: 42 is int64, 1.5 float64,
+{"a":1} json, anything else text. When a check (or an expire of a key that is
+not live) fails, nothing is written and kvb exits 6 naming it.
 ${examples(
   'kvb txn --set a=1 --set b=hello --del c',
   'kvb txn --check from@12 --check to@40 --set from=90 --set to=60',
@@ -117,11 +121,14 @@ ${examples(
       body = `{"txn":[${flagOps.join(',')}]}`;
     }
     await withClient(command, async ({ client, bucket }) => {
+      let outcome;
       try {
-        await client.txn(bucket(), body);
+        outcome = await client.txn(bucket(), body);
       } catch (err) {
         throw flagOps.length > 0 ? nameFailedChecks(err, options.check) : err;
       }
+      // Gets and prefix deletes report back: the server's {"revision","results":[…]}, as sent.
+      if (outcome.ok && outcome.results !== undefined) await line(outcome.results);
       info('committed');
     });
   },

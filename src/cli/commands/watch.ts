@@ -3,6 +3,7 @@ import { ResumePoint } from '../../client/watch-feed.js';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { data, stdoutIsTty, warn } from '../output.js';
 import { withClient } from '../session.js';
+import { runHandler } from '../watch-exec.js';
 
 /** `since` is older than the server's retained changes: the caller must re-list (exit code 7). */
 export class WatchResetError extends Error {
@@ -42,6 +43,7 @@ export const watch = defineCommand({
       .argument('[prefix]', 'only keys starting with this')
       .addOption(new Option('--since <rev>', 'start after this revision (every retained change since), not from now').argParser(integer('--since', 0, Number.MAX_SAFE_INTEGER)))
       .option('--values', 'include the values')
+      .option('--exec <command>', 'run COMMAND (with sh -c) once per change, in order: the event as JSON on its stdin and in KVB_OP, KVB_KEY, KVB_REVISION, …')
       .addOption(new Option('--format <format>', 'text (default on a terminal) or jsonl (default when piped)').choices(['text', 'jsonl'] as const))
       .addHelpText(
         'after',
@@ -53,7 +55,20 @@ it reconnects with backoff and resumes after the last revision it printed
 the changes after that revision (--since too old, or down for longer than its
 --watch-retention), it says so on stderr and exits 7: list again (kvb ls) and
 watch from the revision the listing was taken at.
-${examples('kvb watch config/', 'kvb watch --values --format jsonl | jq -c .', 'kvb watch --since 1200 user/')}`,
+
+With --exec, nothing is printed; COMMAND runs once per change (each after the
+previous one exits), with the event (one JSON line, as --format jsonl prints it)
+on stdin and in its environment: KVB_OP (set, delete or expire), KVB_KEY,
+KVB_REVISION, KVB_EVENT (the JSON line), and for a set KVB_EXPIRES_AT (empty when
+it never expires) and KVB_VALUE_TYPE, and with --values KVB_VALUE (text as is,
+other types as JSON). A command that fails is reported on stderr; the watch goes on.
+${examples(
+  'kvb watch config/',
+  'kvb watch --values --format jsonl | jq -c .',
+  'kvb watch --since 1200 user/',
+  'kvb watch config/ --exec \'systemctl reload app\'',
+  'kvb watch jobs/ --values --exec \'echo "$KVB_OP $KVB_KEY = $KVB_VALUE"\'',
+)}`,
       ),
   async run(prefix, options, command) {
     process.once('SIGINT', () => process.exit(0));
@@ -107,11 +122,12 @@ ${examples('kvb watch config/', 'kvb watch --values --format jsonl | jq -c .', '
               }
               if (e.type === 'sync' || e.type === 'progress') {
                 resume.reached(e.rev!);
-                if (format === 'jsonl' && e.type === 'sync' && options.since === undefined) await data(`${text}\n`);
+                if (format === 'jsonl' && e.type === 'sync' && options.since === undefined && options.exec === undefined) await data(`${text}\n`);
                 continue;
               }
               if (!resume.fresh(e.rev!, e.key!)) continue;
-              await data(format === 'jsonl' ? `${text}\n` : `${readable(e, options.values === true)}\n`);
+              if (options.exec !== undefined) await runHandler(options.exec, e, text);
+              else await data(format === 'jsonl' ? `${text}\n` : `${readable(e, options.values === true)}\n`);
               printed = e.rev;
             }
           }

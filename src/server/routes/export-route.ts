@@ -8,7 +8,7 @@ import { authorize, openBucket } from '../access-control.js';
 import type { ResponseStreams } from '../response-streams.js';
 import type { ServerContext } from '../server-context.js';
 import { bucketIdOf, queryOf, singleParam } from '../request-input.js';
-import { effectivePrefix } from './list-route.js';
+import { effectivePrefix } from './effective-prefix.js';
 import { pastSnapshot, revisionParam } from './history-routes.js';
 
 /** Entries read from the snapshot at a time: at most 128 values of 16 KiB, about 2 MiB. */

@@ -10,7 +10,7 @@ import { authorize, openBucket } from '../access-control.js';
 import { ndjsonLines } from '../ndjson-lines.js';
 import type { ServerContext } from '../server-context.js';
 import { bucketIdOf, queryOf, singleParam } from '../request-input.js';
-import { effectivePrefix } from './list-route.js';
+import { effectivePrefix } from './effective-prefix.js';
 
 export const IMPORT_MEDIA_TYPES = ['application/x-ndjson', 'application/jsonl', 'application/x-jsonlines'];
 /** Entries handed to the staging area at a time. */

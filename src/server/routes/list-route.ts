@@ -1,9 +1,8 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import type { Principal } from '../../auth/access.js';
 import type { Entry, EntryMeta, ListColumns, ListedEntry } from '../../store/store.js';
 import { KvbError } from '../../errors.js';
-import { checkKey } from '../../values/keys.js';
+import { MAX_KEY_BYTES, checkKey } from '../../values/keys.js';
 import {
   LIST_CONTENT_TYPES,
   LIST_FORMATS,
@@ -16,7 +15,9 @@ import { decodeCursor, encodeCursor } from '../list-cursor.js';
 import { ResponseStreams } from '../response-streams.js';
 import type { ServerContext } from '../server-context.js';
 import { booleanParam, bucketIdOf, optionalInteger, queryOf, singleParam } from '../request-input.js';
+import { effectivePrefix } from './effective-prefix.js';
 import { exportBucket } from './export-route.js';
+import { folderListing } from './folder-listing.js';
 import { formatListMeta } from '../../values/list-meta.js';
 import { bucketSchemas } from './schemas.js';
 import { watchStream } from './watch-stream.js';
@@ -34,13 +35,6 @@ const metaOf = (entry: Entry): EntryMeta => ({ type: entry.type, size: entry.dat
 
 /** Byte order of keys as stored (UTF-8), which is not JavaScript's string order. */
 const compareKeys = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
-
-/** The prefix a listing really uses: a token sees only its own prefix (403 when disjoint). */
-export function effectivePrefix(principal: Principal, requested: string): string {
-  if (principal.kind !== 'token' || requested.startsWith(principal.prefix)) return requested;
-  if (principal.prefix.startsWith(requested)) return principal.prefix;
-  throw new KvbError('forbidden', `prefix ${JSON.stringify(requested)} is outside the token's prefix ${JSON.stringify(principal.prefix)}`);
-}
 
 /** `GET /api/v1/{bucket}/`: keys (and values) in byte order, streamed page by page, continued by cursor. */
 export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promise<void> {
@@ -71,6 +65,13 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
     const withMeta = booleanParam(query, 'meta');
     if (withMeta && format === 'text') throw new KvbError('bad_request', 'meta=true needs format json or jsonl');
     const columns: ListColumns = withValues ? 'values' : withMeta ? 'meta' : 'keys';
+    // Extension: S3's common prefixes (folder-listing.ts).
+    const delimiter = singleParam(query, 'delimiter');
+    if (delimiter !== undefined) {
+      if (delimiter === '' || Buffer.byteLength(delimiter) > MAX_KEY_BYTES) throw new KvbError('bad_request', `delimiter must be 1 to ${MAX_KEY_BYTES} bytes`);
+      if (format === 'text') throw new KvbError('bad_request', 'delimiter needs format json or jsonl');
+      if (skip > 0) throw new KvbError('bad_request', 'skip cannot be used with delimiter: continue with the cursor');
+    }
 
     const { bucket, principal } = await openBucket(buckets, bucketIdOf(request), request);
     // Metadata reveals the value's type and size, so it needs what reading values needs.
@@ -91,6 +92,11 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
     const revision = pastRevision ?? (await store.bucketRevision(bucketId));
     if (revision === undefined) throw new KvbError('not_found', 'no such bucket');
     reply.header('kvb-revision', String(revision));
+    if (delimiter !== undefined) {
+      const path = request.url.split('?')[0]!;
+      const q = { store, bucket: bucket.record, prefix, delimiter, reverse, columns, format: format as 'json' | 'jsonl', limit, after: startAfter, query, path };
+      return folderListing(q, reply);
+    }
     // The first page is read before answering, so a storage error is still a clean error response.
     // One row more than asked for tells whether keys follow, so a last page is never empty.
     const now = Date.now();

@@ -454,7 +454,7 @@ export const bucketSchemas = {
   transaction: {
     tags: [KEY],
     operationId: 'commitTransaction',
-    summary: 'Commit several set and delete operations atomically, optionally under checks',
+    summary: 'Commit several set and delete operations atomically, optionally under checks; read several keys at one revision',
     description:
       'Every operation is checked (shape, key, value size, permission) before anything is written; then all commit, or none. ' +
       'A string value is stored as text, any other JSON value as JSON exactly as written; null is 400. ' +
@@ -462,6 +462,13 @@ export const bucketSchemas = {
       'are evaluated atomically with the writes and count toward the 1,000 operations; if any fails nothing is written and the ' +
       'answer is 409 with the failing indices in Kvb-Failed-Checks. A check needs read permission on its key. ' +
       'The whole transaction is one bucket revision. ' +
+      'kvb extensions: `{"get":K}` reads K (read permission); `{"expire":K,"ttl":S}` gives the live key K a new expiry, S seconds ' +
+      'from now (0: never), keeping its value (write permission; a key that is not live fails like a check); ' +
+      '`{"delete_prefix":P}` deletes every live key starting with the non-empty prefix P (delete permission on P; at most ' +
+      '50,000 keys, else 400). These read the bucket as it was before the transaction\'s writes. A transaction with a get or ' +
+      'a delete_prefix answers 200 with `{"revision":N,"results":[…]}`, one result per operation: a get\'s key as ' +
+      '`{"key","type","value","expires_at","rev"}` (int64 values as decimal strings, bytes as base64) or null when absent, ' +
+      '`{"deleted":N}` for a delete_prefix, null for the rest. Gets and checks alone write nothing: N is the revision read at. ' +
       'History (extension): with no body, `?rollback=N[&prefix=P][&dry_run=true]` makes the bucket (or the keys under P) what it ' +
       'was at revision N as one new revision and answers JSON `{"rollback_to","prefix","dry_run","revision","changed","changes"}`; ' +
       'needs write and delete on the range (a dry run: read); N below the history floor is 410 `gone`. A POST with a body is a transaction whatever its query.',
@@ -495,6 +502,27 @@ export const bucketSchemas = {
               },
               {
                 type: 'object',
+                properties: { get: { type: 'string', description: 'the key to read' } },
+                required: ['get'],
+                additionalProperties: false,
+              },
+              {
+                type: 'object',
+                properties: {
+                  expire: { type: 'string', description: 'the key (must be live)' },
+                  ttl: { type: 'integer', minimum: 0, description: 'seconds from now; 0: never expires' },
+                },
+                required: ['expire', 'ttl'],
+                additionalProperties: false,
+              },
+              {
+                type: 'object',
+                properties: { delete_prefix: { type: 'string', minLength: 1, description: 'delete every live key with this prefix' } },
+                required: ['delete_prefix'],
+                additionalProperties: false,
+              },
+              {
+                type: 'object',
                 properties: {
                   check: { type: 'string', description: 'the key' },
                   rev: { type: 'integer', minimum: 0, description: 'the key is live at this revision' },
@@ -512,6 +540,41 @@ export const bucketSchemas = {
       examples: [{ txn: [{ set: 'a', value: 1 }, { set: 'b', value: 'text', ttl: 60 }, { delete: 'c' }] }],
     },
     response: {
+      200: {
+        description:
+          'A transaction with a get or a delete_prefix: committed (or, with only gets and checks, read), with `revision` and `results`. ' +
+          '(An import, an application/x-ndjson body, answers `{"imported","skipped","rev"}` here too.)',
+        headers: commitRevision,
+        type: 'object',
+        properties: {
+          imported: { type: 'integer', description: 'an import: keys written' },
+          skipped: { type: 'integer', description: 'an import: keys already expired' },
+          rev: { type: 'integer', description: 'an import: the revision it committed as' },
+          revision: { type: 'integer', description: 'the revision committed as, or read at' },
+          results: {
+            type: 'array',
+            items: {
+              anyOf: [
+                { type: 'null' },
+                {
+                  type: 'object',
+                  description: 'a get: the key, its type, its value (int64 as a decimal string, bytes as base64), expiry and revision',
+                  properties: {
+                    key: { type: 'string' },
+                    type: { type: 'string', enum: ['json', 'text', 'int64', 'float64', 'bytes'] },
+                    value: {},
+                    expires_at: { type: ['string', 'null'], format: 'date-time' },
+                    rev: { type: 'integer' },
+                  },
+                  required: ['key', 'type', 'value', 'expires_at', 'rev'],
+                },
+                { type: 'object', description: 'a delete_prefix', properties: { deleted: { type: 'integer' } }, required: ['deleted'] },
+              ],
+            },
+          },
+        },
+        examples: [{ revision: 42, results: [{ key: 'a', type: 'int64', value: '7', expires_at: null, rev: 40 }, null, { deleted: 3 }] }],
+      },
       204: noBody('All operations committed', commitRevision),
       ...keyErrors,
       404: noBucket,
@@ -554,6 +617,16 @@ export const bucketSchemas = {
           type: 'string',
           pattern: '^[0-9]+$',
           description: "history: list (or with export=true, export) the bucket as it was at this revision; below the bucket's history floor 410 `gone`",
+        },
+        delimiter: {
+          type: 'string',
+          minLength: 1,
+          description:
+            'kvb extension, format json or jsonl only (text: 400; skip: 400): S3-style common prefixes. Lists the keys directly under ' +
+            '`prefix` as `{"key":K}` (the meta object with meta=true or values=true) and, for deeper keys, each folder once as ' +
+            '`{"prefix":F}` (F = the prefix up to and including the first delimiter after it), in key order, without reading the ' +
+            'folders\' contents (one index seek past each). `limit` counts items (at most 10000 per answer); Kvb-Next-Cursor continues.',
+          examples: ['/'],
         },
         export: booleanQuery('export every live key with its type, value and expiry as NDJSON (takes only `prefix`)'),
         watch: booleanQuery(

@@ -1,10 +1,10 @@
 import { type Readable, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
-import type { TxnOp } from '../../store/store.js';
+import type { OpResult, TxnRequestOp } from '../../store/store.js';
+import { entryLine, typedValue } from '../../values/export-format.js';
 import { type JsonLimits, JsonLimitError, type JsonNode, JsonSyntaxError, parseJsonSource } from '../../values/json-source.js';
-import { MAX_KEY_BYTES, MAX_VALUE_BYTES, checkKey, valueTooLarge } from '../../values/keys.js';
-import { typedValue } from '../../values/export-format.js';
+import { MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES, checkKey, valueTooLarge } from '../../values/keys.js';
 import { type ValueType, isValueType } from '../../values/value-type.js';
 import { mediaType } from '../../values/infer-value.js';
 import { allows } from '../../auth/access.js';
@@ -15,7 +15,7 @@ import { bucketSchemas } from './schemas.js';
 import { IMPORT_MEDIA_TYPES, importRoute, isImportRequest } from './import-route.js';
 import { isRollbackRequest, rollbackRoute } from './history-routes.js';
 
-export const MAX_TXN_OPS = 1000;
+export { MAX_TXN_OPS };
 
 /**
  * Room per operation besides its key and value: `{"set":"","value":,"ttl":2147483647},` is 37
@@ -41,7 +41,7 @@ export const txnBodyLimit = (maxValueBytes: number) => Math.max(TXN_BODY_LIMIT, 
 export const CHECKS_BODY_LIMIT = MAX_TXN_OPS * (6 * MAX_KEY_BYTES + OPERATION_OVERHEAD) + 64;
 
 const checksOnlyTooLarge = () =>
-  badRequest(`a caller who may only read can send only checks: body is larger than ${CHECKS_BODY_LIMIT} bytes`);
+  badRequest(`a caller who may only read can send only checks and gets: body is larger than ${CHECKS_BODY_LIMIT} bytes`);
 
 /** Passes the body through, failing (400) once it passes `limit` bytes (a body sent without Content-Length). */
 function bounded(payload: Readable, limit: number): Readable {
@@ -76,8 +76,11 @@ type OpenedRequest = FastifyRequest & { [opened]?: Awaited<ReturnType<typeof ope
 
 type Member = [string, JsonNode];
 
-/** Turns one `{"set":…}` / `{"delete":…}` / `{"check":…}` node into an operation, or throws a 400 naming it. */
-function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: number, maxValueBytes: number): TxnOp {
+/** The field naming a reading operation's key (or prefix), and the other fields it may have. */
+const READING_OPS = { get: [], expire: ['ttl'], delete_prefix: [] } as const;
+
+/** Turns one `{"set":…}` / `{"delete":…}` / `{"check":…}` / reading node into an operation, or throws a 400 naming it. */
+function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: number, maxValueBytes: number): TxnRequestOp {
   if (node.kind !== 'object') throw badRequest(`${at} must be an object`);
   const names = node.entries.map(([name]) => name);
   if (new Set(names).size !== names.length) throw badRequest(`${at} repeats a field`);
@@ -100,11 +103,28 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
     if (exists?.kind !== 'boolean') throw badRequest(`${at}: exists must be true or false`);
     return { op: 'check', key, exists: exists.source === 'true' };
   }
+  for (const [name, others] of Object.entries(READING_OPS)) {
+    if (!names.includes(name)) continue;
+    const unknownField = names.find((n) => n !== name && !(others as readonly string[]).includes(n));
+    if (unknownField) throw badRequest(`${at}: unknown field ${unknownField}`);
+    if (name === 'delete_prefix') {
+      const prefix = field(name);
+      if (prefix?.kind !== 'string' || prefix.value === '') throw badRequest(`${at}: delete_prefix takes a non-empty prefix string`);
+      return { op: 'delete_prefix', key: checkKey(prefix.value, `${at} prefix`) };
+    }
+    const key = keyOf(field(name));
+    if (name === 'get') return { op: 'get', key };
+    const ttlNode = field('ttl');
+    if (ttlNode?.kind !== 'number') throw badRequest(`${at}: expire takes ttl, an integer of seconds (0: never expires)`);
+    return { op: 'expire', key, expiresAt: expiryFor(parseInteger(ttlNode.source, `${at} ttl`, 0, MAX_TTL_SECONDS), now) };
+  }
   if (names.includes('delete')) {
     if (names.length !== 1) throw badRequest(`${at}: a delete takes no other fields`);
     return { op: 'delete', key: keyOf(field('delete')) };
   }
-  if (!names.includes('set')) throw badRequest(`${at} must be {"set":…,"value":…}, {"delete":…} or {"check":…,"rev"|"exists":…}`);
+  if (!names.includes('set')) {
+    throw badRequest(`${at} must be {"set":…,"value":…}, {"delete":…}, {"check":…,"rev"|"exists":…}, {"get":…}, {"expire":…,"ttl":…} or {"delete_prefix":…}`);
+  }
   const unknown = names.find((n) => !['set', 'value', 'ttl', 'type'].includes(n));
   if (unknown) throw badRequest(`${at}: unknown field ${unknown}`);
   const key = keyOf(field('set'));
@@ -138,6 +158,24 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
     value: { type, data },
     expiresAt: expiryFor(ttl, now),
   };
+}
+
+/** The permission each operation needs on its key (a prefix delete: on its prefix). */
+const PERMISSION = { set: 'write', expire: 'write', delete: 'delete', delete_prefix: 'delete', check: 'read', get: 'read' } as const;
+
+/**
+ * The answer of a transaction with gets or prefix deletes: `{"revision":N,"results":[…]}`, one
+ * result per operation: a get's key as the export writes it (int64 values as decimal strings) or
+ * null when absent, `{"deleted":N}` for a prefix delete, null for the others.
+ */
+function resultsBody(revision: number, results: OpResult[]): string {
+  const items = results.map((result) => {
+    if (result?.op === 'delete_prefix') return `{"deleted":${result.deleted}}`;
+    if (result?.op !== 'get' || !result.entry) return 'null';
+    const { entry } = result;
+    return entryLine(result.key, entry, entry.expiresAt, entry.revision).trimEnd();
+  });
+  return `{"revision":${revision},"results":[${items.join(',')}]}`;
 }
 
 /** `POST /api/v1/{bucket}` with `{"txn":[…]}`: every operation is checked first, then all commit together. */
@@ -202,7 +240,7 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       if (list.items.length > MAX_TXN_OPS) throw badRequest(`txn has more than ${MAX_TXN_OPS} operations`);
       const now = Date.now();
       const ops = list.items.map((node, i) => parseOperation(node, `txn[${i}]`, bucket.record.defaultTtl, now, ctx.config.maxValueBytes));
-      for (const op of ops) authorize(bucket, principal, op.op === 'set' ? 'write' : op.op === 'delete' ? 'delete' : 'read', op.key);
+      for (const op of ops) authorize(bucket, principal, PERMISSION[op.op], op.key);
       const outcome = await store.commit(bucket.record.id, ops, now);
       if ('refused' in outcome) {
         if (outcome.refused === 'no_bucket') throw new KvbError('not_found', 'no such bucket');
@@ -211,7 +249,9 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
           'kvb-failed-checks': outcome.failed.join(','),
         });
       }
-      return reply.code(204).header('kvb-revision', String(outcome.revision)).send();
+      reply.header('kvb-revision', String(outcome.revision));
+      if (!outcome.results) return reply.code(204).send();
+      return reply.code(200).type('application/json').send(resultsBody(outcome.revision, outcome.results));
     },
   );
 }

@@ -8,7 +8,7 @@ import { authorize, openBucket, principalFor } from '../access-control.js';
 import { booleanParam, decodeBucket, parseInteger, queryOf, singleParam } from '../request-input.js';
 import type { ServerContext } from '../server-context.js';
 import type { Watcher } from '../watch-hub.js';
-import { effectivePrefix } from './list-route.js';
+import { effectivePrefix } from './effective-prefix.js';
 
 /** Bytes a watcher may have waiting in its socket's buffer before it is a slow consumer (sent `reset`, closed). */
 export const MAX_WATCH_BUFFER_BYTES = 1024 * 1024;

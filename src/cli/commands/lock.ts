@@ -1,0 +1,86 @@
+import { Argument, Option } from '@commander-js/extra-typings';
+import { MAX_TTL, defineCommand, examples, integer, keyArgument } from '../define-command.js';
+import { info, warn } from '../output.js';
+import { UsageError, withClient } from '../session.js';
+
+/** The lock was lost while the command ran (another holder has it now): exit 6, like a failed condition. */
+class LockLostError extends Error {
+  readonly exitCode = 6;
+}
+
+/** Shell convention: a command ended by a signal exits 128 + its number. */
+const SIGNAL_NUMBERS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15 };
+
+/** `kvb lock NAME -- CMD …`: runs CMD while holding the lock NAME, like `etcdctl lock` and `consul lock`. */
+export const lock = defineCommand({
+  define: (parent) =>
+    parent
+      .command('lock')
+      .description('run a command while holding a lock (a key), waiting while another holder has it')
+      .addArgument(keyArgument('the lock: a key name, e.g. lock/backup'))
+      .addArgument(new Argument('<command...>', 'the command and its arguments (after --)'))
+      .addOption(new Option('--ttl <seconds>', 'how long the lock outlives a holder that stops renewing (killed, cut off)').default(15).argParser(integer('--ttl', 1, MAX_TTL)))
+      .addHelpText(
+        'after',
+        `
+The lock is the key NAME, created only if absent (If-None-Match) with the TTL,
+renewed every TTL/3 while the command runs, and deleted when it exits. While
+another holder has it, kvb waits on the watch feed until the key is deleted or
+expires, then tries again. A holder that is killed (kill -9, power loss) holds
+the lock at most TTL seconds longer.
+
+kvb exits with the command's exit code (128+N when a signal ends it). SIGINT
+and SIGTERM are passed on to the command. If the lock is lost while the
+command runs (renewals refused, or the server unreachable for a whole TTL), kvb
+sends the command SIGTERM and exits 6. The command sees KVB_LOCK (the name) and
+KVB_LOCK_OWNER (the lock key's value) in its environment. The credential needs
+read, write and delete on NAME (a token: kvb mint-token --prefix lock/
+--permissions read,write,delete).
+${examples('kvb lock lock/backup -- ./backup.sh', 'kvb lock --ttl 60 lock/migrate -- npm run migrate', 'kvb lock lock/cron -- sh -c "make report && make mail"')}`,
+      ),
+  async run(name, argv, options, command) {
+    const [file, ...args] = argv;
+    if (file === undefined || file === '') throw new UsageError('give the command to run after --');
+    const { spawn } = await import('node:child_process');
+    const { acquireLock } = await import('../../client/lock.js');
+    await withClient(command, async ({ client, bucket }) => {
+      const waiting = new AbortController();
+      const giveUp = () => waiting.abort(new UsageError('interrupted while waiting for the lock'));
+      process.once('SIGINT', giveUp);
+      process.once('SIGTERM', giveUp);
+      let held;
+      try {
+        held = await acquireLock(client, bucket(), name, { ttl: options.ttl, signal: waiting.signal });
+      } catch (err) {
+        if (waiting.signal.aborted) process.exit(130);
+        throw err;
+      } finally {
+        process.off('SIGINT', giveUp);
+        process.off('SIGTERM', giveUp);
+      }
+      info(`holding lock ${JSON.stringify(name)} (revision ${held.revision})`);
+      const child = spawn(file, args, { stdio: 'inherit', env: { ...process.env, KVB_LOCK: name, KVB_LOCK_OWNER: held.owner } });
+      const forward = (signal: NodeJS.Signals) => () => child.kill(signal);
+      const onInt = forward('SIGINT');
+      const onTerm = forward('SIGTERM');
+      process.on('SIGINT', onInt);
+      process.on('SIGTERM', onTerm);
+      let lost = false;
+      held.lost.addEventListener('abort', () => {
+        lost = true;
+        warn(`${(held.lost.reason as Error).message}; stopping the command`);
+        child.kill('SIGTERM');
+      });
+      const code = await new Promise<number>((resolve, reject) => {
+        child.once('error', (err) => reject(new UsageError(`cannot run ${file}: ${(err as NodeJS.ErrnoException).code ?? err.message}`)));
+        child.once('exit', (status, signal) => resolve(status ?? 128 + (SIGNAL_NUMBERS[signal ?? ''] ?? 1)));
+      }).finally(async () => {
+        process.off('SIGINT', onInt);
+        process.off('SIGTERM', onTerm);
+        await held.release();
+      });
+      if (lost) throw new LockLostError(`lock ${JSON.stringify(name)} was lost while the command ran`);
+      process.exitCode = code;
+    });
+  },
+});

@@ -1,0 +1,4 @@
+/** A mistake in how the CLI was called, or in its input: exit code 1. */
+export class UsageError extends Error {
+  readonly exitCode = 1;
+}

@@ -1,0 +1,49 @@
+/**
+ * `kvb watch --exec CMD`: runs CMD once per change, in order, each after the previous one has
+ * exited (like `consul watch -type=keyprefix <handler>`). The event is the command's stdin (one
+ * JSON line, as `--format jsonl` prints it) and is also in its environment.
+ */
+import { spawn } from 'node:child_process';
+import { warn } from './output.js';
+
+export interface ExecEvent {
+  type: string;
+  key?: string;
+  rev?: number;
+  value?: unknown;
+  value_type?: string;
+  expires_at?: string | null;
+}
+
+/** The environment a handler gets for one event (besides the caller's own). */
+export function eventEnvironment(e: ExecEvent, line: string): Record<string, string> {
+  const env: Record<string, string> = {
+    KVB_OP: e.type,
+    KVB_KEY: e.key ?? '',
+    KVB_REVISION: String(e.rev ?? ''),
+    KVB_EVENT: line,
+  };
+  if (e.value_type !== undefined) env.KVB_VALUE_TYPE = e.value_type;
+  if (e.type === 'set') env.KVB_EXPIRES_AT = e.expires_at ?? '';
+  // With --values: text as is, every other type as its JSON text (int64 a decimal string's contents, bytes base64).
+  if (e.value !== undefined) env.KVB_VALUE = typeof e.value === 'string' ? e.value : JSON.stringify(e.value);
+  return env;
+}
+
+/** Runs the handler for one event through `sh -c` and waits for it; a failing handler is reported, never fatal. */
+export function runHandler(command: string, e: ExecEvent, line: string): Promise<void> {
+  return new Promise((resolve) => {
+    const child = spawn('/bin/sh', ['-c', command], { stdio: ['pipe', 'inherit', 'inherit'], env: { ...process.env, ...eventEnvironment(e, line) } });
+    child.once('error', (err) => {
+      warn(`--exec could not run: ${err.message}`);
+      resolve();
+    });
+    // A handler that does not read its stdin must not fail the watch.
+    child.stdin.on('error', () => {});
+    child.stdin.end(`${line}\n`);
+    child.once('exit', (code, signal) => {
+      if (code !== 0) warn(`--exec exited ${code ?? signal} for ${e.type} ${JSON.stringify(e.key)} at revision ${e.rev}`);
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,109 @@
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deadUrl } from '../helpers/cli.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
+
+/*
+ * kvb/client says it runs on Node 20+, Deno and Bun (and browsers: test/browser/client-library.test.ts).
+ * The same scenario (test/runtimes/client-scenario.mjs, importing the built dist/client) runs
+ * under each runtime against a real server, and each must report exactly the same thing. Deno and
+ * Bun come from the npm packages `deno` and `bun` (devDependencies), not a global install.
+ */
+
+const SCENARIO = fileURLToPath(new URL('../runtimes/client-scenario.mjs', import.meta.url));
+const bin = (name: string) => fileURLToPath(new URL(`../../node_modules/.bin/${name}`, import.meta.url));
+
+const RUNTIMES: Array<{ name: string; command: string; args: string[] }> = [
+  { name: 'node', command: process.execPath, args: [SCENARIO] },
+  // Only what the scenario needs: the network (the server), the environment (KVB_URL), the built files.
+  { name: 'deno', command: bin('deno'), args: ['run', '--allow-net', '--allow-env', '--allow-read', '--no-prompt', SCENARIO] },
+  { name: 'bun', command: bin('bun'), args: [SCENARIO] },
+];
+
+for (const runtime of RUNTIMES) {
+  if (!existsSync(runtime.command)) console.warn(`client-runtimes: ${runtime.name} SKIPPED (${runtime.command} is missing: npm install)`);
+}
+
+let server: RunningServer;
+let dead: string;
+beforeAll(async () => {
+  server = await startServer();
+  dead = await deadUrl();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+const EXPECTED = {
+  max: 'bigint:9223372036854775807',
+  maxRevision: true,
+  bytesOk: true,
+  bytesType: 'bytes',
+  count: 'bigint:2',
+  updated: '3',
+  stale: '412 current true',
+  keys: ['bytes', 'doc', 'float', 'max', 'text', 'visits'],
+  listed: ['float=1.5:float64'],
+  many: ['max=9223372036854775807:int64', 'text=héllo:text', null],
+  manyRevision: true,
+  expired: true,
+  textExpires: true,
+  persisted: true,
+  notLive: false,
+  pruned: 3,
+  watched: 'set w/done number',
+  lockValue: true,
+  afterRelease: null,
+  commit: 'doc',
+  deleted: true,
+  doc: null,
+  missing: '404 no such bucket',
+  // An unreachable server is a KvbNetworkError in every runtime (Deno's fetch gives only text).
+  unreachable: 'KvbNetworkError connection refused',
+};
+
+/** The whole client-library suite (vitest itself runs under Deno and Bun), on this project's backend. */
+const SUITE: Array<{ name: string; command: string; args: string[] }> = [
+  { name: 'deno', command: bin('deno'), args: ['run', '--allow-all', '--no-prompt', fileURLToPath(new URL('../../node_modules/vitest/vitest.mjs', import.meta.url))] },
+  { name: 'bun', command: bin('bun'), args: ['--bun', fileURLToPath(new URL('../../node_modules/vitest/vitest.mjs', import.meta.url))] },
+];
+
+describe('test/http/client-library.test.ts under Deno and Bun', () => {
+  for (const runtime of SUITE) {
+    it.skipIf(!existsSync(runtime.command))(`${runtime.name}: every test of the client suite passes`, { timeout: 300_000 }, async () => {
+      const out = join(mkdtempSync(join(tmpdir(), 'kvb-runtime-')), 'report.json');
+      const result = await execa(runtime.command, [...runtime.args, 'run', 'test/http/client-library.test.ts', '--project', 'sqlite', '--maxWorkers=1', '--reporter=json', `--outputFile=${out}`], {
+        cwd: fileURLToPath(new URL('../..', import.meta.url)),
+        // The backend of this project (sqlite, postgres or pgbouncer) carries over through KVB_TEST_BACKEND.
+        env: { NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' },
+        reject: false,
+        timeout: 290_000,
+      });
+      expect(existsSync(out), `no report from ${runtime.name}: ${result.stderr.slice(-2000)}`).toBe(true);
+      const report = JSON.parse(readFileSync(out, 'utf8')) as { numTotalTests: number; numPassedTests: number; numFailedTests: number; testResults: Array<{ assertionResults: Array<{ fullName: string; status: string; failureMessages: string[] }> }> };
+      const failed = report.testResults.flatMap((f) => f.assertionResults).filter((a) => a.status !== 'passed');
+      expect(failed.map((a) => `${a.fullName}: ${a.failureMessages.join(' ').slice(0, 500)}`)).toEqual([]);
+      expect(report.numTotalTests).toBeGreaterThanOrEqual(20);
+      expect(report.numPassedTests).toBe(report.numTotalTests);
+      expect(result.exitCode).toBe(0);
+    });
+  }
+});
+
+describe('kvb/client under each runtime it claims', () => {
+  for (const runtime of RUNTIMES) {
+    it.skipIf(!existsSync(runtime.command))(`${runtime.name}: the scenario reports the same as everywhere`, { timeout: 120_000 }, async () => {
+      const result = await execa(runtime.command, runtime.args, {
+        env: { KVB_URL: server.url, DEAD_URL: dead, NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' },
+        reject: false,
+        timeout: 110_000,
+      });
+      expect({ exitCode: result.exitCode, stderr: result.stderr }).toEqual({ exitCode: 0, stderr: '' });
+      expect(JSON.parse(result.stdout)).toEqual(EXPECTED);
+    });
+  }
+});

@@ -1,0 +1,133 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BucketRecord, CommitOutcome, Store, TxnRequestOp } from '../../src/store/store.js';
+import { MAX_PREFIX_DELETE_KEYS, resolveTransaction } from '../../src/store/txn-resolution.js';
+import { type StoreBackend, describeEachBackend, openTestStore } from '../helpers/store-backends.js';
+
+const NOW = 1_800_000_000_000;
+const text = (data: string) => ({ type: 'text' as const, data: Buffer.from(data) });
+const bucketRecord = (id: string): BucketRecord => ({
+  id,
+  email: 'store@test',
+  secretKeyHash: 'hash-s',
+  readKeyHash: null,
+  writeKeyHash: null,
+  signingKey: null,
+  signingKeyGeneration: 0,
+  tokenSalt: null,
+  defaultTtl: 0,
+});
+const revisionOf = (outcome: CommitOutcome) => {
+  if ('refused' in outcome) throw new Error(`refused: ${JSON.stringify(outcome)}`);
+  return outcome.revision;
+};
+
+/** The reading transaction operations (get, expire, delete_prefix) on every backend, directly on the store. */
+describeEachBackend('store: reading transaction operations', readingOps);
+
+function readingOps(backend: StoreBackend, url: string) {
+  let store: Store;
+  let cleanup: () => Promise<void>;
+  let n = 0;
+  const newBucket = async () => {
+    const id = `reading-${++n}`;
+    await store.createBucket(bucketRecord(id));
+    return id;
+  };
+  beforeAll(async () => {
+    ({ store, cleanup } = await openTestStore(backend, url, { prefix: 'kvb_reading', poolSize: 8 }));
+  });
+  afterAll(async () => {
+    await store?.close();
+    await cleanup?.();
+  });
+
+  it('gets read the state before the transaction\'s writes; an expired key reads as absent; gets alone make no revision', async () => {
+    const b = await newBucket();
+    await store.setEntry(b, 'a', text('old'), null, NOW);
+    await store.setEntry(b, 'expired', text('x'), NOW - 1, NOW - 10);
+    const before = await store.bucketRevision(b);
+    const readOnly = await store.commit(b, [{ op: 'get', key: 'a' }, { op: 'get', key: 'expired' }], NOW);
+    expect(revisionOf(readOnly)).toBe(before);
+    expect(await store.bucketRevision(b)).toBe(before);
+    const outcome = await store.commit(b, [{ op: 'set', key: 'a', value: text('new'), expiresAt: null }, { op: 'get', key: 'a' }], NOW);
+    expect(revisionOf(outcome)).toBe(before! + 1);
+    const results = (outcome as { results: unknown[] }).results;
+    expect(results[0]).toBeUndefined();
+    expect(results[1]).toMatchObject({ op: 'get', key: 'a', entry: { type: 'text', revision: 1 } });
+    expect((results[1] as { entry: { data: Buffer } }).entry.data.toString()).toBe('old');
+    expect((readOnly as { results: Array<{ entry?: unknown }> }).results[1]!.entry).toBeUndefined();
+  });
+
+  it('expire keeps value, type and usage and logs one set with the new expiry; a key that is not live fails by index', async () => {
+    const b = await newBucket();
+    await store.setEntry(b, 'k', { type: 'int64', data: Buffer.from('42') }, null, NOW);
+    const usage = await store.bucketUsage(b);
+    const revision = revisionOf(await store.commit(b, [{ op: 'expire', key: 'k', expiresAt: NOW + 60_000 }], NOW));
+    const entry = await store.getEntry(b, 'k', NOW);
+    expect(entry).toMatchObject({ type: 'int64', expiresAt: NOW + 60_000, revision });
+    expect(entry!.data.toString()).toBe('42');
+    expect(await store.bucketUsage(b)).toEqual(usage);
+    const changes = await store.readChanges(b, revision - 1, 10);
+    expect(changes).toEqual([expect.objectContaining({ revision, key: 'k', kind: 'set', expiresAt: NOW + 60_000 })]);
+    expect(await store.commit(b, [{ op: 'expire', key: 'k', expiresAt: null }, { op: 'expire', key: 'missing', expiresAt: null }], NOW)).toEqual({ refused: 'checks', failed: [1] });
+    expect((await store.getEntry(b, 'k', NOW))?.expiresAt).toBe(NOW + 60_000);
+  });
+
+  it('delete_prefix removes exactly the live keys under the prefix, in one revision, with usage and the change log kept exact', async () => {
+    const b = await newBucket();
+    const keys = Array.from({ length: 300 }, (_, i) => `p/${i}`);
+    await store.commit(b, [...keys, 'p', 'q/1', 'p0'].map((key): TxnRequestOp => ({ op: 'set', key, value: text('v'), expiresAt: null })), NOW);
+    const usage = (await store.bucketUsage(b))!;
+    const outcome = await store.commit(b, [{ op: 'delete_prefix', key: 'p/' }], NOW);
+    const revision = revisionOf(outcome);
+    expect((outcome as { results: unknown[] }).results).toEqual([{ op: 'delete_prefix', deleted: 300 }]);
+    const left = (await store.listEntries(b, { prefix: '', reverse: false, columns: 'keys', offset: 0, limit: 1000 }, NOW)).map((e) => e.key);
+    expect(left).toEqual(['p', 'p0', 'q/1']);
+    const after = (await store.bucketUsage(b))!;
+    expect(after.keys).toBe(usage.keys - 300);
+    expect(after.bytes).toBeLessThan(usage.bytes);
+    const changes = await store.readChanges(b, revision - 1, 1000);
+    expect(changes).toHaveLength(300);
+    expect(changes.every((c) => c.revision === revision && c.kind === 'delete')).toBe(true);
+  });
+
+  it('delete_prefix is atomic against concurrent writers: no key under the prefix older than its revision survives', async () => {
+    const b = await newBucket();
+    const writers = Array.from({ length: 20 }, (_, i) =>
+      store.commit(b, [{ op: 'set', key: `c/${i % 8}`, value: text(String(i)), expiresAt: null }, { op: 'set', key: `c/extra${i}`, value: text('x'), expiresAt: null }], NOW),
+    );
+    const deletes = [4, 10, 16].map(async (at) => {
+      await writers[at];
+      return revisionOf(await store.commit(b, [{ op: 'delete_prefix', key: 'c/' }], NOW));
+    });
+    await Promise.all(writers);
+    const last = Math.max(...(await Promise.all(deletes)));
+    const left = await store.listEntries(b, { prefix: 'c/', reverse: false, columns: 'meta', offset: 0, limit: 1000 }, NOW);
+    for (const { key, meta } of left) expect({ key, newer: meta!.revision > last }).toEqual({ key, newer: true });
+  });
+}
+
+describe('resolveTransaction (pure)', () => {
+  it('refuses a prefix holding more keys than the limit, naming the operation and the limit', () => {
+    const many = Array.from({ length: MAX_PREFIX_DELETE_KEYS + 1 }, (_, i) => `p/${i}`);
+    expect(() => resolveTransaction([{ op: 'get', key: 'x' }, { op: 'delete_prefix', key: 'p/' }], new Map(), new Map([['p/', many]]))).toThrow(
+      /txn\[1\].*more than 50000 keys/,
+    );
+  });
+  it('checks and expires fail by index; later writes keep request order', () => {
+    const entry = { type: 'text' as const, data: Buffer.from('v'), expiresAt: null, revision: 3 };
+    const resolution = resolveTransaction(
+      [
+        { op: 'check', key: 'a', rev: 3 },
+        { op: 'expire', key: 'a', expiresAt: 5 },
+        { op: 'check', key: 'b', exists: true },
+        { op: 'expire', key: 'b', expiresAt: null },
+      ],
+      new Map([['a', entry]]),
+      new Map(),
+    );
+    expect(resolution.failed).toEqual([2, 3]);
+    expect(resolution.writes).toEqual([{ op: 'set', key: 'a', value: { type: 'text', data: entry.data }, expiresAt: 5 }]);
+    expect(resolution.reports).toBe(false);
+  });
+});
