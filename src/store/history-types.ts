@@ -1,5 +1,4 @@
 import type { StoredValue } from '../values/stored-value.js';
-import type { ChangeLogBounds } from './store.js';
 
 /** What made a key's change: a plain write, or one of the operations that write several keys or compute the value. */
 export const HISTORY_OPERATIONS = ['set', 'delete', 'expire', 'counter', 'transaction', 'import', 'rollback'] as const;
@@ -15,6 +14,12 @@ export interface HistoryRecord {
   time: number;
   value?: StoredValue;
   expiresAt?: number | null;
+}
+
+/** A bucket's history: its floor (oldest revision readable) and its revision. */
+export interface ChangeLogBounds {
+  floor: number;
+  revision: number;
 }
 
 /** A read of the past: its value, or why there is none (the revision is older than history, or not yet made). */

@@ -1,5 +1,5 @@
 import type { Usage } from './quota.js';
-import type { HistoryRecord, PastRead } from './history-types.js';
+import type { ChangeLogBounds, HistoryRecord, PastRead } from './history-types.js';
 import type { StoredValue } from '../values/stored-value.js';
 import type { ValueType } from '../values/value-type.js';
 
@@ -225,10 +225,7 @@ export interface Change {
 }
 
 /** Where a bucket's change log starts: `floor` is the newest revision no longer in it; `revision` is the bucket's. */
-export interface ChangeLogBounds {
-  floor: number;
-  revision: number;
-}
+export type { ChangeLogBounds } from './history-types.js';
 
 /**
  * The storage seam. The HTTP server depends on this interface only; SQLite and PostgreSQL

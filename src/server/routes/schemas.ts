@@ -543,7 +543,8 @@ export const bucketSchemas = {
       200: {
         description:
           'A transaction with a get or a delete_prefix: committed (or, with only gets and checks, read), with `revision` and `results`. ' +
-          '(An import, an application/x-ndjson body, answers `{"imported","skipped","rev"}` here too.)',
+          '(An import, an application/x-ndjson body, answers `{"imported","skipped","rev"}` here too; a rollback, ' +
+          '`{"rollback_to","prefix","dry_run","revision","changed","changes"}`.)',
         headers: commitRevision,
         type: 'object',
         properties: {
@@ -551,6 +552,25 @@ export const bucketSchemas = {
           skipped: { type: 'integer', description: 'an import: keys already expired' },
           rev: { type: 'integer', description: 'an import: the revision it committed as' },
           revision: { type: 'integer', description: 'the revision committed as, or read at' },
+          rollback_to: { type: 'integer', description: 'a rollback: the revision the bucket (or prefix) was made equal to' },
+          prefix: { type: 'string', description: 'a rollback: the prefix it covered' },
+          dry_run: { type: 'boolean', description: 'a rollback: true when nothing was written' },
+          changed: { type: 'integer', description: 'a rollback: how many keys it changes' },
+          changes: {
+            type: 'array',
+            description: 'a rollback: each key it changes, in key order',
+            items: {
+              type: 'object',
+              properties: {
+                key: { type: 'string' },
+                action: { type: 'string', enum: ['set', 'delete'] },
+                from: {
+                  anyOf: [{ type: 'null' }, { type: 'object', properties: { type: { type: 'string' }, size: { type: 'integer' }, rev: { type: 'integer' } } }],
+                },
+                to: { anyOf: [{ type: 'null' }, { type: 'object', properties: { type: { type: 'string' }, size: { type: 'integer' } } }] },
+              },
+            },
+          },
           results: {
             type: 'array',
             items: {
