@@ -20,7 +20,7 @@ import { consoleRoute } from './routes/console-route.js';
 import { keyRoutes } from './routes/key-routes.js';
 import { listRoute } from './routes/list-route.js';
 import { type Lifecycle, operationalRoutes } from './routes/operational-routes.js';
-import { errorEnvelopeSchema, securitySchemes } from './routes/schemas.js';
+import { errorEnvelopeSchema, securitySchemes } from './routes/schema-parts.js';
 import { tokenRoute } from './routes/token-route.js';
 import { transactionRoute } from './routes/transaction-route.js';
 import type { ServerConfig } from './server-config.js';

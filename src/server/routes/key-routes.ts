@@ -12,7 +12,7 @@ import { parseEntityTags, readOutcome, refusalError, revisionHeaders, writeCondi
 import type { ServerContext } from '../server-context.js';
 import { MAX_TTL_SECONDS, expiryFor, methodNotAllowed, optionalInteger, queryOf, splitKeyPath } from '../request-input.js';
 import { describeValue } from './values-reply.js';
-import { keySchemas } from './schemas.js';
+import { keySchemas } from './key-schemas.js';
 import { asksForPast, readPast } from './history-routes.js';
 
 /** The numeric value of a stored entry, for the counter; undefined when it is not a number. */

@@ -19,7 +19,7 @@ import { effectivePrefix } from './effective-prefix.js';
 import { exportBucket } from './export-route.js';
 import { folderListing } from './folder-listing.js';
 import { formatListMeta } from '../../values/list-meta.js';
-import { bucketSchemas } from './schemas.js';
+import { bucketSchemas } from './bucket-schemas.js';
 import { watchStream } from './watch-stream.js';
 import { pastValue, revisionParam } from './history-routes.js';
 

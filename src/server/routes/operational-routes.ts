@@ -6,7 +6,7 @@ import { STORAGE_RETRY_AFTER_SECONDS } from '../../store/storage-errors.js';
 import { credentialMatches } from '../operator-key.js';
 import { storageNotReady } from '../readiness.js';
 import type { ServerContext } from '../server-context.js';
-import { operationalSchemas } from './schemas.js';
+import { operationalSchemas } from './operational-schemas.js';
 
 /** Whether the server is shutting down (set on SIGTERM, before the drain starts). */
 export interface Lifecycle {

@@ -7,7 +7,7 @@ import { checkKey } from '../../values/keys.js';
 import { authorize, openBucket } from '../access-control.js';
 import type { ServerContext } from '../server-context.js';
 import { MAX_TTL_SECONDS, bucketIdOf, formBody, formField, parseInteger } from '../request-input.js';
-import { bucketSchemas } from './schemas.js';
+import { bucketSchemas } from './bucket-schemas.js';
 
 /** `POST /api/v1/{bucket}/tokens/` (form): mints a JWT limited to a prefix and permissions. */
 export async function tokenRoute(app: FastifyInstance, { buckets }: ServerContext): Promise<void> {

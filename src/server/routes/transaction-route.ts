@@ -11,7 +11,7 @@ import { allows } from '../../auth/access.js';
 import { authorize, openBucket } from '../access-control.js';
 import type { ServerContext } from '../server-context.js';
 import { MAX_TTL_SECONDS, bucketIdOf, expiryFor, parseInteger } from '../request-input.js';
-import { bucketSchemas } from './schemas.js';
+import { bucketSchemas } from './bucket-schemas.js';
 import { IMPORT_MEDIA_TYPES, importRoute, isImportRequest } from './import-route.js';
 import { isRollbackRequest, rollbackRoute } from './history-routes.js';
 
