@@ -1,10 +1,13 @@
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { CommandUnknownOpts as Command } from '@commander-js/extra-typings';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/program.js';
 import * as client from '../../src/client/index.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
  * The README is the front door and the guide lives in docs/ (STYLE.md, "Docs like etcd and
@@ -20,24 +23,25 @@ interface Block {
   lang: string;
   line: number;
   text: string;
+  /** Preceded by `<!-- docs-test: run -->`: the test runs it against a spawned server. */
+  run: boolean;
 }
 
 /** Fenced code blocks of a page, with their language and first line number. */
 function blocks(page: string): Block[] {
   const found: Block[] = [];
   let open: Block | undefined;
-  read(page)
-    .split('\n')
-    .forEach((line, i) => {
-      if (!line.startsWith('```')) {
-        if (open) open.text += `${line}\n`;
-      } else if (open) {
-        found.push(open);
-        open = undefined;
-      } else {
-        open = { page, lang: line.slice(3).trim(), line: i + 2, text: '' };
-      }
-    });
+  const lines = read(page).split('\n');
+  lines.forEach((line, i) => {
+    if (!line.startsWith('```')) {
+      if (open) open.text += `${line}\n`;
+    } else if (open) {
+      found.push(open);
+      open = undefined;
+    } else {
+      open = { page, lang: line.slice(3).trim(), line: i + 2, text: '', run: lines[i - 1] === '<!-- docs-test: run -->' };
+    }
+  });
   expect(open, `${page}: a code block is never closed`).toBeUndefined();
   return found;
 }
@@ -212,6 +216,41 @@ describe('examples', () => {
     it('each one parses against the real program', () => {
       const wrong = calls.map(({ b, args }) => ({ where: `${b.page}:${b.line}: kvb ${args.join(' ')}`, why: problem(args) })).filter((c) => c.why);
       expect(wrong).toEqual([]);
+    });
+  });
+
+  describe('the blocks marked `<!-- docs-test: run -->` run as shown against a real server', () => {
+    const runnable = all.filter((b) => b.run);
+    let server: RunningServer;
+    let cwd: string;
+    beforeAll(async () => {
+      server = await startServer();
+      cwd = mkdtempSync(join(tmpdir(), 'kvb-docs-'));
+      writeFileSync(join(cwd, 'icon.png'), Buffer.from([0x89, 0x50, 0x4e, 0x47]));
+    });
+    afterAll(async () => {
+      await server?.stop();
+      if (cwd) rmSync(cwd, { recursive: true, force: true });
+    });
+
+    it('there are some, in the README and the API reference', () => {
+      expect(runnable.map((b) => b.page)).toEqual(expect.arrayContaining(['README.md', 'docs/http-api.md']));
+    });
+
+    it.each(runnable.map((b) => [`${b.page}:${b.line}`, b] as const))('%s exits 0, prints nothing on stderr, and prints what its comments say', (_, b) => {
+      const script = b.text.replaceAll('http://127.0.0.1:8080', server.url);
+      const result = spawnSync('bash', ['-o', 'pipefail', '-c', script], { cwd, encoding: 'utf8', timeout: 60_000 });
+      expect(result.stderr).toBe('');
+      expect(result.status).toBe(0);
+      // A comment after a command (`curl … # hello`) is what that command prints; they appear in order.
+      let rest = result.stdout;
+      const expected = [...b.text.matchAll(/^[^#\n]*\S[ \t]+# (.+)$/gm)].map((m) => m[1]!.trim());
+      expect(expected.length).toBeGreaterThan(0);
+      for (const text of expected) {
+        const at = rest.indexOf(text);
+        expect(at, `${text} in ${JSON.stringify(result.stdout.slice(0, 2000))}`).toBeGreaterThanOrEqual(0);
+        rest = rest.slice(at + text.length);
+      }
     });
   });
 });
