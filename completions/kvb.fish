@@ -23,6 +23,8 @@ complete -c kvb -n '__fish_use_subcommand' -a incr -d 'add a signed delta to a n
 complete -c kvb -n '__fish_use_subcommand' -a expire -d 'change a key\'s expiry without rewriting its value (0: never expires)'
 complete -c kvb -n '__fish_use_subcommand' -a ttl -d 'print the seconds left before a key expires, or "none" when it never expires'
 complete -c kvb -n '__fish_use_subcommand' -a ls -d 'list keys (and values) in byte order'
+complete -c kvb -n '__fish_use_subcommand' -a history -d 'a key\'s recorded changes, newest first: revision, operation, time, type, size (and value)'
+complete -c kvb -n '__fish_use_subcommand' -a rollback -d 'make the bucket (or a prefix) what it was at a past revision, as one new revision (asks first unless --yes)'
 complete -c kvb -n '__fish_use_subcommand' -a watch -d 'print changes under a prefix as they happen (resumes after a dropped connection)'
 complete -c kvb -n '__fish_use_subcommand' -a lock -d 'run a command while holding a lock (a key), waiting while another holder has it'
 complete -c kvb -n '__fish_use_subcommand' -a txn -d 'set and delete several keys atomically (all or nothing)'
@@ -83,6 +85,7 @@ complete -c kvb -n '__fish_seen_subcommand_from set' -l if-exists -d 'only if th
 # kvb get
 complete -c kvb -n '__fish_seen_subcommand_from get' -l json -d 'print {"key","type","value","expires_at","revision"} (int64 as a decimal string, bytes as base64)'
 complete -c kvb -n '__fish_seen_subcommand_from get' -l output -s o -r -F -d 'write the exact bytes to FILE instead of stdout'
+complete -c kvb -n '__fish_seen_subcommand_from get' -l rev -x -d 'the value the key had at revision N (history; exits 7 below the bucket\'s history floor)'
 
 # kvb edit
 
@@ -111,7 +114,20 @@ complete -c kvb -n '__fish_seen_subcommand_from ls' -l reverse -d 'reverse byte 
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l values -d 'include the values'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l long -s l -d 'long listing: type, size, expiry and revision of each key'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l folders -d 'keys directly under PREFIX and each folder below it once (ending in /), like ls of a directory'
+complete -c kvb -n '__fish_seen_subcommand_from ls' -l rev -x -d 'list the bucket as it was at revision N (history; exits 7 below its history floor)'
 complete -c kvb -n '__fish_seen_subcommand_from ls' -l format -x -a 'table text json jsonl' -d 'table (default on a terminal), text (default when piped), json or jsonl'
+
+# kvb history
+complete -c kvb -n '__fish_seen_subcommand_from history' -l values -d 'include each change\'s value'
+complete -c kvb -n '__fish_seen_subcommand_from history' -l limit -x -d 'at most this many changes'
+complete -c kvb -n '__fish_seen_subcommand_from history' -l format -x -a 'table jsonl' -d 'table (default on a terminal) or jsonl (default when piped)'
+
+# kvb rollback
+complete -c kvb -n '__fish_seen_subcommand_from rollback' -l to -x -d 'the revision to go back to'
+complete -c kvb -n '__fish_seen_subcommand_from rollback' -l prefix -x -d 'roll back only the keys under this prefix (others are left alone)'
+complete -c kvb -n '__fish_seen_subcommand_from rollback' -l dry-run -d 'print what would change and change nothing'
+complete -c kvb -n '__fish_seen_subcommand_from rollback' -l yes -s y -d 'do not ask for confirmation'
+complete -c kvb -n '__fish_seen_subcommand_from rollback' -l json -d 'print the server\'s answer as JSON (the default when piped)'
 
 # kvb watch
 complete -c kvb -n '__fish_seen_subcommand_from watch' -l since -x -d 'start after this revision (every retained change since), not from now'
@@ -229,7 +245,8 @@ complete -c kvb -n '__fish_seen_subcommand_from serve' -l stalled-reader-timeout
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-streamed-responses -x -d 'multi-page listings and exports streaming at once (more get 503)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l verification-wait -x -d 'how long one client address\'s unseen credentials may queue for their slow hash before more get 429 (the whole queue: twice that)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-watchers -x -d 'open watch streams per instance (over it: 503)'
-complete -c kvb -n '__fish_seen_subcommand_from serve' -l watch-retention -x -d 'seconds of changes kept for watchers to resume from'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l history-retention -x -d 'seconds of changes kept as history: reads at a past revision, key history, rollback, and watchers resuming (default 3600)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l watch-retention -x -d 'the same setting as --history-retention (its older name)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l shutdown-timeout -x -d 'on SIGTERM, seconds to finish open requests before closing their connections'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l metrics-listen -x -d 'serve /metrics (and /health, /ready) on this separate listener instead of the API port; a port alone means 127.0.0.1'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l metrics-token -x -d '/metrics needs Authorization: Bearer with this token'

@@ -10,6 +10,8 @@ export const ERRORS = {
   method_not_allowed: { status: 405, exitCode: 1 },
   not_acceptable: { status: 406, exitCode: 1 },
   conflict: { status: 409, exitCode: 6 },
+  // A read or rollback of a revision older than the bucket's history (its floor): the same exit code as a watch told to re-list.
+  gone: { status: 410, exitCode: 7 },
   precondition_failed: { status: 412, exitCode: 6 },
   // Conditions of the server, not of the request: the same exit code as a 500, try again later.
   too_many_requests: { status: 429, exitCode: 5 },

@@ -376,3 +376,31 @@ export function importKeys(
     xhr.send(file);
   });
 }
+
+/** One of a key's recorded changes (`?history=true`), newest first. */
+export interface HistoryItem {
+  rev: number;
+  operation: string;
+  time: string;
+  /** null after a delete or expiry. */
+  type: ValueType | null;
+  size: number | null;
+  expires_at: string | null;
+}
+
+/** GET /api/v1/{bucket}/{key}?history=true: up to `limit` of the key's recorded changes, newest first. */
+export async function keyHistory(c: Connection, key: string, limit = 100): Promise<HistoryItem[]> {
+  const response = await call(`${path(c, key)}?history=true&limit=${limit}`, { credential: c.credential });
+  return (await response.text())
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as HistoryItem);
+}
+
+/** GET /api/v1/{bucket}/{key}?rev=N: the key's exact bytes and type as they were at revision N. */
+export async function getEntryAt(c: Connection, key: string, rev: number): Promise<StoredEntry> {
+  const response = await call(`${path(c, key)}?rev=${rev}`, { credential: c.credential });
+  const type = (response.headers.get('kvb-type') ?? 'bytes') as ValueType;
+  const expires = response.headers.get('kvb-expires-at');
+  return { key, type, bytes: new Uint8Array(await response.arrayBuffer()), expiresAt: expires ? Date.parse(expires) : null, rev };
+}

@@ -39,6 +39,7 @@ import {
   toHex,
 } from './format.js';
 import { ImportDialog } from './import-dialog.js';
+import { KeyHistory } from './key-history.js';
 import { Badge, ConfirmDialog, CopyButton, Notice, download, errorText } from './ui.js';
 
 /**
@@ -824,6 +825,18 @@ function KeyDetail(props: {
             </>
           )}
         </div>
+      )}
+      {entry && caps.read && (
+        <KeyHistory
+          conn={conn}
+          caps={caps}
+          entryKey={key}
+          current={entry}
+          onRestored={() => {
+            getEntry(conn, key).then(setEntry, (err: unknown) => setError(errorText(err)));
+            props.onChanged();
+          }}
+        />
       )}
       {confirm && (
         <ConfirmDialog title="Delete this key?" confirm="Delete" onConfirm={() => void remove()} onCancel={() => setConfirm(false)}>

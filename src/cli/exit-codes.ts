@@ -14,7 +14,7 @@ const MEANINGS: Record<number, string> = {
   4: 'server or network unreachable: connection refused, DNS failure, no answer within `--timeout`; the message names the URL tried and where it came from',
   5: 'server error, or the server refusing for now (storage full, rate limited); try again later',
   6: 'precondition failed or conflict: an `--if-rev`/`--if-absent`/`--if-exists` write, a `kvb txn --check` or a `kvb edit` save found the key in another state; nothing was written',
-  7: '`kvb watch` only: the server no longer holds the changes to resume from (older than its `--watch-retention`); list again and watch from there',
+  7: 'older than the history the server keeps (`--history-retention`): `kvb watch` cannot resume (list again and watch from there), or `kvb get --rev`, `kvb ls --rev` or `kvb rollback` named a revision below the bucket\'s history floor',
 };
 
 export interface ExitCodeRow {

@@ -10,12 +10,14 @@ import { expire } from './commands/expire.js';
 import { exportCommand } from './commands/export.js';
 import { get } from './commands/get.js';
 import { importCommand } from './commands/import.js';
+import { history } from './commands/history.js';
 import { incr } from './commands/incr.js';
 import { init } from './commands/init.js';
 import { lock } from './commands/lock.js';
 import { ls } from './commands/ls.js';
 import { mintToken } from './commands/mint-token.js';
 import { profile } from './commands/profile.js';
+import { rollbackCommand } from './commands/rollback.js';
 import { serve } from './commands/serve.js';
 import { set } from './commands/set.js';
 import { ttl } from './commands/ttl.js';
@@ -41,7 +43,7 @@ import { type CommandModule, type ParentCommand, declareGlobalOptions, examples 
  *   3. `npm run completions`, and document it in man/kvb.1 and docs/cli.md (tests check the man page).
  */
 const COMMANDS: CommandModule[] = [
-  init, createBucket, bucket, set, get, edit, del, incr, expire, ttl, ls, watch, lock, txn, exportCommand, importCommand, mintToken, profile, version, completion, db, serve,
+  init, createBucket, bucket, set, get, edit, del, incr, expire, ttl, ls, history, rollbackCommand, watch, lock, txn, exportCommand, importCommand, mintToken, profile, version, completion, db, serve,
 ];
 
 /** `kvb serve` exits differently: it is a server, not a client of one. */

@@ -57,6 +57,13 @@ export class UnavailableError extends KvbHttpError {
 }
 /** 507: the storage is full or read-only, or the server's bucket limit is reached. */
 export class InsufficientStorageError extends KvbHttpError {}
+/** 410: a revision older than the bucket's history (its floor, in the `kvb-history-floor` header). */
+export class GoneError extends KvbHttpError {
+  get floor(): number | undefined {
+    const floor = this.headers['kvb-history-floor'];
+    return floor === undefined ? undefined : Number(floor);
+  }
+}
 /** 500: the server failed unexpectedly. */
 export class InternalServerError extends KvbHttpError {}
 
@@ -66,6 +73,7 @@ const CLASSES: Partial<Record<ErrorMessage, typeof KvbHttpError>> = {
   forbidden: ForbiddenError,
   not_found: NotFoundError,
   conflict: ConflictError,
+  gone: GoneError,
   precondition_failed: PreconditionFailedError,
   too_many_requests: RateLimitedError,
   service_unavailable: UnavailableError,

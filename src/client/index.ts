@@ -14,6 +14,9 @@ export {
   type ListedEntry,
   type Listing,
   type ListOptions,
+  type GetOptions,
+  type HistoryEntry,
+  type HistoryOptions,
   type SetOptions,
   type TokenOptions,
   type UpdateOptions,
@@ -33,11 +36,13 @@ export {
   type FetchResponse,
   KvbHttp,
   type RequestBody,
+  type RollbackResult,
 } from './kvb-http.js';
 export {
   BadRequestError,
   ConflictError,
   ForbiddenError,
+  GoneError,
   InsufficientStorageError,
   InternalServerError,
   KvbHttpError,

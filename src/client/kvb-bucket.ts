@@ -8,6 +8,7 @@ import {
   type FetchLike,
   KvbHttp,
   type RequestBody,
+  type RollbackResult,
   type ValueRead,
 } from './kvb-http.js';
 import { type JsonValue, type Value, type ValueType, decodeJsonValue, decodeValue, encodeValue, linesOf, typeOfValue } from './typed-values.js';
@@ -80,6 +81,34 @@ export interface ListOptions extends CallOptions {
   limit?: number | undefined;
   /** Keys asked for per request while following cursors. Default 1000. */
   pageSize?: number | undefined;
+  /** List the bucket as it was at this revision (history; 410 GoneError below the bucket's history floor). */
+  revision?: number | undefined;
+}
+
+export interface GetOptions extends CallOptions {
+  /** Read the key as it was at this revision (history). */
+  revision?: number | undefined;
+}
+
+/** One recorded change of a key, newest first in `history()`. */
+export interface HistoryEntry {
+  revision: number;
+  /** What made it: set, delete, expire, counter, transaction, import or rollback. */
+  operation: string;
+  time: Date;
+  /** null after a delete or expiry (the key was absent then). */
+  type: ValueType | null;
+  size: number | null;
+  expiresAt: Date | null;
+  /** With `values: true`: the value it had (undefined when absent). */
+  value?: Value | undefined;
+}
+
+export interface HistoryOptions extends CallOptions {
+  /** Include each change's value. */
+  values?: boolean | undefined;
+  /** At most this many changes (newest first). Default: every recorded change. */
+  limit?: number | undefined;
 }
 
 export interface UpdateOptions extends CallOptions {
@@ -140,7 +169,7 @@ export class KvbBucket {
   }
 
   /** The key's entry, or null when it is absent or expired. */
-  async get<V extends Value = Value>(key: string, options: CallOptions = {}): Promise<Entry<V> | null> {
+  async get<V extends Value = Value>(key: string, options: GetOptions = {}): Promise<Entry<V> | null> {
     try {
       return entryOf(key, await this.http.get(this.id, key, options)) as Entry<V>;
     } catch (err) {
@@ -232,6 +261,7 @@ export class KvbBucket {
               format: 'jsonl',
               limit: Math.min(pageSize, wanted - listed),
               cursor,
+              revision: options.revision,
             },
             options,
           );
@@ -258,6 +288,37 @@ export class KvbBucket {
       },
     };
     return listing;
+  }
+
+  /** The key's recorded changes, newest first (history is kept for the server's --history-retention). */
+  async history(key: string, options: HistoryOptions = {}): Promise<HistoryEntry[]> {
+    const entries: HistoryEntry[] = [];
+    const wanted = options.limit ?? Number.POSITIVE_INFINITY;
+    let cursor: string | undefined;
+    do {
+      const page = await this.http.history(this.id, key, { values: options.values, limit: Math.min(1000, wanted - entries.length), cursor }, options);
+      for (const line of page.lines) {
+        entries.push({
+          revision: line.rev,
+          operation: line.operation,
+          time: new Date(line.time),
+          type: line.type,
+          size: line.size,
+          expiresAt: line.expires_at ? new Date(line.expires_at) : null,
+          ...(options.values && line.type !== null && { value: decodeJsonValue(line.type, line.value) }),
+        });
+      }
+      cursor = page.nextCursor;
+    } while (cursor !== undefined && entries.length < wanted);
+    return entries;
+  }
+
+  /**
+   * Makes the bucket (or `prefix`) equal to its state at `revision` as one new revision, all or
+   * nothing; `dryRun` only says what would change. Needs the secret key, or write and delete on the prefix.
+   */
+  async rollback(revision: number, options: CallOptions & { prefix?: string | undefined; dryRun?: boolean | undefined } = {}): Promise<RollbackResult> {
+    return this.http.rollback(this.id, revision, { prefix: options.prefix, dryRun: options.dryRun }, options);
   }
 
   /** A transaction: checks, sets and deletes that commit together or not at all. */

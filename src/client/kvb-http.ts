@@ -75,6 +75,36 @@ export interface BucketUsage {
   bytes: number;
   quotaKeys?: number | undefined;
   quotaBytes?: number | undefined;
+  /** History: the oldest revision that can still be read (`Kvb-History-Floor`), and the bucket's revision. */
+  historyFloor?: number | undefined;
+  revision?: number | undefined;
+}
+
+/** One of a key's recorded changes (`?history=true`), as the server's JSONL line has it. */
+export interface HistoryLine {
+  rev: number;
+  operation: 'set' | 'delete' | 'expire' | 'counter' | 'transaction' | 'import' | 'rollback';
+  time: string;
+  type: ValueType | null;
+  size: number | null;
+  expires_at: string | null;
+  value?: unknown;
+}
+
+/** What a rollback changed (or, dry run, would change). */
+export interface RollbackResult {
+  rollback_to: number;
+  prefix: string;
+  dry_run: boolean;
+  /** The revision it made (dry run or nothing to change: the bucket's current one). */
+  revision: number;
+  changed: number;
+  changes: Array<{
+    key: string;
+    action: 'set' | 'delete';
+    from: { type: ValueType; size: number; rev: number } | null;
+    to: { type: ValueType; size: number } | null;
+  }>;
 }
 
 export interface CreateBucketFields {
@@ -133,6 +163,8 @@ export interface ListOptions {
   format: 'text' | 'json' | 'jsonl';
   /** Continue after the page that answered this `Kvb-Next-Cursor`. */
   cursor?: string | undefined;
+  /** History: list the bucket as it was at this revision. */
+  revision?: number | undefined;
   /** Folders: keys directly under the prefix as `{"key"}` and each deeper folder once as `{"prefix"}` (json/jsonl only). */
   delimiter?: string | undefined;
 }
@@ -362,7 +394,7 @@ export class KvbHttp {
       kind = undefined;
     }
     const errorHeaders: Record<string, string> = {};
-    for (const name of ['etag', 'retry-after', 'kvb-failed-checks', 'www-authenticate', 'kvb-revision']) {
+    for (const name of ['etag', 'retry-after', 'kvb-failed-checks', 'www-authenticate', 'kvb-revision', 'kvb-history-floor']) {
       const value = response.headers.get(name);
       if (value !== null) errorHeaders[name] = value;
     }
@@ -407,7 +439,17 @@ export class KvbHttp {
     const keys = number('kvb-usage-keys');
     const bytes = number('kvb-usage-bytes');
     if (keys === undefined || bytes === undefined) return { policy };
-    return { policy, usage: { keys, bytes, quotaKeys: number('kvb-quota-keys'), quotaBytes: number('kvb-quota-bytes') } };
+    return {
+      policy,
+      usage: {
+        keys,
+        bytes,
+        quotaKeys: number('kvb-quota-keys'),
+        quotaBytes: number('kvb-quota-bytes'),
+        historyFloor: number('kvb-history-floor'),
+        revision: number('kvb-revision'),
+      },
+    };
   }
 
   /** HEAD on the bucket: true with admin access to an existing bucket, false on 404. */
@@ -459,10 +501,59 @@ export class KvbHttp {
     return valueRead(answer);
   }
 
-  async get(bucket: string, key: string, options: CallOptions = {}): Promise<ValueRead> {
+  /** The key's value; with `revision`, as it was at that revision (history). */
+  async get(bucket: string, key: string, options: CallOptions & { revision?: number | undefined } = {}): Promise<ValueRead> {
     return valueRead(
-      await this.send({ ...callOf(options), method: 'GET', path: this.keyPath(bucket, key), subject: `key ${JSON.stringify(key)} in bucket ${bucket}`, idempotent: true }),
+      await this.send({
+        ...callOf(options),
+        method: 'GET',
+        path: this.keyPath(bucket, key),
+        subject: `key ${JSON.stringify(key)} in bucket ${bucket}`,
+        query: { rev: options.revision },
+        idempotent: true,
+      }),
     );
+  }
+
+  /** One page of a key's recorded changes, newest first, and the cursor of the next page. */
+  async history(
+    bucket: string,
+    key: string,
+    page: { limit?: number | undefined; cursor?: string | undefined; values?: boolean | undefined } = {},
+    options: CallOptions = {},
+  ): Promise<{ lines: HistoryLine[]; nextCursor: string | undefined; floor: number | undefined }> {
+    const answer = await this.send({
+      ...callOf(options),
+      method: 'GET',
+      path: this.keyPath(bucket, key),
+      subject: `history of key ${JSON.stringify(key)} in bucket ${bucket}`,
+      query: { history: true, values: page.values, limit: page.limit, cursor: page.cursor },
+      idempotent: true,
+    });
+    const text = new TextDecoder().decode(answer.data);
+    return {
+      lines: text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as HistoryLine),
+      nextCursor: answer.headers.get('kvb-next-cursor') ?? undefined,
+      floor: revisionOf(answer.headers.get('kvb-history-floor')),
+    };
+  }
+
+  /** Rolls the bucket (or a prefix) back to its state at `revision` as one new revision; `dryRun` only tells what would change. Never retried. */
+  async rollback(
+    bucket: string,
+    revision: number,
+    rollback: { prefix?: string | undefined; dryRun?: boolean | undefined } = {},
+    options: CallOptions = {},
+  ): Promise<RollbackResult> {
+    const answer = await this.send({
+      ...callOf(options),
+      method: 'POST',
+      path: this.bucketPath(bucket),
+      subject: `rollback of bucket ${bucket}`,
+      query: { rollback: revision, prefix: rollback.prefix || undefined, dry_run: rollback.dryRun || undefined },
+      ...(rollback.dryRun && { idempotent: true }),
+    });
+    return this.json<RollbackResult>(answer);
   }
 
   /** Deletes a key; resolves with the revision of the commit. */
@@ -508,6 +599,7 @@ export class KvbHttp {
         meta: list.meta,
         format: list.format,
         cursor: list.cursor,
+        rev: list.revision,
         delimiter: list.delimiter,
       },
       idempotent: true,

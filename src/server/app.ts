@@ -113,6 +113,7 @@ const CORS_OPTIONS = {
     'Kvb-Usage-Bytes',
     'Kvb-Quota-Keys',
     'Kvb-Quota-Bytes',
+    'Kvb-History-Floor',
     'RateLimit',
     'RateLimit-Policy',
     'X-RateLimit-Limit',

@@ -144,6 +144,61 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
         for (const index of indexes) await sql.raw(index).execute(db);
       },
     },
+    {
+      // Issue 25, history: reads as of a past revision find each key's newest change at or below
+      // it through (bucket_id, key, revision); `revision_ops` says what made a revision when it is
+      // not a plain set, delete or expiry. The log becomes history: every live key gets a row for
+      // its current state, rows that a newer row of their key replaces go (etcd-style compaction),
+      // and the floor rises to the bucket's revision, since earlier states may already be pruned.
+      name: '0007_history',
+      async up(db) {
+        await db.schema.createIndex('changes_key').on('changes').columns(['bucket_id', 'key', 'revision']).execute();
+        await db.schema
+          .createTable('revision_ops')
+          .addColumn('bucket_id', 'text', (c) => c.notNull())
+          .addColumn('revision', sql.raw(bigint), (c) => c.notNull())
+          .addColumn('operation', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('revision_ops_pkey', ['bucket_id', 'revision'])
+          .execute();
+        await db
+          .insertInto('changes')
+          .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'committed_at'])
+          .expression(
+            db
+              .selectFrom('entries as e')
+              .select(['e.bucket_id', 'e.revision', 'e.key', sql.lit('set').as('kind'), 'e.type', 'e.value', 'e.expires_at', sql.lit(Date.now()).as('committed_at')])
+              .where(({ not, exists, selectFrom }) =>
+                not(
+                  exists(
+                    selectFrom('changes as c')
+                      .select(sql.lit(1).as('one'))
+                      .whereRef('c.bucket_id', '=', 'e.bucket_id')
+                      .whereRef('c.key', '=', 'e.key')
+                      .whereRef('c.revision', '=', 'e.revision'),
+                  ),
+                ),
+              ),
+          )
+          .execute();
+        await db
+          .deleteFrom('changes')
+          .where((eb) =>
+            eb.or([
+              eb('kind', '<>', sql.lit('set')),
+              eb.exists(
+                eb
+                  .selectFrom('changes as n')
+                  .select(sql.lit(1).as('one'))
+                  .whereRef('n.bucket_id', '=', 'changes.bucket_id')
+                  .whereRef('n.key', '=', 'changes.key')
+                  .whereRef('n.revision', '>', 'changes.revision'),
+              ),
+            ]),
+          )
+          .execute();
+        await db.updateTable('buckets').set({ changes_floor: sql.ref('revision') }).execute();
+      },
+    },
   ];
 }
 

@@ -10,7 +10,7 @@ import type { Change, Entry } from './store.js';
  * checking its condition, its quota and its own logic before it changes the view, so a refused
  * or failed write leaves nothing behind. What they did is then written in one statement
  * (`applyBatch`: one bump of the bucket row, the entries, the change log and the usage) guarded
- * by the bucket row's version: if another instance wrote to the bucket in between, nothing is
+ * by the bucket row's version (with the revision_ops rows history keeps): if another instance wrote to the bucket in between, nothing is
  * changed and the batch runs again under the bucket row's lock. Unconditional SETs without a
  * quota skip the read: one statement for the whole batch (`setsFresh`).
  */
@@ -30,6 +30,8 @@ export class BatchView {
   /** The revision last handed out (the bucket's, until a write takes the next). */
   revision: number;
   readonly changes: LoggedChange[] = [];
+  /** What made a revision when it is not a plain set or delete (counter, transaction, rollback): revision_ops rows, in the batch's statement. */
+  readonly operations: Array<{ revision: number; operation: string }> = [];
   readonly delta: Usage = { keys: 0, bytes: 0 };
 
   constructor(
@@ -77,6 +79,11 @@ export class BatchView {
     this.delta.bytes += entrySize(keyBytes, value) - (old ?? 0);
     this.rows.set(key, { type, value, expires_at: expiresAt, revision });
     this.changes.push({ key: keyBytes, kind: 'set', type, value, expiresAt, revision });
+  }
+
+  /** Records what made `revision` (history's `operation`); call after its changes. */
+  operation(revision: number, operation: string): void {
+    this.operations.push({ revision, operation });
   }
 
   /** Removes a key at `revision`; false (nothing logged) when it was not there. */
@@ -225,6 +232,8 @@ async function readRunApply(backend: BatchBackend, bucket: string, batch: Queued
       values: changes.map((c) => c.value),
       expiresAts: changes.map((c) => (c.expiresAt === null ? null : String(c.expiresAt))),
       revisions: changes.map((c) => c.revision),
+      opRevisions: view.operations.map((o) => o.revision),
+      operations: view.operations.map((o) => o.operation),
       now,
     },
     client,

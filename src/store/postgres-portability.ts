@@ -171,9 +171,16 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
           await connection.statement(sql.setRevision!, { bucket, revision: restoreRevision });
           revision = restoreRevision;
         }
+        // History: the floor before the import, then the import's keys and the keys it removes, as of its revision.
+        const floorRows = await connection.statement<{ changes_floor: number }>(sql.changesFloor!, { bucket });
+        const floor = restoreRevision === undefined ? Number(floorRows.rows[0]?.changes_floor ?? 0) : -1;
+        const now = Date.now();
+        if (restoreRevision === undefined) await connection.statement(sql.logStaged!, { bucket, revision, now });
+        else await connection.statement(sql.logStagedKeepRevisions!, { bucket, now });
         if (replace) {
           const prefixBytes = Buffer.from(prefix);
           const upper = prefix ? prefixUpperBound(prefixBytes) : undefined;
+          await connection.statement(upper ? sql.logClearedUpper! : sql.logCleared!, { bucket, revision, now, prefix: prefixBytes, upper });
           await connection.statement(upper ? sql.clearRangeUpper! : sql.clearRange!, { bucket, prefix: prefixBytes, upper });
         }
         if (restoreRevision === undefined) await connection.statement(sql.copyStaged!, { bucket, revision });
@@ -188,8 +195,12 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
           { keys: Number(before.usage_keys), bytes: Number(before.usage_bytes) },
           { keys: Number(after.usage_keys) - Number(before.usage_keys), bytes: Number(after.usage_bytes) - Number(before.usage_bytes) },
         );
-        // No change rows for an import (one revision of up to millions of keys): watchers behind it get `reset`.
+        // Watchers behind an import (one revision of up to millions of keys) get `reset`; history
+        // starts at it: the floor rises to it and the log is compacted up to it.
         await connection.statement(sql.raiseFloor!, { bucket, revision });
+        await connection.statement(sql.compactChanges!, { bucket, revision, floor });
+        await connection.statement(sql.pruneOperations!, { bucket, revision });
+        await connection.statement(sql.logOperation!, { bucket, revision, operation: 'import' });
       } catch (err) {
         if (!finished) await finish('rollback').catch(() => {});
         throw err;

@@ -6,6 +6,9 @@ import pg from 'pg';
 import type { StoredValue } from '../values/stored-value.js';
 import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from './entry-row.js';
+import { compileHistory } from './history-statements.js';
+import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
+import type { HistoryRecord, PastRead } from './history-types.js';
 import { listBounds } from './list-bounds.js';
 import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
 import { appliedMigrations, kvbMigrations, refuseNewerDatabase, runMigrations } from './migrations.js';
@@ -35,6 +38,7 @@ import {
   type Change,
   type ChangeLogBounds,
   type BucketRecord,
+  type CommitOptions,
   type CommitOutcome,
   type Condition,
   type Deleted,
@@ -251,6 +255,7 @@ export class PostgresStore implements Store {
       ...compileAll(postgresBatchStatements(schema)),
       // An import stages in a temporary table of its own transaction (see postgres-portability.ts).
       ...compileAll(portabilityStatements(builder, 'pg_temp.kvb_import')),
+      ...compileHistory(builder, 'pg_temp.kvb_import'),
       ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
     };
   }
@@ -459,6 +464,7 @@ export class PostgresStore implements Store {
       const { rowCount } = await this.query('deleteBucket', { bucket: id }, client);
       await this.query('deleteBucketEntries', { bucket: id }, client);
       await this.query('deleteBucketChanges', { bucket: id }, client);
+      await this.query('deleteBucketOperations', { bucket: id }, client);
       return (rowCount ?? 0) > 0;
     });
   }
@@ -533,6 +539,7 @@ export class PostgresStore implements Store {
       view.check({ keys: old === undefined ? 1 : 0, bytes: entrySize(Buffer.from(key), next.data) - (old ?? 0) });
       const revision = view.next();
       view.set(key, next.type, next.data, next.expiresAt, revision);
+      view.operation(revision, 'counter');
       return { ...next, revision };
     });
   }
@@ -552,7 +559,7 @@ export class PostgresStore implements Store {
     }));
   }
 
-  async commit(bucket: string, ops: TxnRequestOp[], now: number): Promise<CommitOutcome> {
+  async commit(bucket: string, ops: TxnRequestOp[], now: number, options: CommitOptions = {}): Promise<CommitOutcome> {
     if (bucket.includes('\u0000')) return NO_BUCKET;
     const reads = readsOf(ops);
     const opKeys = ops.filter((op) => op.op !== 'delete_prefix').map((op) => op.key);
@@ -571,6 +578,8 @@ export class PostgresStore implements Store {
       }
       const keys = [...new Set([...opKeys, ...[...under.values()].flat()])];
       const outcome = await this.write<CommitOutcome | typeof STALE_LISTING>(bucket, keys, (view) => {
+        // A rollback commits only at the revision it was planned against (view.revision: the bucket's, after the batch's earlier writes).
+        if (options.expectRevision !== undefined && view.revision !== options.expectRevision) return { refused: 'moved' };
         if (at !== undefined && view.revision !== at) return STALE_LISTING;
         const entries = new Map<string, Entry>();
         for (const key of reads.keys) {
@@ -607,6 +616,7 @@ export class PostgresStore implements Store {
           if (op.op === 'set') view.set(op.key, op.value.type, op.value.data, op.expiresAt, revision);
           else view.remove(op.key, revision);
         }
+        view.operation(revision, options.operation ?? 'transaction');
         return answer(revision);
       });
       if (outcome !== STALE_LISTING) return outcome;
@@ -649,18 +659,42 @@ export class PostgresStore implements Store {
     return row && { floor: Number(row.changes_floor), revision: Number(row.revision) };
   }
 
+  /** Changes committed before this were all looked at by an earlier prune of this instance (see `prunable`). */
+  private prunedBefore = 0;
+
   async pruneChanges(before: number, batch: number): Promise<number> {
     // Under the sweep lease, like the sweep: one instance prunes at a time.
     if (!(await this.takeLease('sweep'))) return 0;
-    const { rows } = await this.query<{ bucket_id: string; revision: number }>('prunable', { before, batch });
+    const { rows } = await this.query<{ bucket_id: string; revision: number }>('prunable', { before, since: Math.max(0, this.prunedBefore - PRUNE_OVERLAP_MS), batch });
     for (const { bucket_id: bucket, revision } of rows) {
       // The floor is raised first, in the same transaction: a reader never finds a hole without a floor above it.
       await this.transaction(async (client) => {
+        const floor = await this.query<{ changes_floor: number }>('changesFloor', { bucket }, client);
         await this.query('raiseFloor', { bucket, revision }, client);
-        await this.query('pruneChanges', { bucket, revision }, client);
+        await this.query('compactChanges', { bucket, revision, floor: Number(floor.rows[0]?.changes_floor ?? 0) }, client);
+        await this.query('pruneOperations', { bucket, revision }, client);
       });
     }
+    if (rows.length < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
     return rows.length;
+  }
+
+  private readonly history = new HistoryReader(
+    async (name, args) => (await this.query<Record<string, unknown>>(name, args)).rows,
+    (bucket) => this.changeLogBounds(bucket),
+  );
+
+  readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>> {
+    return this.history.readAt(bucket, key, revision);
+  }
+
+  listAt(bucket: string, query: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>> {
+    return this.history.listAt(bucket, query, revision);
+  }
+
+  async keyHistory(bucket: string, key: string, before: number, limit: number): Promise<HistoryRecord[]> {
+    if (bucket.includes('\u0000')) return [];
+    return this.history.keyHistory(bucket, key, before, limit);
   }
 
   /** Takes or renews a named lease for this instance; false while another live instance holds it. */

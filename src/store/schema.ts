@@ -50,7 +50,15 @@ export interface LeasesTable {
   expires_at: number;
 }
 
+/** History (issue 25): what made a revision, for the ones that are not a plain set, delete or expiry. */
+export interface RevisionOpsTable {
+  bucket_id: string;
+  revision: number;
+  operation: string;
+}
+
 export interface Database {
+  revision_ops: RevisionOpsTable;
   buckets: BucketsTable;
   entries: EntriesTable;
   kvb_leases: LeasesTable;

@@ -7,6 +7,9 @@ import { dirname } from 'node:path';
 import { prefixUpperBound } from '../values/keys.js';
 import type { StoredValue } from '../values/stored-value.js';
 import { EntryCache } from './entry-cache.js';
+import { compileHistory } from './history-statements.js';
+import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
+import type { HistoryRecord, PastRead } from './history-types.js';
 import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { listBounds } from './list-bounds.js';
@@ -36,6 +39,7 @@ import {
   type Change,
   type ChangeLogBounds,
   type BucketRecord,
+  type CommitOptions,
   type CommitOutcome,
   type Condition,
   type Deleted,
@@ -95,7 +99,7 @@ function fileSize(path: string): number {
 }
 
 /** The tables, indexes and bookkeeping a kvb database holds; anything else means the file belongs to someone else. */
-const KVB_OBJECTS = new Set(['buckets', 'entries', 'entries_expires_at', 'changes', 'changes_committed_at', MIGRATION_TABLE, 'kysely_migration_lock']);
+const KVB_OBJECTS = new Set(['buckets', 'entries', 'entries_expires_at', 'changes', 'changes_committed_at', 'changes_key', 'revision_ops', MIGRATION_TABLE, 'kysely_migration_lock']);
 
 /** A batch's bookkeeping could not be written: the whole batch fails (its writes' answers depend on it). */
 class BookkeepingFailure extends Error {
@@ -176,6 +180,9 @@ export class SqliteStore implements Store {
   private batchChanges: PendingChange[] = [];
   private usageUndo: Array<[string, number, number]> = [];
   private changesMark = 0;
+  /** What made a revision (counter, transaction, rollback), written with the batch's change rows; plain SET/DELETE record none. */
+  private batchOperations: Array<{ bucket: string; revision: number; operation: string }> = [];
+  private operationsMark = 0;
   /** Imports apply one at a time: each attaches its staging database under IMPORT_ALIAS. */
   private importApplies: Promise<unknown> = Promise.resolve();
   /** The running batch's commit time (ms), the change log's `committed_at`. */
@@ -198,6 +205,7 @@ export class SqliteStore implements Store {
       ...compileAll(sharedStatements(builder)),
       ...compileAll(sqliteStatements(builder)),
       ...compileAll(portabilityStatements(builder, `${IMPORT_ALIAS}.staged`)),
+      ...compileHistory(builder, `${IMPORT_ALIAS}.staged`),
       ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
     };
     // writeBookkeeping binds the change rows positionally, row by row in CHANGE_ROW_FIELDS order.
@@ -310,6 +318,7 @@ export class SqliteStore implements Store {
           this.bumps = [];
           this.usageUndo = [];
           this.changesMark = this.batchChanges.length;
+          this.operationsMark = this.batchOperations.length;
           try {
             // A single-statement write needs no savepoint (it validates before it writes); multi-statement ones take their own (atomically).
             outcomes.push({ ok: true, value: run() });
@@ -334,6 +343,7 @@ export class SqliteStore implements Store {
       this.bumps = [];
       this.batchUsage = new Map();
       this.batchChanges = [];
+      this.batchOperations = [];
     }
     const changed: string[] = [];
     for (const [bucket, revision] of this.batchRevisions) {
@@ -369,6 +379,7 @@ export class SqliteStore implements Store {
       usage.bytes -= bytes;
     }
     this.batchChanges.length = Math.min(this.batchChanges.length, this.changesMark);
+    this.batchOperations.length = Math.min(this.batchOperations.length, this.operationsMark);
   }
 
   /**
@@ -388,14 +399,17 @@ export class SqliteStore implements Store {
           this.statement(`logChanges${n}`).run(args);
         }
       }
+      for (const op of this.batchOperations) this.run('logOperation', op);
     } catch (err) {
       // Earlier writes' bookkeeping: the batch cannot commit without it.
       throw new BookkeepingFailure(err);
     }
     this.batchUsage = new Map();
     this.batchChanges = [];
+    this.batchOperations = [];
     this.usageUndo = [];
     this.changesMark = 0;
+    this.operationsMark = 0;
   }
 
   onCommit(listener: (buckets: string[]) => void): void {
@@ -405,6 +419,11 @@ export class SqliteStore implements Store {
   /** Records a change-log row for the batch's insert. */
   private logChange(bucket: string, revision: number, key: Buffer, kind: Change['kind'], type: string | null, value: Buffer | null, expiresAt: number | null): void {
     this.batchChanges.push([bucket, revision, key, kind, type, value, expiresAt]);
+  }
+
+  /** Records what made a revision, for the batch's bookkeeping (`writeBookkeeping`). */
+  private logOperation(bucket: string, revision: number, operation: string): void {
+    this.batchOperations.push({ bucket, revision, operation });
   }
 
   async readChanges(bucket: string, after: number, limit: number): Promise<Change[]> {
@@ -420,17 +439,45 @@ export class SqliteStore implements Store {
     return { floor: row.changes_floor, revision: this.committedRevisions.get(bucket) ?? row.revision };
   }
 
+  /** Changes committed before this were all looked at by an earlier prune (see `prunable`). */
+  private prunedBefore = 0;
+
   async pruneChanges(before: number, batch: number): Promise<number> {
-    return this.write(() =>
+    const since = Math.max(0, this.prunedBefore - PRUNE_OVERLAP_MS);
+    const pruned = await this.write(() =>
       this.atomically(() => {
-        const rows = this.statement('prunable').all(this.args('prunable', { before, batch })) as Array<{ bucket_id: string; revision: number }>;
-        for (const { bucket_id: bucket, revision } of rows) {
-          this.run('raiseFloor', { bucket, revision });
-          this.run('pruneChanges', { bucket, revision });
-        }
+        const rows = this.statement('prunable').all(this.args('prunable', { before, since, batch })) as Array<{ bucket_id: string; revision: number }>;
+        for (const { bucket_id: bucket, revision } of rows) this.compactTo(bucket, revision);
         return rows.length;
       }),
     );
+    if (pruned < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
+    return pruned;
+  }
+
+  /** Raises the bucket's floor to `revision` and compacts its log up to it, in the running write. */
+  private compactTo(bucket: string, revision: number, floor?: number): void {
+    const previous = floor ?? Number(this.get<{ changes_floor: number }>('changesFloor', { bucket })?.changes_floor ?? 0);
+    this.run('raiseFloor', { bucket, revision });
+    this.run('compactChanges', { bucket, revision, floor: previous });
+    this.run('pruneOperations', { bucket, revision });
+  }
+
+  private readonly history = new HistoryReader(
+    async (name, args) => this.statement(name).all(this.args(name, args)) as Array<Record<string, unknown>>,
+    (bucket) => this.changeLogBounds(bucket),
+  );
+
+  readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>> {
+    return this.history.readAt(bucket, key, revision);
+  }
+
+  listAt(bucket: string, query: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>> {
+    return this.history.listAt(bucket, query, revision);
+  }
+
+  keyHistory(bucket: string, key: string, before: number, limit: number): Promise<HistoryRecord[]> {
+    return this.history.keyHistory(bucket, key, before, limit);
   }
 
   /**
@@ -477,6 +524,7 @@ export class SqliteStore implements Store {
         const deleted = this.run('deleteBucket', { bucket: id }).changes > 0;
         this.run('deleteBucketEntries', { bucket: id });
         this.run('deleteBucketChanges', { bucket: id });
+        this.run('deleteBucketOperations', { bucket: id });
         this.bumps.push([id, this.batchRevisions.get(id)]);
         this.batchRevisions.set(id, null);
         return deleted;
@@ -652,6 +700,7 @@ export class SqliteStore implements Store {
       this.checkUsage(bucket, delta);
       const revision = this.bump(bucket)!;
       this.writeEntry(bucket, keyBytes, next.type, next.data, next.expiresAt, revision, delta);
+      this.logOperation(bucket, revision, 'counter');
       return { ...next, revision };
     });
   }
@@ -677,8 +726,13 @@ export class SqliteStore implements Store {
     }));
   }
 
-  async commit(bucket: string, ops: TxnRequestOp[], now: number): Promise<CommitOutcome> {
+  async commit(bucket: string, ops: TxnRequestOp[], now: number, options: CommitOptions = {}): Promise<CommitOutcome> {
     return this.write(() => this.atomically((): CommitOutcome => {
+      if (options.expectRevision !== undefined) {
+        const current = this.currentRevision(bucket);
+        if (current === undefined) return { refused: 'no_bucket' };
+        if (current !== options.expectRevision) return { refused: 'moved' };
+      }
       // Reads happen inside the batch: nothing can change between them and the writes.
       const { keys, prefixes } = readsOf(ops);
       const entries = new Map<string, Entry>();
@@ -722,6 +776,7 @@ export class SqliteStore implements Store {
         else this.removeEntry(bucket, key, revision);
         i++;
       }
+      this.logOperation(bucket, revision, options.operation ?? 'transaction');
       return answer(revision);
     }));
   }
@@ -807,7 +862,15 @@ export class SqliteStore implements Store {
             }
             if (revision === undefined) return { refused: 'no_bucket' };
             this.clearCacheAfterCommit = true;
+            const floor = restoreRevision === undefined ? Number(this.get<{ changes_floor: number }>('changesFloor', { bucket })?.changes_floor ?? 0) : -1;
             this.withinQuota(bucket, () => {
+              // History: the import's keys and the keys it removes, as of its revision (statements on the attached database, prepared afresh).
+              const logged = restoreRevision === undefined ? 'logStaged' : 'logStagedKeepRevisions';
+              this.raw.prepare(this.sql[logged]!.sql).run(this.args(logged, { bucket, revision, now: this.batchNow }));
+              if (replace) {
+                const cleared = upper ? 'logClearedUpper' : 'logCleared';
+                this.raw.prepare(this.sql[cleared]!.sql).run(this.args(cleared, { bucket, revision, now: this.batchNow, prefix: prefixBytes, upper }));
+              }
               if (replace) this.run(upper ? 'clearRangeUpper' : 'clearRange', { bucket, prefix: prefixBytes, upper });
               // Prepared afresh: it names the attached database, which is detached again right after.
               const copy = restoreRevision === undefined ? 'copyStaged' : 'copyStagedKeepRevisions';
@@ -815,8 +878,10 @@ export class SqliteStore implements Store {
               // Millions of rows in one statement: the usage is counted again rather than tracked per row.
               this.run('recountUsage', { bucket });
             });
-            // No change rows for an import (one revision of up to millions of keys): watchers behind it get `reset`.
-            this.run('raiseFloor', { bucket, revision });
+            // Watchers behind an import (one revision of up to millions of keys) get `reset`; history
+            // starts at it: the floor rises to it and the log is compacted up to it.
+            this.compactTo(bucket, revision, floor);
+            this.run('logOperation', { bucket, revision, operation: 'import' });
             return { revision };
           });
         });

@@ -220,12 +220,19 @@ export function sharedStatements(db: KyselyType<Database>) {
       .where('revision', '=', param('revision'))
       .orderBy('key'),
     changesFloor: db.selectFrom('buckets').select(['changes_floor', 'revision']).where('id', '=', param('bucket')),
-    /** Per bucket, the newest change older than the retention (pruning removes it and every older one). */
+    /**
+     * Per bucket, the newest change older than the retention and above the floor (the floor rises
+     * to it). Rows at or below the floor stay as history's base, so only rows committed since the
+     * last pass (`since`) are looked at.
+     */
     prunable: db
-      .selectFrom('changes')
-      .select(['bucket_id', (eb) => eb.fn.max('revision').as('revision')])
-      .where('committed_at', '<', param('before'))
-      .groupBy('bucket_id')
+      .selectFrom('changes as c')
+      .innerJoin('buckets as b', 'b.id', 'c.bucket_id')
+      .select(['c.bucket_id', (eb) => eb.fn.max('c.revision').as('revision')])
+      .where('c.committed_at', '<', param('before'))
+      .where('c.committed_at', '>=', param('since'))
+      .whereRef('c.revision', '>', 'b.changes_floor')
+      .groupBy('c.bucket_id')
       .limit(param('batch')),
     raiseFloor: db
       .updateTable('buckets')
@@ -436,7 +443,8 @@ export function postgresBatchStatements(schema: string) {
      * A batch's writes in one statement, if the bucket row is still at `version`: the revision
      * set to the batch's last, the usage changed by the batch's delta, each key that ends set
      * upserted and each key that ends deleted removed (final state: the last row per key in `w`),
-     * and every change-log row. Returns the revision; no row (and no change) when stale.
+     * every change-log row, and the revision_ops rows (what made a counter's, transaction's or
+     * rollback's revision). Returns the revision; no row (and no change) when stale.
      */
     applyBatch: raw(sql`with ${written},
       b as (update ${t('buckets')} set revision = ${param('revision')}::bigint, usage_keys = usage_keys + ${param('usageKeys')}::bigint, usage_bytes = usage_bytes + ${param('usageBytes')}::bigint
@@ -446,7 +454,10 @@ export function postgresBatchStatements(schema: string) {
         select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, f.revision from f, b where f.kind = 'set' ${replace}),
       d as (delete from ${t('entries')} where bucket_id = ${param('bucket')} and key in (select key from f where kind <> 'set') and exists (select 1 from b)),
       c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, committed_at)
-        select ${param('bucket')}::text, w.revision, w.key, w.kind, w.type, w.value, w.expires_at, ${param('now')}::bigint from w, b)
+        select ${param('bucket')}::text, w.revision, w.key, w.kind, w.type, w.value, w.expires_at, ${param('now')}::bigint from w, b),
+      o as (insert into ${t('revision_ops')} (bucket_id, revision, operation)
+        select ${param('bucket')}::text, r.revision, r.operation from unnest(${param('opRevisions')}::bigint[], ${param('operations')}::text[]) as r(revision, operation), b
+        on conflict (bucket_id, revision) do update set operation = excluded.operation)
       select revision from b`),
     /**
      * Unconditional SETs without a quota, in one statement and one round trip: the bucket's

@@ -1,4 +1,5 @@
 import type { Usage } from './quota.js';
+import type { ChangeLogBounds, HistoryRecord, PastRead } from './history-types.js';
 import type { StoredValue } from '../values/stored-value.js';
 import type { ValueType } from '../values/value-type.js';
 
@@ -140,7 +141,17 @@ export type TxnRequestOp = TxnOp | ReadingOp;
 export type OpResult = { op: 'get'; key: string; entry: Entry | undefined } | { op: 'delete_prefix'; deleted: number } | undefined;
 
 /** A transaction's outcome: its one revision, the indices (in `ops`) of the checks that failed, or a missing bucket. */
-export type CommitOutcome = (Written & { results?: OpResult[] }) | { refused: 'checks'; failed: number[] } | { refused: 'no_bucket' };
+export type CommitOutcome = (Written & { results?: OpResult[] }) | { refused: 'checks'; failed: number[] } | { refused: 'no_bucket' } | { refused: 'moved' };
+
+/**
+ * A transaction's extras. `expectRevision`: commit only if the bucket is still at this revision
+ * (else `moved`, nothing written): a rollback planned from the state at that revision. `operation`:
+ * what history records as having made the revision (default 'transaction').
+ */
+export interface CommitOptions {
+  expectRevision?: number;
+  operation?: 'transaction' | 'rollback';
+}
 
 /** Whether a transaction check holds for the key's live entry. */
 export function checkHolds(op: Extract<TxnOp, { op: 'check' }>, current: Entry | undefined): boolean {
@@ -214,10 +225,7 @@ export interface Change {
 }
 
 /** Where a bucket's change log starts: `floor` is the newest revision no longer in it; `revision` is the bucket's. */
-export interface ChangeLogBounds {
-  floor: number;
-  revision: number;
-}
+export type { ChangeLogBounds } from './history-types.js';
 
 /**
  * The storage seam. The HTTP server depends on this interface only; SQLite and PostgreSQL
@@ -267,7 +275,16 @@ export interface Store {
    * none. Reading operations (get, expire, delete_prefix) are resolved by txn-resolution.ts from
    * reads made inside that transaction; `results` (one per operation) is given when any reports.
    */
-  commit(bucket: string, ops: TxnRequestOp[], now: number): Promise<CommitOutcome>;
+  commit(bucket: string, ops: TxnRequestOp[], now: number, options?: CommitOptions): Promise<CommitOutcome>;
+
+  /*
+   * History (issue 25, history-reader.ts): the change log read as of a past revision. Each read
+   * says when the revision is below the bucket's floor or beyond its revision.
+   */
+  readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>>;
+  listAt(bucket: string, query: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>>;
+  /** Up to `limit` of a key's recorded changes before revision `before`, newest first. */
+  keyHistory(bucket: string, key: string, before: number, limit: number): Promise<HistoryRecord[]>;
 
   /** Up to `limit` buckets with ids after `after`, in id order (for a dump). */
   listBuckets(after: string | undefined, limit: number): Promise<BucketRecord[]>;
@@ -286,7 +303,11 @@ export interface Store {
    */
   readChanges(bucket: string, after: number, limit: number): Promise<Change[]>;
   changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined>;
-  /** Removes log rows committed before `before` (ms), raising each bucket's floor; returns how many buckets. */
+  /**
+   * Raises each bucket's floor to its newest change committed before `before` (ms) and compacts
+   * the log up to it (history-statements.ts `compactChanges`): the state at the floor stays
+   * readable. Returns how many buckets.
+   */
   pruneChanges(before: number, batch: number): Promise<number>;
   /** Called after each commit with the buckets it changed (a store that only this process writes to). */
   onCommit?(listener: (buckets: string[]) => void): void;

@@ -1,4 +1,4 @@
-import type { BucketChanges, BucketRecord, Condition, EntryUpdate, ListQuery, PoolStats, Store, StoreStats, TxnRequestOp } from './store.js';
+import type { BucketChanges, BucketRecord, CommitOptions, Condition, EntryUpdate, ListQuery, PoolStats, Store, StoreStats, TxnRequestOp } from './store.js';
 import type { StoredValue } from '../values/stored-value.js';
 
 /** The storage operations whose latency is measured: a small fixed set, so label cardinality stays bounded. */
@@ -93,8 +93,17 @@ export class TimedStore implements Store {
   listEntries(bucket: string, query: ListQuery, now: number) {
     return this.timed('list', () => this.inner.listEntries(bucket, query, now));
   }
-  commit(bucket: string, ops: TxnRequestOp[], now: number) {
-    return this.timed('commit', () => this.inner.commit(bucket, ops, now));
+  commit(bucket: string, ops: TxnRequestOp[], now: number, options?: CommitOptions) {
+    return this.timed('commit', () => this.inner.commit(bucket, ops, now, options));
+  }
+  readAt(bucket: string, key: string, revision: number) {
+    return this.timed('get', () => this.inner.readAt(bucket, key, revision));
+  }
+  listAt(bucket: string, query: ListQuery, revision: number) {
+    return this.timed('list', () => this.inner.listAt(bucket, query, revision));
+  }
+  keyHistory(bucket: string, key: string, before: number, limit: number) {
+    return this.timed('list', () => this.inner.keyHistory(bucket, key, before, limit));
   }
   sweepExpired(now: number, batch: number) {
     return this.inner.sweepExpired(now, batch);

@@ -611,6 +611,41 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     expect(problems).toEqual([]);
   });
 
+  it("a key's history: versions beside the value, a diff against the current one, and restore with If-Match", async (t) => {
+    screenshotsOnFailure(t, 'history');
+    const put = async (body: string) => {
+      const res = await call(api('/history%2Fdoc?ttl=0'), { method: 'PUT', body, token: secret, headers: { 'content-type': 'application/json' } });
+      expect(res.status).toBe(200);
+      return Number(res.headers.get('kvb-revision'));
+    };
+    const first = await put('{"name":"a","size":1}');
+    await put('{"name":"b","size":1}');
+    const latest = await put('{"name":"c","size":2}');
+    await browse('history/', 'Flat');
+    await keyRow('history/doc').getByRole('button', { name: 'history/doc', exact: true }).click();
+    await page.getByRole('heading', { name: 'history/doc', exact: true }).waitFor();
+    await button('Show history').click();
+    const versions = page.getByRole('list', { name: 'Versions, newest first' });
+    await expect.poll(() => versions.getByRole('listitem').count()).toBe(3);
+    expect(await versions.getByRole('listitem').first().innerText()).toContain(`rev ${latest}`);
+    await versions.getByRole('button', { name: new RegExp(`^rev ${first} `) }).click();
+    const diff = page.getByLabel(`Changes from revision ${first} to the current value`);
+    await expect.poll(() => diff.innerText()).toContain('-   "name": "a",');
+    expect(await diff.innerText()).toContain('+   "name": "c",');
+    expect(await diff.innerText()).toContain('+   "size": 2');
+    await expectAccessible(page, 'history');
+    const [request] = await Promise.all([
+      page.waitForRequest((r) => r.method() === 'POST' && new URL(r.url()).pathname.endsWith('/history%2Fdoc')),
+      button('Restore this version').click(),
+    ]);
+    expect(request.headers()['if-match']).toBe(`"${latest}"`);
+    await expect.poll(() => page.getByLabel('Value (JSON, indented for display)').innerText()).toBe(JSON.stringify({ name: 'a', size: 1 }, null, 2));
+    expect((await call(api('/history%2Fdoc'), { token: secret })).text).toBe('{"name":"a","size":1}');
+    // The restore is the newest version now.
+    await expect.poll(() => versions.getByRole('listitem').count()).toBe(4);
+    expect(problems).toEqual([]);
+  }, 60_000);
+
   it('Live follows the watch feed of the prefix: sets, deletes and transactions show within 2 s; a dropped connection resumes', async (t) => {
     screenshotsOnFailure(t, 'live');
     const txn = (ops: unknown[]) => call(api(''), { method: 'POST', ...json({ txn: ops }, { authorization: `Bearer ${secret}` }) });

@@ -100,4 +100,21 @@ describe('on a terminal', () => {
     expect(deleted.output).toContain(`deleted bucket ${doomed}`);
     expect((await call(`${server.api}/${doomed}`, { token: SECRET })).status).toBe(404);
   });
+
+  it('rollback shows what would change and asks first: "no" changes nothing (exit 1), "yes" rolls back', { timeout: 90_000 }, async () => {
+    const id = await createBucket(server.api, { secret_key: SECRET, default_ttl: '0' });
+    const target = { ...env(), KVB_BUCKET: id };
+    const put = (key: string, value: string) => call(`${server.api}/${id}/${key}`, { method: 'PUT', body: value, token: SECRET });
+    await put('cfg', 'old');
+    const good = Number((await put('other', 'x')).headers.get('kvb-revision'));
+    const now = Number((await put('cfg', 'new')).headers.get('kvb-revision'));
+    const kept = await inTerminal(['rollback', '--to', String(good)], [{ expect: 'Roll bucket', send: '\r' }], target);
+    expect(kept.exitCode, kept.output).toBe(1);
+    expect(kept.output).toContain('cfg');
+    expect((await call(`${server.api}/${id}/cfg`, { token: SECRET })).text).toBe('new');
+    const done = await inTerminal(['rollback', '--to', String(good)], [{ expect: 'Roll bucket', send: '\u001b[D\r' }], target);
+    expect(done.exitCode, done.output).toBe(0);
+    expect(done.output).toContain(`rolled back 1 key: revision ${now + 1}`);
+    expect((await call(`${server.api}/${id}/cfg`, { token: SECRET })).text).toBe('old');
+  });
 });

@@ -101,7 +101,7 @@ describe('the OpenAPI document', () => {
 
   it('documents the query parameters of listing and of setting', () => {
     const names = (o: Operation) => (o.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name);
-    expect(names(op('get', '/api/v1/{bucket}/')).sort()).toEqual(['cursor', 'delimiter', 'export', 'format', 'limit', 'meta', 'prefix', 'reverse', 'since', 'skip', 'values', 'watch']);
+    expect(names(op('get', '/api/v1/{bucket}/')).sort()).toEqual(['cursor', 'delimiter', 'export', 'format', 'limit', 'meta', 'prefix', 'rev', 'reverse', 'since', 'skip', 'values', 'watch']);
     expect(names(op('post', '/api/v1/{bucket}/{key}'))).toEqual(['ttl']);
     expect(names(op('patch', '/api/v1/{bucket}/{key}'))).toEqual(['ttl']);
   });

@@ -96,6 +96,16 @@ describe('migrations, SQLite (issue 19 items 5 and 6)', () => {
     expect(await store.setEntry(id, 'greeting', { type: 'text', data: Buffer.from('hi') }, null, now)).toEqual({ revision: 1 });
     // Replacing "hello" with "hi" frees 3 bytes.
     expect(await store.bucketUsage(id)).toEqual({ ...(counted as object), bytes: (counted as { bytes: number }).bytes - 3 });
+    // 0007 (history): every key's state at the upgrade is history's base, and history starts there.
+    expect(await store.changeLogBounds(id)).toEqual({ floor: 0, revision: 1 });
+    const before = await store.readAt(id, 'greeting', 0);
+    expect(before.outcome === 'ok' && before.value).toMatchObject({ type: 'text', data: Buffer.from('hello'), revision: 0 });
+    expect((await store.keyHistory(id, 'greeting', Number.MAX_SAFE_INTEGER, 10)).map((h) => [h.revision, h.operation])).toEqual([
+      [1, 'set'],
+      [0, 'set'],
+    ]);
+    const listed = await store.listAt(id, { prefix: '', reverse: false, columns: 'keys', offset: 0, limit: 10 }, 0);
+    expect(listed.outcome === 'ok' && listed.value.map((e) => e.key)).toEqual(['greeting', 'j', 'n']);
     await store.close();
     const check = new BetterSqlite3(path, { readonly: true });
     expect((check.prepare("select sql from sqlite_master where name = 'entries'").get() as { sql: string }).sql).toMatch(/without rowid$/i);

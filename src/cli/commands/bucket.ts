@@ -39,6 +39,9 @@ function policyRows(bucket: string, p: BucketPolicy, usage?: BucketUsage): Array
       ? ([
           ['keys stored', `${count(usage.keys)}${usage.quotaKeys === undefined ? '' : ` of ${count(usage.quotaKeys)}`}`],
           ['bytes stored', `${count(usage.bytes)}${usage.quotaBytes === undefined ? '' : ` of ${count(usage.quotaBytes)}`} (keys + values)`],
+          ...(usage.historyFloor === undefined
+            ? []
+            : ([['history', `from revision ${usage.historyFloor}${usage.revision === undefined ? '' : ` to ${usage.revision}`} (kvb get --rev, kvb ls --rev, kvb rollback --to)`]] as Array<[string, string]>)),
         ] as Array<[string, string]>)
       : []),
   ];

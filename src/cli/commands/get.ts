@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { writeFile } from 'node:fs/promises';
 import { Argument, Option } from '@commander-js/extra-typings';
-import { defineCommand, examples } from '../define-command.js';
+import { defineCommand, examples, integer } from '../define-command.js';
 import { data, line, stdoutIsTty } from '../output.js';
 import { UsageError, asBuffer, withClient } from '../session.js';
 import { MAX_TXN_OPS } from '../../values/keys.js';
@@ -20,6 +20,11 @@ export const get = defineCommand({
       )
       .option('--json', 'print {"key","type","value","expires_at","revision"} (int64 as a decimal string, bytes as base64)')
       .addOption(new Option('-o, --output <file>', 'write the exact bytes to FILE instead of stdout').conflicts('json'))
+      .addOption(
+        new Option('--rev <n>', 'the value the key had at revision N (history; exits 7 below the bucket\'s history floor)').argParser(
+          integer('--rev', 0, Number.MAX_SAFE_INTEGER),
+        ),
+      )
       .addHelpText(
         'after',
         `
@@ -33,13 +38,14 @@ printed as JSONL, one {"key","type","value","expires_at","revision"} per key in
 the order given (type and value null for a key that does not exist; exits 2
 then, after printing all); with --json, one {"revision","entries":[…]} object.
 int64 values are decimal strings there, bytes base64.
-${examples('kvb get greeting', 'kvb get icon -o icon.png', 'kvb get icon > icon.png', 'kvb get config --json | jq .value', 'kvb get from to --json')}`,
+${examples('kvb get greeting', 'kvb get icon -o icon.png', 'kvb get icon > icon.png', 'kvb get config --json | jq .value', 'kvb get from to --json', 'kvb get config --rev 41')}`,
       ),
   async run(keys, options, command) {
+    if (keys.length > 1 && options.rev !== undefined) throw new UsageError('--rev reads one key (several keys are read at the present revision)');
     if (keys.length > 1) return getMany(keys, options, command);
     const key = keys[0]!;
     await withClient(command, async ({ client, bucket }) => {
-      const read = await client.get(bucket(), key);
+      const read = await client.get(bucket(), key, { revision: options.rev });
       const value = { ...read, data: asBuffer(read.data) };
       if (options.json) {
         const { valueAsJson } = await import('../../values/list-format.js');

@@ -28,6 +28,11 @@ export const ls = defineCommand({
       .option('-l, --long', 'long listing: type, size, expiry and revision of each key')
       .addOption(new Option('--folders', 'keys directly under PREFIX and each folder below it once (ending in /), like ls of a directory').conflicts(['values', 'skip', 'long']))
       .addOption(
+        new Option('--rev <n>', 'list the bucket as it was at revision N (history; exits 7 below its history floor)').argParser(
+          integer('--rev', 0, Number.MAX_SAFE_INTEGER),
+        ),
+      )
+      .addOption(
         new Option('--format <format>', 'table (default on a terminal), text (default when piped), json or jsonl').choices([
           'table',
           'text',
@@ -63,7 +68,7 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --
         return listFolders(client, id, { prefix, reverse: options.reverse, limit: options.limit, format });
       }
       const wanted = options.limit ?? Number.POSITIVE_INFINITY;
-      const query = { prefix, reverse: options.reverse, values: options.values };
+      const query = { prefix, reverse: options.reverse, values: options.values, revision: options.rev };
       /**
        * Every page of the listing, following Kvb-Next-Cursor until the last page or --limit:
        * each page streams through as it arrives, so memory stays constant however many keys.

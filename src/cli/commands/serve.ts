@@ -146,9 +146,16 @@ export const serve = defineCommand({
         new Option('--max-watchers <n>', 'open watch streams per instance (over it: 503)').env('KVB_MAX_WATCHERS').default(d.maxWatchers).argParser(integer(1, 1_000_000)),
       )
       .addOption(
-        new Option('--watch-retention <seconds>', 'seconds of changes kept for watchers to resume from')
+        new Option(
+          '--history-retention <seconds>',
+          'seconds of changes kept as history: reads at a past revision, key history, rollback, and watchers resuming (default 3600)',
+        )
+          .env('KVB_HISTORY_RETENTION')
+          .argParser(integer(1, 31_536_000)),
+      )
+      .addOption(
+        new Option('--watch-retention <seconds>', 'the same setting as --history-retention (its older name)')
           .env('KVB_WATCH_RETENTION')
-          .default(d.watchRetentionSeconds)
           .argParser(integer(1, 31_536_000)),
       )
       // Limits on what one client can consume (issue 19), all off by default.
@@ -244,7 +251,7 @@ Examples:
       rateLimit: options.rateLimit,
       verificationWaitSeconds: options.verificationWait,
       maxWatchers: options.maxWatchers,
-      watchRetentionSeconds: options.watchRetention,
+      watchRetentionSeconds: options.historyRetention ?? options.watchRetention ?? d.watchRetentionSeconds,
       // Not a flag: tests shorten the 15 s heartbeat.
       watchProgressMs: Number(process.env.KVB_WATCH_PROGRESS_MS) || d.watchProgressMs,
       // Not a flag either: tests lengthen the drain's grace for idle connections.

@@ -9,6 +9,7 @@ import type { ResponseStreams } from '../response-streams.js';
 import type { ServerContext } from '../server-context.js';
 import { bucketIdOf, queryOf, singleParam } from '../request-input.js';
 import { effectivePrefix } from './effective-prefix.js';
+import { pastSnapshot, revisionParam } from './history-routes.js';
 
 /** Entries read from the snapshot at a time: at most 128 values of 16 KiB, about 2 MiB. */
 const EXPORT_BATCH = 128;
@@ -30,8 +31,9 @@ export async function exportBucket(
   reply: FastifyReply,
 ): Promise<FastifyReply> {
   const query = queryOf(request);
-  const other = Object.keys(query).find((name) => !['export', 'prefix', 'access_token', 'key'].includes(name));
-  if (other) throw badRequest(`an export takes only prefix (not ${other})`);
+  const other = Object.keys(query).find((name) => !['export', 'prefix', 'rev', 'access_token', 'key'].includes(name));
+  if (other) throw badRequest(`an export takes only prefix and rev (not ${other})`);
+  const pastRevision = revisionParam(request);
   const requestedPrefix = singleParam(query, 'prefix') ?? '';
   if (requestedPrefix !== '') checkKey(requestedPrefix, 'prefix');
   const { bucket, principal } = await openBucket(buckets, bucketIdOf(request), request);
@@ -48,7 +50,8 @@ export async function exportBucket(
   reply.raw.once('close', () => running.set(store, (running.get(store) ?? 1) - 1));
 
   const now = Date.now();
-  const opened = await store.openSnapshot(bucket.record.id, prefix, now);
+  // `rev=N` (issue 25): the bucket as it was at revision N, read from history.
+  const opened = pastRevision === undefined ? await store.openSnapshot(bucket.record.id, prefix, now) : await pastSnapshot(store, bucket.record.id, prefix, pastRevision);
   if (!opened) throw new KvbError('not_found', 'no such bucket');
   const snapshot = opened;
   reply.raw.once('close', () => void snapshot.close());

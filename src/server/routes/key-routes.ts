@@ -13,6 +13,7 @@ import type { ServerContext } from '../server-context.js';
 import { MAX_TTL_SECONDS, expiryFor, methodNotAllowed, optionalInteger, queryOf, splitKeyPath } from '../request-input.js';
 import { describeValue } from './values-reply.js';
 import { keySchemas } from './schemas.js';
+import { asksForPast, readPast } from './history-routes.js';
 
 /** The numeric value of a stored entry, for the counter; undefined when it is not a number. */
 function numericValue(entry: Entry): ParsedNumber | undefined {
@@ -72,6 +73,8 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     // Malformed condition headers are a 400 whether or not the key exists.
     const ifMatch = parseEntityTags(request.headers['if-match'], 'If-Match');
     parseEntityTags(request.headers['if-none-match'], 'If-None-Match');
+    // History (issue 25): `rev=N` or `history=true` reads the past; without them nothing changes.
+    if (asksForPast(request)) return readPast(store, request, reply, bucket, key, (entry) => answerRead(request, reply, ifMatch, entry));
     const now = Date.now();
     if (store.getEntryNow) return answerRead(request, reply, ifMatch, store.getEntryNow(bucket.record.id, key, now));
     return store.getEntry(bucket.record.id, key, now).then((entry) => answerRead(request, reply, ifMatch, entry));

@@ -21,6 +21,7 @@ import { folderListing } from './folder-listing.js';
 import { formatListMeta } from '../../values/list-meta.js';
 import { bucketSchemas } from './schemas.js';
 import { watchStream } from './watch-stream.js';
+import { pastValue, revisionParam } from './history-routes.js';
 
 /**
  * Rows per storage read. Pages are bounded by bytes, not only rows: a key is at most 128 bytes, a
@@ -79,11 +80,16 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
     const bucketId = bucket.record.id;
     const startAfter = cursor === undefined ? undefined : decodeCursor(bucket.record, cursor, { prefix, reverse });
     const pageRows = withValues ? VALUE_PAGE_ROWS : KEY_PAGE_ROWS;
-    const read = (after: string | undefined, offset: number, rows: number, only: ListColumns = columns) =>
-      store.listEntries(bucketId, { prefix, reverse, columns: only, offset, limit: rows, ...(after !== undefined && { after }) }, now);
+    // History (issue 25): `rev=N` lists the bucket as it was at revision N.
+    const pastRevision = revisionParam(request);
+    const read = async (after: string | undefined, offset: number, rows: number, only: ListColumns = columns) => {
+      const q = { prefix, reverse, columns: only, offset, limit: rows, ...(after !== undefined && { after }) };
+      if (pastRevision === undefined) return store.listEntries(bucketId, q, now);
+      return pastValue(await store.listAt(bucketId, q, pastRevision), pastRevision);
+    };
 
     // The bucket revision is read first: the listing reflects at least every change up to it.
-    const revision = await store.bucketRevision(bucketId);
+    const revision = pastRevision ?? (await store.bucketRevision(bucketId));
     if (revision === undefined) throw new KvbError('not_found', 'no such bucket');
     reply.header('kvb-revision', String(revision));
     if (delimiter !== undefined) {

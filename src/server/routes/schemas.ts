@@ -235,6 +235,12 @@ export const keySchemas = {
     tags: [KEY],
     operationId: 'getKey',
     summary: 'Read a key',
+    description:
+      'History (extensions): `?rev=N` answers the key as it was at revision N (404 if absent then, 410 `gone` below the ' +
+      "bucket's history floor, named in Kvb-History-Floor; 400 beyond its revision). `?history=true` answers the key's recorded " +
+      'changes as JSONL, newest first: `{"rev","operation","time","type","size","expires_at"}` (operation: set, delete, expire, ' +
+      'counter, transaction, import or rollback), with `"value"` when `values=true`; `limit` (default 100, at most 1000) and ' +
+      '`cursor` (from Kvb-Next-Cursor) page it. HEAD takes `rev` too.',
     params: keyParams,
     headers: readConditions,
     security: anyCredential,
@@ -462,7 +468,10 @@ export const bucketSchemas = {
       '50,000 keys, else 400). These read the bucket as it was before the transaction\'s writes. A transaction with a get or ' +
       'a delete_prefix answers 200 with `{"revision":N,"results":[…]}`, one result per operation: a get\'s key as ' +
       '`{"key","type","value","expires_at","rev"}` (int64 values as decimal strings, bytes as base64) or null when absent, ' +
-      '`{"deleted":N}` for a delete_prefix, null for the rest. Gets and checks alone write nothing: N is the revision read at.',
+      '`{"deleted":N}` for a delete_prefix, null for the rest. Gets and checks alone write nothing: N is the revision read at. ' +
+      'History (extension): with no body, `?rollback=N[&prefix=P][&dry_run=true]` makes the bucket (or the keys under P) what it ' +
+      'was at revision N as one new revision and answers JSON `{"rollback_to","prefix","dry_run","revision","changed","changes"}`; ' +
+      'needs write and delete on the range (a dry run: read); N below the history floor is 410 `gone`. A POST with a body is a transaction whatever its query.',
     params: bucketParams,
     security: anyCredential,
     consumes: ['application/json'],
@@ -534,7 +543,8 @@ export const bucketSchemas = {
       200: {
         description:
           'A transaction with a get or a delete_prefix: committed (or, with only gets and checks, read), with `revision` and `results`. ' +
-          '(An import, an application/x-ndjson body, answers `{"imported","skipped","rev"}` here too.)',
+          '(An import, an application/x-ndjson body, answers `{"imported","skipped","rev"}` here too; a rollback, ' +
+          '`{"rollback_to","prefix","dry_run","revision","changed","changes"}`.)',
         headers: commitRevision,
         type: 'object',
         properties: {
@@ -542,6 +552,25 @@ export const bucketSchemas = {
           skipped: { type: 'integer', description: 'an import: keys already expired' },
           rev: { type: 'integer', description: 'an import: the revision it committed as' },
           revision: { type: 'integer', description: 'the revision committed as, or read at' },
+          rollback_to: { type: 'integer', description: 'a rollback: the revision the bucket (or prefix) was made equal to' },
+          prefix: { type: 'string', description: 'a rollback: the prefix it covered' },
+          dry_run: { type: 'boolean', description: 'a rollback: true when nothing was written' },
+          changed: { type: 'integer', description: 'a rollback: how many keys it changes' },
+          changes: {
+            type: 'array',
+            description: 'a rollback: each key it changes, in key order',
+            items: {
+              type: 'object',
+              properties: {
+                key: { type: 'string' },
+                action: { type: 'string', enum: ['set', 'delete'] },
+                from: {
+                  anyOf: [{ type: 'null' }, { type: 'object', properties: { type: { type: 'string' }, size: { type: 'integer' }, rev: { type: 'integer' } } }],
+                },
+                to: { anyOf: [{ type: 'null' }, { type: 'object', properties: { type: { type: 'string' }, size: { type: 'integer' } } }] },
+              },
+            },
+          },
           results: {
             type: 'array',
             items: {
@@ -604,6 +633,11 @@ export const bucketSchemas = {
         ),
         format: { type: 'string', description: '`text` (default), `json` or `jsonl`; wins over Accept; anything else is 406' },
         cursor: { type: 'string', description: 'continue after the page that answered this `Kvb-Next-Cursor` (same prefix and direction)' },
+        rev: {
+          type: 'string',
+          pattern: '^[0-9]+$',
+          description: "history: list (or with export=true, export) the bucket as it was at this revision; below the bucket's history floor 410 `gone`",
+        },
         delimiter: {
           type: 'string',
           minLength: 1,

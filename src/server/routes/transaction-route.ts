@@ -13,6 +13,7 @@ import type { ServerContext } from '../server-context.js';
 import { MAX_TTL_SECONDS, bucketIdOf, expiryFor, parseInteger } from '../request-input.js';
 import { bucketSchemas } from './schemas.js';
 import { IMPORT_MEDIA_TYPES, importRoute, isImportRequest } from './import-route.js';
+import { isRollbackRequest, rollbackRoute } from './history-routes.js';
 
 export { MAX_TXN_OPS };
 
@@ -217,6 +218,7 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
     },
     async (request: OpenedRequest, reply) => {
       if (isImportRequest(request)) return importRoute(ctx, request, reply, request.body as Readable);
+      if (isRollbackRequest(request)) return rollbackRoute(ctx, request, reply);
       const { bucket, principal } = request[opened] ?? (await openBucket(buckets, bucketIdOf(request), request));
       let root: JsonNode;
       try {
@@ -242,6 +244,7 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       const outcome = await store.commit(bucket.record.id, ops, now);
       if ('refused' in outcome) {
         if (outcome.refused === 'no_bucket') throw new KvbError('not_found', 'no such bucket');
+        if (outcome.refused === 'moved') throw new KvbError('conflict', 'the bucket changed meanwhile');
         throw new KvbError('conflict', `checks failed: txn[${outcome.failed.join('], txn[')}]`, {
           'kvb-failed-checks': outcome.failed.join(','),
         });

@@ -1,0 +1,58 @@
+import { Option } from '@commander-js/extra-typings';
+import { defineCommand, examples, integer, keyArgument } from '../define-command.js';
+import { data, stdoutIsTty, table } from '../output.js';
+import { withClient } from '../session.js';
+
+/** Changes asked for per request while following cursors. */
+const PAGE = 500;
+
+/** `kvb history KEY`: a key's recorded changes, newest first: a table at a terminal, the server's JSONL for pipes. */
+export const history = defineCommand({
+  define: (parent) =>
+    parent
+      .command('history')
+      .description("a key's recorded changes, newest first: revision, operation, time, type, size (and value)")
+      .addArgument(keyArgument('the key'))
+      .option('--values', 'include each change\'s value')
+      .addOption(new Option('--limit <n>', 'at most this many changes').argParser(integer('--limit', 1, Number.MAX_SAFE_INTEGER)))
+      .addOption(new Option('--format <format>', 'table (default on a terminal) or jsonl (default when piped)').choices(['table', 'jsonl'] as const))
+      .addHelpText(
+        'after',
+        `
+Operations: set, delete, expire, counter, transaction, import, rollback. The
+server keeps history for --history-retention (default 1 h) and, before that,
+the state each key had at the bucket's history floor (kvb bucket show).
+Read a past value with kvb get KEY --rev N; undo with kvb rollback --to N.
+${examples('kvb history config/app', 'kvb history config/app --values --limit 5', 'kvb history config/app | jq -r .rev')}`,
+      ),
+  async run(key, options, command) {
+    await withClient(command, async ({ client, bucket }) => {
+      const format = options.format ?? (stdoutIsTty() ? 'table' : 'jsonl');
+      const wanted = options.limit ?? Number.POSITIVE_INFINITY;
+      const rows: string[][] = [];
+      let cursor: string | undefined;
+      let shown = 0;
+      do {
+        const page = await client.history(bucket(), key, { values: options.values, limit: Math.min(PAGE, wanted - shown), cursor });
+        for (const line of page.lines) {
+          shown++;
+          if (format === 'jsonl') await data(`${JSON.stringify(line)}\n`);
+          else {
+            const value = line.value === undefined || line.value === null ? '' : typeof line.value === 'string' ? line.value : JSON.stringify(line.value);
+            rows.push([
+              String(line.rev),
+              line.operation,
+              line.time,
+              line.type ?? '-',
+              line.size === null ? '-' : String(line.size),
+              line.expires_at ?? '-',
+              ...(options.values ? [value.length > 60 ? `${value.slice(0, 57)}...` : value] : []),
+            ]);
+          }
+        }
+        cursor = page.nextCursor;
+      } while (cursor !== undefined && shown < wanted);
+      if (format === 'table') await table(['REV', 'OPERATION', 'TIME', 'TYPE', 'SIZE', 'EXPIRES', ...(options.values ? ['VALUE'] : [])], rows);
+    });
+  },
+});

@@ -1,0 +1,99 @@
+import { isValueType } from '../values/value-type.js';
+import { listBounds } from './list-bounds.js';
+import { listAtShapeName } from './history-statements.js';
+import type { ChangeLogBounds, Entry, ListQuery, ListedEntry } from './store.js';
+import type { HistoryRecord, HistoryOperation, PastRead } from './history-types.js';
+
+/**
+ * Each prune looks again at changes committed this long before its previous pass's cut-off: a
+ * change's time is taken when its write starts (PostgreSQL), so one that commits late would
+ * otherwise never be looked at (the floor would then wait for the bucket's next change).
+ */
+export const PRUNE_OVERLAP_MS = 30_000;
+
+/** Runs one compiled history statement by name and returns its rows (each store supplies its own). */
+export type RunHistoryStatement = (name: string, args: Record<string, unknown>) => Promise<Array<Record<string, unknown>>>;
+
+const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+
+function toEntry(row: Record<string, unknown>): Entry {
+  const type = String(row.type);
+  if (!isValueType(type)) throw new Error(`corrupt change row: unknown value type ${type}`);
+  return { type, data: row.value as Buffer, expiresAt: num(row.expires_at), revision: Number(row.revision) };
+}
+
+/**
+ * Reads of the past, the same on both backends: `run` executes a statement of
+ * history-statements.ts, `bounds` reads the bucket's floor and revision. A read is answered only
+ * when the revision is inside [floor, revision] both before and after the rows are read, so a
+ * compaction that commits meanwhile cannot pass off a partly compacted state as the past.
+ */
+export class HistoryReader {
+  constructor(
+    private readonly run: RunHistoryStatement,
+    private readonly bounds: (bucket: string) => Promise<ChangeLogBounds | undefined>,
+  ) {}
+
+  /** When `revision` committed (its newest change row's time); expiry at that revision is judged by it. */
+  private async timeAt(bucket: string, revision: number): Promise<number> {
+    const [row] = await this.run('timeAt', { bucket, revision });
+    return row ? Number(row.committed_at) : 0;
+  }
+
+  private async within<T>(bucket: string, revision: number, read: () => Promise<T>): Promise<PastRead<T>> {
+    const before = await this.bounds(bucket);
+    if (!before) return { outcome: 'no_bucket' };
+    if (revision > before.revision) return { outcome: 'future', bounds: before };
+    if (revision < before.floor) return { outcome: 'below_floor', bounds: before };
+    const value = await read();
+    const after = await this.bounds(bucket);
+    if (!after) return { outcome: 'no_bucket' };
+    if (revision < after.floor) return { outcome: 'below_floor', bounds: after };
+    return { outcome: 'ok', value, bounds: before };
+  }
+
+  /** The key as it was at `revision`: undefined when it was absent, deleted or expired then. */
+  readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>> {
+    return this.within(bucket, revision, async () => {
+      const [row] = await this.run('readAt', { bucket, key: Buffer.from(key), revision });
+      if (!row || row.kind !== 'set') return undefined;
+      const entry = toEntry(row);
+      if (entry.expiresAt !== null && entry.expiresAt <= (await this.timeAt(bucket, revision))) return undefined;
+      return entry;
+    });
+  }
+
+  /** One page of the keys live at `revision`, like a listing of the present (values always read). */
+  listAt(bucket: string, q: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>> {
+    return this.within(bucket, revision, async () => {
+      const { lower, lowerOp, upper } = listBounds(q);
+      const name = listAtShapeName({ reverse: q.reverse, upper: upper !== undefined, after: lowerOp === '>' });
+      const at = await this.timeAt(bucket, revision);
+      const rows = await this.run(name, { bucket, lower, upper, revision, at, limit: q.limit, offset: q.offset });
+      return rows.map((row) => {
+        const entry = toEntry(row);
+        const key = (row.key as Buffer).toString('utf8');
+        if (q.columns === 'values') return { key, entry };
+        if (q.columns === 'meta') return { key, meta: { type: entry.type, size: entry.data.length, expiresAt: entry.expiresAt, revision: entry.revision } };
+        return { key };
+      });
+    });
+  }
+
+  /** Up to `limit` of a key's recorded changes before revision `before`, newest first. */
+  async keyHistory(bucket: string, key: string, before: number, limit: number): Promise<HistoryRecord[]> {
+    const rows = await this.run('keyHistory', { bucket, key: Buffer.from(key), before, limit });
+    return rows.map((row) => {
+      const kind = String(row.kind) as 'set' | 'delete' | 'expire';
+      const operation = (row.operation === null || row.operation === undefined || kind === 'expire' ? kind : String(row.operation)) as HistoryOperation;
+      const value = kind === 'set' ? toEntry(row) : undefined;
+      return {
+        revision: Number(row.revision),
+        operation,
+        kind,
+        time: Number(row.committed_at),
+        ...(value && { value: { type: value.type, data: value.data }, expiresAt: value.expiresAt }),
+      };
+    });
+  }
+}

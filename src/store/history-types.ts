@@ -1,0 +1,29 @@
+import type { StoredValue } from '../values/stored-value.js';
+
+/** What made a key's change: a plain write, or one of the operations that write several keys or compute the value. */
+export const HISTORY_OPERATIONS = ['set', 'delete', 'expire', 'counter', 'transaction', 'import', 'rollback'] as const;
+export type HistoryOperation = (typeof HISTORY_OPERATIONS)[number];
+
+/** One recorded change of one key. */
+export interface HistoryRecord {
+  revision: number;
+  operation: HistoryOperation;
+  /** The key's state after it: set (with value and expiry), or absent (delete, expire). */
+  kind: 'set' | 'delete' | 'expire';
+  /** When it committed (ms since the epoch). */
+  time: number;
+  value?: StoredValue;
+  expiresAt?: number | null;
+}
+
+/** A bucket's history: its floor (oldest revision readable) and its revision. */
+export interface ChangeLogBounds {
+  floor: number;
+  revision: number;
+}
+
+/** A read of the past: its value, or why there is none (the revision is older than history, or not yet made). */
+export type PastRead<T> =
+  | { outcome: 'ok'; value: T; bounds: ChangeLogBounds }
+  | { outcome: 'below_floor' | 'future'; bounds: ChangeLogBounds }
+  | { outcome: 'no_bucket' };

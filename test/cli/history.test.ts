@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type CliOptions, kvb } from '../helpers/cli.js';
+import { call, createBucket } from '../helpers/http.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
+
+let server: RunningServer;
+let bucket: string;
+const SECRET = 'cli-history-secret';
+
+const run = (args: string[], options: CliOptions = {}) =>
+  kvb(args, { ...options, env: { KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: SECRET, ...options.env } });
+
+beforeAll(async () => {
+  server = await startServer();
+  bucket = await createBucket(server.api, { secret_key: SECRET, default_ttl: '0' });
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+const revisionAfter = async (args: string[]) => {
+  expect((await run(args)).exitCode).toBe(0);
+  return Number((await call(`${server.api}/${bucket}`, { token: SECRET })).headers.get('kvb-revision'));
+};
+
+describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
+  it('reads a key and lists the bucket as of a revision; history is JSONL when piped, newest first', { timeout: 120_000 }, async () => {
+    const r1 = await revisionAfter(['set', 'cfg/a', 'one', '--type', 'text']);
+    const r2 = await revisionAfter(['set', 'cfg/a', 'two', '--type', 'text']);
+    await revisionAfter(['set', 'cfg/b', 'b', '--type', 'text']);
+    const r4 = await revisionAfter(['del', 'cfg/a']);
+    expect((await run(['get', 'cfg/a', '--rev', String(r1)])).out).toBe('one');
+    expect((await run(['get', 'cfg/a', '--rev', String(r2), '--json'])).out).toContain('"value":"two"');
+    expect((await run(['get', 'cfg/a', '--rev', String(r4)])).exitCode).toBe(2);
+    expect((await run(['ls', '--rev', String(r2)])).out).toBe('cfg/a\n');
+    const listed = JSON.parse((await run(['ls', 'cfg/', '--rev', String(r4 - 1), '--values', '--format', 'json'])).out) as Array<{ key: string; value: string }>;
+    expect(listed.map((e) => [e.key, e.value])).toEqual([
+      ['cfg/a', 'two'],
+      ['cfg/b', 'b'],
+    ]);
+    const history = await run(['history', 'cfg/a', '--values']);
+    expect(history.exitCode).toBe(0);
+    const lines = history.out.trim().split('\n').map((l) => JSON.parse(l) as { rev: number; operation: string; value: unknown });
+    expect(lines.map((l) => [l.rev, l.operation, l.value])).toEqual([
+      [r4, 'delete', null],
+      [r2, 'set', 'two'],
+      [r1, 'set', 'one'],
+    ]);
+    expect((await run(['history', 'cfg/a', '--limit', '1'])).out.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('rollback: --dry-run changes nothing, a pipe without --yes is refused, --yes makes one new revision', { timeout: 120_000 }, async () => {
+    const before = Number((await call(`${server.api}/${bucket}`, { token: SECRET })).headers.get('kvb-revision'));
+    await revisionAfter(['set', 'cfg/a', 'three', '--type', 'text']);
+    await revisionAfter(['set', 'other', 'x', '--type', 'text']);
+    const now = await revisionAfter(['del', 'cfg/b']);
+    const dry = await run(['rollback', '--to', String(before), '--prefix', 'cfg/', '--dry-run']);
+    expect(dry.exitCode, dry.stderr).toBe(0);
+    const plan = JSON.parse(dry.out) as { changed: number; changes: Array<{ key: string; action: string }> };
+    expect(plan.changes.map((c) => [c.key, c.action])).toEqual([
+      ['cfg/a', 'delete'],
+      ['cfg/b', 'set'],
+    ]);
+    const refused = await run(['rollback', '--to', String(before)]);
+    expect(refused.exitCode).toBe(1);
+    expect(refused.stderr).toContain('--yes');
+    const done = await run(['rollback', '--to', String(before), '--prefix', 'cfg/', '--yes']);
+    expect(done.exitCode, done.stderr).toBe(0);
+    expect((JSON.parse(done.out) as { revision: number }).revision).toBe(now + 1);
+    expect((await run(['ls'])).out).toBe('cfg/b\nother\n');
+    expect((await run(['history', 'cfg/b'])).out.split('\n')[0]).toContain('"operation":"rollback"');
+  });
+
+  it('an import starts history at its revision: bucket show names the floor, a revision below it exits 7', { timeout: 120_000 }, async () => {
+    const exported = await run(['export']);
+    expect(exported.exitCode, exported.stderr).toBe(0);
+    const imported = await run(['import', '-', '--mode', 'replace'], { input: exported.stdout });
+    expect(imported.exitCode, imported.stderr).toBe(0);
+    const policy = await call(`${server.api}/${bucket}`, { token: SECRET });
+    const floor = Number(policy.headers.get('kvb-history-floor'));
+    expect(floor).toBe(Number(policy.headers.get('kvb-revision')));
+    const show = await run(['bucket', 'show'], { env: { COLUMNS: '200' } });
+    expect(show.out).toContain(`from revision ${floor}`);
+    const gone = await run(['get', 'cfg/b', '--rev', String(floor - 1)]);
+    expect(gone.exitCode).toBe(7);
+    expect(gone.stderr).toContain(`starts at revision ${floor}`);
+    expect((await run(['ls', '--rev', String(floor - 1)])).exitCode).toBe(7);
+    expect((await run(['rollback', '--to', String(floor - 1), '--yes'])).exitCode).toBe(7);
+    // At the floor the imported state reads back, and the import is the keys' newest change.
+    expect((await run(['get', 'cfg/b', '--rev', String(floor)])).out).toBe('b');
+    expect((await run(['history', 'cfg/b'])).out.split('\n')[0]).toContain('"operation":"import"');
+    // A revision not made yet is a usage error (400).
+    expect((await run(['rollback', '--to', '99999', '--yes'])).exitCode).toBe(1);
+  });
+});

@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GoneError, connect, createBucket } from '../../src/client/index.js';
+import { TEST_BACKEND } from '../helpers/backend.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
+
+/** `kvb/client`'s history methods against a spawned server (sqlite, postgres and pgbouncer projects). */
+let server: RunningServer;
+const SECRET = 'history-client-secret';
+
+beforeAll(async () => {
+  server = await startServer();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+describe(`kvb/client history (${TEST_BACKEND})`, () => {
+  it('get({revision}), list({revision}), history(key) and rollback(revision, {prefix})', async () => {
+    const id = await createBucket({ url: server.url }, { email: 'h@example.com', secret_key: SECRET, default_ttl: 0 });
+    const kv = connect({ url: server.url, bucket: id, token: SECRET });
+    const first = await kv.set('app/mode', 'blue');
+    await kv.set('app/limit', 10n);
+    const good = (await kv.increment('app/limit', 5n)).revision;
+    await kv.set('app/mode', { colour: 'red' });
+    await kv.delete('app/limit');
+    await kv.set('other', 'x');
+
+    expect((await kv.get('app/mode', { revision: first.revision }))?.value).toBe('blue');
+    expect(await kv.get('app/limit', { revision: first.revision })).toBeNull();
+    expect((await kv.get('app/limit', { revision: good }))?.value).toBe(15n);
+    const then: Array<[string, unknown]> = [];
+    for await (const entry of kv.list({ values: true, revision: good })) then.push([entry.key, entry.value]);
+    expect(then).toEqual([
+      ['app/limit', 15n],
+      ['app/mode', 'blue'],
+    ]);
+
+    const history = await kv.history('app/mode', { values: true });
+    expect(history.map((h) => [h.operation, h.value])).toEqual([
+      ['set', { colour: 'red' }],
+      ['set', 'blue'],
+    ]);
+    expect(history[0]!.time).toBeInstanceOf(Date);
+    expect((await kv.history('app/limit')).map((h) => h.operation)).toEqual(['delete', 'counter', 'set']);
+
+    const dry = await kv.rollback(good, { prefix: 'app/', dryRun: true });
+    expect(dry.changed).toBe(2);
+    const done = await kv.rollback(good, { prefix: 'app/' });
+    expect(done.revision).toBe(dry.revision + 1);
+    expect((await kv.get('app/mode'))?.value).toBe('blue');
+    expect((await kv.get('app/limit'))?.value).toBe(15n);
+    expect((await kv.get('other'))?.value).toBe('x');
+    expect((await kv.history('app/mode', { limit: 1 }))[0]!.operation).toBe('rollback');
+  });
+
+  it('a revision older than the history is a GoneError that names the floor', async () => {
+    const id = await createBucket({ url: server.url }, { email: 'h@example.com', secret_key: SECRET, default_ttl: 0 });
+    const kv = connect({ url: server.url, bucket: id, token: SECRET });
+    await kv.set('k', 'v');
+    // An import starts the bucket's history at its revision.
+    const exported: Uint8Array[] = [];
+    for await (const chunk of await kv.export()) exported.push(chunk);
+    const { revision } = await kv.import(Buffer.concat(exported));
+    const err = await kv.get('k', { revision: revision - 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GoneError);
+    expect((err as GoneError).status).toBe(410);
+    expect((err as GoneError).floor).toBe(revision);
+    expect((await kv.get('k', { revision }))?.value).toBe('v');
+  });
+});
