@@ -12,6 +12,12 @@ for _ in range(n):
     s.connect((host, port))
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
     socks.append(s)
+# Stall only once the server is answering each one (a byte is waiting, peeked, not read): on a busy
+# machine a listing can start seconds after its request, and the pause must start after it does.
+for s in socks:
+    s.settimeout(60)
+    s.recv(1, socket.MSG_PEEK)
+    s.settimeout(None)
 print("stalled", flush=True)
 time.sleep(pause)
 # Every socket is read at once, so draining one does not give another more time to be cut.
