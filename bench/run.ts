@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: kvb against a bare Fastify server and, when installed, webdis and etcd, all
  * measured in one run on one machine. Every figure is also a ratio to the baseline of the same
- * round, because absolute numbers on a shared machine mean little. See README "Performance".
+ * round, because absolute numbers on a shared machine mean little. See docs/performance.md.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';

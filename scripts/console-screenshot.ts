@@ -1,4 +1,4 @@
-// Takes docs/console.png, the README's picture of the web console: a spawned server, a small
+// Takes docs/console.png, the picture of the web console in docs/console.md: a spawned server, a small
 // sample bucket, headless Chromium. Usage: npm run console:screenshot
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -280,7 +280,7 @@ export async function deleteEntries(c: Connection, keys: string[]): Promise<void
   await call(path(c), { method: 'POST', credential: c.credential, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ txn }) });
 }
 
-/** One event of the watch feed (see README "Watching changes"). */
+/** One event of the watch feed (see docs/http-api.md "Watching changes"). */
 export type WatchEvent =
   | { type: 'sync'; rev: number }
   | { type: 'progress'; rev: number }

@@ -1,4 +1,4 @@
-/** Who may do what: the access matrix of the README as one pure function. */
+/** Who may do what: the access matrix of docs/http-api.md as one pure function. */
 
 export const PERMISSIONS = ['read', 'write', 'enumerate', 'delete'] as const;
 export type Permission = (typeof PERMISSIONS)[number];

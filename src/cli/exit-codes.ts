@@ -2,7 +2,7 @@ import { ERRORS } from '../errors.js';
 
 /*
  * The client's exit codes, the one source for `kvb --help`, the man page's EXIT STATUS and the
- * README's table (`npm run docs` rewrites the two; test/cli/docs-and-structure.test.ts checks
+ * docs/cli.md's table (`npm run docs` rewrites the two; test/cli/docs-and-structure.test.ts checks
  * they match). The HTTP statuses behind each code come from the ERRORS table, so a new error
  * kind shows up in all three by itself. Meanings use `backticks` for literal text.
  */
@@ -43,7 +43,7 @@ export function exitCodesHelp(): string {
   return `\nExit codes:\n${lines.join('\n')}`;
 }
 
-/** The README's table (between the exit-codes markers). */
+/** The table of docs/cli.md (between the exit-codes markers). */
 export function exitCodesMarkdown(): string {
   return ['| code | meaning |', '|---|---|', ...exitCodeRows().map((row) => `| ${row.code} | ${withStatuses(row, row.meaning).replace(/\|/g, '\\|')} |`)].join('\n');
 }

@@ -40,7 +40,7 @@ import { type CommandModule, type ParentCommand, declareGlobalOptions, examples 
  *      Import only light modules at the top of that file; load heavy ones with `await import()` in
  *      `run` (withClient in session.ts already loads the HTTP client lazily).
  *   2. Add it to COMMANDS below (the order is the order of `kvb --help`).
- *   3. `npm run completions`, and document it in man/kvb.1 and README.md (tests check both).
+ *   3. `npm run completions`, and document it in man/kvb.1 and docs/cli.md (tests check the man page).
  */
 const COMMANDS: CommandModule[] = [
   init, createBucket, bucket, set, get, edit, del, incr, expire, ttl, ls, history, rollbackCommand, watch, lock, txn, exportCommand, importCommand, mintToken, profile, version, completion, db, serve,

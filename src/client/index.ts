@@ -1,6 +1,6 @@
 /**
  * `kvb/client`: a typed client for kvb with no dependency beyond the platform's fetch (Node 20+,
- * browsers, Deno, Bun). See README "Using kvb from code".
+ * browsers, Deno, Bun). See docs/client.md.
  */
 export {
   AtomicOperation,

@@ -235,7 +235,7 @@ export class SqliteStore implements Store {
       raw = new BetterSqlite3(options.path, { timeout: 0 });
       // Normal (shared) locking: backups, dumps and exports read from connections of their own
       // while the server writes. Exclusive mode made reads faster at the SQLite level, but a GET
-      // hit is served from the entry cache; measured at the HTTP level in README "Performance".
+      // hit is served from the entry cache; measured at the HTTP level in docs/performance.md.
       // Before anything that writes (the WAL switch included).
       assertEmptyOrKvb(raw, options.path);
       const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });

@@ -5,7 +5,7 @@ import { parseNumber } from './numbers.js';
 /*
  * The one typing rule for a value given to the CLI: as an argument (`kvb set k v`), on stdin or
  * with --file, and in `kvb txn --set k=v`. Pure; documented in `kvb set --help`, man/kvb.1 and
- * the README ("How kvb types a value").
+ * docs/cli.md ("How kvb types a value").
  *
  *   1. Stdin and --file only: bytes that are not UTF-8, or hold a NUL byte, are bytes, exactly.
  *      Otherwise the one trailing newline (`\n` or `\r\n`) that echo or an editor adds is dropped,

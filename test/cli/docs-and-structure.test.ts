@@ -124,20 +124,20 @@ describe('man page', () => {
     for (const code of [0, 1, 2, 3, 4, 5]) expect(exitStatus).toContain(`.TP\n.B ${code}\n`);
   });
 
-  it('the man page, README and --help show the one exit-code table (npm run docs regenerates the first two)', async () => {
+  it('the man page, docs/cli.md and --help show the one exit-code table (npm run docs regenerates the first two)', async () => {
     for (const { file, begin, end, text } of GENERATED) {
       const source = read(file);
       expect(source, `${file} is out of date: npm run docs`).toBe(replaceBetween(source, begin, end, text()));
     }
     const codes = (listed: string[]) => listed.map(Number);
-    const readme = read('README.md');
-    const readmeCodes = codes([...readme.slice(readme.indexOf('<!-- exit-codes')).matchAll(/^\| (\d) \|/gm)].map((m) => m[1]!));
+    const guide = read('docs/cli.md');
+    const guideCodes = codes([...guide.slice(guide.indexOf('<!-- exit-codes')).matchAll(/^\| (\d) \|/gm)].map((m) => m[1]!));
     const manCodes = codes([...man.matchAll(/^\.TP\n\.B (\d)\n/gm)].map((m) => m[1]!).filter((_, i, all) => all.indexOf(_) === i));
     const help = (await kvb(['get', '--help'])).out;
     const helpCodes = codes([...help.slice(help.indexOf('Exit codes:')).matchAll(/^ {2}(\d) {2}/gm)].map((m) => m[1]!));
     // Each code once, in order, everywhere; HTTP statuses listed in ascending order, with no empty lists.
     expect(new Set(helpCodes).size).toBe(helpCodes.length);
-    expect(readmeCodes).toEqual(helpCodes);
+    expect(guideCodes).toEqual(helpCodes);
     expect(help).not.toMatch(/\(\s*,/);
     expect(help).toContain('(HTTP 429, 500, 503, 507)');
     expect(help).toContain('(HTTP 409, 412)');

@@ -123,13 +123,13 @@ describe('one typing rule for values from an argument, stdin, --file and txn --s
     expect((await read('w/x')).status).toBe(404);
   });
 
-  it('kvb set --help, the man page and the README state the rule', async () => {
+  it('kvb set --help, the man page and docs/cli.md state the rule', async () => {
     const help = (await kvb(['set', '--help'])).out;
     const { readFileSync } = await import('node:fs');
     const root = new URL('../../', import.meta.url);
     const man = readFileSync(new URL('man/kvb.1', root), 'utf8').replace(/\\-/g, '-');
-    const readme = readFileSync(new URL('README.md', root), 'utf8');
-    for (const text of [help, man, readme]) {
+    const guide = readFileSync(new URL('docs/cli.md', root), 'utf8');
+    for (const text of [help, man, guide]) {
       expect(text).toMatch(/trailing newline/);
       expect(text).toMatch(/--raw/);
       expect(text).toMatch(/beyond int64/);

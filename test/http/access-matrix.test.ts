@@ -3,7 +3,7 @@ import { call, createBucket, json } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
- * Every cell of the README's access matrix, for each bucket configuration: who may do what,
+ * Every cell of the access matrix of docs/http-api.md, for each bucket configuration: who may do what,
  * and whether a refusal is 401 (no usable credential) or 403 (a valid one without the right).
  */
 type Who = 'anonymous' | 'read_key' | 'write_key' | 'secret_key' | 'token';
@@ -21,7 +21,7 @@ const CONFIGS: Record<Config, Record<string, string>> = {
 const hasKey = (config: Config, who: Who) =>
   who === 'anonymous' || (who === 'token' ? config !== 'none' : CONFIGS[config][who] !== undefined);
 
-/** Expected outcome: 'ok', 401, 403 or 503, from the README matrix. */
+/** Expected outcome: 'ok', 401, 403 or 503, from the docs/http-api.md matrix. */
 function expected(config: Config, who: Who, op: Op): 'ok' | 401 | 403 | 503 {
   const allowed = allowedOutcome(config, who, op);
   // Minting in a bucket without a signing key is 503 once access is granted (spec: Mint token).

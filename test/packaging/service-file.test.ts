@@ -7,10 +7,10 @@ import { KVB_BIN } from '../helpers/server.js';
 
 /**
  * Issue 26: contrib/kvb.service is a unit systemd accepts (`systemd-analyze verify`, the real
- * tool), hardened, and the one the README points to (its old inline unit had two ExecStart=).
+ * tool), hardened, and the one docs/operations.md points to (the README's old inline unit had two ExecStart=).
  */
 const UNIT = new URL('../../contrib/kvb.service', import.meta.url).pathname;
-const README = new URL('../../README.md', import.meta.url).pathname;
+const OPERATIONS = new URL('../../docs/operations.md', import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), 'kvb-unit-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -58,9 +58,9 @@ describe('contrib/kvb.service', () => {
     expect(settings('Environment')).toContain('KVB_HOST=127.0.0.1');
   });
 
-  it('the README points to it and shows no unit of its own', () => {
-    const readme = readFileSync(README, 'utf8');
-    expect(readme).toContain('contrib/kvb.service');
-    expect(readme).not.toMatch(/^ExecStart=/m);
+  it('the operations guide points to it and shows no unit of its own', () => {
+    const guide = readFileSync(OPERATIONS, 'utf8');
+    expect(guide).toContain('contrib/kvb.service');
+    expect(guide).not.toMatch(/^ExecStart=/m);
   });
 });

@@ -196,7 +196,7 @@ const backup = defineCommand({
 Copies with SQLite's online backup from a read transaction of its own, so
 kvb serve keeps serving (and writing) meanwhile; the copy holds every write
 acknowledged before the backup began. A progress line is shown on stderr at
-a terminal. For PostgreSQL use pg_dump (see README).
+a terminal. For PostgreSQL use pg_dump (see docs/operations.md).
 ${examples('kvb db backup --db /var/lib/kvb/kvb.db --out /backup/kvb-$(date +%F).db')}`,
       ),
   async run(options) {
