@@ -1,6 +1,6 @@
 import { type Compilable, type Kysely, sql } from 'kysely';
 import { type CompiledStatement, compileAll, compileStatement, param } from './statements.js';
-import type { Database } from './schema.js';
+import { type Database, replaceChangeOnConflict } from './schema.js';
 
 /**
  * History (issue 25): reads of a bucket as of a past revision, a key's changes, and the
@@ -169,14 +169,7 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
           ])
           .where(sql<boolean>`true`),
       )
-      .onConflict((oc) =>
-        oc.columns(['bucket_id', 'revision', 'key']).doUpdateSet((eb) => ({
-          kind: eb.ref('excluded.kind'),
-          type: eb.ref('excluded.type'),
-          value: eb.ref('excluded.value'),
-          expires_at: eb.ref('excluded.expires_at'),
-        })),
-      );
+      .onConflict(replaceChangeOnConflict);
   const logCleared = (upper: boolean) => {
     let select = db
       .selectFrom('entries as e')

@@ -101,6 +101,15 @@ export function bucketUpdate(changes: BucketChanges, signingKey: (key: string | 
 }
 
 /** ON CONFLICT (bucket_id, key): a write replaces the key's type, value and expiry. */
+/** A change-log row written again for the same revision and key (a retried batch) replaces the first. */
+export const replaceChangeOnConflict = (oc: OnConflictBuilder<Database, 'changes'>) =>
+  oc.columns(['bucket_id', 'revision', 'key']).doUpdateSet((eb) => ({
+    kind: eb.ref('excluded.kind'),
+    type: eb.ref('excluded.type'),
+    value: eb.ref('excluded.value'),
+    expires_at: eb.ref('excluded.expires_at'),
+  }));
+
 export const replaceEntryOnConflict = (oc: OnConflictBuilder<Database, 'entries'>) =>
   oc.columns(['bucket_id', 'key']).doUpdateSet((eb) => ({
     type: eb.ref('excluded.type'),

@@ -17,7 +17,7 @@ import {
 } from 'kysely';
 import type { Dialect } from './dialect.js';
 import { usageRecount } from './migrations.js';
-import { type Database, replaceEntryOnConflict } from './schema.js';
+import { type Database, replaceChangeOnConflict, replaceEntryOnConflict } from './schema.js';
 import type { ListColumns } from './store.js';
 
 // Dialect lives in dialect.ts (migrations.ts needs it, and this module needs migrations.ts).
@@ -331,14 +331,7 @@ export function logChangeRows(db: KyselyType<Database>, rows: number) {
         committed_at: param(`r${i}_now`),
       })),
     )
-    .onConflict((oc) =>
-      oc.columns(['bucket_id', 'revision', 'key']).doUpdateSet((eb) => ({
-        kind: eb.ref('excluded.kind'),
-        type: eb.ref('excluded.type'),
-        value: eb.ref('excluded.value'),
-        expires_at: eb.ref('excluded.expires_at'),
-      })),
-    );
+    .onConflict(replaceChangeOnConflict);
 }
 
 /** SQLite only: a batch's change-log rows (multi-row inserts); removes one key if it is (still) expired. */

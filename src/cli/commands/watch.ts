@@ -3,7 +3,7 @@ import { ResumePoint } from '../../client/watch-feed.js';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { data, stdoutIsTty, warn } from '../output.js';
 import { withClient } from '../session.js';
-import { runHandler } from '../watch-exec.js';
+import { type ExecEvent, runHandler } from '../watch-exec.js';
 
 /** `since` is older than the server's retained changes: the caller must re-list (exit code 7). */
 export class WatchResetError extends Error {
@@ -15,13 +15,7 @@ class WatchClosedError extends Error {
   readonly exitCode = 3;
 }
 
-interface WatchEvent {
-  type: string;
-  key?: string;
-  rev?: number;
-  value?: unknown;
-  value_type?: string;
-  expires_at?: string | null;
+interface WatchEvent extends ExecEvent {
   reason?: string;
   oldest?: number;
 }
