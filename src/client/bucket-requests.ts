@@ -1,11 +1,14 @@
 import type { BucketPolicy } from './bucket-policy.js';
 import { revisionOf } from './client-errors.js';
 import type { BucketChanges, BucketUsage, CallOptions, CreateBucketFields, Health, TokenRequest, TxnOutcome } from './http-types.js';
-import { callOf, decoder, encoder } from './http-transport.js';
+import { callOf } from './http-transport.js';
 import { ListingRequests } from './listing-requests.js';
 
 // The routes on a bucket as a whole (create, policy and usage, update, delete), /health,
 // transactions and token minting.
+
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
 
 /** Buckets, health, transactions and tokens (on top of the listing and key requests). */
 export class BucketRequests extends ListingRequests {

@@ -42,8 +42,7 @@ export interface Answer {
 /** Only the per-call settings of an options object (callers pass their own wider options). */
 export const callOf = (options: CallOptions): CallOptions => ({ signal: options.signal, timeoutMs: options.timeoutMs });
 
-export const encoder = new TextEncoder();
-export const decoder = new TextDecoder();
+const decoder = new TextDecoder();
 const EMPTY = new Uint8Array(0);
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve, reject) => {

@@ -1,9 +1,11 @@
 import { isValueType, type ValueType } from '../values/value-type.js';
 import { revisionOf } from './client-errors.js';
 import type { CallOptions, ValueRead, WriteCondition } from './http-types.js';
-import { type Answer, HttpTransport, callOf, encoder } from './http-transport.js';
+import { type Answer, HttpTransport, callOf } from './http-transport.js';
 
 // The key routes: PUT, GET, DELETE and the counter PATCH of /api/v1/BUCKET/KEY.
+
+const encoder = new TextEncoder();
 
 /** The RFC 9110 conditional headers for a write condition. */
 export function conditionHeaders(condition: WriteCondition = {}): Record<string, string> {
