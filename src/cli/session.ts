@@ -34,7 +34,7 @@ interface OpenedClient {
 }
 
 /**
- * The shared client (src/client/kvb-http.ts, the one module that knows the HTTP API) over the
+ * The shared client (KvbHttp, src/client/kvb-http.ts, the one class that knows the HTTP API) over the
  * CLI's undici transport. undici enforces the timeout (connect, headers, idle body), so its error
  * codes and the CLI's messages stay as they were, and the CLI never retries on its own.
  */

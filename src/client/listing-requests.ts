@@ -1,0 +1,130 @@
+import { revisionOf } from './client-errors.js';
+import type { BodyStream, CallOptions, HistoryLine, ImportResult, ListOptions, ListPage, RequestBody, RollbackResult } from './http-types.js';
+import { callOf } from './http-transport.js';
+import { KeyRequests } from './key-requests.js';
+
+// The routes that read or write many keys at once: listing pages, a key's history, rollback,
+// export, import and the watch stream.
+
+/** Listing, history, rollback, export/import and watch (on top of the key requests). */
+export class ListingRequests extends KeyRequests {
+  /** One page of a key's recorded changes, newest first, and the cursor of the next page. */
+  async history(
+    bucket: string,
+    key: string,
+    page: { limit?: number | undefined; cursor?: string | undefined; values?: boolean | undefined } = {},
+    options: CallOptions = {},
+  ): Promise<{ lines: HistoryLine[]; nextCursor: string | undefined; floor: number | undefined }> {
+    const answer = await this.send({
+      ...callOf(options),
+      method: 'GET',
+      path: this.keyPath(bucket, key),
+      subject: `history of key ${JSON.stringify(key)} in bucket ${bucket}`,
+      query: { history: true, values: page.values, limit: page.limit, cursor: page.cursor },
+      idempotent: true,
+    });
+    const text = new TextDecoder().decode(answer.data);
+    return {
+      lines: text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as HistoryLine),
+      nextCursor: answer.headers.get('kvb-next-cursor') ?? undefined,
+      floor: revisionOf(answer.headers.get('kvb-history-floor')),
+    };
+  }
+
+  /** Rolls the bucket (or a prefix) back to its state at `revision` as one new revision; `dryRun` only tells what would change. Never retried. */
+  async rollback(
+    bucket: string,
+    revision: number,
+    rollback: { prefix?: string | undefined; dryRun?: boolean | undefined } = {},
+    options: CallOptions = {},
+  ): Promise<RollbackResult> {
+    const answer = await this.send({
+      ...callOf(options),
+      method: 'POST',
+      path: this.bucketPath(bucket),
+      subject: `rollback of bucket ${bucket}`,
+      query: { rollback: revision, prefix: rollback.prefix || undefined, dry_run: rollback.dryRun || undefined },
+      ...(rollback.dryRun && { idempotent: true }),
+    });
+    return this.json<RollbackResult>(answer);
+  }
+
+  /** One page of keys and the cursor that continues after it (see `Kvb-Next-Cursor`); the body streams. */
+  async listPage(bucket: string, list: ListOptions, options: CallOptions = {}): Promise<ListPage> {
+    const answer = await this.send({
+      ...callOf(options),
+      method: 'GET',
+      path: `${this.bucketPath(bucket)}/`,
+      subject: `bucket ${bucket}`,
+      query: {
+        prefix: list.prefix || undefined,
+        limit: list.limit,
+        skip: list.skip,
+        reverse: list.reverse,
+        values: list.values,
+        meta: list.meta,
+        format: list.format,
+        cursor: list.cursor,
+        rev: list.revision,
+        delimiter: list.delimiter,
+      },
+      idempotent: true,
+      stream: true,
+    });
+    return {
+      body: answer.body,
+      nextCursor: answer.headers.get('kvb-next-cursor') ?? undefined,
+      revision: revisionOf(answer.headers.get('kvb-revision')),
+    };
+  }
+
+  /** Exports the bucket (or a prefix) as the NDJSON export format, streamed. */
+  async exportBucket(bucket: string, prefix?: string, options: CallOptions = {}): Promise<BodyStream> {
+    const answer = await this.send({
+      ...callOf(options),
+      method: 'GET',
+      path: `${this.bucketPath(bucket)}/`,
+      subject: `export of bucket ${bucket}`,
+      query: { export: true, prefix: prefix || undefined },
+      idempotent: true,
+      stream: true,
+    });
+    return answer.body;
+  }
+
+  /** Imports an export (streamed from `body`); all or nothing on the server. Never retried (the body is consumed). */
+  async importBucket(
+    bucket: string,
+    body: RequestBody,
+    options: CallOptions & { mode?: 'merge' | 'replace' | undefined; prefix?: string | undefined } = {},
+  ): Promise<ImportResult> {
+    return this.json(
+      await this.send({
+        ...callOf(options),
+        method: 'POST',
+        path: this.bucketPath(bucket),
+        subject: `import into bucket ${bucket}`,
+        query: { mode: options.mode, prefix: options.prefix || undefined },
+        headers: { 'content-type': 'application/x-ndjson' },
+        body,
+      }),
+    );
+  }
+
+  /** Opens a watch stream (JSONL, one event per line), streamed as it arrives. Not retried here: the caller resumes. */
+  async watch(
+    bucket: string,
+    watch: { prefix?: string | undefined; since?: number | undefined; values?: boolean | undefined },
+    options: CallOptions = {},
+  ): Promise<BodyStream> {
+    const answer = await this.send({
+      ...callOf(options),
+      method: 'GET',
+      path: `${this.bucketPath(bucket)}/`,
+      subject: `bucket ${bucket}`,
+      query: { watch: true, prefix: watch.prefix || undefined, since: watch.since, values: watch.values, format: 'jsonl' },
+      stream: true,
+    });
+    return answer.body;
+  }
+}
