@@ -142,19 +142,14 @@ describe('hardening: what an attacker found (issue 19)', () => {
 
     it('a body larger than 1,000 legal operations can need is refused while being read', async () => {
       const bucket = await createBucket(server.api);
-      // A raw socket, not fetch: the server answers (and closes) while the client is still sending,
-      // and fetch may then fail with EPIPE before it reads the answer, on a busy machine.
-      const body = Buffer.from(`{"txn":[{"set":"k","value":"${'x'.repeat(17 * 1024 * 1024)}"}]}`);
+      // Its Content-Length alone is refused: the answer comes before any of the body is sent. (A
+      // client that keeps sending after the server closed may be reset and lose the answer, so the
+      // test sends no body: fetch did that, and on a busy machine failed with EPIPE.)
+      const length = Buffer.byteLength(`{"txn":[{"set":"k","value":""}]}`) + 17 * 1024 * 1024;
       const socket = await rawSocket(server);
-      socket.on('error', () => {}); // a write after the server closed: expected
       const { pathname, host } = new URL(`${server.api}/${bucket}`);
       const answered = readUntilEnd(socket, 20_000);
-      let responded = false;
-      socket.once('data', () => (responded = true));
-      socket.write(`POST ${pathname} HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
-      for (let at = 0; at < body.length && !responded && !socket.destroyed; at += 64 * 1024) {
-        if (!socket.write(body.subarray(at, at + 64 * 1024))) await new Promise((r) => setTimeout(r, 1));
-      }
+      socket.write(`POST ${pathname} HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`);
       const raw = await answered;
       const [head = '', text = ''] = raw.split('\r\n\r\n');
       expect(head, raw.slice(0, 300)).toMatch(/^HTTP\/1\.1 400 /);
