@@ -45,7 +45,12 @@ export function postgresUrl(params: Record<string, string>, base = POSTGRES_URL)
 
 /** Runs `work` with a plain connection to the test database (outside any kvb schema). */
 export async function withAdminClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: POSTGRES_URL, application_name: 'kvb_test_admin' });
+  return withClient({ connectionString: POSTGRES_URL, application_name: 'kvb_test_admin' }, work);
+}
+
+/** Runs `work` with a plain connection made from `config`, ended afterwards. */
+export async function withClient<T>(config: pg.ClientConfig, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client(config);
   client.on('error', () => {});
   await client.connect();
   try {

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_BACKEND } from '../helpers/backend.js';
 import { call, createBucket } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
+import { latencies, percentile } from '../helpers/latency.js';
 
 /**
  * Issue 22: the first request with a fresh, valid key is answered, however many arrive at once,
@@ -30,19 +31,6 @@ function getFrom(localAddress: string, url: string, token: string): Promise<Repl
   });
 }
 
-const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((values.length * p) / 100))]!;
-
-/** Latencies (ms) of `count` sequential requests with a credential this server already verified. */
-async function cachedLatencies(url: string, token: string, count: number): Promise<number[]> {
-  const result: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const started = performance.now();
-    const answer = await call(url, { token });
-    expect(answer.status).toBe(404);
-    result.push(performance.now() - started);
-  }
-  return result;
-}
 
 describe(`first contact under load (${TEST_BACKEND})`, () => {
   it('64 new buckets, each first used with its fresh key, all at once: every one is answered, none 429', { timeout: 120_000 }, async () => {
@@ -82,8 +70,8 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
 
     it("gets 429s, while another address's first contact is answered in its turn and cached requests keep their latency", { timeout: 120_000 }, async () => {
       const cachedUrl = `${server.api}/${quietBucket}/missing`;
-      await cachedLatencies(cachedUrl, 'quiet-reader', 5); // verified once, cached from here on
-      const quiet = await cachedLatencies(cachedUrl, 'quiet-reader', 60);
+      await latencies(cachedUrl, 'quiet-reader', 5); // verified once, cached from here on
+      const quiet = await latencies(cachedUrl, 'quiet-reader', 60);
       // A bucket whose key 127.0.0.1 has never presented: its first contact happens during the flood.
       const fresh = await createBucket(server.api, { read_key: 'fresh-reader' });
 
@@ -105,7 +93,7 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
       const first = await getFrom('127.0.0.1', `${server.api}/${fresh}/missing`, 'fresh-reader');
       const guessesDoneAtEnd = answered.get(401) ?? 0;
       const costMs = Number(/^kvb_credential_verification_seconds (\S+)/m.exec((await call(`${server.url}/metrics`)).text)?.[1]) * 1000;
-      const during = await cachedLatencies(cachedUrl, 'quiet-reader', 60);
+      const during = await latencies(cachedUrl, 'quiet-reader', 60);
       const floodReplies = await Promise.all(flood);
 
       const statuses = new Map<number, number>();

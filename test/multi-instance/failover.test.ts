@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type WatchEvent, connect } from '../../src/client/index.js';
-import { THROUGH_PGBOUNCER, postgresUrl, uniqueName } from '../helpers/backend.js';
+import { THROUGH_PGBOUNCER, postgresUrl, uniqueName, withClient } from '../helpers/backend.js';
 import { type Answer, call, createBucket, json } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -111,14 +111,7 @@ async function lockCluster(): Promise<() => void> {
 /** A plain connection to the current primary (for setup and clean-up only). */
 async function onPrimary<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
   const { leader } = await waitHealthy();
-  const client = new pg.Client({ host: '127.0.0.1', port: leader.port, user: 'postgres', database: 'postgres' });
-  client.on('error', () => {});
-  await client.connect();
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
-  }
+  return withClient({ host: '127.0.0.1', port: leader.port, user: 'postgres', database: 'postgres' }, work);
 }
 
 interface Acked {

@@ -2,20 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket, expectError } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
+import { latencies, percentile } from '../helpers/latency.js';
 
-const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((values.length * p) / 100))]!;
-
-/** Latencies (ms) of `count` sequential requests. */
-async function latencies(url: string, token: string, count: number): Promise<number[]> {
-  const result: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const started = performance.now();
-    const answer = await call(url, { token });
-    expect(answer.status).toBe(404);
-    result.push(performance.now() - started);
-  }
-  return result;
-}
 
 describe('13. the CPU spent verifying unseen credentials is bounded', () => {
   // The scheduler's own rules (fair turns, time bounds) are in test/unit/verification-scheduler.test.ts;
