@@ -221,12 +221,17 @@ describe('watch', () => {
     const start = await kv.set('w/first', 'before');
     const stop = new AbortController();
     const seen: WatchEvent[] = [];
+    let markCut!: () => void;
+    const cutDone = new Promise<void>((resolve) => (markCut = resolve));
     const feed = (async () => {
       try {
         for await (const event of kv.watch({ prefix: 'w/', since: start.revision, values: true, signal: stop.signal })) {
           seen.push(event);
           // Cut the connection in the middle of a transaction's events (after its 2nd of 5 keys).
-          if (event.key === 'w/t1' && watchConnections.length === 1) watchConnections[0]!.abort();
+          if (event.key === 'w/t1' && watchConnections.length === 1) {
+            watchConnections[0]!.abort();
+            markCut();
+          }
           if (event.key === 'w/end') break;
         }
       } catch (err) {
@@ -236,6 +241,9 @@ describe('watch', () => {
     const txn = kv.atomic();
     for (let i = 0; i < 5; i++) txn.set(`w/t${i}`, { i });
     await txn.commit();
+    // The later writes wait for the cut, so the client cannot have them buffered from the first
+    // connection (a busy machine can deliver the whole feed in one chunk): it must reconnect.
+    await Promise.race([cutDone, feed]);
     await kv.set('w/big', INT64_MAX);
     await kv.delete('w/t4');
     await kv.set('outside', 'not watched');
