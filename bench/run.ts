@@ -72,7 +72,7 @@ if (flags.help) {
   --pg URL              also run GET, SET and counter on one kvb on this PostgreSQL (compared with SQLite in the
                         same rounds) and the watch delay across two instances on it; env KVB_BENCH_PG
   --no-peers            skip webdis and etcd; --no-startup skips start-up and CLI timings
-  --no-build            do not compile kvb first
+  --no-build            do not compile kvb first (env KVB_BENCH_BIN: measure that build's bin/kvb instead)
   --out FILE            JSON results (default bench/results/latest.json; quick.json with --quick)`);
   process.exit(0);
 }

@@ -10,7 +10,8 @@ export interface HttpService extends Service {
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
-export const KVB_BIN = join(ROOT, 'bin/kvb');
+/** `KVB_BENCH_BIN` measures another build (an older checkout's bin/kvb) with this harness. */
+export const KVB_BIN = process.env.KVB_BENCH_BIN ?? join(ROOT, 'bin/kvb');
 
 /**
  * The baseline is compiled to plain JavaScript next to the bench (so it resolves fastify from

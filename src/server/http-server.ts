@@ -1,4 +1,4 @@
-import { type IncomingMessage, type Server, type ServerOptions, type ServerResponse, createServer } from 'node:http';
+import { type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders, type Server, type ServerOptions, ServerResponse, createServer } from 'node:http';
 import { type ServerOptions as HttpsServerOptions, createServer as createHttpsServer } from 'node:https';
 import { Server as NetServer, type Socket } from 'node:net';
 
@@ -22,12 +22,29 @@ interface ServerState {
 type KvbServer = Server & { [lifecycle]?: ServerState };
 
 /**
+ * Every answer says `X-Content-Type-Options: nosniff`, added to the header object handed to
+ * writeHead (Fastify hands over its reply's headers). A `setHeader` before it would send Node
+ * down writeHead's slower merging path for every answer (about 0.9 µs per answer, measured).
+ * An answer written without a header object (Node's implicit headers) gets it by `setHeader`.
+ */
+type Headers = OutgoingHttpHeaders | OutgoingHttpHeader[];
+class KvbResponse extends ServerResponse {
+  override writeHead(statusCode: number, reason?: string | Headers, headers?: Headers): this {
+    const given = typeof reason === 'string' ? headers : reason;
+    if (Array.isArray(given)) given.push('x-content-type-options', 'nosniff');
+    else if (given) given['x-content-type-options'] = 'nosniff';
+    else this.setHeader('x-content-type-options', 'nosniff');
+    return typeof reason === 'string' ? super.writeHead(statusCode, reason, headers) : super.writeHead(statusCode, reason);
+  }
+}
+
+/**
  * The HTTP (or, given `tls`, HTTPS) server under Fastify, with what Fastify does not do:
  * - Pipelined requests on one connection run one after another. Node answers them in order
  *   (RFC 9112 §9.3.2) but starts their handlers at once, so `PUT p`, `GET p`, `DELETE p` sent in
  *   one write used to take effect out of order (the GET and DELETE ran while the PUT read its body).
  *   A request starts only when the previous one on its connection has been answered or aborted.
- * - Every response says `X-Content-Type-Options: nosniff`: one header set here, no hook per request.
+ * - Every response says `X-Content-Type-Options: nosniff` (KvbResponse): no hook per request.
  * - A drain (drainServer) that answers every request received and drops none (see there).
  * Timeouts are the ones Fastify itself would set on a server it created.
  */
@@ -54,7 +71,6 @@ export function createKvbServer(
     handler(req, res);
   };
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
-    res.setHeader('x-content-type-options', 'nosniff');
     const socket = req.socket as QueuedSocket;
     const waiting = socket[queued];
     if (waiting) waiting.push(() => run(socket, req, res));
@@ -63,7 +79,8 @@ export function createKvbServer(
       run(socket, req, res);
     }
   };
-  const server: KvbServer = options.tls ? createHttpsServer({ ...options.http, ...options.tls, ALPNProtocols: ['http/1.1'] }, onRequest) : createServer(options.http ?? {}, onRequest);
+  const http: ServerOptions = { ...options.http, ServerResponse: KvbResponse as typeof ServerResponse };
+  const server: KvbServer = options.tls ? createHttpsServer({ ...http, ...options.tls, ALPNProtocols: ['http/1.1'] }, onRequest) : createServer(http, onRequest);
   server[lifecycle] = state;
   // The socket requests arrive on: the TLS socket for HTTPS, the TCP socket for HTTP.
   server.on(options.tls ? 'secureConnection' : 'connection', (socket: QueuedSocket) => {

@@ -5,6 +5,8 @@ import { Tallies } from './plugins/tallies.js';
 
 /** Credentials may ride in the query string; they never reach a log line. */
 export function redactUrl(url: string): string {
+  // Most URLs have no query: skip the regex (it was the largest kvb function in a GET's profile).
+  if (!url.includes('?')) return url;
   return url.replace(/([?&](?:access_token|key)=)[^&#]*/gi, '$1[redacted]');
 }
 
