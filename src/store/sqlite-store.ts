@@ -33,6 +33,7 @@ import {
 } from './statements.js';
 import { type Quota, type Usage, NO_QUOTA, checkQuota, entrySize } from './quota.js';
 import { type HeldLock, DatabaseInUseError, lockFileOf, takeSqliteLock } from './sqlite-lock.js';
+import { Checkpointer, SERVER_AUTOCHECKPOINT_PAGES } from './sqlite-checkpointer.js';
 import { openSqliteSnapshot, privateTempDir } from './sqlite-snapshot.js';
 import {
   type BucketChanges,
@@ -190,6 +191,9 @@ export class SqliteStore implements Store {
   private readonly commitListeners: Array<(buckets: string[]) => void> = [];
   private quota: Quota = NO_QUOTA;
 
+  /** Runs WAL checkpoints off this thread; only on the server's own file. */
+  private checkpointer: Checkpointer | undefined;
+
   private constructor(
     private readonly raw: BetterSqlite3.Database,
     private readonly db: Kysely<Database>,
@@ -256,6 +260,11 @@ export class SqliteStore implements Store {
       if (!memory) raw.pragma(`mmap_size = ${MMAP_BYTES}`);
       raw.pragma('busy_timeout = 5000');
       const store = new SqliteStore(raw, db, options.path, lock);
+      // The server's own file: checkpoints run beside it (see sqlite-checkpointer.ts).
+      if (lock && !memory) {
+        raw.pragma(`wal_autocheckpoint = ${SERVER_AUTOCHECKPOINT_PAGES}`);
+        store.checkpointer = new Checkpointer(options.path);
+      }
       store.quota = options.quota ?? NO_QUOTA;
       return store;
     } catch (err) {
@@ -354,6 +363,7 @@ export class SqliteStore implements Store {
       }
     }
     this.batchRevisions = new Map();
+    this.checkpointer?.committed();
     if (this.clearCacheAfterCommit) {
       this.cache.clear();
       this.clearCacheAfterCommit = false;
@@ -948,6 +958,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     if (this.pendingWrites.length > 0) this.flushWrites();
+    await this.checkpointer?.close();
     if (this.raw.open) {
       try {
         // A store reading beside a running server leaves the checkpoint to it.
