@@ -1,6 +1,6 @@
-import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBucket } from '../helpers/http.js';
+import { rawSocket, readUntilEnd } from '../helpers/raw-socket.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
@@ -12,11 +12,9 @@ import { type RunningServer, startServer } from '../helpers/server.js';
  */
 let server: RunningServer;
 let bucket: string;
-let port: number;
 
 beforeAll(async () => {
   server = await startServer();
-  port = Number(new URL(server.url).port);
   bucket = await createBucket(server.api, { secret_key: 'admin', default_ttl: '0' });
 });
 afterAll(async () => {
@@ -31,28 +29,22 @@ interface RawAnswer {
 }
 
 /** Sends one request on a fresh connection and returns the answer's raw header lines. */
-function raw(method: string, path: string, headers: Record<string, string> = {}, body = ''): Promise<RawAnswer> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
-    const head = [`${method} /api/v1/${bucket}/${path} HTTP/1.1`, 'Host: kvb.test', 'Connection: close', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
-    if (body !== '' || method === 'PUT' || method === 'POST' || method === 'PATCH') head.push(`Content-Length: ${Buffer.byteLength(body)}`);
-    socket.write(`${head.join('\r\n')}\r\n\r\n${body}`);
-    const chunks: Buffer[] = [];
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', reject);
-    socket.on('close', () => {
-      const text = Buffer.concat(chunks).toString('latin1');
-      const end = text.indexOf('\r\n\r\n');
-      const [status, ...all] = text.slice(0, end).split('\r\n');
-      const lines: string[] = [];
-      for (const line of all) {
-        if (/^x-request-id: /.test(line)) expect(line).toMatch(/^x-request-id: [0-9a-f-]{36}$/);
-        else if (/^Date: /.test(line)) expect(line).toMatch(/^Date: \w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT$/);
-        else lines.push(line);
-      }
-      resolve({ status: status!, lines, body: text.slice(end + 4) });
-    });
-  });
+async function raw(method: string, path: string, headers: Record<string, string> = {}, body = ''): Promise<RawAnswer> {
+  const socket = await rawSocket(server);
+  const head = [`${method} /api/v1/${bucket}/${path} HTTP/1.1`, 'Host: kvb.test', 'Connection: close', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+  if (body !== '' || method === 'PUT' || method === 'POST' || method === 'PATCH') head.push(`Content-Length: ${Buffer.byteLength(body)}`);
+  socket.write(`${head.join('\r\n')}\r\n\r\n${body}`);
+  const text = await readUntilEnd(socket);
+  socket.destroy();
+  const end = text.indexOf('\r\n\r\n');
+  const [status, ...all] = text.slice(0, end).split('\r\n');
+  const lines: string[] = [];
+  for (const line of all) {
+    if (/^x-request-id: /.test(line)) expect(line).toMatch(/^x-request-id: [0-9a-f-]{36}$/);
+    else if (/^Date: /.test(line)) expect(line).toMatch(/^Date: \w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT$/);
+    else lines.push(line);
+  }
+  return { status: status!, lines, body: text.slice(end + 4) };
 }
 
 const auth = { Authorization: 'Bearer admin' };
@@ -145,8 +137,8 @@ describe('answer headers, byte for byte', () => {
     expect(missing.status).toBe('HTTP/1.1 404 Not Found');
     expect(missing.lines).toContain('x-content-type-options: nosniff');
     expect(missing.lines).toContain('kvb-error-detail: no such key');
+    const socket = await rawSocket(server);
     const watch = await new Promise<string>((resolve, reject) => {
-      const socket = connect(port, '127.0.0.1');
       socket.write(`GET /api/v1/${bucket}/?watch=true HTTP/1.1\r\nHost: kvb.test\r\nAuthorization: Bearer admin\r\n\r\n`);
       let text = '';
       socket.on('data', (c: Buffer) => {

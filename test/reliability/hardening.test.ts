@@ -1,33 +1,12 @@
 import { readFileSync, rmSync } from 'node:fs';
-import { type Socket, connect } from 'node:net';
+import type { Socket } from 'node:net';
 import { jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintToken } from '../../src/auth/tokens.js';
 import { TEST_BACKEND } from '../helpers/backend.js';
 import { call, createBucket, expectError, json } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
-
-/** Opens a raw TCP connection to the server (half-open allowed, so the test sees what the server does). */
-function rawSocket(server: RunningServer): Promise<Socket> {
-  const { hostname, port } = new URL(server.url);
-  return new Promise((resolve, reject) => {
-    const socket = connect({ port: Number(port), host: hostname, allowHalfOpen: true }, () => resolve(socket));
-    socket.on('error', reject);
-  });
-}
-
-/** Collects everything the server sends until it ends its side (or `ms` pass). */
-function readUntilEnd(socket: Socket, ms = 10_000): Promise<string> {
-  return new Promise((resolve) => {
-    let text = '';
-    socket.setEncoding('latin1');
-    socket.on('data', (chunk: string) => (text += chunk));
-    const done = () => resolve(text);
-    socket.once('end', done);
-    socket.once('close', done);
-    setTimeout(done, ms);
-  });
-}
+import { rawSocket, readUntilEnd } from '../helpers/raw-socket.js';
 
 /** Reads from the socket until `count` complete responses (with Content-Length bodies) have arrived. */
 function readResponses(socket: Socket, count: number, ms = 10_000): Promise<Array<{ status: number; head: string; body: string }>> {
