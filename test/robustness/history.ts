@@ -1,0 +1,98 @@
+/**
+ * What the robustness suite records and what its checkers read. A recorder (the workloads) and
+ * the checkers meet only here, so either side can change without the other.
+ *
+ * Times are milliseconds on one monotonic clock shared by every client of a run
+ * (`performance.now()` in the runner process). An operation is *indeterminate* when its client
+ * cannot know whether it took effect (a timeout, a dropped connection, a 503 that "may or may not
+ * have been applied"): it may take effect at any moment after `call`, or never, so its `ret` is
+ * `Infinity` and its output is unknown.
+ */
+
+/** How an operation ended, as its client saw it. */
+export type Outcome = 'ok' | 'fail' | 'unknown';
+
+/** One operation on one key of the register model (a key holding a text value, or absent). */
+export type RegisterInput =
+  | { f: 'read' }
+  | { f: 'write'; value: string }
+  /** Compare-and-set: write `value` only if the key is live at revision `rev` (`If-Match`). */
+  | { f: 'cas'; rev: number; value: string }
+  /** Write only if absent (`If-None-Match: *`). */
+  | { f: 'create'; value: string }
+  | { f: 'delete' };
+
+/** What an ok register operation returned: the value read (null = absent) and the revision seen or written. */
+export interface RegisterOutput {
+  value?: string | null;
+  revision?: number;
+}
+
+/** One operation on a counter key (int64, absent = 0). */
+export type CounterInput = { f: 'read' } | { f: 'add'; delta: number };
+export interface CounterOutput {
+  /** The counter's value after an add, or the value read. */
+  value?: number;
+  revision?: number;
+}
+
+/**
+ * One recorded operation. `key` partitions the history for the per-key linearizability check; an
+ * operation that touched several keys (a transaction, a prefix delete, a rollback) is recorded as
+ * one `Op` per key it touched with the same `group` and the same call/return times and outcome.
+ */
+export interface Op<I = RegisterInput | CounterInput, O = RegisterOutput | CounterOutput> {
+  /** Unique within a history. */
+  id: number;
+  /** The client (a process-wide id) that issued it; one client has one operation open at a time. */
+  client: number;
+  /** The kvb instance it was sent to ('a', 'b', …). */
+  instance: string;
+  model: 'register' | 'counter';
+  key: string;
+  input: I;
+  call: number;
+  /** Infinity when indeterminate. */
+  ret: number;
+  outcome: Outcome;
+  /** Set when outcome is 'ok'. */
+  output?: O;
+  /** Operations of one multi-key request share this id. */
+  group?: number;
+}
+
+/** One event a watcher received (the `change` events of the watch feed). */
+export interface WatchEvent {
+  revision: number;
+  key: string;
+  kind: 'set' | 'delete' | 'expire';
+  /** The text value for a set, when the feed carried it. */
+  value?: string;
+  /** When the watcher received it (same clock as Op). */
+  at: number;
+}
+
+/** What one watcher saw: the feed it followed, every event in arrival order, and where it resumed. */
+export interface WatchLog {
+  watcher: number;
+  /** The instance it was connected to for each segment; a resume may move to another instance. */
+  segments: Array<{ instance: string; since: number; events: WatchEvent[] }>;
+}
+
+/** One snapshot of the bank workload: every account's balance read at one revision. */
+export interface BankRead {
+  revision: number;
+  balances: Record<string, number>;
+  call: number;
+  ret: number;
+}
+
+/** A checker's answer. `unchecked` (never a pass): the history was too large to search in the time given. */
+export interface Verdict {
+  checker: string;
+  result: 'ok' | 'anomaly' | 'unchecked';
+  /** For anomalies: what was wrong, with the operation ids or revisions involved, first few only. */
+  details: string[];
+  /** How many operations / events it examined. */
+  examined: number;
+}
