@@ -96,3 +96,25 @@ export interface Verdict {
   /** How many operations / events it examined. */
   examined: number;
 }
+
+/** A write made under a lock, conditional on the lock still being held at `token` (a fenced write). */
+export interface FencedWrite {
+  holder: number;
+  /** The fencing token: the revision at which the holder took the lock. */
+  token: number;
+  /** The revision the write committed at (ok), absent when refused or indeterminate. */
+  revision?: number;
+  outcome: Outcome;
+  call: number;
+  ret: number;
+}
+
+/** Everything one scenario run recorded; the checkers take this whole. */
+export interface RecordedHistory {
+  scenario: string;
+  ops: Op[];
+  watches: WatchLog[];
+  /** The bank workload: its snapshots and the total every snapshot must sum to. */
+  bank?: { reads: BankRead[]; total: number; accounts: string[] };
+  fenced?: FencedWrite[];
+}
