@@ -9,7 +9,7 @@ export type Principal =
   | { kind: 'anonymous' }
   | { kind: 'key'; roles: ReadonlySet<KeyRole> }
   /** expiresAt: the token's `exp` in ms, so a long-lived stream can end at it without asking again. */
-  | { kind: 'token'; prefix: string; permissions: ReadonlySet<Permission>; expiresAt?: number };
+  | { kind: 'token'; prefix: string; permissions: ReadonlySet<Permission>; expiresAt?: number; id?: string };
 
 /** Bucket operations that need a permission. */
 export type Operation = 'read' | 'enumerate' | 'list_values' | 'write' | 'delete' | 'manage';

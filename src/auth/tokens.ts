@@ -1,4 +1,4 @@
-import { hkdfSync } from 'node:crypto';
+import { hkdfSync, randomBytes } from 'node:crypto';
 import { SignJWT, errors, jwtVerify } from 'jose';
 import { PERMISSIONS, type Permission } from './access.js';
 
@@ -9,7 +9,17 @@ export interface TokenClaims {
   perm: Permission[];
   gen: number;
   exp: number;
+  /** The token's id (`jti`): names it in history without revealing it. Absent in tokens minted before kvb gave ids. */
+  jti?: string;
 }
+
+/** A token id: 12 random base64url characters (72 bits), nothing derived from the token or a key. */
+export const newTokenId = () => randomBytes(9).toString('base64url');
+
+const TOKEN_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** Whether a string has the shape of a token id (`kvb mint-token` prints them; history filters by them). */
+export const isTokenId = (id: string) => TOKEN_ID.test(id);
 
 const ALGORITHM = 'HS256';
 const encoder = new TextEncoder();
@@ -28,11 +38,13 @@ const keyBytes = (key: string | Uint8Array) => (typeof key === 'string' ? encode
 
 export async function mintToken(
   signingKey: string | Uint8Array,
-  claims: { bucket: string; prefix: string; permissions: Permission[]; generation: number },
+  claims: { bucket: string; prefix: string; permissions: Permission[]; generation: number; id?: string },
   ttlSeconds: number,
   nowSeconds = Math.floor(Date.now() / 1000),
 ): Promise<string> {
-  return new SignJWT({ bkt: claims.bucket, pfx: claims.prefix, perm: claims.permissions, gen: claims.generation })
+  const token = new SignJWT({ bkt: claims.bucket, pfx: claims.prefix, perm: claims.permissions, gen: claims.generation });
+  if (claims.id !== undefined) token.setJti(claims.id);
+  return token
     .setProtectedHeader({ alg: ALGORITHM, typ: 'JWT' })
     .setIssuedAt(nowSeconds)
     .setExpirationTime(nowSeconds + ttlSeconds)
@@ -62,11 +74,12 @@ export async function verifyToken(
     if (!options.expired || !(err instanceof errors.JWTExpired)) return undefined;
     payload = err.payload;
   }
-  const { bkt, pfx, perm, gen, exp, iat } = payload;
+  const { bkt, pfx, perm, gen, exp, iat, jti } = payload;
   if (typeof bkt !== 'string' || typeof pfx !== 'string' || pfx.length === 0) return undefined;
   if (typeof gen !== 'number' || typeof exp !== 'number' || typeof iat !== 'number') return undefined;
   if (!Array.isArray(perm) || !perm.every((p) => (PERMISSIONS as readonly unknown[]).includes(p))) return undefined;
   // A token issued in the future was not made by this server's clock.
   if (iat > Date.now() / 1000 + 60) return undefined;
-  return { bkt, pfx, perm: perm as Permission[], gen, exp };
+  // A jti kvb did not make (a signed token never has one) is no reason to refuse the token: it is not recorded.
+  return { bkt, pfx, perm: perm as Permission[], gen, exp, ...(typeof jti === 'string' && isTokenId(jti) && { jti }) };
 }

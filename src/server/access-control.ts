@@ -4,6 +4,7 @@ import { credentialDigest, matchCredential } from '../auth/credential-hash.js';
 import { type TokenClaims, looksLikeJwt, tokenKey, verifyToken } from '../auth/tokens.js';
 import { VerificationScheduler } from '../auth/verification-scheduler.js';
 import { KvbError } from '../errors.js';
+import type { Actor } from '../store/history-types.js';
 import { type BucketCache, type CachedBucket, MAX_VERIFICATIONS } from './bucket-cache.js';
 import { verificationConcurrency } from './crypto-threads.js';
 import { queryOf, singleParam } from './request-input.js';
@@ -115,7 +116,7 @@ async function keyRoles(bucket: CachedBucket, credential: string, request: Fasti
 function tokenFromClaims(bucket: CachedBucket, claims: TokenClaims | null): Principal | undefined {
   if (!claims || claims.bkt !== bucket.record.id || claims.gen !== bucket.record.signingKeyGeneration) return undefined;
   if (claims.exp * 1000 <= Date.now()) return undefined;
-  return { kind: 'token', prefix: claims.pfx, permissions: new Set(claims.perm), expiresAt: claims.exp * 1000 };
+  return { kind: 'token', prefix: claims.pfx, permissions: new Set(claims.perm), expiresAt: claims.exp * 1000, ...(claims.jti !== undefined && { id: claims.jti }) };
 }
 
 /**
@@ -173,6 +174,22 @@ function knownPrincipal(bucket: CachedBucket, request: FastifyRequest): Principa
   if (roles === undefined) return undefined;
   if (roles.size > 0) return { kind: 'key', roles };
   throw unauthorized('credential is not valid for this bucket');
+}
+
+/**
+ * Who makes a write, as history records it: the credential's kind (a key by its strongest role),
+ * a token's id, and the client address as Fastify gives it (`--trust-proxy` applies).
+ */
+export function actorOf(principal: Principal, request: FastifyRequest): Actor {
+  const address = request.ip;
+  switch (principal.kind) {
+    case 'anonymous':
+      return { kind: 'anonymous', address };
+    case 'token':
+      return { kind: 'token', tokenId: principal.id, address };
+    case 'key':
+      return { kind: principal.roles.has('admin') ? 'secret' : principal.roles.has('write') ? 'write' : 'read', address };
+  }
 }
 
 /** Throws 401 for an anonymous caller and 403 for an identified one when `op` is not allowed. */

@@ -1,5 +1,21 @@
 import type { ValueType } from '../values/value-type.js';
+import type { Actor, ActorKind } from './history-types.js';
 import type { Change } from './store.js';
+
+/** A change row's actor columns (all null when the write carried no actor). */
+export function actorFields(actor: Actor | undefined): { actorKind: string | null; actorToken: string | null; actorAddress: string | null } {
+  return { actorKind: actor?.kind ?? null, actorToken: actor?.tokenId ?? null, actorAddress: actor?.address ?? null };
+}
+
+/** The actor a change row records; null for rows written before kvb recorded one. */
+export function actorFromRow(row: Record<string, unknown>): Actor | null {
+  if (row.actor_kind === null || row.actor_kind === undefined) return null;
+  return {
+    kind: String(row.actor_kind) as ActorKind,
+    ...(typeof row.actor_token === 'string' && { tokenId: row.actor_token }),
+    ...(typeof row.actor_address === 'string' && { address: row.actor_address }),
+  };
+}
 
 /** A change-log row as both drivers return it. */
 export interface ChangeRow {

@@ -1,8 +1,9 @@
 import { isValueType } from '../values/value-type.js';
 import { listBounds } from './list-bounds.js';
-import { listAtShapeName } from './history-statements.js';
+import { keyHistoryName, listAtShapeName } from './history-statements.js';
+import { actorFromRow } from './change-row.js';
 import type { ChangeLogBounds, Entry, ListQuery, ListedEntry } from './store.js';
-import type { HistoryRecord, HistoryOperation, PastRead } from './history-types.js';
+import type { ActorFilter, HistoryRecord, HistoryOperation, PastRead } from './history-types.js';
 
 /**
  * Each prune looks again at changes committed this long before its previous pass's cut-off: a
@@ -80,9 +81,10 @@ export class HistoryReader {
     });
   }
 
-  /** Up to `limit` of a key's recorded changes before revision `before`, newest first. */
-  async keyHistory(bucket: string, key: string, before: number, limit: number): Promise<HistoryRecord[]> {
-    const rows = await this.run('keyHistory', { bucket, key: Buffer.from(key), before, limit });
+  /** Up to `limit` of a key's recorded changes before revision `before`, newest first (only `actor`'s, when given). */
+  async keyHistory(bucket: string, key: string, before: number, limit: number, actor?: ActorFilter): Promise<HistoryRecord[]> {
+    const name = keyHistoryName(actor === undefined ? 'all' : actor.tokenId === undefined ? 'kind' : 'token');
+    const rows = await this.run(name, { bucket, key: Buffer.from(key), before, limit, actorKind: actor?.kind, actorToken: actor?.tokenId });
     return rows.map((row) => {
       const kind = String(row.kind) as 'set' | 'delete' | 'expire';
       const operation = (row.operation === null || row.operation === undefined || kind === 'expire' ? kind : String(row.operation)) as HistoryOperation;
@@ -92,6 +94,7 @@ export class HistoryReader {
         operation,
         kind,
         time: Number(row.committed_at),
+        actor: actorFromRow(row),
         ...(value && { value: { type: value.type, data: value.data }, expiresAt: value.expiresAt }),
       };
     });

@@ -55,7 +55,26 @@ export function listAtStatement(db: Kysely<Database>, s: ListAtShape): Compilabl
     .offset(param('offset'));
 }
 
-const HISTORY_COLUMNS = ['c.revision', 'c.kind', 'c.type', 'c.value', 'c.expires_at', 'c.committed_at'] as const;
+const HISTORY_COLUMNS = ['c.revision', 'c.kind', 'c.type', 'c.value', 'c.expires_at', 'c.committed_at', 'c.actor_kind', 'c.actor_token', 'c.actor_address'] as const;
+
+/** How a key's history is narrowed: not at all, to one actor kind, or to one token's id. */
+export type KeyHistoryFilter = 'all' | 'kind' | 'token';
+
+export const keyHistoryName = (filter: KeyHistoryFilter) => (filter === 'all' ? 'keyHistory' : filter === 'kind' ? 'keyHistoryByKind' : 'keyHistoryByToken');
+
+/** A key's changes, newest first, before a revision (the page's cursor), with what made each and who. */
+export function keyHistoryStatement(db: Kysely<Database>, filter: KeyHistoryFilter): Compilable {
+  let query = db
+    .selectFrom('changes as c')
+    .leftJoin('revision_ops as o', (join) => join.onRef('o.bucket_id', '=', 'c.bucket_id').onRef('o.revision', '=', 'c.revision'))
+    .select([...HISTORY_COLUMNS, 'o.operation'])
+    .where('c.bucket_id', '=', param('bucket'))
+    .where('c.key', '=', param('key'))
+    .where('c.revision', '<', param('before'));
+  if (filter !== 'all') query = query.where('c.actor_kind', '=', param('actorKind'));
+  if (filter === 'token') query = query.where('c.actor_token', '=', param('actorToken'));
+  return query.orderBy('c.revision', 'desc').limit(param('limit'));
+}
 
 export function historyStatements(db: Kysely<Database>) {
   return {
@@ -76,16 +95,9 @@ export function historyStatements(db: Kysely<Database>) {
       .where('revision', '<=', param('revision'))
       .orderBy('revision', 'desc')
       .limit(sql.lit(1)),
-    /** A key's changes, newest first, before a revision (the page's cursor), with what made each. */
-    keyHistory: db
-      .selectFrom('changes as c')
-      .leftJoin('revision_ops as o', (join) => join.onRef('o.bucket_id', '=', 'c.bucket_id').onRef('o.revision', '=', 'c.revision'))
-      .select([...HISTORY_COLUMNS, 'o.operation'])
-      .where('c.bucket_id', '=', param('bucket'))
-      .where('c.key', '=', param('key'))
-      .where('c.revision', '<', param('before'))
-      .orderBy('c.revision', 'desc')
-      .limit(param('limit')),
+    keyHistory: keyHistoryStatement(db, 'all'),
+    keyHistoryByKind: keyHistoryStatement(db, 'kind'),
+    keyHistoryByToken: keyHistoryStatement(db, 'token'),
     /** What made a revision, when it is not a plain set, delete or expiry (counter, transaction, import, rollback). */
     logOperation: db
       .insertInto('revision_ops')
@@ -149,10 +161,16 @@ export function historyStatements(db: Kysely<Database>) {
  * import's copy and clear. `staged` as in portabilityStatements.
  */
 export function historyImportStatements(db: Kysely<Database>, staged: string) {
+  // Who imported: one actor for every row of the import's revision.
+  const actorColumns = [
+    sql`cast(${param('actorKind')} as text)`.as('actor_kind'),
+    sql`cast(${param('actorToken')} as text)`.as('actor_token'),
+    sql`cast(${param('actorAddress')} as text)`.as('actor_address'),
+  ];
   const logStaged = (keep: boolean) =>
     db
       .insertInto('changes')
-      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'committed_at'])
+      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'actor_kind', 'actor_token', 'actor_address', 'committed_at'])
       .expression(
         // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the staging table is not in the Database type
         (db as any)
@@ -165,6 +183,7 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
             sql.ref('s.type').as('type'),
             sql.ref('s.value').as('value'),
             sql.ref('s.expires_at').as('expires_at'),
+            ...actorColumns,
             sql`cast(${param('now')} as bigint)`.as('committed_at'),
           ])
           .where(sql<boolean>`true`),
@@ -181,6 +200,7 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
         sql`null`.as('type'),
         sql`null`.as('value'),
         sql`null`.as('expires_at'),
+        ...actorColumns,
         sql`cast(${param('now')} as bigint)`.as('committed_at'),
       ])
       .where('e.bucket_id', '=', param('bucket'))
@@ -189,7 +209,7 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
     if (upper) select = select.where('e.key', '<', param('upper'));
     return db
       .insertInto('changes')
-      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'committed_at'])
+      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'actor_kind', 'actor_token', 'actor_address', 'committed_at'])
       .expression(select)
       .onConflict((oc) => oc.doNothing());
   };

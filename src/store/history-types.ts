@@ -4,6 +4,30 @@ import type { StoredValue } from '../values/stored-value.js';
 export const HISTORY_OPERATIONS = ['set', 'delete', 'expire', 'counter', 'transaction', 'import', 'rollback'] as const;
 export type HistoryOperation = (typeof HISTORY_OPERATIONS)[number];
 
+/**
+ * Who made a change, as the server saw the request: the kind of credential (`server`: the TTL
+ * sweeper's expiries), the token's id (never the token), and the client address (Fastify's
+ * `request.ip`, so `--trust-proxy` applies). Never a secret or a key hash.
+ */
+export const ACTOR_KINDS = ['secret', 'write', 'read', 'anonymous', 'token', 'server'] as const;
+export type ActorKind = (typeof ACTOR_KINDS)[number];
+
+export interface Actor {
+  kind: ActorKind;
+  /** A token's id (its `jti`); absent for other kinds and for tokens minted without one. */
+  tokenId?: string | undefined;
+  address?: string | undefined;
+}
+
+/** The expiries the TTL sweeper records: the server itself, at no address. */
+export const SERVER_ACTOR: Actor = { kind: 'server' };
+
+/** A history read narrowed to one actor: a credential kind, or (kind `token`) one token's id. */
+export interface ActorFilter {
+  kind: ActorKind;
+  tokenId?: string | undefined;
+}
+
 /** One recorded change of one key. */
 export interface HistoryRecord {
   revision: number;
@@ -14,6 +38,8 @@ export interface HistoryRecord {
   time: number;
   value?: StoredValue;
   expiresAt?: number | null;
+  /** Who made it; null for changes recorded before kvb kept actors. */
+  actor: Actor | null;
 }
 
 /** A bucket's history: its floor (oldest revision readable) and its revision. */

@@ -199,6 +199,16 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
         await db.updateTable('buckets').set({ changes_floor: sql.ref('revision') }).execute();
       },
     },
+    {
+      // Who made each change: the credential's kind, a token's id and the client address. Rows
+      // written before this have none (null), and history shows them so.
+      name: '0008_change_actor',
+      async up(db) {
+        for (const column of ['actor_kind', 'actor_token', 'actor_address']) {
+          await db.schema.alterTable('changes').addColumn(column, 'text').execute();
+        }
+      },
+    },
   ];
 }
 

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { type EntryRow, isLive, toEntry } from './entry-row.js';
 import { type Quota, type Usage, checkQuota, entrySize } from './quota.js';
 import type { Change, Entry } from './store.js';
+import type { Actor } from './history-types.js';
 
 /**
  * PostgreSQL writes, batched per bucket (the store's `write`). Each write is a synchronous
@@ -23,6 +24,7 @@ interface LoggedChange {
   value: Buffer | null;
   expiresAt: number | null;
   revision: number;
+  actor: Actor | undefined;
 }
 
 /** The bucket as one batch sees it: read once, changed in memory. */
@@ -33,6 +35,8 @@ export class BatchView {
   /** What made a revision when it is not a plain set or delete (counter, transaction, rollback): revision_ops rows, in the batch's statement. */
   readonly operations: Array<{ revision: number; operation: string }> = [];
   readonly delta: Usage = { keys: 0, bytes: 0 };
+  /** The running write's actor (set before each write runs), recorded on the rows it logs. */
+  actor: Actor | undefined;
 
   constructor(
     readonly now: number,
@@ -78,7 +82,7 @@ export class BatchView {
     this.delta.keys += old === undefined ? 1 : 0;
     this.delta.bytes += entrySize(keyBytes, value) - (old ?? 0);
     this.rows.set(key, { type, value, expires_at: expiresAt, revision });
-    this.changes.push({ key: keyBytes, kind: 'set', type, value, expiresAt, revision });
+    this.changes.push({ key: keyBytes, kind: 'set', type, value, expiresAt, revision, actor: this.actor });
   }
 
   /** Records what made `revision` (history's `operation`); call after its changes. */
@@ -93,7 +97,7 @@ export class BatchView {
     this.delta.keys -= 1;
     this.delta.bytes -= old;
     this.rows.set(key, undefined);
-    this.changes.push({ key: Buffer.from(key), kind: 'delete', type: null, value: null, expiresAt: null, revision });
+    this.changes.push({ key: Buffer.from(key), kind: 'delete', type: null, value: null, expiresAt: null, revision, actor: this.actor });
     return true;
   }
 }
@@ -108,7 +112,9 @@ export interface QueuedWrite {
   /** Runs in memory against the view; throws (quota, bad input) before changing it. */
   run: (view: BatchView) => unknown;
   /** An unconditional SET with no quota set: batches of only these need no read. */
-  plainSet?: { key: string; type: string; value: Buffer; expiresAt: number | null };
+  plainSet?: { key: string; type: string; value: Buffer; expiresAt: number | null } | undefined;
+  /** Who makes it: recorded on the change rows it logs. */
+  actor: Actor | undefined;
   resolve(value: unknown): void;
   reject(err: unknown): void;
 }
@@ -183,6 +189,9 @@ async function setsInOneStatement(backend: BatchBackend, bucket: string, batch: 
     values: sets.map((s) => s.value),
     expiresAts: sets.map((s) => (s.expiresAt === null ? null : String(s.expiresAt))),
     steps: sets.map((_, i) => i + 1),
+    actorKinds: batch.map((w) => w.actor?.kind ?? null),
+    actorTokens: batch.map((w) => w.actor?.tokenId ?? null),
+    actorAddresses: batch.map((w) => w.actor?.address ?? null),
     count: sets.length,
     now: Date.now(),
   });
@@ -210,6 +219,7 @@ async function readRunApply(backend: BatchBackend, bucket: string, batch: Queued
   const start = Number(first.revision);
   const view = new BatchView(now, start, { keys: Number(first.usage_keys), bytes: Number(first.usage_bytes) }, entries, backend.quota);
   const outcomes: Outcome[] = batch.map((write) => {
+    view.actor = write.actor;
     try {
       return { ok: true, value: write.run(view) };
     } catch (err) {
@@ -232,6 +242,9 @@ async function readRunApply(backend: BatchBackend, bucket: string, batch: Queued
       values: changes.map((c) => c.value),
       expiresAts: changes.map((c) => (c.expiresAt === null ? null : String(c.expiresAt))),
       revisions: changes.map((c) => c.revision),
+      actorKinds: changes.map((c) => c.actor?.kind ?? null),
+      actorTokens: changes.map((c) => c.actor?.tokenId ?? null),
+      actorAddresses: changes.map((c) => c.actor?.address ?? null),
       opRevisions: view.operations.map((o) => o.revision),
       operations: view.operations.map((o) => o.operation),
       now,

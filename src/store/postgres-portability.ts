@@ -5,6 +5,7 @@ import { type CompiledStatement, bind } from './statements.js';
 import { StorageUnavailableError, isPostgresConnectionError } from './storage-errors.js';
 import type { Entry, EntrySnapshot, ImportStaging, KeyedEntry, Written } from './store.js';
 import { type EntryRow, toEntry } from './entry-row.js';
+import { actorFields } from './change-row.js';
 
 /** The compiled statements (statements.ts) an export or import runs, by name. */
 type Statements = Record<string, CompiledStatement>;
@@ -156,7 +157,7 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
         ],
       );
     },
-    async apply({ replace, prefix, restoreRevision }): Promise<Written | { refused: 'no_bucket' }> {
+    async apply({ replace, prefix, restoreRevision, actor }): Promise<Written | { refused: 'no_bucket' }> {
       if (finished) throw new Error('import already finished');
       let revision: number;
       try {
@@ -175,12 +176,13 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
         const floorRows = await connection.statement<{ changes_floor: number }>(sql.changesFloor!, { bucket });
         const floor = restoreRevision === undefined ? Number(floorRows.rows[0]?.changes_floor ?? 0) : -1;
         const now = Date.now();
-        if (restoreRevision === undefined) await connection.statement(sql.logStaged!, { bucket, revision, now });
-        else await connection.statement(sql.logStagedKeepRevisions!, { bucket, now });
+        const who = actorFields(actor);
+        if (restoreRevision === undefined) await connection.statement(sql.logStaged!, { bucket, revision, now, ...who });
+        else await connection.statement(sql.logStagedKeepRevisions!, { bucket, now, ...who });
         if (replace) {
           const prefixBytes = Buffer.from(prefix);
           const upper = prefix ? prefixUpperBound(prefixBytes) : undefined;
-          await connection.statement(upper ? sql.logClearedUpper! : sql.logCleared!, { bucket, revision, now, prefix: prefixBytes, upper });
+          await connection.statement(upper ? sql.logClearedUpper! : sql.logCleared!, { bucket, revision, now, prefix: prefixBytes, upper, ...who });
           await connection.statement(upper ? sql.clearRangeUpper! : sql.clearRange!, { bucket, prefix: prefixBytes, upper });
         }
         if (restoreRevision === undefined) await connection.statement(sql.copyStaged!, { bucket, revision });

@@ -4,11 +4,11 @@ import { randomUUID } from 'node:crypto';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { StoredValue } from '../values/stored-value.js';
-import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
+import { type ChangeRow, actorFields, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { compileHistory } from './history-statements.js';
 import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
-import type { HistoryRecord, PastRead } from './history-types.js';
+import { type Actor, type ActorFilter, type HistoryRecord, type PastRead, SERVER_ACTOR } from './history-types.js';
 import { listBounds } from './list-bounds.js';
 import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
 import { appliedMigrations, kvbMigrations, refuseNewerDatabase, runMigrations } from './migrations.js';
@@ -395,9 +395,9 @@ export class PostgresStore implements Store {
    * revision, so revisions and the change log are exactly those of one transaction per write.
    * Across instances the bucket row's version (and, when it changed, its lock) orders batches.
    */
-  private write<T>(bucket: string, keys: string[], run: (view: BatchView) => T, plainSet?: QueuedWrite['plainSet']): Promise<T> {
+  private write<T>(bucket: string, keys: string[], run: (view: BatchView) => T, actor: Actor | undefined, plainSet?: QueuedWrite['plainSet']): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const write: QueuedWrite = { keys, run, plainSet, resolve: resolve as (value: unknown) => void, reject };
+      const write: QueuedWrite = { keys, run, plainSet, actor, resolve: resolve as (value: unknown) => void, reject };
       const queue = this.writeQueues.get(bucket);
       if (queue) queue.push(write);
       else this.writeQueues.set(bucket, [write]);
@@ -493,6 +493,7 @@ export class PostgresStore implements Store {
     expiresAt: number | null,
     now: number,
     condition?: Condition,
+    actor?: Actor,
   ): Promise<Written | Refusal> {
     if (bucket.includes('\u0000')) return NO_BUCKET;
     // Checks first, then the write: a refusal changes nothing (see postgres-batch.ts).
@@ -511,11 +512,12 @@ export class PostgresStore implements Store {
         view.set(key, value.type, value.data, expiresAt, revision);
         return { revision };
       },
+      actor,
       plain ? { key, type: value.type, value: value.data, expiresAt } : undefined,
     );
   }
 
-  async deleteEntry(bucket: string, key: string, now: number, condition?: Condition): Promise<Deleted | Refusal> {
+  async deleteEntry(bucket: string, key: string, now: number, condition?: Condition, actor?: Actor): Promise<Deleted | Refusal> {
     if (bucket.includes('\u0000')) return NO_BUCKET;
     return this.write<Deleted | Refusal>(bucket, [key], (view) => {
       const current = view.live(key, now);
@@ -525,10 +527,10 @@ export class PostgresStore implements Store {
       const revision = view.next();
       view.remove(key, revision);
       return { deleted: current !== undefined, revision };
-    });
+    }, actor);
   }
 
-  async updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition): Promise<Entry | Refusal> {
+  async updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition, actor?: Actor): Promise<Entry | Refusal> {
     if (bucket.includes('\u0000')) return NO_BUCKET;
     return this.write<Entry | Refusal>(bucket, [key], (view) => {
       const current = view.live(key, now);
@@ -541,7 +543,7 @@ export class PostgresStore implements Store {
       view.set(key, next.type, next.data, next.expiresAt, revision);
       view.operation(revision, 'counter');
       return { ...next, revision };
-    });
+    }, actor);
   }
 
   async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
@@ -618,7 +620,7 @@ export class PostgresStore implements Store {
         }
         view.operation(revision, options.operation ?? 'transaction');
         return answer(revision);
-      });
+      }, options.actor);
       if (outcome !== STALE_LISTING) return outcome;
       // Writers kept changing the bucket between the listing and the batch: say so rather than spin.
       if (attempt >= MAX_LISTING_ATTEMPTS) throw new StorageUnavailableError(new Error(`the bucket changed under a prefix delete ${MAX_LISTING_ATTEMPTS} times in a row`));
@@ -638,6 +640,8 @@ export class PostgresStore implements Store {
         types: changes.map(() => null),
         values: changes.map(() => null),
         expiresAts: changes.map(() => null),
+        // Only the sweeper logs rows this way: its expiries are the server's own.
+        ...actorFields(SERVER_ACTOR),
         now,
       },
       client,
@@ -692,9 +696,9 @@ export class PostgresStore implements Store {
     return this.history.listAt(bucket, query, revision);
   }
 
-  async keyHistory(bucket: string, key: string, before: number, limit: number): Promise<HistoryRecord[]> {
+  async keyHistory(bucket: string, key: string, before: number, limit: number, actor?: ActorFilter): Promise<HistoryRecord[]> {
     if (bucket.includes('\u0000')) return [];
-    return this.history.keyHistory(bucket, key, before, limit);
+    return this.history.keyHistory(bucket, key, before, limit, actor);
   }
 
   /** Takes or renews a named lease for this instance; false while another live instance holds it. */

@@ -1,5 +1,5 @@
 import type { StoredValue } from '../values/stored-value.js';
-import type { PastRead } from './history-types.js';
+import type { Actor, PastRead } from './history-types.js';
 import type { ChangeLogBounds, Entry, ListedEntry, Store, TxnOp } from './store.js';
 
 /** Most keys one rollback may change: it commits as one transaction, whose values are held in memory while it is planned. */
@@ -101,7 +101,7 @@ export async function planRollback(
  * deletes it makes, recorded in history as a rollback. It commits only if the bucket is still at
  * the revision it was planned against, and is planned again (a few times) when it is not.
  */
-export async function rollback(store: Store, bucket: string, target: number, prefix: string, now: number): Promise<RollbackOutcome> {
+export async function rollback(store: Store, bucket: string, target: number, prefix: string, now: number, actor?: Actor): Promise<RollbackOutcome> {
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const planned = await planRollback(store, bucket, target, prefix, now);
     if (planned.outcome !== 'ok') return planned;
@@ -111,7 +111,7 @@ export async function rollback(store: Store, bucket: string, target: number, pre
     const ops: TxnOp[] = plan.changes.map(({ key, to }) =>
       to ? { op: 'set', key, value: { type: to.type, data: to.data }, expiresAt: to.expiresAt } : { op: 'delete', key },
     );
-    const committed = await store.commit(bucket, ops, now, { expectRevision: plan.from, operation: 'rollback' });
+    const committed = await store.commit(bucket, ops, now, { expectRevision: plan.from, operation: 'rollback', actor });
     if ('revision' in committed) return { outcome: 'ok', plan, revision: committed.revision };
     if (committed.refused === 'no_bucket') return { outcome: 'no_bucket' };
     if (committed.refused !== 'moved') throw new Error(`rollback refused: ${committed.refused}`);

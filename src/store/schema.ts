@@ -32,6 +32,10 @@ export interface ChangesTable {
   value: Buffer | null;
   expires_at: number | string | null;
   committed_at: number;
+  /** Who made the change (history-types.ts `Actor`); null on rows from before kvb recorded it. */
+  actor_kind: string | null;
+  actor_token: string | null;
+  actor_address: string | null;
 }
 
 export interface EntriesTable {
@@ -108,6 +112,9 @@ export const replaceChangeOnConflict = (oc: OnConflictBuilder<Database, 'changes
     type: eb.ref('excluded.type'),
     value: eb.ref('excluded.value'),
     expires_at: eb.ref('excluded.expires_at'),
+    actor_kind: eb.ref('excluded.actor_kind'),
+    actor_token: eb.ref('excluded.actor_token'),
+    actor_address: eb.ref('excluded.actor_address'),
   }));
 
 export const replaceEntryOnConflict = (oc: OnConflictBuilder<Database, 'entries'>) =>

@@ -9,8 +9,8 @@ import type { StoredValue } from '../values/stored-value.js';
 import { EntryCache } from './entry-cache.js';
 import { compileHistory } from './history-statements.js';
 import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
-import type { HistoryRecord, PastRead } from './history-types.js';
-import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
+import { type Actor, type ActorFilter, type HistoryRecord, type PastRead, SERVER_ACTOR } from './history-types.js';
+import { type ChangeRow, actorFields, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { listBounds } from './list-bounds.js';
 import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
@@ -81,11 +81,24 @@ const MMAP_BYTES = 256 * 1024 * 1024;
 const IMPORT_ALIAS = 'kvb_import';
 
 /** A change-log row waiting for its batch's multi-row insert (fields as CHANGE_ROW_FIELDS, less `now`). */
-type PendingChange = [bucket: string, revision: number, key: Buffer, kind: Change['kind'], type: string | null, value: Buffer | null, expiresAt: number | null];
+type PendingChange = [
+  bucket: string,
+  revision: number,
+  key: Buffer,
+  kind: Change['kind'],
+  type: string | null,
+  value: Buffer | null,
+  expiresAt: number | null,
+  actorKind: string | null,
+  actorToken: string | null,
+  actorAddress: string | null,
+];
 
 /** A write waiting for the next group commit. */
 interface PendingWrite {
   run: () => unknown;
+  /** Who makes it: recorded on the change rows it logs. */
+  actor: Actor | undefined;
   resolve: (value: never) => void;
   reject: (error: unknown) => void;
 }
@@ -188,6 +201,10 @@ export class SqliteStore implements Store {
   private importApplies: Promise<unknown> = Promise.resolve();
   /** The running batch's commit time (ms), the change log's `committed_at`. */
   private batchNow = 0;
+  /** The running write's actor, as its change rows record it (set per write by flushWrites). */
+  private actorKind: string | null = null;
+  private actorToken: string | null = null;
+  private actorAddress: string | null = null;
   private readonly commitListeners: Array<(buckets: string[]) => void> = [];
   private quota: Quota = NO_QUOTA;
 
@@ -308,9 +325,9 @@ export class SqliteStore implements Store {
    * throws affects only itself (multi-statement writes run inside their own savepoint, and its
    * revision bumps are undone); each write gets its own bucket revision.
    */
-  private write<T>(run: () => T): Promise<T> {
+  private write<T>(run: () => T, actor?: Actor): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.pendingWrites.push({ run, resolve: resolve as (value: never) => void, reject });
+      this.pendingWrites.push({ run, actor, resolve: resolve as (value: never) => void, reject });
       if (this.pendingWrites.length === 1) setImmediate(() => this.flushWrites());
     });
   }
@@ -323,7 +340,10 @@ export class SqliteStore implements Store {
     this.batchNow = Date.now();
     try {
       this.atomically(() => {
-        for (const { run } of batch) {
+        for (const { run, actor } of batch) {
+          this.actorKind = actor?.kind ?? null;
+          this.actorToken = actor?.tokenId ?? null;
+          this.actorAddress = actor?.address ?? null;
           this.bumps = [];
           this.usageUndo = [];
           this.changesMark = this.batchChanges.length;
@@ -428,7 +448,7 @@ export class SqliteStore implements Store {
 
   /** Records a change-log row for the batch's insert. */
   private logChange(bucket: string, revision: number, key: Buffer, kind: Change['kind'], type: string | null, value: Buffer | null, expiresAt: number | null): void {
-    this.batchChanges.push([bucket, revision, key, kind, type, value, expiresAt]);
+    this.batchChanges.push([bucket, revision, key, kind, type, value, expiresAt, this.actorKind, this.actorToken, this.actorAddress]);
   }
 
   /** Records what made a revision, for the batch's bookkeeping (`writeBookkeeping`). */
@@ -486,8 +506,8 @@ export class SqliteStore implements Store {
     return this.history.listAt(bucket, query, revision);
   }
 
-  keyHistory(bucket: string, key: string, before: number, limit: number): Promise<HistoryRecord[]> {
-    return this.history.keyHistory(bucket, key, before, limit);
+  keyHistory(bucket: string, key: string, before: number, limit: number, actor?: ActorFilter): Promise<HistoryRecord[]> {
+    return this.history.keyHistory(bucket, key, before, limit, actor);
   }
 
   /**
@@ -663,6 +683,7 @@ export class SqliteStore implements Store {
     expiresAt: number | null,
     now: number,
     condition?: Condition,
+    actor?: Actor,
   ): Promise<Written | Refusal> {
     const keyBytes = Buffer.from(key);
     // One statement, after every check: a refusal writes nothing; the revision, usage and change
@@ -678,10 +699,10 @@ export class SqliteStore implements Store {
       const revision = this.bump(bucket)!;
       this.writeEntry(bucket, keyBytes, value.type, value.data, expiresAt, revision, delta);
       return { revision };
-    });
+    }, actor);
   }
 
-  async deleteEntry(bucket: string, key: string, now: number, condition?: Condition): Promise<Deleted | Refusal> {
+  async deleteEntry(bucket: string, key: string, now: number, condition?: Condition, actor?: Actor): Promise<Deleted | Refusal> {
     const keyBytes = Buffer.from(key);
     // One statement (the delete), after the checks.
     return this.write((): Deleted | Refusal => {
@@ -694,10 +715,10 @@ export class SqliteStore implements Store {
       if (revision === undefined) return { refused: 'no_bucket' };
       this.removeEntry(bucket, keyBytes, revision);
       return { deleted: current !== undefined, revision };
-    });
+    }, actor);
   }
 
-  async updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition): Promise<Entry | Refusal> {
+  async updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition, actor?: Actor): Promise<Entry | Refusal> {
     const keyBytes = Buffer.from(key);
     // Read, check, compute and write run back to back inside the batch: nothing can interleave.
     // `update` may throw (not a number, overflow) before anything is written.
@@ -712,7 +733,7 @@ export class SqliteStore implements Store {
       this.writeEntry(bucket, keyBytes, next.type, next.data, next.expiresAt, revision, delta);
       this.logOperation(bucket, revision, 'counter');
       return { ...next, revision };
-    });
+    }, actor);
   }
 
   async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
@@ -788,7 +809,7 @@ export class SqliteStore implements Store {
       }
       this.logOperation(bucket, revision, options.operation ?? 'transaction');
       return answer(revision);
-    }));
+    }), options.actor);
   }
 
   /** The live keys under `prefix` (one past the prefix-delete limit at most, so it can be refused by name). */
@@ -851,7 +872,7 @@ export class SqliteStore implements Store {
       if (staging.open) staging.close();
       temp.remove();
     };
-    const apply = async ({ replace, prefix, restoreRevision }: { replace: boolean; prefix: string; restoreRevision?: number }) => {
+    const apply = async ({ replace, prefix, restoreRevision, actor }: { replace: boolean; prefix: string; restoreRevision?: number; actor?: Actor }) => {
       if (finished) throw new Error('import already finished');
       staging.close();
       // ATTACH cannot run inside a transaction; nothing is open between two turns of the loop.
@@ -876,10 +897,11 @@ export class SqliteStore implements Store {
             this.withinQuota(bucket, () => {
               // History: the import's keys and the keys it removes, as of its revision (statements on the attached database, prepared afresh).
               const logged = restoreRevision === undefined ? 'logStaged' : 'logStagedKeepRevisions';
-              this.raw.prepare(this.sql[logged]!.sql).run(this.args(logged, { bucket, revision, now: this.batchNow }));
+              const who = actorFields(actor);
+              this.raw.prepare(this.sql[logged]!.sql).run(this.args(logged, { bucket, revision, now: this.batchNow, ...who }));
               if (replace) {
                 const cleared = upper ? 'logClearedUpper' : 'logCleared';
-                this.raw.prepare(this.sql[cleared]!.sql).run(this.args(cleared, { bucket, revision, now: this.batchNow, prefix: prefixBytes, upper }));
+                this.raw.prepare(this.sql[cleared]!.sql).run(this.args(cleared, { bucket, revision, now: this.batchNow, prefix: prefixBytes, upper, ...who }));
               }
               if (replace) this.run(upper ? 'clearRangeUpper' : 'clearRange', { bucket, prefix: prefixBytes, upper });
               // Prepared afresh: it names the attached database, which is detached again right after.
@@ -894,7 +916,7 @@ export class SqliteStore implements Store {
             this.run('logOperation', { bucket, revision, operation: 'import' });
             return { revision };
           });
-        });
+        }, actor);
       } finally {
         this.raw.prepare(`detach database ${IMPORT_ALIAS}`).run();
         finish();
@@ -937,7 +959,7 @@ export class SqliteStore implements Store {
       }
       this.stats.sweptKeys += deleted;
       return deleted;
-    }));
+    }), SERVER_ACTOR);
   }
 
   async countEntries(): Promise<number> {

@@ -305,7 +305,7 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
 const CHANGE_COLUMNS = ['revision', 'key', 'kind', 'type', 'value', 'expires_at'] as const;
 
 /** The fields of one change-log row, in the order a multi-row insert (`logChangeRows`) binds them. */
-export const CHANGE_ROW_FIELDS = ['bucket', 'revision', 'key', 'kind', 'type', 'value', 'expiresAt', 'now'] as const;
+export const CHANGE_ROW_FIELDS = ['bucket', 'revision', 'key', 'kind', 'type', 'value', 'expiresAt', 'actorKind', 'actorToken', 'actorAddress', 'now'] as const;
 
 /** How many change-log rows SQLite's multi-row inserts take at once: a batch's rows go in the fewest statements of these sizes. */
 export const CHANGE_ROW_CHUNKS = [64, 16, 4, 1] as const;
@@ -328,6 +328,9 @@ export function logChangeRows(db: KyselyType<Database>, rows: number) {
         type: param(`r${i}_type`),
         value: param(`r${i}_value`),
         expires_at: param(`r${i}_expiresAt`),
+        actor_kind: param(`r${i}_actorKind`),
+        actor_token: param(`r${i}_actorToken`),
+        actor_address: param(`r${i}_actorAddress`),
         committed_at: param(`r${i}_now`),
       })),
     )
@@ -353,7 +356,7 @@ export function postgresStatements(db: KyselyType<Database>) {
   const logChangesInto = (qc: QueryCreator<Database>, row: Record<'key' | 'kind' | 'type' | 'value' | 'expires_at', RawBuilder<unknown>>) =>
     qc
       .insertInto('changes')
-      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'committed_at'])
+      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'actor_kind', 'actor_token', 'actor_address', 'committed_at'])
       .expression(
         db.selectNoFrom([
           sql`${param('bucket')}::text`.as('bucket_id'),
@@ -363,6 +366,9 @@ export function postgresStatements(db: KyselyType<Database>) {
           row.type.as('type'),
           row.value.as('value'),
           row.expires_at.as('expires_at'),
+          sql`${param('actorKind')}::text`.as('actor_kind'),
+          sql`${param('actorToken')}::text`.as('actor_token'),
+          sql`${param('actorAddress')}::text`.as('actor_address'),
           sql`${param('now')}::bigint`.as('committed_at'),
         ]),
       );
@@ -423,7 +429,7 @@ export function postgresBatchStatements(schema: string) {
   const t = (name: string) => sql.table(`${schema}.${name}`);
   const raw = (query: RawBuilder<unknown>): Compilable => ({ compile: () => query.compile(db) });
   /** The batch's change rows and the final state of each key it set, from arrays in lockstep. */
-  const written = sql`w as (select * from unnest(${param('keys')}::bytea[], ${param('kinds')}::text[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('revisions')}::bigint[]) as w(key, kind, type, value, expires_at, revision))`;
+  const written = sql`w as (select * from unnest(${param('keys')}::bytea[], ${param('kinds')}::text[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('revisions')}::bigint[], ${param('actorKinds')}::text[], ${param('actorTokens')}::text[], ${param('actorAddresses')}::text[]) as w(key, kind, type, value, expires_at, revision, actor_kind, actor_token, actor_address))`;
   const replace = sql`on conflict (bucket_id, key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision`;
   return {
     /** A batch's read: the bucket row (revision, usage, version) and the rows of the keys its writes touch, in one snapshot. */
@@ -446,8 +452,8 @@ export function postgresBatchStatements(schema: string) {
       e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision)
         select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, f.revision from f, b where f.kind = 'set' ${replace}),
       d as (delete from ${t('entries')} where bucket_id = ${param('bucket')} and key in (select key from f where kind <> 'set') and exists (select 1 from b)),
-      c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, committed_at)
-        select ${param('bucket')}::text, w.revision, w.key, w.kind, w.type, w.value, w.expires_at, ${param('now')}::bigint from w, b),
+      c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, actor_kind, actor_token, actor_address, committed_at)
+        select ${param('bucket')}::text, w.revision, w.key, w.kind, w.type, w.value, w.expires_at, w.actor_kind, w.actor_token, w.actor_address, ${param('now')}::bigint from w, b),
       o as (insert into ${t('revision_ops')} (bucket_id, revision, operation)
         select ${param('bucket')}::text, r.revision, r.operation from unnest(${param('opRevisions')}::bigint[], ${param('operations')}::text[]) as r(revision, operation), b
         on conflict (bucket_id, revision) do update set operation = excluded.operation)
@@ -460,7 +466,7 @@ export function postgresBatchStatements(schema: string) {
      * `steps` numbers the sets 1..n; set i gets the snapshot's revision + i.
      */
     setsFresh: raw(sql`with s as (select revision, xmin from ${t('buckets')} where id = ${param('bucket')}),
-      w as (select * from unnest(${param('keys')}::bytea[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('steps')}::bigint[]) as w(key, type, value, expires_at, step)),
+      w as (select * from unnest(${param('keys')}::bytea[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('steps')}::bigint[], ${param('actorKinds')}::text[], ${param('actorTokens')}::text[], ${param('actorAddresses')}::text[]) as w(key, type, value, expires_at, step, actor_kind, actor_token, actor_address)),
       f as (select distinct on (key) key, type, value, expires_at, step from w order by key, step desc),
       o as (select length(key) + length(value) as size from ${t('entries')} where bucket_id = ${param('bucket')} and key in (select key from f)),
       b as (update ${t('buckets')} set revision = revision + ${param('count')}::bigint,
@@ -469,8 +475,8 @@ export function postgresBatchStatements(schema: string) {
         where id = ${param('bucket')} and xmin = (select xmin from s) returning revision - ${param('count')}::bigint as base),
       e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision)
         select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, b.base + f.step from f, b where true ${replace}),
-      c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, committed_at)
-        select ${param('bucket')}::text, b.base + w.step, w.key, 'set', w.type, w.value, w.expires_at, ${param('now')}::bigint from w, b)
+      c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, actor_kind, actor_token, actor_address, committed_at)
+        select ${param('bucket')}::text, b.base + w.step, w.key, 'set', w.type, w.value, w.expires_at, w.actor_kind, w.actor_token, w.actor_address, ${param('now')}::bigint from w, b)
       select (select base from b) as base, exists (select 1 from s) as found`),
   };
 }

@@ -1,5 +1,5 @@
 import type { Usage } from './quota.js';
-import type { ChangeLogBounds, HistoryRecord, PastRead } from './history-types.js';
+import type { Actor, ActorFilter, ChangeLogBounds, HistoryRecord, PastRead } from './history-types.js';
 import type { StoredValue } from '../values/stored-value.js';
 import type { ValueType } from '../values/value-type.js';
 
@@ -151,6 +151,8 @@ export type CommitOutcome = (Written & { results?: OpResult[] }) | { refused: 'c
 export interface CommitOptions {
   expectRevision?: number;
   operation?: 'transaction' | 'rollback';
+  /** Who commits it, recorded on its change rows. */
+  actor?: Actor;
 }
 
 /** Whether a transaction check holds for the key's live entry. */
@@ -191,7 +193,7 @@ export interface ImportStaging {
    * revisions and the bucket's revision is set to this value instead. A bucket deleted meanwhile:
    * nothing is written.
    */
-  apply(options: { replace: boolean; prefix: string; restoreRevision?: number }): Promise<Written | { refused: 'no_bucket' }>;
+  apply(options: { replace: boolean; prefix: string; restoreRevision?: number; actor?: Actor }): Promise<Written | { refused: 'no_bucket' }>;
   abort(): Promise<void>;
 }
 
@@ -255,7 +257,8 @@ export interface Store {
 
   /*
    * Every write below bumps its bucket's revision by one in its own database transaction, and
-   * checks its condition in that same transaction; a refused write changes nothing.
+   * checks its condition in that same transaction; a refused write changes nothing. `actor`: who
+   * makes it, recorded on its change rows (history); none recorded when absent.
    */
   getEntry(bucket: string, key: string, now: number): Promise<Entry | undefined>;
   /**
@@ -264,10 +267,10 @@ export interface Store {
    * read it, never change it.
    */
   getEntryNow?(bucket: string, key: string, now: number): Entry | undefined;
-  setEntry(bucket: string, key: string, value: StoredValue, expiresAt: number | null, now: number, condition?: Condition): Promise<Written | Refusal>;
-  deleteEntry(bucket: string, key: string, now: number, condition?: Condition): Promise<Deleted | Refusal>;
+  setEntry(bucket: string, key: string, value: StoredValue, expiresAt: number | null, now: number, condition?: Condition, actor?: Actor): Promise<Written | Refusal>;
+  deleteEntry(bucket: string, key: string, now: number, condition?: Condition, actor?: Actor): Promise<Deleted | Refusal>;
   /** Reads, computes and writes one key atomically (the counter). `update` may throw to abort. */
-  updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition): Promise<Entry | Refusal>;
+  updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition, actor?: Actor): Promise<Entry | Refusal>;
   /** One page of live keys in byte order (or reverse). */
   listEntries(bucket: string, query: ListQuery, now: number): Promise<ListedEntry[]>;
   /**
@@ -283,8 +286,8 @@ export interface Store {
    */
   readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>>;
   listAt(bucket: string, query: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>>;
-  /** Up to `limit` of a key's recorded changes before revision `before`, newest first. */
-  keyHistory(bucket: string, key: string, before: number, limit: number): Promise<HistoryRecord[]>;
+  /** Up to `limit` of a key's recorded changes before revision `before`, newest first; only `actor`'s when given. */
+  keyHistory(bucket: string, key: string, before: number, limit: number, actor?: ActorFilter): Promise<HistoryRecord[]>;
 
   /** Up to `limit` buckets with ids after `after`, in id order (for a dump). */
   listBuckets(after: string | undefined, limit: number): Promise<BucketRecord[]>;
@@ -295,7 +298,7 @@ export interface Store {
   /** Starts staging an import into `bucket` (nothing is written to it until `apply`). */
   beginImport(bucket: string): Promise<ImportStaging>;
 
-  /** Deletes up to `batch` expired keys (one revision per bucket touched); returns how many. */
+  /** Deletes up to `batch` expired keys (one revision per bucket touched, recorded as SERVER_ACTOR's); returns how many. */
   sweepExpired(now: number, batch: number): Promise<number>;
   /**
    * The watch feed. Every committed change writes its log rows in its own transaction (one row

@@ -1,5 +1,6 @@
 import type { BucketChanges, BucketRecord, CommitOptions, Condition, EntryUpdate, ListQuery, PoolStats, Store, StoreStats, TxnRequestOp } from './store.js';
 import type { StoredValue } from '../values/stored-value.js';
+import type { Actor, ActorFilter } from './history-types.js';
 
 /** The storage operations whose latency is measured: a small fixed set, so label cardinality stays bounded. */
 export const STORE_OPS = ['get', 'set', 'delete', 'update', 'list', 'commit', 'bucket_read', 'bucket_write', 'count'] as const;
@@ -81,14 +82,14 @@ export class TimedStore implements Store {
   getEntry(bucket: string, key: string, now: number) {
     return this.timed('get', () => this.inner.getEntry(bucket, key, now));
   }
-  setEntry(bucket: string, key: string, value: StoredValue, expiresAt: number | null, now: number, condition?: Condition) {
-    return this.timed('set', () => this.inner.setEntry(bucket, key, value, expiresAt, now, condition));
+  setEntry(bucket: string, key: string, value: StoredValue, expiresAt: number | null, now: number, condition?: Condition, actor?: Actor) {
+    return this.timed('set', () => this.inner.setEntry(bucket, key, value, expiresAt, now, condition, actor));
   }
-  deleteEntry(bucket: string, key: string, now: number, condition?: Condition) {
-    return this.timed('delete', () => this.inner.deleteEntry(bucket, key, now, condition));
+  deleteEntry(bucket: string, key: string, now: number, condition?: Condition, actor?: Actor) {
+    return this.timed('delete', () => this.inner.deleteEntry(bucket, key, now, condition, actor));
   }
-  updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition) {
-    return this.timed('update', () => this.inner.updateEntry(bucket, key, now, update, condition));
+  updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition, actor?: Actor) {
+    return this.timed('update', () => this.inner.updateEntry(bucket, key, now, update, condition, actor));
   }
   listEntries(bucket: string, query: ListQuery, now: number) {
     return this.timed('list', () => this.inner.listEntries(bucket, query, now));
@@ -102,8 +103,8 @@ export class TimedStore implements Store {
   listAt(bucket: string, query: ListQuery, revision: number) {
     return this.timed('list', () => this.inner.listAt(bucket, query, revision));
   }
-  keyHistory(bucket: string, key: string, before: number, limit: number) {
-    return this.timed('list', () => this.inner.keyHistory(bucket, key, before, limit));
+  keyHistory(bucket: string, key: string, before: number, limit: number, actor?: ActorFilter) {
+    return this.timed('list', () => this.inner.keyHistory(bucket, key, before, limit, actor));
   }
   sweepExpired(now: number, batch: number) {
     return this.inner.sweepExpired(now, batch);

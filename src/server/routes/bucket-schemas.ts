@@ -428,8 +428,14 @@ export const bucketSchemas = {
       200: {
         description: 'The token',
         type: 'object',
-        properties: { access_token: { type: 'string', description: 'a JWT' } },
-        examples: [{ access_token: 'eyJhbGciOiJIUzI1NiJ9.eyJia3QiOiI4ZDBmIn0.c2lnbmF0dXJl' }],
+        properties: {
+          access_token: { type: 'string', description: 'a JWT' },
+          id: {
+            type: 'string',
+            description: "extension: the token's id (its jti claim), which history records for its changes (`actor.token_id`); it does not reveal the token",
+          },
+        },
+        examples: [{ access_token: 'eyJhbGciOiJIUzI1NiJ9.eyJia3QiOiI4ZDBmIn0.c2lnbmF0dXJl', id: 'Xq3v9LrT0aBc' }],
       },
       ...bucketErrors,
       503: errorResponse(

@@ -1,12 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Principal } from '../../auth/access.js';
+import { type Principal, allows } from '../../auth/access.js';
 import { KvbError, badRequest } from '../../errors.js';
-import type { HistoryRecord, PastRead } from '../../store/history-types.js';
+import { ACTOR_KINDS, type Actor, type ActorFilter, type ActorKind, type HistoryRecord, type PastRead } from '../../store/history-types.js';
+import { isTokenId } from '../../auth/tokens.js';
 import { MAX_ROLLBACK_CHANGES, planRollback, rollback } from '../../store/rollback.js';
 import type { Entry, EntrySnapshot, ChangeLogBounds, Store } from '../../store/store.js';
 import { checkKey } from '../../values/keys.js';
 import { valueAsJson } from '../../values/list-format.js';
-import { authorize, openBucket } from '../access-control.js';
+import { actorOf, authorize, openBucket } from '../access-control.js';
 import type { CachedBucket } from '../bucket-cache.js';
 import type { ServerContext } from '../server-context.js';
 import { booleanParam, bucketIdOf, optionalInteger, queryOf, singleParam } from '../request-input.js';
@@ -58,12 +59,13 @@ export async function readPast(
   request: FastifyRequest,
   reply: FastifyReply,
   bucket: CachedBucket,
+  principal: Principal,
   key: string,
   answer: (entry: Entry | undefined) => Buffer | undefined,
 ): Promise<Buffer | undefined> {
   const query = queryOf(request);
   const bucketId = bucket.record.id;
-  if (booleanParam(query, 'history')) return historyPage(store, request, reply, bucketId, key);
+  if (booleanParam(query, 'history')) return historyPage(store, request, reply, bucketId, key, actorFilter(request, bucket, principal));
   const revision = revisionParam(request);
   // `history=false` without `rev`: the present, as if neither were given.
   if (revision === undefined) return answer(await store.getEntry(bucketId, key, Date.now()));
@@ -71,18 +73,49 @@ export async function readPast(
   return answer(entry);
 }
 
-/** One history line: revision, operation, time, type, size and expiry, and the value when asked for. */
+/**
+ * `actor=KIND` or `actor=token:ID` of a history read: only that actor's changes. The secret key's
+ * alone: it searches who did what across the key's history, an audit (403 for other credentials).
+ */
+export function actorFilter(request: FastifyRequest, bucket: CachedBucket, principal: Principal): ActorFilter | undefined {
+  const text = singleParam(queryOf(request), 'actor');
+  if (text === undefined) return undefined;
+  const [kind, ...rest] = text.split(':');
+  const tokenId = rest.length > 0 ? rest.join(':') : undefined;
+  if (!(ACTOR_KINDS as readonly string[]).includes(kind!) || (tokenId !== undefined && (kind !== 'token' || !isTokenId(tokenId)))) {
+    throw badRequest(`actor must be one of ${ACTOR_KINDS.join(', ')}, or token:ID (a token id as minting answered it)`);
+  }
+  if (!allows(principal, 'manage', bucket.flags)) {
+    throw new KvbError(principal.kind === 'anonymous' ? 'unauthorized' : 'forbidden', 'filtering history by actor needs the secret key');
+  }
+  return { kind: kind as ActorKind, ...(tokenId !== undefined && { tokenId }) };
+}
+
+/** A history line's `actor`: kind, token id and address (null where none); null for changes recorded before kvb kept actors. */
+function actorJson(actor: Actor | null): string {
+  if (!actor) return 'null';
+  return JSON.stringify({ kind: actor.kind, token_id: actor.tokenId ?? null, address: actor.address ?? null });
+}
+
+/** One history line: revision, operation, time, type, size and expiry, who made it, and the value when asked for. */
 export function historyLine(record: HistoryRecord, withValue: boolean): string {
   const value = record.value;
   const expires = record.expiresAt === undefined || record.expiresAt === null ? 'null' : JSON.stringify(new Date(record.expiresAt).toISOString());
   let line =
     `{"rev":${record.revision},"operation":"${record.operation}","time":${JSON.stringify(new Date(record.time).toISOString())}` +
-    `,"type":${value ? `"${value.type}"` : 'null'},"size":${value ? value.data.length : 'null'},"expires_at":${expires}`;
+    `,"type":${value ? `"${value.type}"` : 'null'},"size":${value ? value.data.length : 'null'},"expires_at":${expires},"actor":${actorJson(record.actor)}`;
   if (withValue) line += `,"value":${value ? valueAsJson(value) : 'null'}`;
   return `${line}}\n`;
 }
 
-async function historyPage(store: Store, request: FastifyRequest, reply: FastifyReply, bucketId: string, key: string): Promise<Buffer> {
+async function historyPage(
+  store: Store,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  bucketId: string,
+  key: string,
+  actor: ActorFilter | undefined,
+): Promise<Buffer> {
   const query = queryOf(request);
   const limit = optionalInteger(query, 'limit', 1, HISTORY_PAGE_MAX) ?? HISTORY_PAGE_DEFAULT;
   const cursor = singleParam(query, 'cursor');
@@ -91,7 +124,7 @@ async function historyPage(store: Store, request: FastifyRequest, reply: Fastify
   const before = cursor === undefined ? Number.MAX_SAFE_INTEGER : Number(cursor);
   const bounds = await store.changeLogBounds(bucketId);
   if (!bounds) throw new KvbError('not_found', 'no such bucket');
-  const records = await store.keyHistory(bucketId, key, before, limit + 1);
+  const records = await store.keyHistory(bucketId, key, before, limit + 1, actor);
   const withValues = booleanParam(query, 'values');
   const page = records.slice(0, limit);
   reply.header('kvb-revision', String(bounds.revision)).header('kvb-history-floor', String(bounds.floor));
@@ -165,7 +198,7 @@ export async function rollbackRoute({ store, buckets }: ServerContext, request: 
   for (const op of dryRun ? (['read'] as const) : (['write', 'delete'] as const)) authorize(bucket, principal, op, principal.kind === 'token' ? prefix : undefined);
   const now = Date.now();
   const bucketId = bucket.record.id;
-  const outcome = dryRun ? await planRollback(store, bucketId, target, prefix, now) : await rollback(store, bucketId, target, prefix, now);
+  const outcome = dryRun ? await planRollback(store, bucketId, target, prefix, now) : await rollback(store, bucketId, target, prefix, now, actorOf(principal, request));
   if (outcome.outcome === 'too_large') {
     throw badRequest(`a rollback changes at most ${MAX_ROLLBACK_CHANGES} keys; roll back a narrower prefix, or to a later revision`);
   }

@@ -6,7 +6,7 @@ import type { ImportStaging, KeyedEntry } from '../../store/store.js';
 import { MAX_EXPORT_LINE_BYTES, parseExportLine } from '../../values/export-format.js';
 import { mediaType } from '../../values/infer-value.js';
 import { checkKey } from '../../values/keys.js';
-import { authorize, openBucket } from '../access-control.js';
+import { actorOf, authorize, openBucket } from '../access-control.js';
 import { ndjsonLines } from '../ndjson-lines.js';
 import type { ServerContext } from '../server-context.js';
 import { bucketIdOf, queryOf, singleParam } from '../request-input.js';
@@ -119,7 +119,7 @@ export async function importRoute(
     if (end.sha256 !== hash.digest('hex')) throw badRequest(`line ${end.line}: sha256 does not match the lines before it`);
     if (batch.length > 0) await staging.add(batch);
     // An import is one revision of the bucket: every imported key carries it.
-    const outcome = await staging.apply({ replace: mode === 'replace', prefix });
+    const outcome = await staging.apply({ replace: mode === 'replace', prefix, actor: actorOf(principal, request) });
     staging = undefined;
     if ('refused' in outcome) throw new KvbError('not_found', 'no such bucket');
     return reply.code(200).header('kvb-revision', String(outcome.revision)).send({ imported, skipped, rev: outcome.revision });

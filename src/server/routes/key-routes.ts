@@ -5,7 +5,7 @@ import { type ParsedNumber, addNumbers, formatNumber, parseDelta, parseNumber } 
 import { inferValue } from '../../values/infer-value.js';
 import { decodeKey, valueTooLarge } from '../../values/keys.js';
 import { minifyJson } from '../../values/json-source.js';
-import { authorize, openBucket, openBucketNow } from '../access-control.js';
+import { actorOf, authorize, openBucket, openBucketNow } from '../access-control.js';
 import type { CachedBucket } from '../bucket-cache.js';
 import type { Principal } from '../../auth/access.js';
 import { parseEntityTags, readOutcome, refusalError, revisionHeaders, writeCondition } from '../conditions.js';
@@ -74,7 +74,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     const ifMatch = parseEntityTags(request.headers['if-match'], 'If-Match');
     parseEntityTags(request.headers['if-none-match'], 'If-None-Match');
     // History (issue 25): `rev=N` or `history=true` reads the past; without them nothing changes.
-    if (asksForPast(request)) return readPast(store, request, reply, bucket, key, (entry) => answerRead(request, reply, ifMatch, entry));
+    if (asksForPast(request)) return readPast(store, request, reply, bucket, principal, key, (entry) => answerRead(request, reply, ifMatch, entry));
     const now = Date.now();
     if (store.getEntryNow) return answerRead(request, reply, ifMatch, store.getEntryNow(bucket.record.id, key, now));
     return store.getEntry(bucket.record.id, key, now).then((entry) => answerRead(request, reply, ifMatch, entry));
@@ -119,7 +119,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     const value = inferValue(body, request.headers['content-type']);
     const now = Date.now();
     const expiresAt = expiryFor(ttl ?? bucket.record.defaultTtl, now);
-    const written = await store.setEntry(bucket.record.id, key, value, expiresAt, now, condition);
+    const written = await store.setEntry(bucket.record.id, key, value, expiresAt, now, condition, actorOf(principal, request));
     if (isRefusal(written)) throw refusalError(written);
     return describeValue(reply, { ...value, expiresAt, revision: written.revision }).code(200).send(value.data);
   };
@@ -130,7 +130,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     const { key, bucket, principal } = await target(request);
     authorize(bucket, principal, 'delete', key);
     const condition = conditionFor(request, bucket, principal, key);
-    const outcome = await store.deleteEntry(bucket.record.id, key, Date.now(), condition);
+    const outcome = await store.deleteEntry(bucket.record.id, key, Date.now(), condition, actorOf(principal, request));
     if (isRefusal(outcome)) throw refusalError(outcome);
     if (!outcome.deleted) throw new KvbError('not_found', 'no such key');
     return reply.code(204).header('kvb-revision', String(outcome.revision)).send();
@@ -157,7 +157,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
       const expiresAt =
         ttl !== undefined ? expiryFor(ttl, now) : current ? current.expiresAt : expiryFor(bucket.record.defaultTtl, now);
       return { type: next.kind, data: Buffer.from(formatNumber(next)), expiresAt };
-    }, condition);
+    }, condition, actorOf(principal, request));
     if (isRefusal(updated)) throw refusalError(updated);
     return describeValue(reply, updated).code(200).send(updated.data);
   });

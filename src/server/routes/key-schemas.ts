@@ -27,9 +27,10 @@ export const keySchemas = {
     description:
       'History (extensions): `?rev=N` answers the key as it was at revision N (404 if absent then, 410 `gone` below the ' +
       "bucket's history floor, named in Kvb-History-Floor; 400 beyond its revision). `?history=true` answers the key's recorded " +
-      'changes as JSONL, newest first: `{"rev","operation","time","type","size","expires_at"}` (operation: set, delete, expire, ' +
-      'counter, transaction, import or rollback), with `"value"` when `values=true`; `limit` (default 100, at most 1000) and ' +
-      '`cursor` (from Kvb-Next-Cursor) page it. HEAD takes `rev` too.',
+      'changes as JSONL, newest first: `{"rev","operation","time","type","size","expires_at","actor"}` (operation: set, delete, expire, ' +
+      'counter, transaction, import or rollback; actor: `{"kind","token_id","address"}` of the credential that made it, null before ' +
+      'kvb recorded it), with `"value"` when `values=true`; `limit` (default 100, at most 1000) and ' +
+      '`cursor` (from Kvb-Next-Cursor) page it; `actor=KIND` or `actor=token:ID` (secret key only) keeps one actor\'s changes. HEAD takes `rev` too.',
     params: keyParams,
     headers: readConditions,
     security: anyCredential,

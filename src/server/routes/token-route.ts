@@ -1,7 +1,7 @@
 import formbody from '@fastify/formbody';
 import type { FastifyInstance } from 'fastify';
 import { parsePermissions } from '../../auth/access.js';
-import { mintToken, tokenKey } from '../../auth/tokens.js';
+import { mintToken, newTokenId, tokenKey } from '../../auth/tokens.js';
 import { KvbError, badRequest } from '../../errors.js';
 import { checkKey } from '../../values/keys.js';
 import { authorize, openBucket } from '../access-control.js';
@@ -29,7 +29,8 @@ export async function tokenRoute(app: FastifyInstance, { buckets }: ServerContex
     const ttl = parseInteger(ttlText, 'ttl', 1, MAX_TTL_SECONDS);
     const { signingKey, signingKeyGeneration, tokenSalt, id } = bucket.record;
     if (!signingKey) throw new KvbError('service_unavailable', 'the bucket has no signing_key');
-    const token = await mintToken(tokenKey(signingKey, tokenSalt), { bucket: id, prefix, permissions, generation: signingKeyGeneration }, ttl);
-    return { access_token: token };
+    const tokenId = newTokenId();
+    const token = await mintToken(tokenKey(signingKey, tokenSalt), { bucket: id, prefix, permissions, generation: signingKeyGeneration, id: tokenId }, ttl);
+    return { access_token: token, id: tokenId };
   });
 }

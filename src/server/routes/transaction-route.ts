@@ -8,7 +8,7 @@ import { MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES, checkKey, valueTooLarge } 
 import { type ValueType, isValueType } from '../../values/value-type.js';
 import { mediaType } from '../../values/infer-value.js';
 import { allows } from '../../auth/access.js';
-import { authorize, openBucket } from '../access-control.js';
+import { actorOf, authorize, openBucket } from '../access-control.js';
 import type { ServerContext } from '../server-context.js';
 import { MAX_TTL_SECONDS, bucketIdOf, expiryFor, parseInteger } from '../request-input.js';
 import { bucketSchemas } from './bucket-schemas.js';
@@ -241,7 +241,7 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       const now = Date.now();
       const ops = list.items.map((node, i) => parseOperation(node, `txn[${i}]`, bucket.record.defaultTtl, now, ctx.config.maxValueBytes));
       for (const op of ops) authorize(bucket, principal, PERMISSION[op.op], op.key);
-      const outcome = await store.commit(bucket.record.id, ops, now);
+      const outcome = await store.commit(bucket.record.id, ops, now, { actor: actorOf(principal, request) });
       if ('refused' in outcome) {
         if (outcome.refused === 'no_bucket') throw new KvbError('not_found', 'no such bucket');
         if (outcome.refused === 'moved') throw new KvbError('conflict', 'the bucket changed meanwhile');
