@@ -15,9 +15,15 @@ describe('history statements compile once per dialect, with named parameters', (
     ],
     [
       'keyHistory',
-      'select "c"."revision", "c"."kind", "c"."type", "c"."value", "c"."expires_at", "c"."committed_at", "o"."operation" from "changes" as "c" left join "revision_ops" as "o" on "o"."bucket_id" = "c"."bucket_id" and "o"."revision" = "c"."revision" where "c"."bucket_id" = ? and "c"."key" = ? and "c"."revision" < ? order by "c"."revision" desc limit ?',
-      'select "c"."revision", "c"."kind", "c"."type", "c"."value", "c"."expires_at", "c"."committed_at", "o"."operation" from "kvb"."changes" as "c" left join "kvb"."revision_ops" as "o" on "o"."bucket_id" = "c"."bucket_id" and "o"."revision" = "c"."revision" where "c"."bucket_id" = $1 and "c"."key" = $2 and "c"."revision" < $3 order by "c"."revision" desc limit $4',
+      'select "c"."revision", "c"."kind", "c"."type", "c"."value", "c"."expires_at", "c"."committed_at", "c"."actor_kind", "c"."actor_token", "c"."actor_address", "o"."operation" from "changes" as "c" left join "revision_ops" as "o" on "o"."bucket_id" = "c"."bucket_id" and "o"."revision" = "c"."revision" where "c"."bucket_id" = ? and "c"."key" = ? and "c"."revision" < ? order by "c"."revision" desc limit ?',
+      'select "c"."revision", "c"."kind", "c"."type", "c"."value", "c"."expires_at", "c"."committed_at", "c"."actor_kind", "c"."actor_token", "c"."actor_address", "o"."operation" from "kvb"."changes" as "c" left join "kvb"."revision_ops" as "o" on "o"."bucket_id" = "c"."bucket_id" and "o"."revision" = "c"."revision" where "c"."bucket_id" = $1 and "c"."key" = $2 and "c"."revision" < $3 order by "c"."revision" desc limit $4',
       ['bucket', 'key', 'before', 'limit'],
+    ],
+    [
+      'keyHistoryByToken',
+      'select "c"."revision", "c"."kind", "c"."type", "c"."value", "c"."expires_at", "c"."committed_at", "c"."actor_kind", "c"."actor_token", "c"."actor_address", "o"."operation" from "changes" as "c" left join "revision_ops" as "o" on "o"."bucket_id" = "c"."bucket_id" and "o"."revision" = "c"."revision" where "c"."bucket_id" = ? and "c"."key" = ? and "c"."revision" < ? and "c"."actor_kind" = ? and "c"."actor_token" = ? order by "c"."revision" desc limit ?',
+      'select "c"."revision", "c"."kind", "c"."type", "c"."value", "c"."expires_at", "c"."committed_at", "c"."actor_kind", "c"."actor_token", "c"."actor_address", "o"."operation" from "kvb"."changes" as "c" left join "kvb"."revision_ops" as "o" on "o"."bucket_id" = "c"."bucket_id" and "o"."revision" = "c"."revision" where "c"."bucket_id" = $1 and "c"."key" = $2 and "c"."revision" < $3 and "c"."actor_kind" = $4 and "c"."actor_token" = $5 order by "c"."revision" desc limit $6',
+      ['bucket', 'key', 'before', 'actorKind', 'actorToken', 'limit'],
     ],
     [
       'compactChanges',
@@ -49,7 +55,8 @@ describe('history statements compile once per dialect, with named parameters', (
     expect(sqlite.logStaged!.sql).toContain('from "kvb_import"."staged" as "s"');
     expect(sqlite.logStagedKeepRevisions!.sql).toContain('"s"."revision" as "revision"');
     expect(pg.logCleared!.sql).toContain('\'delete\' as "kind"');
-    expect(pg.logClearedUpper!.params).toEqual(['bucket', 'revision', 'now', 'bucket', 'prefix', 'upper']);
+    expect(pg.logClearedUpper!.params).toEqual(['bucket', 'revision', 'actorKind', 'actorToken', 'actorAddress', 'now', 'bucket', 'prefix', 'upper']);
+    expect(sqlite.logStaged!.params).toEqual(['bucket', 'revision', 'actorKind', 'actorToken', 'actorAddress', 'now']);
   });
 
   it('pruning looks only at changes above the floor committed since its last pass', () => {
