@@ -95,6 +95,28 @@ describe('history records who made each change (the actor)', () => {
     expect(plain.logs()).not.toContain(token.access_token.split('.')[2]);
   });
 
+  it('writes batched together (group commit) each keep their own actor', async () => {
+    const bucket = await createBucket(plain.api, { secret_key: 'g-secret', write_key: 'g-write', signing_key: 'g-sign' });
+    const token = await mint(plain.api, bucket, 'g-secret', 'g/');
+    const credentials: Array<[string, Line['actor']]> = [
+      ['g-secret', { kind: 'secret', token_id: null, address: '127.0.0.1' }],
+      ['g-write', { kind: 'write', token_id: null, address: '127.0.0.1' }],
+      [token.access_token, { kind: 'token', token_id: token.id, address: '127.0.0.1' }],
+    ];
+    // Warm the credential caches first, so the writes below arrive together.
+    for (const [credential] of credentials) expect((await call(`${plain.api}/${bucket}/g%2Fwarm`, { method: 'POST', body: '0', token: credential })).status).toBe(200);
+    const writes = Array.from({ length: 60 }, (_, i) => ({ key: `g/${i % 4}`, credential: credentials[i % 3]! }));
+    const answers = await Promise.all(writes.map((w, i) => call(`${plain.api}/${bucket}/${encodeURIComponent(w.key)}`, { method: 'POST', body: String(i), token: w.credential[0] })));
+    const expected = new Map<number, Line['actor']>();
+    answers.forEach((a, i) => {
+      expect(a.status).toBe(200);
+      expected.set(Number(a.headers.get('kvb-revision')), writes[i]!.credential[1]);
+    });
+    for (const key of ['g/0', 'g/1', 'g/2', 'g/3']) {
+      for (const line of await history(plain.api, bucket, key, 'g-secret')) expect(line.actor, `revision ${line.rev}`).toEqual(expected.get(line.rev));
+    }
+  });
+
   it('with --trust-proxy the address is the X-Forwarded-For client; without it, the socket address', async () => {
     const headers = { 'x-forwarded-for': '203.0.113.7' };
     const viaProxy = await createBucket(proxied.api);
