@@ -107,7 +107,7 @@ export class BucketRequests extends ListingRequests {
     return answer.status === 200 ? { ok: true, revision, results: decoder.decode(answer.data) } : { ok: true, revision };
   }
 
-  async mintToken(bucket: string, request: TokenRequest, options: CallOptions = {}): Promise<{ access_token: string }> {
+  async mintToken(bucket: string, request: TokenRequest, options: CallOptions = {}): Promise<{ access_token: string; id?: string }> {
     const form = new URLSearchParams({ prefix: request.prefix, permissions: request.permissions.join(','), ttl: String(request.ttl) });
     return this.json(
       await this.send({

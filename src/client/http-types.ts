@@ -83,7 +83,16 @@ export interface HistoryLine {
   type: ValueType | null;
   size: number | null;
   expires_at: string | null;
+  /** Who made it: the credential's kind, a token's id and the client address; null for changes recorded before kvb kept them. */
+  actor: HistoryActor | null;
   value?: unknown;
+}
+
+/** The actor of a history line (`kind`: secret, write, read, anonymous, token, or server for the TTL sweeper's expiries). */
+export interface HistoryActor {
+  kind: string;
+  token_id: string | null;
+  address: string | null;
 }
 
 /** What a rollback changed (or, dry run, would change). */

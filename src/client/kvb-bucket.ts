@@ -100,6 +100,8 @@ export interface HistoryEntry {
   type: ValueType | null;
   size: number | null;
   expiresAt: Date | null;
+  /** Who made it (null: recorded before kvb kept actors): credential kind, token id, client address. */
+  actor: { kind: string; tokenId: string | null; address: string | null } | null;
   /** With `values: true`: the value it had (undefined when absent). */
   value?: Value | undefined;
 }
@@ -305,6 +307,7 @@ export class KvbBucket {
           type: line.type,
           size: line.size,
           expiresAt: line.expires_at ? new Date(line.expires_at) : null,
+          actor: line.actor ? { kind: line.actor.kind, tokenId: line.actor.token_id, address: line.actor.address } : null,
           ...(options.values && line.type !== null && { value: decodeJsonValue(line.type, line.value) }),
         });
       }

@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeJwt } from 'jose';
 import { type CliOptions, kvb, tempConfigHome } from '../helpers/cli.js';
 import { call, createBucket } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
@@ -176,6 +177,8 @@ describe('kvb mint-token', () => {
     expect(minted.exitCode).toBe(0);
     expect(minted.out).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+\n$/);
     const token = minted.out.trim();
+    // Its id, for people, on stderr: the one history records for the token's changes.
+    expect(minted.stderr).toContain(`token id ${String(decodeJwt(token).jti)} `);
     expect((await on(bucket, token, ['set', 'user/42/name', 'Ada'])).exitCode).toBe(0);
     expect((await on(bucket, token, ['get', 'user/42/name'])).out).toBe('Ada');
     const outside = await on(bucket, token, ['set', 'user/43/name', 'Bob']);
@@ -183,9 +186,11 @@ describe('kvb mint-token', () => {
     expect(outside.stderr).toMatch(/^kvb: forbidden \(403\)/);
   });
 
-  it('--json prints the whole response', async () => {
+  it('--json prints the whole response: the token and its id (which history records for its changes)', async () => {
     const result = await on(bucket, 'admin', ['mint-token', '--prefix', 'a', '--permissions', 'enumerate', '--ttl', '60', '--json']);
-    expect(Object.keys(JSON.parse(result.out))).toEqual(['access_token']);
+    const answer = JSON.parse(result.out) as { access_token: string; id: string };
+    expect(Object.keys(answer)).toEqual(['access_token', 'id']);
+    expect(decodeJwt(answer.access_token).jti).toBe(answer.id);
   });
 
   it('bad permissions are a usage error (exit 1); a bucket without a signing key is a set-up matter: the fix, exit 1', async () => {

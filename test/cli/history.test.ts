@@ -49,6 +49,28 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
     expect((await run(['history', 'cfg/a', '--limit', '1'])).out.trim().split('\n')).toHaveLength(1);
   });
 
+  it('kvb history shows who made each change: the actor field in JSONL, an ACTOR column in a table', { timeout: 120_000 }, async () => {
+    const own = await createBucket(server.api, { secret_key: SECRET, signing_key: 'cli-history-sign', default_ttl: '0' });
+    const env = { KVB_BUCKET: own };
+    expect((await run(['set', 'who/a', 'x', '--type', 'text'], { env })).exitCode).toBe(0);
+    const minted = await run(['mint-token', '--prefix', 'who/', '--permissions', 'write', '--ttl', '600', '--json'], { env });
+    expect(minted.exitCode, minted.stderr).toBe(0);
+    const token = JSON.parse(minted.out) as { access_token: string; id: string };
+    expect((await run(['set', 'who/a', 'y', '--type', 'text'], { env: { ...env, KVB_TOKEN: token.access_token } })).exitCode).toBe(0);
+    const piped = await run(['history', 'who/a'], { env });
+    expect(piped.exitCode, piped.stderr).toBe(0);
+    expect(piped.out.trim().split('\n').map((l) => (JSON.parse(l) as { actor: unknown }).actor)).toEqual([
+      { kind: 'token', token_id: token.id, address: '127.0.0.1' },
+      { kind: 'secret', token_id: null, address: '127.0.0.1' },
+    ]);
+    const table = await run(['history', 'who/a', '--format', 'table'], { env });
+    expect(table.exitCode, table.stderr).toBe(0);
+    expect(table.out).toMatch(/\bACTOR\b/);
+    expect(table.out).toContain(`token:${token.id}@127.0.0.1`);
+    expect(table.out).toContain('secret@127.0.0.1');
+    expect(table.out).not.toContain(token.access_token);
+  });
+
   it('rollback: --dry-run changes nothing, a pipe without --yes is refused, --yes makes one new revision', { timeout: 120_000 }, async () => {
     const before = Number((await call(`${server.api}/${bucket}`, { token: SECRET })).headers.get('kvb-revision'));
     await revisionAfter(['set', 'cfg/a', 'three', '--type', 'text']);

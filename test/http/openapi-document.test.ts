@@ -236,7 +236,7 @@ describe('the document agrees with the server', () => {
     expect(counter.text).toBe('1');
     const minted = await call(`${server.api}/${bucket}/tokens/`, { method: 'POST', headers: auth, body: form(op('post', '/api/v1/{bucket}/tokens/')) });
     expect(minted.status, minted.text).toBe(200);
-    expect(minted.json()).toEqual({ access_token: expect.any(String) });
+    expect(minted.json()).toEqual({ access_token: expect.any(String), id: expect.any(String) });
   });
 
   it('its policy example has the shape the server answers', async () => {

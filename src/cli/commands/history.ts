@@ -2,6 +2,14 @@ import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer, keyArgument } from '../define-command.js';
 import { data, stdoutIsTty, table } from '../output.js';
 import { withClient } from '../session.js';
+import type { HistoryLine } from '../../client/http-types.js';
+
+/** A history line's actor in one cell: kind (token:ID for a token with an id), @address; '-' before kvb recorded actors. */
+function actorText(actor: HistoryLine['actor'] | undefined): string {
+  if (!actor) return '-';
+  const who = actor.kind === 'token' && actor.token_id ? `token:${actor.token_id}` : actor.kind;
+  return actor.address ? `${who}@${actor.address}` : who;
+}
 
 /** Changes asked for per request while following cursors. */
 const PAGE = 500;
@@ -11,7 +19,7 @@ export const history = defineCommand({
   define: (parent) =>
     parent
       .command('history')
-      .description("a key's recorded changes, newest first: revision, operation, time, type, size (and value)")
+      .description("a key's recorded changes, newest first: revision, operation, time, type, size, actor (and value)")
       .addArgument(keyArgument('the key'))
       .option('--values', 'include each change\'s value')
       .addOption(new Option('--limit <n>', 'at most this many changes').argParser(integer('--limit', 1, Number.MAX_SAFE_INTEGER)))
@@ -19,7 +27,9 @@ export const history = defineCommand({
       .addHelpText(
         'after',
         `
-Operations: set, delete, expire, counter, transaction, import, rollback. The
+Operations: set, delete, expire, counter, transaction, import, rollback.
+ACTOR: who made the change: secret, write, read, anonymous, token:ID (the id
+kvb mint-token printed) or server (an expiry), @ the client's address. The
 server keeps history for --history-retention (default 1 h) and, before that,
 the state each key had at the bucket's history floor (kvb bucket show).
 Read a past value with kvb get KEY --rev N; undo with kvb rollback --to N.
@@ -46,13 +56,14 @@ ${examples('kvb history config/app', 'kvb history config/app --values --limit 5'
               line.type ?? '-',
               line.size === null ? '-' : String(line.size),
               line.expires_at ?? '-',
+              actorText(line.actor),
               ...(options.values ? [value.length > 60 ? `${value.slice(0, 57)}...` : value] : []),
             ]);
           }
         }
         cursor = page.nextCursor;
       } while (cursor !== undefined && shown < wanted);
-      if (format === 'table') await table(['REV', 'OPERATION', 'TIME', 'TYPE', 'SIZE', 'EXPIRES', ...(options.values ? ['VALUE'] : [])], rows);
+      if (format === 'table') await table(['REV', 'OPERATION', 'TIME', 'TYPE', 'SIZE', 'EXPIRES', 'ACTOR', ...(options.values ? ['VALUE'] : [])], rows);
     });
   },
 });

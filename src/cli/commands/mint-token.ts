@@ -1,6 +1,6 @@
 import { InvalidArgumentError, Option } from '@commander-js/extra-typings';
 import { MAX_TTL, defineCommand, examples, integer } from '../define-command.js';
-import { json, line } from '../output.js';
+import { info, json, line } from '../output.js';
 import { UsageError, withClient } from '../session.js';
 
 const PERMISSIONS = ['read', 'write', 'enumerate', 'delete'];
@@ -25,14 +25,16 @@ export const mintToken = defineCommand({
       .requiredOption('--prefix <prefix>', 'keys the token may reach')
       .addOption(new Option('--permissions <list>', 'comma-separated: read, write, enumerate, delete').argParser(permissionList).makeOptionMandatory())
       .addOption(new Option('--ttl <seconds>', 'lifetime in seconds').argParser(integer('--ttl', 1, MAX_TTL)).makeOptionMandatory())
-      .option('--json', 'print the whole response, {"access_token": …}')
+      .option('--json', 'print the whole response, {"access_token": …, "id": …}')
       .addHelpText(
         'after',
         `
 The bucket needs a signing key: without one the server answers 503 and kvb
 says how to add it (kvb bucket update --rotate-signing-key), exiting 1.
 A token used after its expiry is refused with "token expired at <time>", and
-outside its prefix with a 403 naming the prefix.
+outside its prefix with a 403 naming the prefix. The token's id (on stderr, or
+"id" with --json) names its changes in history (kvb history; the secret key
+can filter with ?actor=token:ID); it does not reveal the token.
 ${examples(
   'export KVB_TOKEN=$(kvb mint-token --prefix user/42/ --permissions read,write --ttl 600)',
   'kvb mint-token --prefix logs/ --permissions enumerate --ttl 3600 --json',
@@ -53,7 +55,10 @@ ${examples(
         throw err;
       });
       if (options.json) await json(answer);
-      else await line(answer.access_token);
+      else {
+        await line(answer.access_token);
+        if (answer.id) info(`token id ${answer.id} (history records this token's changes under it)`);
+      }
     });
   },
 });
