@@ -386,6 +386,8 @@ export interface HistoryItem {
   type: ValueType | null;
   size: number | null;
   expires_at: string | null;
+  /** Who made it; null for changes recorded before kvb kept actors. */
+  actor: { kind: string; token_id: string | null; address: string | null } | null;
 }
 
 /** GET /api/v1/{bucket}/{key}?history=true: up to `limit` of the key's recorded changes, newest first. */

@@ -16,6 +16,19 @@ export function relativeExpiry(expiresAt: number, now: number): string {
 }
 
 /** "512 B", "1.5 KiB". */
+/**
+ * Who made a history version, in a few words: the credential kind (a token by its id) and the
+ * client address; undefined for changes recorded before kvb kept actors.
+ */
+export function actorLabel(actor: { kind: string; token_id: string | null; address: string | null } | null | undefined): string | undefined {
+  if (!actor) return undefined;
+  let who = `${actor.kind} key`;
+  if (actor.kind === 'token') who = actor.token_id ? `token ${actor.token_id}` : 'a token';
+  else if (actor.kind === 'server') who = 'the server (expiry)';
+  else if (actor.kind === 'anonymous') who = 'anonymous';
+  return actor.address ? `${who} from ${actor.address}` : who;
+}
+
 export function formatSize(bytes: number): string {
   if (bytes < 1024) return `${bytes} B`;
   const kib = bytes / 1024;

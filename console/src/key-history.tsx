@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { type Connection, type HistoryItem, type StoredEntry, getEntryAt, keyHistory, setEntry } from './api.js';
 import type { Capabilities } from './capabilities.js';
-import { formatSize, prettyJson, toBase64 } from './format.js';
+import { actorLabel, formatSize, prettyJson, toBase64 } from './format.js';
 import { lineDiff } from './line-diff.js';
 import { Notice, errorText } from './ui.js';
 
@@ -10,6 +10,12 @@ function diffText(entry: StoredEntry): string {
   if (entry.type === 'bytes') return toBase64(entry.bytes);
   const text = new TextDecoder().decode(entry.bytes);
   return entry.type === 'json' ? prettyJson(text) : text;
+}
+
+/** " · by WHO" for a version whose actor is recorded. */
+function by(item: HistoryItem): string {
+  const label = actorLabel(item.actor);
+  return label ? ` · by ${label}` : '';
 }
 
 /**
@@ -82,11 +88,11 @@ export function KeyHistory(props: { conn: Connection; caps: Capabilities; entryK
             <li key={item.rev}>
               {item.type === null ? (
                 <span>
-                  rev {item.rev} · {item.operation} · {new Date(item.time).toLocaleString()} · absent
+                  rev {item.rev} · {item.operation} · {new Date(item.time).toLocaleString()} · absent{by(item)}
                 </span>
               ) : (
                 <button type="button" aria-pressed={chosen?.rev === item.rev} onClick={() => void choose(item)}>
-                  rev {item.rev} · {item.operation} · {new Date(item.time).toLocaleString()} · {item.type} · {formatSize(item.size ?? 0)}
+                  rev {item.rev} · {item.operation} · {new Date(item.time).toLocaleString()} · {item.type} · {formatSize(item.size ?? 0)}{by(item)}
                   {item.rev === current.rev ? ' (current)' : ''}
                 </button>
               )}

@@ -629,6 +629,8 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     const versions = page.getByRole('list', { name: 'Versions, newest first' });
     await expect.poll(() => versions.getByRole('listitem').count()).toBe(3);
     expect(await versions.getByRole('listitem').first().innerText()).toContain(`rev ${latest}`);
+    // Each version says who made it: the secret key, from the test's own address.
+    expect(await versions.getByRole('listitem').first().innerText()).toContain('by secret key from 127.0.0.1');
     await versions.getByRole('button', { name: new RegExp(`^rev ${first} `) }).click();
     const diff = page.getByLabel(`Changes from revision ${first} to the current value`);
     await expect.poll(() => diff.innerText()).toContain('-   "name": "a",');

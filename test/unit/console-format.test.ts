@@ -7,6 +7,7 @@ import {
   curlCommand,
   encodeValue,
   foldRows,
+  actorLabel,
   formatSize,
   fromBase64,
   prettyJson,
@@ -138,5 +139,16 @@ describe('console: live changes applied to the loaded rows', () => {
     expect(removeRow(rows, 'p/f/')).toEqual([rows[0], rows[2]]);
     expect(removeRow(rows, 'p/a')).toEqual([rows[1], rows[2]]);
     expect(removeRow(rows, 'p/zz')).toBe(rows);
+  });
+});
+
+describe("a history version's actor", () => {
+  it('names the credential kind (a token by its id) and the address; nothing for changes recorded before actors', () => {
+    expect(actorLabel({ kind: 'secret', token_id: null, address: '127.0.0.1' })).toBe('secret key from 127.0.0.1');
+    expect(actorLabel({ kind: 'token', token_id: 'Xq3v9LrT0aBc', address: '203.0.113.7' })).toBe('token Xq3v9LrT0aBc from 203.0.113.7');
+    expect(actorLabel({ kind: 'token', token_id: null, address: '::1' })).toBe('a token from ::1');
+    expect(actorLabel({ kind: 'anonymous', token_id: null, address: '10.0.0.2' })).toBe('anonymous from 10.0.0.2');
+    expect(actorLabel({ kind: 'server', token_id: null, address: null })).toBe('the server (expiry)');
+    expect(actorLabel(null)).toBeUndefined();
   });
 });
