@@ -111,6 +111,8 @@ export interface HistoryOptions extends CallOptions {
   values?: boolean | undefined;
   /** At most this many changes (newest first). Default: every recorded change. */
   limit?: number | undefined;
+  /** Only this actor's changes: a kind (`secret`, `write`, `read`, `anonymous`, `token`, `server`) or `token:ID`. Needs the secret key. */
+  actor?: string | undefined;
 }
 
 export interface UpdateOptions extends CallOptions {
@@ -298,7 +300,7 @@ export class KvbBucket {
     const wanted = options.limit ?? Number.POSITIVE_INFINITY;
     let cursor: string | undefined;
     do {
-      const page = await this.http.history(this.id, key, { values: options.values, limit: Math.min(1000, wanted - entries.length), cursor }, options);
+      const page = await this.http.history(this.id, key, { values: options.values, limit: Math.min(1000, wanted - entries.length), cursor, actor: options.actor }, options);
       for (const line of page.lines) {
         entries.push({
           revision: line.rev,

@@ -12,7 +12,7 @@ export class ListingRequests extends KeyRequests {
   async history(
     bucket: string,
     key: string,
-    page: { limit?: number | undefined; cursor?: string | undefined; values?: boolean | undefined } = {},
+    page: { limit?: number | undefined; cursor?: string | undefined; values?: boolean | undefined; actor?: string | undefined } = {},
     options: CallOptions = {},
   ): Promise<{ lines: HistoryLine[]; nextCursor: string | undefined; floor: number | undefined }> {
     const answer = await this.send({
@@ -20,7 +20,7 @@ export class ListingRequests extends KeyRequests {
       method: 'GET',
       path: this.keyPath(bucket, key),
       subject: `history of key ${JSON.stringify(key)} in bucket ${bucket}`,
-      query: { history: true, values: page.values, limit: page.limit, cursor: page.cursor },
+      query: { history: true, values: page.values, limit: page.limit, cursor: page.cursor, actor: page.actor },
       idempotent: true,
     });
     const text = new TextDecoder().decode(answer.data);

@@ -53,7 +53,7 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
     const own = await createBucket(server.api, { secret_key: SECRET, signing_key: 'cli-history-sign', default_ttl: '0' });
     const env = { KVB_BUCKET: own };
     expect((await run(['set', 'who/a', 'x', '--type', 'text'], { env })).exitCode).toBe(0);
-    const minted = await run(['mint-token', '--prefix', 'who/', '--permissions', 'write', '--ttl', '600', '--json'], { env });
+    const minted = await run(['mint-token', '--prefix', 'who/', '--permissions', 'read,write', '--ttl', '600', '--json'], { env });
     expect(minted.exitCode, minted.stderr).toBe(0);
     const token = JSON.parse(minted.out) as { access_token: string; id: string };
     expect((await run(['set', 'who/a', 'y', '--type', 'text'], { env: { ...env, KVB_TOKEN: token.access_token } })).exitCode).toBe(0);
@@ -69,6 +69,12 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
     expect(table.out).toContain(`token:${token.id}@127.0.0.1`);
     expect(table.out).toContain('secret@127.0.0.1');
     expect(table.out).not.toContain(token.access_token);
+    // --actor: only that token's changes (the secret key may filter; the token itself may not).
+    const filtered = await run(['history', 'who/a', '--actor', `token:${token.id}`], { env });
+    expect(filtered.exitCode, filtered.stderr).toBe(0);
+    expect(filtered.out.trim().split('\n').map((l) => (JSON.parse(l) as { actor: { kind: string } }).actor.kind)).toEqual(['token']);
+    const refused = await run(['history', 'who/a', '--actor', 'secret'], { env: { ...env, KVB_TOKEN: token.access_token } });
+    expect(refused.exitCode).toBe(3);
   });
 
   it('rollback: --dry-run changes nothing, a pipe without --yes is refused, --yes makes one new revision', { timeout: 120_000 }, async () => {

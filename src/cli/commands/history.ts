@@ -24,6 +24,7 @@ export const history = defineCommand({
       .option('--values', 'include each change\'s value')
       .addOption(new Option('--limit <n>', 'at most this many changes').argParser(integer('--limit', 1, Number.MAX_SAFE_INTEGER)))
       .addOption(new Option('--format <format>', 'table (default on a terminal) or jsonl (default when piped)').choices(['table', 'jsonl'] as const))
+      .option('--actor <actor>', "only this actor's changes: secret, write, read, anonymous, token, server, or token:ID (needs the secret key)")
       .addHelpText(
         'after',
         `
@@ -33,7 +34,7 @@ kvb mint-token printed) or server (an expiry), @ the client's address. The
 server keeps history for --history-retention (default 1 h) and, before that,
 the state each key had at the bucket's history floor (kvb bucket show).
 Read a past value with kvb get KEY --rev N; undo with kvb rollback --to N.
-${examples('kvb history config/app', 'kvb history config/app --values --limit 5', 'kvb history config/app | jq -r .rev')}`,
+${examples('kvb history config/app', 'kvb history config/app --values --limit 5', 'kvb history config/app | jq -r .rev', 'kvb history config/app --actor token:Xq3v9LrT0aBc')}`,
       ),
   async run(key, options, command) {
     await withClient(command, async ({ client, bucket }) => {
@@ -43,7 +44,7 @@ ${examples('kvb history config/app', 'kvb history config/app --values --limit 5'
       let cursor: string | undefined;
       let shown = 0;
       do {
-        const page = await client.history(bucket(), key, { values: options.values, limit: Math.min(PAGE, wanted - shown), cursor });
+        const page = await client.history(bucket(), key, { values: options.values, limit: Math.min(PAGE, wanted - shown), cursor, actor: options.actor });
         for (const line of page.lines) {
           shown++;
           if (format === 'jsonl') await data(`${JSON.stringify(line)}\n`);
