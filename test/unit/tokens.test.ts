@@ -1,6 +1,6 @@
 import { SignJWT, decodeJwt, decodeProtectedHeader } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { looksLikeJwt, mintToken, verifyToken } from '../../src/auth/tokens.js';
+import { isTokenId, looksLikeJwt, mintToken, newTokenId, verifyToken } from '../../src/auth/tokens.js';
 
 const key = 'signing-key-for-tests';
 const claims = { bucket: 'b1', prefix: 'user/', permissions: ['read' as const], generation: 3 };
@@ -11,6 +11,17 @@ describe('temporary tokens', () => {
     expect(decodeProtectedHeader(token).alg).toBe('HS256');
     expect(decodeJwt(token)).toEqual({ bkt: 'b1', pfx: 'user/', perm: ['read'], gen: 3, iat: 1_700_000_000, exp: 1_700_000_060 });
     expect(looksLikeJwt(token)).toBe(true);
+  });
+  it("carry an id (jti) that verification returns; a token minted without one verifies without one", async () => {
+    const id = newTokenId();
+    expect(isTokenId(id)).toBe(true);
+    expect(newTokenId()).not.toBe(id);
+    const token = await mintToken(key, { ...claims, id }, 60);
+    expect(decodeJwt(token).jti).toBe(id);
+    expect((await verifyToken(token, key))?.jti).toBe(id);
+    const older = await verifyToken(await mintToken(key, claims, 60), key);
+    expect(older).toBeDefined();
+    expect(older).not.toHaveProperty('jti');
   });
   it('verify with the right key and fail with another', async () => {
     const token = await mintToken(key, claims, 60);
