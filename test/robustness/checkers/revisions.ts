@@ -63,7 +63,7 @@ export function checkRevisions(ops: Op[]): Verdict {
       const done = byReturn[cursor++] as Op;
       if (greatest === undefined || (revisionOf(done) as number) > (revisionOf(greatest) as number)) greatest = done;
     }
-    if (greatest !== undefined && (revisionOf(greatest) as number) >= (revisionOf(op) as number) && greatest.group !== op.group) {
+    if (greatest !== undefined && (revisionOf(greatest) as number) >= (revisionOf(op) as number) && (op.group === undefined || greatest.group !== op.group)) {
       note(`revision ${revisionOf(op)} of ${describeOp(op)} is not above revision ${revisionOf(greatest)} of ${describeOp(greatest)}, answered before it began`);
     }
   }
