@@ -71,7 +71,10 @@ function numberOf(value: string | number | null): number {
 
 /** The state after a change to `value` that answered revision `revision` (undefined: not seen). */
 function commit(state: KeyState, value: string | number | null, revision: number | undefined): KeyState | undefined {
-  if (revision === undefined) return { value, rev: state.rev + 1, known: false };
+  // Unseen: above a known revision. After an unknown one the bound stays put (it is not raised by
+  // one per unseen change): orders of several indeterminate writes then meet in one state, which
+  // keeps the search's cache effective, at the cost of missing an off-by-one between them.
+  if (revision === undefined) return { value, rev: state.known ? state.rev + 1 : state.rev, known: false };
   // Known or not, the previous revision is at least state.rev, and a later change takes a greater one.
   if (!(revision > state.rev)) return undefined;
   return { value, rev: revision, known: true };

@@ -11,11 +11,12 @@ import { describeOp } from './describe-op.js';
  *
  * The search is Wing & Gong's (1993) depth-first search over the history with Lowe's (2017)
  * memoisation, the algorithm Porcupine and Knossos use: calls and returns sorted by time in a
- * doubly linked list; walking from its head, a call whose operation the model accepts in the
- * current state is linearized (its call and return lifted out of the list) and the walk restarts;
- * reaching a return means that operation was not linearized in time, so the last choice is undone
- * (unlifted) and the next call tried. A configuration (the set of operations linearized, the
- * state) already explored is never explored again.
+ * doubly linked list; the calls before the first return still in it are the candidates, and one
+ * whose operation the model accepts in the current state is linearized (its call and return
+ * lifted out of the list) and the candidates taken anew; when none is left, the operation of that
+ * first return cannot be linearized in time, so the last choice is undone (unlifted) and the next
+ * candidate tried. A configuration (the set of operations linearized, the state) already explored
+ * is never explored again.
  *
  * Indeterminate operations (`unknown`: it may have taken effect at any moment after its call, or
  * never) have a call and no return: the search may linearize them anywhere after their call and
@@ -164,11 +165,11 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], deadlin
   });
   const optional = new Uint32Array(Math.ceil(optionalCount / 32));
   const cache = new Map<string, Uint32Array[]>();
-  const stack: Array<{ entry: Entry; state: KeyState }> = [];
+  // One frame per linearized operation: the level's candidates, which one was taken, the state before.
+  const stack: Array<{ candidates: Entry[]; taken: number; state: KeyState }> = [];
   let low = 0;
   let high = 0;
   let state = initialKeyState;
-  let entry = head.next;
   let steps = 0;
 
   const toggle = (index: number): void => {
@@ -180,39 +181,56 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], deadlin
       optional[bit >>> 5] = (optional[bit >>> 5] as number) ^ (1 << (bit & 31));
     }
   };
+  /**
+   * The calls that may be linearized next: those before the first return still in the list.
+   * Determinate ones are tried first, so indeterminate operations (which may always wait, or
+   * never happen) are taken only where the determinate ones lead nowhere.
+   */
+  const candidatesNow = (): Entry[] => {
+    const determinate: Entry[] = [];
+    const optionalCalls: Entry[] = [];
+    for (let e = head.next; e !== null && e.isCall; e = e.next) (e.match === null ? optionalCalls : determinate).push(e);
+    return optionalCalls.length === 0 ? determinate : determinate.concat(optionalCalls);
+  };
 
+  let candidates = candidatesNow();
+  let next = 0;
   while (remaining > 0) {
     if (++steps % STEPS_PER_CLOCK_READ === 0 && performance.now() >= deadline) return { kind: 'budget', steps };
-    if (entry !== null && entry.isCall) {
+    const entry = candidates[next];
+    if (entry !== undefined) {
       const index = entry.index;
-      const next = (operations[index] as KeyOperation).step(state);
-      if (next !== undefined) {
+      const after = (operations[index] as KeyOperation).step(state);
+      if (after !== undefined) {
         toggle(index);
-        const id = `${low}:${high}:${keyStateId(next)}`;
+        const id = `${low}:${high}:${keyStateId(after)}`;
         const seen = cache.get(id);
         if (seen === undefined || !seen.some((s) => isSubset(s, optional))) {
           const copy = optional.slice();
           if (seen) seen.push(copy);
           else cache.set(id, [copy]);
-          stack.push({ entry, state });
-          state = next;
+          stack.push({ candidates, taken: next, state });
+          state = after;
           lift(entry);
           if (entry.match !== null) remaining--;
-          entry = head.next;
+          candidates = candidatesNow();
+          next = 0;
           continue;
         }
         toggle(index);
       }
-      entry = entry.next;
+      next++;
     } else {
-      // A return whose operation is not linearized yet (or the end): undo the last choice.
+      // Every candidate of this level tried: undo the last choice and try the one after it.
       const top = stack.pop();
       if (top === undefined) return { kind: 'fail' };
+      const undone = top.candidates[top.taken] as Entry;
       state = top.state;
-      toggle(top.entry.index);
-      unlift(top.entry);
-      if (top.entry.match !== null) remaining++;
-      entry = top.entry.next;
+      toggle(undone.index);
+      unlift(undone);
+      if (undone.match !== null) remaining++;
+      candidates = top.candidates;
+      next = top.taken + 1;
     }
   }
   return { kind: 'ok' };
