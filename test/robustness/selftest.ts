@@ -31,8 +31,11 @@ class Ops {
   readonly ops: Op[] = [];
   private group = 0;
   private add(op: Omit<Op, 'id' | 'instance' | 'outcome'> & { outcome?: Op['outcome']; instance?: string }): Op {
-    const full: Op = { instance: 'a', outcome: Number.isFinite(op.ret) ? 'ok' : 'unknown', ...op, id: this.ops.length + 1 };
-    if (full.outcome !== 'ok') delete full.output;
+    // No answer (ret Infinity): indeterminate, whatever the helper was asked for.
+    const outcome = Number.isFinite(op.ret) ? (op.outcome ?? 'ok') : 'unknown';
+    const full: Op = { instance: 'a', ...op, outcome, id: this.ops.length + 1 };
+    if (outcome !== 'ok') delete full.output;
+    if (outcome === 'unknown') delete full.status;
     this.ops.push(full);
     return full;
   }
@@ -183,7 +186,7 @@ function mustPass(): SelftestCase[] {
     h.write(1, 'x', 'a', [0, 5], 1);
     h.cas(2, 'x', 1, 'b', [10, 20], 2);
     h.cas(3, 'x', 1, 'c', [11, 21], 'fail');
-    h.cas(4, 'x', 1, 'd', [12, Infinity], 'fail');
+    h.cas(4, 'x', 1, 'd', [12, Infinity], 'fail'); // no answer: indeterminate
     h.read(1, 'x', [25, 30], 'b', 2);
     ok('register: concurrent compare-and-set on one revision, exactly one wins', { ops: h.ops });
   }
