@@ -1,0 +1,80 @@
+import { Agent, request } from 'undici';
+import type { Outcome } from './history.js';
+
+/**
+ * One HTTP exchange as a robustness client sees it: an answer, or no answer. The client timeouts
+ * are short on purpose: a paused instance (SIGSTOP) or a database that is gone must turn into an
+ * indeterminate operation within seconds, never a hang.
+ */
+
+export const REQUEST_TIMEOUT_MS = 3000;
+
+/** Keep-alive connections shared by every client; each client has one request open at a time. */
+export const agent = new Agent({
+  keepAliveTimeout: 10_000,
+  connections: 64,
+  connect: { timeout: 2000 },
+  headersTimeout: REQUEST_TIMEOUT_MS,
+  bodyTimeout: REQUEST_TIMEOUT_MS,
+});
+
+export interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+}
+
+export type Exchange = { answer: Answer; error?: undefined } | { answer?: undefined; error: { code: string; sent: boolean } };
+
+/**
+ * Errors raised before any byte of the request can have reached the server: the connection was
+ * never made. Such an operation definitely did not take effect (a fail, not an unknown).
+ */
+const NOT_SENT = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EADDRNOTAVAIL']);
+
+export async function send(url: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Exchange> {
+  try {
+    const res = await request(url, {
+      method: (init.method ?? 'GET') as 'GET',
+      headers: init.headers,
+      body: init.body,
+      dispatcher: agent,
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS + 500),
+    });
+    const text = await res.body.text();
+    return { answer: { status: res.statusCode, headers: res.headers, text } };
+  } catch (err) {
+    const e = err as { code?: string; name?: string; cause?: { code?: string } };
+    const code = e.code ?? e.cause?.code ?? e.name ?? 'unknown';
+    return { error: { code, sent: !NOT_SENT.has(code) } };
+  }
+}
+
+export function header(answer: Answer, name: string): string | undefined {
+  const value = answer.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The `Kvb-Revision` of an answer, as a number (undefined when absent). */
+export function revisionOf(answer: Answer): number | undefined {
+  const value = header(answer, 'kvb-revision');
+  return value === undefined ? undefined : Number(value);
+}
+
+/**
+ * How an answer counts: 2xx ok; 5xx (a 503 may or may not have applied) unknown; any other
+ * status (412, 409, 404, 429, other 4xx) definitely not applied. `failStatuses` are the statuses
+ * the caller treats as a meaningful ok (a 404 read is an ok read of an absent key).
+ */
+export function outcomeOf(exchange: Exchange): Outcome {
+  if (exchange.error) return exchange.error.sent ? 'unknown' : 'fail';
+  const { status } = exchange.answer;
+  if (status >= 200 && status < 300) return 'ok';
+  if (status >= 500) return 'unknown';
+  return 'fail';
+}
+
+/** What ended an exchange, for the summary (`200`, `412`, `ECONNREFUSED`, …). */
+export function describe(exchange: Exchange): string {
+  return exchange.error ? exchange.error.code : String(exchange.answer.status);
+}
