@@ -20,9 +20,9 @@ interface ClusterNode {
 const haDir = () => process.env.KVB_TEST_HA_DIR!;
 const nodes = (): ClusterNode[] => (JSON.parse(readFileSync(join(haDir(), 'cluster.json'), 'utf8')) as { nodes: ClusterNode[] }).nodes;
 
-async function restStatus(url: string, init: RequestInit = {}): Promise<number | undefined> {
+async function restStatus(url: string, init: RequestInit = {}, timeoutMs = 2000): Promise<number | undefined> {
   try {
-    const res = await fetch(url, { ...init, signal: AbortSignal.timeout(2000) });
+    const res = await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs) });
     await res.text();
     return res.status;
   } catch {
@@ -75,7 +75,7 @@ export async function switchover(): Promise<string> {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ leader: leader.name, candidate: standby.name }),
-  });
+  }, 60_000); // Patroni answers once the switchover is done, seconds later on a busy machine.
   if (status !== 200) throw new Error(`switchover: Patroni answered ${status}`);
   return `switchover ${leader.name} -> ${await waitNewLeader(leader.name)}`;
 }

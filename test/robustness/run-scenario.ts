@@ -141,6 +141,8 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       control.abort = true;
     });
 
+    // The workload's time starts now: starting instances on a loaded machine can take seconds.
+    const workStarted = now();
     const clients = [
       ...Array.from({ length: options.clients }, (_, i) => registerClient(ctx, i).catch(clientErrors(`client ${i}`))),
       ...Array.from({ length: 2 }, (_, i) => bankClient(ctx, i + 1).catch(clientErrors(`bank client ${i}`))),
@@ -148,7 +150,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
 
     // The fault, while the clients run; every fault is healed before the last SETTLE_MS.
     const runMs = options.seconds * 1000;
-    const faultUntil = now() + Math.max(1000, runMs - SETTLE_MS);
+    const faultUntil = workStarted + Math.max(1000, runMs - SETTLE_MS);
     const faulting = () => now() < faultUntil && errors.length === 0;
     const fault = (async () => {
       const pickInstance = () => random.pick(instances);
@@ -171,7 +173,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
             await sleep(random.int(800, 2000));
             if (!faulting()) break;
             const victim = pickInstance();
-            const ms = random.int(1000, 3500);
+            const ms = random.int(1000, 5000);
             victim.pause();
             faults.push(`SIGSTOP ${victim.name} ${ms} ms`);
             await sleep(ms);
@@ -209,7 +211,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     if (proxy) await proxy.open().catch(() => {});
     // Writes and reads go on for a while on the healed system (a failover may have taken longer than the run).
     const healedAt = now();
-    while (now() < Math.max(started + runMs, healedAt + SETTLE_MS) && errors.length === 0) await sleep(100);
+    while (now() < Math.max(workStarted + runMs, healedAt + SETTLE_MS) && errors.length === 0) await sleep(100);
     running = false;
     await Promise.all(clients);
     await finalReads(ctx);

@@ -7,7 +7,7 @@ import type { Outcome } from './history.js';
  * indeterminate operation within seconds, never a hang.
  */
 
-export const REQUEST_TIMEOUT_MS = 3000;
+export const REQUEST_TIMEOUT_MS = 4000;
 
 /** Keep-alive connections shared by every client; each client has one request open at a time. */
 export const agent = new Agent({
@@ -44,8 +44,9 @@ export async function send(url: string, init: { method?: string; headers?: Recor
     const text = await res.body.text();
     return { answer: { status: res.statusCode, headers: res.headers, text } };
   } catch (err) {
-    const e = err as { code?: string; name?: string; cause?: { code?: string } };
-    const code = e.code ?? e.cause?.code ?? e.name ?? 'unknown';
+    // A DOMException (our own AbortSignal.timeout) has a numeric code: its name says more.
+    const e = err as { code?: unknown; name?: string; cause?: { code?: unknown } };
+    const code = typeof e.code === 'string' ? e.code : typeof e.cause?.code === 'string' ? e.cause.code : (e.name ?? 'unknown');
     return { error: { code, sent: !NOT_SENT.has(code) } };
   }
 }

@@ -57,6 +57,8 @@ export async function registerClient(ctx: WorkloadContext, index: number): Promi
   /** Bucket revisions this client saw, for rollbacks to a recent past. */
   const revisions: number[] = [];
   let n = 0;
+  /** The last request got no answer, or one that may or may not have applied (a 5xx). */
+  let unanswered = false;
   const noteRevision = (rev: number | undefined) => {
     if (rev === undefined || !Number.isSafeInteger(rev)) return;
     revisions.push(rev);
@@ -70,6 +72,7 @@ export async function registerClient(ctx: WorkloadContext, index: number): Promi
     const ret = now();
     let outcome = outcomeOf(ex);
     if (ex.answer && okStatuses.includes(ex.answer.status)) outcome = 'ok';
+    unanswered = ex.error !== undefined || outcome === 'unknown';
     recorder.record(client, instance.name, call, ret, outcome, build(ex, outcome === 'ok'));
     recorder.count(kind, outcome, describe(ex));
     return { ex, outcome };
@@ -247,7 +250,7 @@ export async function registerClient(ctx: WorkloadContext, index: number): Promi
   while (ctx.running()) {
     const started = now();
     const roll = random.next();
-    const before = recorder.ops.length;
+    unanswered = false;
     if (roll < 0.28) await read(random.pick(REGISTERS));
     else if (roll < 0.4) await write(random.pick(REGISTERS), 'write');
     else if (roll < 0.55) await write(random.pick(REGISTERS), 'cas');
@@ -260,8 +263,7 @@ export async function registerClient(ctx: WorkloadContext, index: number): Promi
     else if (roll < 0.985) await prefixDelete();
     else await rollback();
     // After a request with no answer, back off a little: the instance is paused, dead or failing over.
-    const last = recorder.ops[recorder.ops.length - 1];
-    const backoff = recorder.ops.length > before && last?.outcome === 'unknown' ? 100 + random.int(0, 100) : 0;
+    const backoff = unanswered ? 100 + random.int(0, 100) : 0;
     const wait = Math.max(backoff, minGapMs - (now() - started));
     if (wait > 0) await sleep(wait);
   }
