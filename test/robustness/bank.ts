@@ -37,19 +37,20 @@ export async function bankClient(ctx: WorkloadContext, index: number): Promise<v
   const random = ctx.random.fork();
   const instance = ctx.instances[index % ctx.instances.length]!;
   const base = `${instance.url}/api/v1/${bucket}`;
-  let lastRevision = 0;
+  /** The revision of the last snapshot of the present, and when it was taken: the bucket was at that revision then. */
+  let last: { revision: number; call: number; ret: number } | undefined;
   const minGapMs = ctx.ratePerClient > 0 ? 1000 / ctx.ratePerClient : 0;
 
   const snapshot = async (r: Recorder) => {
     const call = now();
-    if (lastRevision > 0 && random.chance(0.5)) {
-      // A listing of the past: every account as of a revision already seen.
-      const ex = await send(`${base}/?prefix=bank/&rev=${lastRevision}&values=true&format=json`);
-      const ret = now();
-      r.count('bank-snapshot', outcomeOf(ex), describe(ex));
+    if (last && random.chance(0.5)) {
+      // A listing of the past: every account as of the revision the last snapshot saw. It is
+      // recorded with that snapshot's times, when that revision was the present.
+      const ex = await send(`${base}/?prefix=bank/&rev=${last.revision}&values=true&format=json`);
+      r.count('bank-history-read', outcomeOf(ex), describe(ex));
       if (ex.answer?.status !== 200) return;
       const balances = Object.fromEntries((JSON.parse(ex.answer.text) as Array<[string, number]>).map(([k, v]) => [k, Number(v)]));
-      r.bankReads.push({ revision: lastRevision, balances, call, ret });
+      r.bankReads.push({ revision: last.revision, balances, call: last.call, ret: last.ret });
       return;
     }
     const ex = await send(base, txnBody(ACCOUNTS.map((key) => ({ get: key }))));
@@ -62,7 +63,7 @@ export async function bankClient(ctx: WorkloadContext, index: number): Promise<v
       const got = parsed.results[i];
       if (got) balances[key] = Number(got.value);
     });
-    lastRevision = parsed.revision;
+    last = { revision: parsed.revision, call, ret };
     r.bankReads.push({ revision: parsed.revision, balances, call, ret });
   };
 

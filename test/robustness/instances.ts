@@ -80,8 +80,8 @@ export class Instance {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
-        reject(new Error(`instance ${this.name} did not start within 20 s:\n${this.logTail()}`));
-      }, 20_000);
+        reject(new Error(`instance ${this.name} did not start within 60 s:\n${this.logTail()}`));
+      }, 60_000);
       const probe = setInterval(() => {
         // KVB_LOG_LEVEL=warn hides the "listening on" line: ask /health instead.
         fetch(`${this.url}/health`, { signal: AbortSignal.timeout(500) })

@@ -41,7 +41,7 @@ export class Recorder {
    * Records one request that touched `drafts.length` keys: one Op per key, sharing a group when
    * there are several, with the same times and outcome. An unknown outcome gets `ret: Infinity`.
    */
-  record(client: number, instance: string, call: number, ret: number, outcome: Outcome, drafts: OpDraft[]): void {
+  record(client: number, instance: string, call: number, ret: number, outcome: Outcome, drafts: OpDraft[], status?: number): void {
     const group = drafts.length > 1 ? this.nextGroup++ : undefined;
     for (const draft of drafts) {
       const op = {
@@ -56,17 +56,18 @@ export class Recorder {
         outcome,
         ...(outcome === 'ok' && draft.output !== undefined && { output: draft.output }),
         ...(group !== undefined && { group }),
+        ...(status !== undefined && { status }),
       } as Op;
       this.ops.push(op);
     }
   }
 
-  history(bank?: { total: number; accounts: string[] }): RecordedHistory {
+  history(bank?: { total: number; accounts: string[]; nonNegative?: boolean }): RecordedHistory {
     return {
       scenario: this.scenario,
       ops: this.ops,
       watches: this.watches,
-      ...(bank && { bank: { reads: this.bankReads, total: bank.total, accounts: bank.accounts } }),
+      ...(bank && { bank: { reads: this.bankReads, ...bank } }),
       ...(this.fenced.length > 0 && { fenced: this.fenced }),
     };
   }

@@ -140,6 +140,9 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     defer(options, () => {
       control.abort = true;
     });
+    // Faults must find the watchers connected, so they are cut too.
+    for (let waited = 0; watchStats.segments < watcherCount && waited < 30_000; waited += 100) await sleep(100);
+    if (watchStats.segments < watcherCount) errors.push(`the watchers did not connect within 30 s`);
 
     // The workload's time starts now: starting instances on a loaded machine can take seconds.
     const workStarted = now();
@@ -226,7 +229,8 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     if (!caughtUp) errors.push(`the watchers did not reach revision ${finalRevision} within 30 s`);
 
     return {
-      history: recorder.history({ total: BANK_TOTAL, accounts: ACCOUNTS }),
+      // Every transfer takes at most the balance it read and checks that balance's revision: none goes negative.
+      history: recorder.history({ total: BANK_TOTAL, accounts: ACCOUNTS, nonNegative: true }),
       recorder,
       watch: { ...watchStats, watchers: watcherCount, finalRevision, caughtUp },
       faults,

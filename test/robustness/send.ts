@@ -63,19 +63,30 @@ export function revisionOf(answer: Answer): number | undefined {
 }
 
 /**
- * How an answer counts: 2xx ok; 5xx (a 503 may or may not have applied) unknown; any other
- * status (412, 409, 404, 429, other 4xx) definitely not applied. `failStatuses` are the statuses
- * the caller treats as a meaningful ok (a 404 read is an ok read of an absent key).
+ * kvb's 503 when the connection was lost after COMMIT was sent (src/server/error-handling.ts):
+ * only then may a refused write have been applied. Any other 503 ("storage is unavailable") comes
+ * before anything was committed, so the write was not applied; the checkers hold kvb to that
+ * (a write recorded as failed whose value is read later is an anomaly).
+ */
+const OUTCOME_UNKNOWN = /may or may not have been applied/;
+
+/**
+ * How an answer counts: 2xx ok; a 503 that says the write may or may not have been applied, and
+ * any other 5xx, unknown; any other status (412, 409, 404, 429, other 4xx, a plain 503 storage
+ * unavailable) definitely not applied. No answer at all is unknown, unless the request never left.
  */
 export function outcomeOf(exchange: Exchange): Outcome {
   if (exchange.error) return exchange.error.sent ? 'unknown' : 'fail';
-  const { status } = exchange.answer;
+  const { status, text } = exchange.answer;
   if (status >= 200 && status < 300) return 'ok';
+  if (status === 503) return OUTCOME_UNKNOWN.test(text) ? 'unknown' : 'fail';
   if (status >= 500) return 'unknown';
   return 'fail';
 }
 
 /** What ended an exchange, for the summary (`200`, `412`, `ECONNREFUSED`, …). */
 export function describe(exchange: Exchange): string {
-  return exchange.error ? exchange.error.code : String(exchange.answer.status);
+  if (exchange.error) return exchange.error.code;
+  const { status, text } = exchange.answer;
+  return status === 503 && OUTCOME_UNKNOWN.test(text) ? '503-outcome-unknown' : String(status);
 }

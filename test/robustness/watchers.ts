@@ -103,4 +103,5 @@ export async function watcher(recorder: Recorder, instances: Instance[], bucket:
     }
     if (!done()) await sleep(100);
   }
+  if (control.finalRevision !== undefined && since >= control.finalRevision) log.caughtUpTo = control.finalRevision;
 }

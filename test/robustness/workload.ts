@@ -73,7 +73,9 @@ export async function registerClient(ctx: WorkloadContext, index: number): Promi
     let outcome = outcomeOf(ex);
     if (ex.answer && okStatuses.includes(ex.answer.status)) outcome = 'ok';
     unanswered = ex.error !== undefined || outcome === 'unknown';
-    recorder.record(client, instance.name, call, ret, outcome, build(ex, outcome === 'ok'));
+    // A request that never left (the connection was refused) had no effect and saw nothing: it has no place in the history.
+    const drafts = build(ex, outcome === 'ok');
+    if (!(ex.error && !ex.error.sent)) recorder.record(client, instance.name, call, ret, outcome, drafts, ex.answer?.status);
     recorder.count(kind, outcome, describe(ex));
     return { ex, outcome };
   };
@@ -290,7 +292,7 @@ export async function finalReads(ctx: WorkloadContext): Promise<void> {
             counter
               ? { model: 'counter', key, input: { f: 'read' }, output: { value: found ? Number(a.text) : 0, ...(revision !== undefined && { revision }) } }
               : { model: 'register', key, input: { f: 'read' }, output: { value: found ? a.text : null, ...(revision !== undefined && { revision }) } },
-          ]);
+          ], a.status);
           ctx.recorder.count('final-read', 'ok');
           break;
         }
