@@ -42,7 +42,6 @@ export class Instance {
     /** The `--db` value. */
     readonly db: string,
     readonly args: string[],
-    readonly dataDir: string,
   ) {
     this.url = `http://127.0.0.1:${port}`;
   }

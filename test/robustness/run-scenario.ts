@@ -4,6 +4,7 @@ import { ACCOUNTS, BANK_TOTAL, bankClient, openAccounts } from './bank.js';
 import { killPrimary, lockCluster, onPrimary, switchover, waitHealthy } from './ha-cluster.js';
 import type { RecordedHistory } from './history.js';
 import { Instance, freePort, makeDataDir } from './instances.js';
+import { lockHolder } from './locks.js';
 import { Random } from './random.js';
 import { Recorder, now } from './recorder.js';
 import type { Scenario } from './scenarios.js';
@@ -117,12 +118,13 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     }
 
     for (let i = 0; i < scenario.instances; i++) {
-      const name = String.fromCharCode(97 + i);
-      const instance = new Instance(name, await freePort(), db, scenario.args, '');
+      const instance = new Instance(String.fromCharCode(97 + i), await freePort(), db, scenario.args);
       instances.push(instance);
       defer(options, () => instance.stop());
-      await instance.start();
     }
+    // The first alone (it runs the migrations), then the others together.
+    await instances[0]!.start();
+    await Promise.all(instances.slice(1).map((instance) => instance.start()));
     const bucket = await createBucket(instances[0]!);
     await openAccounts(instances[0]!.url, bucket);
 
@@ -149,6 +151,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     const clients = [
       ...Array.from({ length: options.clients }, (_, i) => registerClient(ctx, i).catch(clientErrors(`client ${i}`))),
       ...Array.from({ length: 2 }, (_, i) => bankClient(ctx, i + 1).catch(clientErrors(`bank client ${i}`))),
+      ...(scenario.locks ? Array.from({ length: 3 }, (_, i) => lockHolder(ctx, i, errors).catch(clientErrors(`lock holder ${i}`))) : []),
     ];
 
     // The fault, while the clients run; every fault is healed before the last SETTLE_MS.
