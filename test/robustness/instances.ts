@@ -11,7 +11,8 @@ import { fileURLToPath } from 'node:url';
  * SIGKILL comes back at the same URL and its clients follow it without being told.
  */
 
-const KVB_BIN = fileURLToPath(new URL('../../bin/kvb', import.meta.url));
+/** The kvb to run: this checkout's build, or another's (KVB_ROBUSTNESS_BIN=/path/to/bin/kvb) to check another build. */
+const KVB_BIN = process.env.KVB_ROBUSTNESS_BIN || fileURLToPath(new URL('../../bin/kvb', import.meta.url));
 
 /** Every child this process started, so an interrupted run can kill them all (see killAll). */
 const children = new Set<ChildProcess>();

@@ -220,7 +220,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     while (now() < Math.max(workStarted + runMs, healedAt + SETTLE_MS) && errors.length === 0) await sleep(100);
     running = false;
     await Promise.all(clients);
-    await finalReads(ctx);
+    await finalReads(ctx, errors);
 
     // Each watcher catches up to the final revision (bounded), so the watch rules are checked up to a known revision.
     const finalRevision = await bucketRevision(instances, bucket);
