@@ -188,7 +188,8 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
           return;
         case 'cut':
           while (faulting()) {
-            await sleep(random.int(800, 1500));
+            // Spaced so the pools reconnect and work flows between cuts (each cut costs every pooled connection).
+            await sleep(random.int(1500, 3000));
             if (!faulting()) break;
             if (random.chance(0.5)) {
               faults.push(`cut ${proxy!.cut()} connections`);
