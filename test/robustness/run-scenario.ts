@@ -179,7 +179,8 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
             await sleep(random.int(800, 2000));
             if (!faulting()) break;
             const victim = pickInstance();
-            const ms = random.int(1000, 5000);
+            // Up to past the watchers' 6 s stall limit, so they resume elsewhere while the instance is stopped.
+            const ms = random.int(1000, 8000);
             victim.pause();
             faults.push(`SIGSTOP ${victim.name} ${ms} ms`);
             await sleep(ms);

@@ -10,7 +10,7 @@ export type Nemesis =
   | 'none'
   /** kill -9 of a kvb instance, restarted at once on the same port (SQLite: the same file). */
   | 'kill'
-  /** SIGSTOP of a kvb instance for 1 to 5 s, then SIGCONT (past the clients' 4 s timeout at times). */
+  /** SIGSTOP of a kvb instance for 1 to 8 s, then SIGCONT (past the clients' 4 s timeout and the watchers' 6 s stall limit at times). */
   | 'pause'
   /** Through a TCP proxy to PostgreSQL: every connection cut, or new ones refused for ~1 s. */
   | 'cut'
