@@ -654,9 +654,9 @@ export class PostgresStore implements Store {
 
   async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {
     if (bucket.includes('\u0000')) return undefined;
-    const { rows } = await this.query<{ changes_floor: number; revision: number }>('changesFloor', { bucket });
+    const { rows } = await this.query<{ changes_floor: number; watch_floor: number; revision: number }>('changesFloor', { bucket });
     const row = rows[0];
-    return row && { floor: Number(row.changes_floor), revision: Number(row.revision) };
+    return row && { floor: Number(row.changes_floor), watchFloor: Math.max(Number(row.changes_floor), Number(row.watch_floor)), revision: Number(row.revision) };
   }
 
   /** Changes committed before this were all looked at by an earlier prune of this instance (see `prunable`). */

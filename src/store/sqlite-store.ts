@@ -409,7 +409,7 @@ export class SqliteStore implements Store {
           this.statement(`logChanges${n}`).run(args);
         }
       }
-      for (const op of this.batchOperations) this.run('logOperation', op);
+      for (const op of this.batchOperations) this.run('logOperation', { ...op, now: this.batchNow });
     } catch (err) {
       // Earlier writes' bookkeeping: the batch cannot commit without it.
       throw new BookkeepingFailure(err);
@@ -444,9 +444,9 @@ export class SqliteStore implements Store {
   }
 
   async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {
-    const row = this.get<{ changes_floor: number; revision: number }>('changesFloor', { bucket });
+    const row = this.get<{ changes_floor: number; watch_floor: number; revision: number }>('changesFloor', { bucket });
     if (!row) return undefined;
-    return { floor: row.changes_floor, revision: this.committedRevisions.get(bucket) ?? row.revision };
+    return { floor: row.changes_floor, watchFloor: Math.max(row.changes_floor, row.watch_floor), revision: this.committedRevisions.get(bucket) ?? row.revision };
   }
 
   /** Changes committed before this were all looked at by an earlier prune (see `prunable`). */
@@ -872,7 +872,6 @@ export class SqliteStore implements Store {
             }
             if (revision === undefined) return { refused: 'no_bucket' };
             this.clearCacheAfterCommit = true;
-            const floor = restoreRevision === undefined ? Number(this.get<{ changes_floor: number }>('changesFloor', { bucket })?.changes_floor ?? 0) : -1;
             this.withinQuota(bucket, () => {
               // History: the import's keys and the keys it removes, as of its revision (statements on the attached database, prepared afresh).
               const logged = restoreRevision === undefined ? 'logStaged' : 'logStagedKeepRevisions';
@@ -888,10 +887,12 @@ export class SqliteStore implements Store {
               // Millions of rows in one statement: the usage is counted again rather than tracked per row.
               this.run('recountUsage', { bucket });
             });
-            // Watchers behind an import (one revision of up to millions of keys) get `reset`; history
-            // starts at it: the floor rises to it and the log is compacted up to it.
-            this.compactTo(bucket, revision, floor);
-            this.run('logOperation', { bucket, revision, operation: 'import' });
+            // Watchers behind an import (one revision of up to millions of keys) get `reset`. History
+            // keeps what the import did not touch: only a restore (the whole bucket, the operator's
+            // `kvb db restore`) starts history at its revision; an import's keys are logged above.
+            if (restoreRevision === undefined) this.run('raiseWatchFloor', { bucket, revision });
+            else this.compactTo(bucket, revision, -1);
+            this.run('logOperation', { bucket, revision, operation: 'import', now: this.batchNow });
             return { revision };
           });
         });
