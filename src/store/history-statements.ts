@@ -154,6 +154,22 @@ export function historyStatements(db: Kysely<Database>) {
         ),
       ),
     deleteBucketOperations: db.deleteFrom('revision_ops').where('bucket_id', '=', param('bucket')),
+    /** Buckets with changes committed since `since` (ms): the only ones whose history can have grown. */
+    historyGrew: db
+      .selectFrom('changes')
+      .select('bucket_id')
+      .where('committed_at', '>=', param('since'))
+      .groupBy('bucket_id')
+      .limit(param('batch')),
+    /** The bytes (keys and values) of each revision's change rows above the floor, newest first: what --max-history-bytes-per-bucket bounds. */
+    historyBytes: db
+      .selectFrom('changes as c')
+      .innerJoin('buckets as b', 'b.id', 'c.bucket_id')
+      .select(['c.revision', sql<number>`sum(length(c.key) + coalesce(length(c.value), 0))`.as('bytes')])
+      .where('c.bucket_id', '=', param('bucket'))
+      .whereRef('c.revision', '>', 'b.changes_floor')
+      .groupBy('c.revision')
+      .orderBy('c.revision', 'desc'),
   };
 }
 

@@ -9,6 +9,7 @@ import type { StoredValue } from '../values/stored-value.js';
 import { EntryCache } from './entry-cache.js';
 import { compileHistory } from './history-statements.js';
 import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
+import { floorWithin } from './floor-within.js';
 import type { HistoryRecord, PastRead } from './history-types.js';
 import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, isLive, toEntry, toMeta } from './entry-row.js';
@@ -463,6 +464,30 @@ export class SqliteStore implements Store {
     );
     if (pruned < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
     return pruned;
+  }
+
+  /** Changes committed before this were all looked at by an earlier history bound (see `historyGrew`). */
+  private boundedBefore = 0;
+
+  async boundHistory(maxBytes: number, now: number): Promise<number> {
+    if (maxBytes <= 0) return 0;
+    const since = Math.max(0, this.boundedBefore - PRUNE_OVERLAP_MS);
+    const raised = await this.write(() =>
+      this.atomically(() => {
+        let count = 0;
+        const grown = this.statement('historyGrew').all(this.args('historyGrew', { since, batch: Number.MAX_SAFE_INTEGER })) as Array<{ bucket_id: string }>;
+        for (const { bucket_id: bucket } of grown) {
+          const sizes = this.statement('historyBytes').all(this.args('historyBytes', { bucket })) as Array<{ revision: number; bytes: number }>;
+          const floor = floorWithin(sizes.map((r) => ({ revision: Number(r.revision), bytes: Number(r.bytes) })), maxBytes);
+          if (floor === undefined) continue;
+          this.compactTo(bucket, floor);
+          count++;
+        }
+        return count;
+      }),
+    );
+    this.boundedBefore = Math.max(this.boundedBefore, now);
+    return raised;
   }
 
   /** Raises the bucket's floor to `revision` and compacts its log up to it, in the running write. */
