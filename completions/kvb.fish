@@ -253,5 +253,6 @@ complete -c kvb -n '__fish_seen_subcommand_from serve' -l metrics-token -x -d '/
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-buckets -x -d 'most buckets this server holds (0 = no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-keys-per-bucket -x -d 'most keys one bucket stores; a write past it gets 507 (0 = no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-bytes-per-bucket -x -d 'most bytes (keys + values) one bucket stores; a write past it gets 507 (0 = no limit)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-history-bytes-per-bucket -x -d 'most bytes of history (keys + values of changes kept for --history-retention) one bucket keeps; past it the oldest go, each sweep (default: --max-bytes-per-bucket; 0 = no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l bucket-creation-rate -x -d 'bucket creations per client address, e.g. 10/1h (default: no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l rate-limit -x -d 'requests per credential (per address when anonymous), e.g. 600/1m (default: no limit)'

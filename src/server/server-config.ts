@@ -55,6 +55,11 @@ export interface ServerConfig {
   /** Per-bucket quotas: most stored keys, and most bytes (keys and values), per bucket; 0 means no limit. */
   maxKeysPerBucket: number;
   maxBytesPerBucket: number;
+  /**
+   * Most bytes (keys and values of the change log above the floor) of history one bucket keeps;
+   * past it the sweeper drops the oldest. Undefined: the same as maxBytesPerBucket; 0: no bound.
+   */
+  maxHistoryBytesPerBucket: number | undefined;
   /** Bucket creations allowed per client address per window; undefined means no limit. */
   bucketCreationRate: RateLimit | undefined;
   /** Requests allowed per credential (per client address when anonymous) per window; undefined means no limit. */
@@ -112,6 +117,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   maxBuckets: 0,
   maxKeysPerBucket: 0,
   maxBytesPerBucket: 0,
+  maxHistoryBytesPerBucket: undefined,
   bucketCreationRate: undefined,
   rateLimit: undefined,
   verificationWaitSeconds: 60,

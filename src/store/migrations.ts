@@ -199,6 +199,21 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
         await db.updateTable('buckets').set({ changes_floor: sql.ref('revision') }).execute();
       },
     },
+    {
+      // History hardening. `watch_floor`: the newest revision the watch feed cannot carry a watcher
+      // across (an import's, up to millions of keys): watchers behind it get `reset`, while history
+      // (`changes_floor`) keeps everything the import did not touch. `revision_ops.committed_at`:
+      // a revision that logs no change row (a transaction that only deletes absent keys) still has
+      // a time, so expiry at that revision is judged by its own time. Null on rows made before.
+      name: '0008_history_hardening',
+      async up(db) {
+        await db.schema
+          .alterTable('buckets')
+          .addColumn('watch_floor', sql.raw(bigint), (c) => c.notNull().defaultTo(0))
+          .execute();
+        await db.schema.alterTable('revision_ops').addColumn('committed_at', sql.raw(bigint)).execute();
+      },
+    },
   ];
 }
 

@@ -171,9 +171,7 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
           await connection.statement(sql.setRevision!, { bucket, revision: restoreRevision });
           revision = restoreRevision;
         }
-        // History: the floor before the import, then the import's keys and the keys it removes, as of its revision.
-        const floorRows = await connection.statement<{ changes_floor: number }>(sql.changesFloor!, { bucket });
-        const floor = restoreRevision === undefined ? Number(floorRows.rows[0]?.changes_floor ?? 0) : -1;
+        // History: the import's keys and the keys it removes, as of its revision.
         const now = Date.now();
         if (restoreRevision === undefined) await connection.statement(sql.logStaged!, { bucket, revision, now });
         else await connection.statement(sql.logStagedKeepRevisions!, { bucket, now });
@@ -195,12 +193,16 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
           { keys: Number(before.usage_keys), bytes: Number(before.usage_bytes) },
           { keys: Number(after.usage_keys) - Number(before.usage_keys), bytes: Number(after.usage_bytes) - Number(before.usage_bytes) },
         );
-        // Watchers behind an import (one revision of up to millions of keys) get `reset`; history
-        // starts at it: the floor rises to it and the log is compacted up to it.
-        await connection.statement(sql.raiseFloor!, { bucket, revision });
-        await connection.statement(sql.compactChanges!, { bucket, revision, floor });
-        await connection.statement(sql.pruneOperations!, { bucket, revision });
-        await connection.statement(sql.logOperation!, { bucket, revision, operation: 'import' });
+        // Watchers behind an import (one revision of up to millions of keys) get `reset`. History
+        // keeps what the import did not touch: only a restore (the whole bucket, the operator's
+        // `kvb db restore`) starts history at its revision; an import's keys are logged above.
+        if (restoreRevision === undefined) await connection.statement(sql.raiseWatchFloor!, { bucket, revision });
+        else {
+          await connection.statement(sql.raiseFloor!, { bucket, revision });
+          await connection.statement(sql.compactChanges!, { bucket, revision, floor: -1 });
+          await connection.statement(sql.pruneOperations!, { bucket, revision });
+        }
+        await connection.statement(sql.logOperation!, { bucket, revision, operation: 'import', now });
       } catch (err) {
         if (!finished) await finish('rollback').catch(() => {});
         throw err;

@@ -8,6 +8,7 @@ import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { compileHistory } from './history-statements.js';
 import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
+import { floorWithin } from './floor-within.js';
 import type { HistoryRecord, PastRead } from './history-types.js';
 import { listBounds } from './list-bounds.js';
 import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
@@ -654,9 +655,9 @@ export class PostgresStore implements Store {
 
   async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {
     if (bucket.includes('\u0000')) return undefined;
-    const { rows } = await this.query<{ changes_floor: number; revision: number }>('changesFloor', { bucket });
+    const { rows } = await this.query<{ changes_floor: number; watch_floor: number; revision: number }>('changesFloor', { bucket });
     const row = rows[0];
-    return row && { floor: Number(row.changes_floor), revision: Number(row.revision) };
+    return row && { floor: Number(row.changes_floor), watchFloor: Math.max(Number(row.changes_floor), Number(row.watch_floor)), revision: Number(row.revision) };
   }
 
   /** Changes committed before this were all looked at by an earlier prune of this instance (see `prunable`). */
@@ -666,17 +667,41 @@ export class PostgresStore implements Store {
     // Under the sweep lease, like the sweep: one instance prunes at a time.
     if (!(await this.takeLease('sweep'))) return 0;
     const { rows } = await this.query<{ bucket_id: string; revision: number }>('prunable', { before, since: Math.max(0, this.prunedBefore - PRUNE_OVERLAP_MS), batch });
-    for (const { bucket_id: bucket, revision } of rows) {
-      // The floor is raised first, in the same transaction: a reader never finds a hole without a floor above it.
-      await this.transaction(async (client) => {
-        const floor = await this.query<{ changes_floor: number }>('changesFloor', { bucket }, client);
-        await this.query('raiseFloor', { bucket, revision }, client);
-        await this.query('compactChanges', { bucket, revision, floor: Number(floor.rows[0]?.changes_floor ?? 0) }, client);
-        await this.query('pruneOperations', { bucket, revision }, client);
-      });
-    }
+    for (const { bucket_id: bucket, revision } of rows) await this.compactTo(bucket, revision);
     if (rows.length < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
     return rows.length;
+  }
+
+  /** Raises the bucket's floor to `revision` and compacts its log up to it, in one transaction. */
+  private async compactTo(bucket: string, revision: number): Promise<void> {
+    // The floor is raised first, in the same transaction: a reader never finds a hole without a floor above it.
+    await this.transaction(async (client) => {
+      const floor = await this.query<{ changes_floor: number }>('changesFloor', { bucket }, client);
+      await this.query('raiseFloor', { bucket, revision }, client);
+      await this.query('compactChanges', { bucket, revision, floor: Number(floor.rows[0]?.changes_floor ?? 0) }, client);
+      await this.query('pruneOperations', { bucket, revision }, client);
+    });
+  }
+
+  /** Changes committed before this were all looked at by an earlier history bound of this instance (see `historyGrew`). */
+  private boundedBefore = 0;
+
+  async boundHistory(maxBytes: number, now: number): Promise<number> {
+    if (maxBytes <= 0) return 0;
+    // Under the sweep lease, like the prune: one instance compacts at a time.
+    if (!(await this.takeLease('sweep'))) return 0;
+    const since = Math.max(0, this.boundedBefore - PRUNE_OVERLAP_MS);
+    const { rows: grown } = await this.query<{ bucket_id: string }>('historyGrew', { since, batch: Number.MAX_SAFE_INTEGER });
+    let count = 0;
+    for (const { bucket_id: bucket } of grown) {
+      const { rows: sizes } = await this.query<{ revision: number; bytes: number }>('historyBytes', { bucket });
+      const floor = floorWithin(sizes.map((r) => ({ revision: Number(r.revision), bytes: Number(r.bytes) })), maxBytes);
+      if (floor === undefined) continue;
+      await this.compactTo(bucket, floor);
+      count++;
+    }
+    this.boundedBefore = Math.max(this.boundedBefore, now);
+    return count;
   }
 
   private readonly history = new HistoryReader(

@@ -17,6 +17,8 @@ export interface BucketsTable {
   revision: Generated<number>;
   /** The highest revision no longer in `changes` (pruned, or from before the change log). */
   changes_floor: Generated<number>;
+  /** The newest revision watchers cannot be carried across (an import's): those behind it get `reset`. */
+  watch_floor: Generated<number>;
   /** Stored keys (expired ones until swept) and their bytes (key + value lengths): per-bucket quotas. */
   usage_keys: Generated<number>;
   usage_bytes: Generated<number>;
@@ -55,6 +57,8 @@ export interface RevisionOpsTable {
   bucket_id: string;
   revision: number;
   operation: string;
+  /** When the revision committed (ms); null on rows made before it was recorded. */
+  committed_at: number | null;
 }
 
 export interface Database {

@@ -9,6 +9,7 @@ import type { StoredValue } from '../values/stored-value.js';
 import { EntryCache } from './entry-cache.js';
 import { compileHistory } from './history-statements.js';
 import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
+import { floorWithin } from './floor-within.js';
 import type { HistoryRecord, PastRead } from './history-types.js';
 import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, isLive, toEntry, toMeta } from './entry-row.js';
@@ -409,7 +410,7 @@ export class SqliteStore implements Store {
           this.statement(`logChanges${n}`).run(args);
         }
       }
-      for (const op of this.batchOperations) this.run('logOperation', op);
+      for (const op of this.batchOperations) this.run('logOperation', { ...op, now: this.batchNow });
     } catch (err) {
       // Earlier writes' bookkeeping: the batch cannot commit without it.
       throw new BookkeepingFailure(err);
@@ -444,9 +445,9 @@ export class SqliteStore implements Store {
   }
 
   async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {
-    const row = this.get<{ changes_floor: number; revision: number }>('changesFloor', { bucket });
+    const row = this.get<{ changes_floor: number; watch_floor: number; revision: number }>('changesFloor', { bucket });
     if (!row) return undefined;
-    return { floor: row.changes_floor, revision: this.committedRevisions.get(bucket) ?? row.revision };
+    return { floor: row.changes_floor, watchFloor: Math.max(row.changes_floor, row.watch_floor), revision: this.committedRevisions.get(bucket) ?? row.revision };
   }
 
   /** Changes committed before this were all looked at by an earlier prune (see `prunable`). */
@@ -463,6 +464,30 @@ export class SqliteStore implements Store {
     );
     if (pruned < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
     return pruned;
+  }
+
+  /** Changes committed before this were all looked at by an earlier history bound (see `historyGrew`). */
+  private boundedBefore = 0;
+
+  async boundHistory(maxBytes: number, now: number): Promise<number> {
+    if (maxBytes <= 0) return 0;
+    const since = Math.max(0, this.boundedBefore - PRUNE_OVERLAP_MS);
+    const raised = await this.write(() =>
+      this.atomically(() => {
+        let count = 0;
+        const grown = this.statement('historyGrew').all(this.args('historyGrew', { since, batch: Number.MAX_SAFE_INTEGER })) as Array<{ bucket_id: string }>;
+        for (const { bucket_id: bucket } of grown) {
+          const sizes = this.statement('historyBytes').all(this.args('historyBytes', { bucket })) as Array<{ revision: number; bytes: number }>;
+          const floor = floorWithin(sizes.map((r) => ({ revision: Number(r.revision), bytes: Number(r.bytes) })), maxBytes);
+          if (floor === undefined) continue;
+          this.compactTo(bucket, floor);
+          count++;
+        }
+        return count;
+      }),
+    );
+    this.boundedBefore = Math.max(this.boundedBefore, now);
+    return raised;
   }
 
   /** Raises the bucket's floor to `revision` and compacts its log up to it, in the running write. */
@@ -872,7 +897,6 @@ export class SqliteStore implements Store {
             }
             if (revision === undefined) return { refused: 'no_bucket' };
             this.clearCacheAfterCommit = true;
-            const floor = restoreRevision === undefined ? Number(this.get<{ changes_floor: number }>('changesFloor', { bucket })?.changes_floor ?? 0) : -1;
             this.withinQuota(bucket, () => {
               // History: the import's keys and the keys it removes, as of its revision (statements on the attached database, prepared afresh).
               const logged = restoreRevision === undefined ? 'logStaged' : 'logStagedKeepRevisions';
@@ -888,10 +912,12 @@ export class SqliteStore implements Store {
               // Millions of rows in one statement: the usage is counted again rather than tracked per row.
               this.run('recountUsage', { bucket });
             });
-            // Watchers behind an import (one revision of up to millions of keys) get `reset`; history
-            // starts at it: the floor rises to it and the log is compacted up to it.
-            this.compactTo(bucket, revision, floor);
-            this.run('logOperation', { bucket, revision, operation: 'import' });
+            // Watchers behind an import (one revision of up to millions of keys) get `reset`. History
+            // keeps what the import did not touch: only a restore (the whole bucket, the operator's
+            // `kvb db restore`) starts history at its revision; an import's keys are logged above.
+            if (restoreRevision === undefined) this.run('raiseWatchFloor', { bucket, revision });
+            else this.compactTo(bucket, revision, -1);
+            this.run('logOperation', { bucket, revision, operation: 'import', now: this.batchNow });
             return { revision };
           });
         });

@@ -219,7 +219,13 @@ export function sharedStatements(db: KyselyType<Database>) {
       .where('bucket_id', '=', param('bucket'))
       .where('revision', '=', param('revision'))
       .orderBy('key'),
-    changesFloor: db.selectFrom('buckets').select(['changes_floor', 'revision']).where('id', '=', param('bucket')),
+    changesFloor: db.selectFrom('buckets').select(['changes_floor', 'watch_floor', 'revision']).where('id', '=', param('bucket')),
+    /** An import's revision: watchers behind it are reset (its keys are history, not feed events). */
+    raiseWatchFloor: db
+      .updateTable('buckets')
+      .set({ watch_floor: param('revision') })
+      .where('id', '=', param('bucket'))
+      .where('watch_floor', '<', param('revision')),
     /**
      * Per bucket, the newest change older than the retention and above the floor (the floor rises
      * to it). Rows at or below the floor stay as history's base, so only rows committed since the
@@ -448,9 +454,9 @@ export function postgresBatchStatements(schema: string) {
       d as (delete from ${t('entries')} where bucket_id = ${param('bucket')} and key in (select key from f where kind <> 'set') and exists (select 1 from b)),
       c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, committed_at)
         select ${param('bucket')}::text, w.revision, w.key, w.kind, w.type, w.value, w.expires_at, ${param('now')}::bigint from w, b),
-      o as (insert into ${t('revision_ops')} (bucket_id, revision, operation)
-        select ${param('bucket')}::text, r.revision, r.operation from unnest(${param('opRevisions')}::bigint[], ${param('operations')}::text[]) as r(revision, operation), b
-        on conflict (bucket_id, revision) do update set operation = excluded.operation)
+      o as (insert into ${t('revision_ops')} (bucket_id, revision, operation, committed_at)
+        select ${param('bucket')}::text, r.revision, r.operation, ${param('now')}::bigint from unnest(${param('opRevisions')}::bigint[], ${param('operations')}::text[]) as r(revision, operation), b
+        on conflict (bucket_id, revision) do update set operation = excluded.operation, committed_at = excluded.committed_at)
       select revision from b`),
     /**
      * Unconditional SETs without a quota, in one statement and one round trip: the bucket's

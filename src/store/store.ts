@@ -309,6 +309,13 @@ export interface Store {
    * readable. Returns how many buckets.
    */
   pruneChanges(before: number, batch: number): Promise<number>;
+  /**
+   * Holds each bucket's history above its floor (the bytes of its change rows' keys and values)
+   * to `maxBytes` (0: no bound): a bucket written since the last call that holds more gets its
+   * floor raised past its oldest revisions and its log compacted, as pruneChanges does. Returns
+   * how many buckets.
+   */
+  boundHistory(maxBytes: number, now: number): Promise<number>;
   /** Called after each commit with the buckets it changed (a store that only this process writes to). */
   onCommit?(listener: (buckets: string[]) => void): void;
   countEntries(): Promise<number>;

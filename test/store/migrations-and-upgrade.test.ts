@@ -97,7 +97,7 @@ describe('migrations, SQLite (issue 19 items 5 and 6)', () => {
     // Replacing "hello" with "hi" frees 3 bytes.
     expect(await store.bucketUsage(id)).toEqual({ ...(counted as object), bytes: (counted as { bytes: number }).bytes - 3 });
     // 0007 (history): every key's state at the upgrade is history's base, and history starts there.
-    expect(await store.changeLogBounds(id)).toEqual({ floor: 0, revision: 1 });
+    expect(await store.changeLogBounds(id)).toEqual({ floor: 0, watchFloor: 0, revision: 1 });
     const before = await store.readAt(id, 'greeting', 0);
     expect(before.outcome === 'ok' && before.value).toMatchObject({ type: 'text', data: Buffer.from('hello'), revision: 0 });
     expect((await store.keyHistory(id, 'greeting', Number.MAX_SAFE_INTEGER, 10)).map((h) => [h.revision, h.operation])).toEqual([

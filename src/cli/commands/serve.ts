@@ -190,6 +190,14 @@ export const serve = defineCommand({
           .argParser(integer(0, Number.MAX_SAFE_INTEGER)),
       )
       .addOption(
+        new Option(
+          '--max-history-bytes-per-bucket <bytes>',
+          "most bytes of history (keys + values of changes kept for --history-retention) one bucket keeps; past it the oldest go, each sweep (default: --max-bytes-per-bucket; 0 = no limit)",
+        )
+          .env('KVB_MAX_HISTORY_BYTES_PER_BUCKET')
+          .argParser(integer(0, Number.MAX_SAFE_INTEGER)),
+      )
+      .addOption(
         new Option('--bucket-creation-rate <N/WINDOW>', 'bucket creations per client address, e.g. 10/1h (default: no limit)')
           .env('KVB_BUCKET_CREATION_RATE')
           .argParser(rate),
@@ -247,6 +255,7 @@ Examples:
       maxBuckets: options.maxBuckets,
       maxKeysPerBucket: options.maxKeysPerBucket,
       maxBytesPerBucket: options.maxBytesPerBucket,
+      maxHistoryBytesPerBucket: options.maxHistoryBytesPerBucket,
       bucketCreationRate: options.bucketCreationRate,
       rateLimit: options.rateLimit,
       verificationWaitSeconds: options.verificationWait,

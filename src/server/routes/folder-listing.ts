@@ -8,7 +8,7 @@
  * continues after the last item (after a folder: past all of it).
  */
 import type { FastifyReply } from 'fastify';
-import type { Entry, EntryMeta, ListColumns, ListedEntry, Store } from '../../store/store.js';
+import type { Entry, EntryMeta, ListColumns, ListedEntry } from '../../store/store.js';
 import { LIST_CONTENT_TYPES, type ListFormat } from '../../values/list-format.js';
 import { formatListMeta } from '../../values/list-meta.js';
 import { MAX_KEY_BYTES } from '../../values/keys.js';
@@ -36,8 +36,11 @@ export function folderOf(key: string, prefix: string, delimiter: string): string
   return at < 0 ? undefined : key.slice(0, at + delimiter.length);
 }
 
+/** One page of the listing's keys after a position (the present, or a past revision's: the list route's read). */
+export type FolderRead = (after: string | undefined, rows: number) => Promise<ListedEntry[]>;
+
 export interface FolderQuery {
-  store: Store;
+  read: FolderRead;
   bucket: BucketRecord;
   prefix: string;
   delimiter: string;
@@ -61,12 +64,11 @@ function renderKey({ key, entry, meta }: ListedEntry): string {
 }
 
 /** Reads the items of one answer; `next` is the position to continue from when more follow. */
-export async function readFolderItems(q: Omit<FolderQuery, 'format' | 'query' | 'path'>, now: number): Promise<{ items: string[]; next: string | undefined }> {
+export async function readFolderItems(q: Omit<FolderQuery, 'format' | 'query' | 'path'>): Promise<{ items: string[]; next: string | undefined }> {
   const items: string[] = [];
   const limit = Math.min(q.limit, MAX_FOLDER_ITEMS);
   let after = q.after;
-  const read = (from: string | undefined, rows: number) =>
-    q.store.listEntries(q.bucket.id, { prefix: q.prefix, reverse: q.reverse, columns: q.columns, offset: 0, limit: rows, ...(from !== undefined && { after: from }) }, now);
+  const read = q.read;
   for (;;) {
     if (items.length >= limit) {
       // Full: keys follow only if one more row exists past the position.
@@ -95,7 +97,7 @@ export async function readFolderItems(q: Omit<FolderQuery, 'format' | 'query' | 
 
 /** Answers a delimiter listing (the list route has checked the bucket, the credential and the parameters). */
 export async function folderListing(q: FolderQuery, reply: FastifyReply): Promise<FastifyReply> {
-  const { items, next } = await readFolderItems(q, Date.now());
+  const { items, next } = await readFolderItems(q);
   if (next !== undefined) {
     const cursor = encodeCursor(q.bucket, { prefix: q.prefix, reverse: q.reverse, lastKey: next });
     const params = new URLSearchParams();
