@@ -68,6 +68,22 @@ export function defineGroup(define: (parent: ParentCommand) => ParentCommand, su
   };
 }
 
+/**
+ * Points an unknown flag that people reach for to what does the job, instead of commander's
+ * nearest spelling (`kvb get --prefix` would otherwise suggest --profile). Only these flags change;
+ * every other unknown one keeps commander's message. `hints` maps a flag to the advice.
+ */
+export function withOptionHints<C extends Command<any, any, any>>(command: C, hints: Record<string, string>): C {
+  const target = command as unknown as { unknownOption(flag: string): void; error(message: string, options: { code: string }): never };
+  const unknown = target.unknownOption.bind(target);
+  target.unknownOption = (flag: string) => {
+    const hint = hints[flag.split('=')[0]!];
+    if (hint !== undefined) target.error(`error: unknown option '${flag}' for '${command.name()}': ${hint}`, { code: 'commander.unknownOption' });
+    unknown(flag);
+  };
+  return command;
+}
+
 /** An option-argument parser for an integer in [min, max]; the message names the flag. */
 export function integer(flag: string, min: number, max: number) {
   return (value: string): number => {

@@ -31,11 +31,23 @@ import { lazySchemaCompilers } from './lazy-schemas.js';
 /** How long another instance's change to a bucket's credentials can go unseen on a shared store. */
 export const SHARED_CACHE_MAX_AGE_MS = 1000;
 
+/**
+ * Logs for a person at a terminal: one line per entry. An access line reads `request GET /path 200
+ * 0.8 ms` (its other fields, the request id, route, size and client address, are in the json
+ * format); pino-pretty's default put each field on a line of its own, nine lines per request.
+ */
+const PRETTY_OPTIONS = {
+  translateTime: 'SYS:standard',
+  singleLine: true,
+  messageFormat: '{msg}{if method} {method} {url} {status} {ms} ms{end}',
+  ignore: 'pid,hostname,req_id,method,route,url,status,ms,bytes,ip',
+};
+
 function loggerOptions(level: string, format: 'json' | 'pretty'): FastifyServerOptions['logger'] {
   return {
     level,
     // pino-pretty runs in pino's worker thread, loaded only when asked for.
-    ...(format === 'pretty' ? { transport: { target: 'pino-pretty', options: { translateTime: 'SYS:standard', ignore: 'pid,hostname' } } } : {}),
+    ...(format === 'pretty' ? { transport: { target: 'pino-pretty', options: PRETTY_OPTIONS } } : {}),
     serializers: {
       req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, url: redactUrl(req.url), ip: req.ip }),
     },

@@ -47,11 +47,15 @@ export function exportedValue(value: StoredValue): string {
   }
 }
 
-/** One entry line; `rev` (a dump only) is the bucket revision of the key's last change. */
-export function entryLine(key: string, value: StoredValue, expiresAt: number | null, rev?: number): string {
-  const expires = expiresAt === null ? 'null' : JSON.stringify(new Date(expiresAt).toISOString());
+/**
+ * One entry line; `rev` (a dump only) is the bucket revision of the key's last change. An export
+ * always states `expires_at` (null: never); `undefined` leaves it out, so the importing bucket's
+ * default TTL applies (a plain JSONL line that gave no TTL).
+ */
+export function entryLine(key: string, value: StoredValue, expiresAt: number | null | undefined, rev?: number): string {
+  const expires = expiresAt === undefined ? '' : `,"expires_at":${expiresAt === null ? 'null' : JSON.stringify(new Date(expiresAt).toISOString())}`;
   const revision = rev === undefined ? '' : `,"rev":${rev}`;
-  return `{"key":${JSON.stringify(key)},"type":"${value.type}","value":${exportedValue(value)},"expires_at":${expires}${revision}}\n`;
+  return `{"key":${JSON.stringify(key)},"type":"${value.type}","value":${exportedValue(value)}${expires}${revision}}\n`;
 }
 
 export function endLine(count: number, sha256: string): string {
@@ -60,7 +64,8 @@ export function endLine(count: number, sha256: string): string {
 
 export type ExportLine =
   | { kind: 'header'; bucket: string }
-  | { kind: 'entry'; key: string; value: StoredValue; expiresAt: number | null; rev?: number }
+  /** `ownExpiry`: the line states `expires_at` (null included); without it the bucket's default TTL applies on import. */
+  | { kind: 'entry'; key: string; value: StoredValue; expiresAt: number | null; ownExpiry: boolean; rev?: number }
   | { kind: 'end'; count: number; sha256: string };
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
@@ -150,5 +155,5 @@ export function parseExportLine(line: string, withRev = false, maxValueBytes = M
     if (!Number.isFinite(ms)) throw badRequest('expires_at must be an RFC 3339 time or null');
     expiresAt = ms;
   }
-  return { kind: 'entry', key, value: { type, data }, expiresAt, ...(rev !== undefined && { rev }) };
+  return { kind: 'entry', key, value: { type, data }, expiresAt, ownExpiry: expiresNode !== undefined, ...(rev !== undefined && { rev }) };
 }

@@ -460,6 +460,21 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     expect(problems).toEqual([]);
   });
 
+  it('New key starts as text: typing hello saves the text hello, not "Not valid JSON"', async (t) => {
+    screenshotsOnFailure(t, 'new-text');
+    await browse('drafts/', 'Flat');
+    await button('New key').click();
+    await expect.poll(() => page.getByRole('combobox', { name: 'Type' }).inputValue()).toBe('text');
+    await field('Key').fill('drafts/hello');
+    await field('Value').fill('hello');
+    await button('Save').click();
+    await page.getByRole('heading', { name: 'drafts/hello', exact: true }).waitFor();
+    const stored = await call(api('/drafts%2Fhello'), { token: secret });
+    expect([stored.headers.get('kvb-type'), stored.text]).toEqual(['text', 'hello']);
+    // The next test counts what is under drafts/.
+    expect((await call(api('/drafts%2Fhello'), { method: 'DELETE', token: secret })).status).toBe(204);
+  });
+
   it('selects several keys and deletes them in one transaction', async (t) => {
     screenshotsOnFailure(t, 'multi-delete');
     await browse('drafts/', 'Flat');

@@ -24,14 +24,28 @@ afterAll(async () => {
 describe('kvb create-bucket', () => {
   it('prints the bucket id alone on stdout, and the bucket has the keys given', async () => {
     const result = await kvb(
-      ['create-bucket', '--email', 'me@example.com', '--secret-key', 'S1', '--read-key', 'R1', '--default-ttl', '0'],
+      ['create-bucket', '--email', 'me@example.com', '--secret-key', 'S1', '--read-key', 'R1', '--write-key', 'W1', '--default-ttl', '0'],
       { env: { KVB_URL: server.url } },
     );
     expect(result.exitCode).toBe(0);
     expect(result.out).toMatch(UUID);
+    // Private: nothing to warn about.
     expect(result.stderr).toBe('');
     const policy = await policyOf(result.out.trim(), 'S1');
-    expect(policy).toMatchObject({ has_secret_key: true, has_read_key: true, has_write_key: false, default_ttl: 0 });
+    expect(policy).toMatchObject({ has_secret_key: true, has_read_key: true, has_write_key: true, default_ttl: 0 });
+  });
+
+  it('a bucket left open to anonymous callers is warned about in capitals on stderr, as kvb init does; stdout stays the id alone', async () => {
+    const secretOnly = await kvb(['create-bucket', '--email', 'me@example.com', '--secret-key', 'S0'], { env: { KVB_URL: server.url } });
+    expect(secretOnly.exitCode).toBe(0);
+    const id = secretOnly.out.trim();
+    expect(secretOnly.out).toBe(`${id}\n`);
+    expect(secretOnly.stderr).toBe(`kvb: ANONYMOUS ACCESS to bucket ${id}: anyone who can reach the server can read and list every key; write and delete every key.\n`);
+    expect(await policyOf(id, 'S0')).toMatchObject({ anonymous_access: { read: true, write: true } });
+    const readOnlyOpen = await kvb(['create-bucket', '--email', 'me@example.com', '--secret-key', 'S0', '--write-key', 'W0'], { env: { KVB_URL: server.url } });
+    expect(readOnlyOpen.stderr).toMatch(/ANONYMOUS ACCESS to bucket \S+: anyone who can reach the server can read and list every key\.\n$/);
+    // --quiet is asked for: silent.
+    expect((await kvb(['--quiet', 'create-bucket', '--email', 'me@example.com'], { env: { KVB_URL: server.url } })).stderr).toBe('');
   });
 
   it('--save writes url, bucket and secret key to a 0600 profile that later commands use alone', async () => {
@@ -41,7 +55,7 @@ describe('kvb create-bucket', () => {
       env: { KVB_URL: server.url },
     });
     expect(created.exitCode).toBe(0);
-    expect(created.stderr).toBe('saved profile "default"\n');
+    expect(created.stderr).toContain('saved profile "default"\n');
     const id = created.out.trim();
     const file = join(home, 'kvb', 'config.json');
     expect(statSync(file).mode & 0o777).toBe(0o600);

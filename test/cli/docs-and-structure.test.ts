@@ -110,6 +110,12 @@ describe('man page', () => {
     }
   });
 
+  it('its SYNOPSIS names every command', () => {
+    const synopsis = text.slice(text.indexOf('.SH SYNOPSIS'), text.indexOf('.SH DESCRIPTION'));
+    const missing = program.commands.map((c) => c.name()).filter((name) => name !== 'help' && !new RegExp(`^\\.B kvb ${name}(\\s|$)`, 'm').test(synopsis));
+    expect(missing).toEqual([]);
+  });
+
   it('documents every flag, global and per command', () => {
     for (const option of program.options) expect(text, option.long).toContain(option.long);
     for (const { path, command } of commands) {

@@ -88,6 +88,21 @@ describe('kvb ls', () => {
     expect(JSON.parse(lines[2999]!)).toMatchObject({ key: 'k02999', type: 'text', value: `${'v'.repeat(100)}999` });
   });
 
+  it('a prefix with * or ? that matches nothing gets a hint that listing is by prefix, on stderr; stdout stays the (empty) listing', async () => {
+    const [glob, json, plain, literal] = await Promise.all([run(['ls', 'user/*']), run(['ls', 'user/?', '--format', 'json']), run(['ls', 'nothing/']), run(['ls', 'user/1*'])]);
+    expect(glob).toMatchObject({ exitCode: 0, out: '' });
+    expect(glob.stderr).toBe('kvb: no keys start with "user/*": kvb ls lists by prefix, where * and ? are plain characters (kvb ls user/ lists every key starting with user/)\n');
+    expect(json.out).toBe('[]\n');
+    expect(json.stderr).toContain('lists by prefix');
+    // No wildcard, or nothing empty: nothing to explain.
+    expect(plain).toMatchObject({ exitCode: 0, out: '', stderr: '' });
+    expect(literal.stderr).toContain('lists by prefix');
+    const star = await run(['set', 'star*', 'x']);
+    expect(star.exitCode).toBe(0);
+    expect(await run(['ls', 'star*'])).toMatchObject({ exitCode: 0, out: 'star*\n', stderr: '' });
+    expect((await run(['del', 'star*'])).exitCode).toBe(0);
+  });
+
   it('an unknown --format is a usage error (exit 1)', async () => {
     const result = await run(['ls', '--format', 'xml']);
     expect(result.exitCode).toBe(1);

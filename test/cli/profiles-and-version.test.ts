@@ -111,10 +111,12 @@ describe('kvb version', () => {
     expect(JSON.parse(json.out)).toEqual({ client: VERSION, server: VERSION, url: server.url });
   });
 
-  it('with no server answering, prints the client version alone and a note, still exit 0', async () => {
+  it('with no server answering, prints the client version alone and the reason, and exits 4 (unreachable)', async () => {
     const dead = await deadUrl();
-    const result = await kvb(['version', '--url', dead]);
-    expect(result).toMatchObject({ exitCode: 0, out: `client ${VERSION}\n` });
-    expect(result.stderr).toBe(`kvb: no server version: cannot reach ${dead} (connection refused)\n`);
+    const [text, json] = await Promise.all([kvb(['version', '--url', dead]), kvb(['version', '--json', '--url', dead])]);
+    expect(text).toMatchObject({ exitCode: 4, out: `client ${VERSION}\n` });
+    expect(text.stderr).toMatch(new RegExp(`^kvb: no server version: cannot reach ${dead} \\(connection refused\\); the URL came from --url.*\\n$`));
+    expect(json.exitCode).toBe(4);
+    expect(JSON.parse(json.out)).toEqual({ client: VERSION, server: null, url: dead });
   });
 });

@@ -105,8 +105,10 @@ describe('kvb serve --tls-cert/--tls-key', () => {
     const got = await kvb(['get', 'greeting', '--url', server.url, '--bucket', bucket, '--ca', path('ca.pem')]);
     expect(got.out).toBe('hello');
     const untrusted = await kvb(['get', 'greeting', '--url', server.url, '--bucket', bucket]);
-    expect(untrusted.exitCode).not.toBe(0);
-    expect(untrusted.stderr).toMatch(/certificate/i);
+    expect(untrusted.exitCode, untrusted.stderr).toBe(4);
+    expect(untrusted.stderr).toContain(`cannot reach ${server.url} (TLS: the server's certificate is signed by an unknown CA)`);
+    expect(untrusted.stderr).toContain('--ca FILE or KVB_CA');
+    expect(untrusted.stderr).not.toContain('unexpected error');
     const missing = await kvb(['get', 'greeting', '--url', server.url, '--bucket', bucket, '--ca', path('nope.pem')]);
     expect(missing.exitCode).toBe(1);
     expect(missing.stderr).toContain('cannot read the CA file');
@@ -147,6 +149,35 @@ describe('kvb serve --tls-cert/--tls-key', () => {
     expect(after.getPeerCertificate().serialNumber).toBe('2002');
     after.destroy();
     expect(server.process.exitCode).toBeNull();
+  });
+});
+
+describe('a certificate the CLI does not trust is a network failure (exit 4), not an unexpected error', () => {
+  let server: RunningServer;
+  beforeAll(async () => {
+    // Self-signed: the certificate is its own issuer, as `openssl req -x509` makes one for a quick set-up.
+    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'self.key', '-out', 'self.pem', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1');
+    server = await startServer({ args: ['--tls-cert', path('self.pem'), '--tls-key', path('self.key')] });
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('kvb get against a self-signed server without --ca exits 4 with the URL and a hint to use --ca or KVB_CA', async () => {
+    const got = await kvb(['get', 'k', '--url', server.url, '--bucket', 'b']);
+    expect(got.exitCode, got.stderr).toBe(4);
+    expect(got.stderr).toContain(`kvb: cannot reach ${server.url} (TLS: the server's certificate is self-signed)`);
+    expect(got.stderr).toContain('--ca FILE or KVB_CA');
+    expect(got.stderr.trim().split('\n')).toHaveLength(1);
+    const trusted = await kvb(['create-bucket', '--email', 'ops@example.com', '--url', server.url, '--ca', path('self.pem')]);
+    expect(trusted.exitCode, trusted.stderr).toBe(0);
+  });
+
+  it('kvb version prints its own version and exits 4 when the certificate is not trusted', async () => {
+    const result = await kvb(['version', '--url', server.url]);
+    expect(result.exitCode, result.stderr).toBe(4);
+    expect(result.out).toMatch(/^client \S+\n$/);
+    expect(result.stderr).toContain('self-signed');
   });
 });
 

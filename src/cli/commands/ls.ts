@@ -1,7 +1,7 @@
 import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { Readable } from 'node:stream';
-import { data, pipe, progress, stdoutIsTty, table } from '../output.js';
+import { data, pipe, progress, stdoutIsTty, table, warn } from '../output.js';
 import { type MetaRow, renderLongTable, renderValuesTable } from '../values-table.js';
 import { KvbHttpError, networkErrorFor } from '../../client/client-errors.js';
 import { withClient } from '../session.js';
@@ -89,6 +89,7 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --
       const shown = progress('listed');
       let keys = 0;
       let bytes = 0;
+      let failed = false;
       const count = (chunk: Buffer) => {
         bytes += chunk.length;
         for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) keys++;
@@ -136,8 +137,15 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --
         }
         const rows = lines.map((lineText) => (options.values ? splitPair(lineText) : [JSON.parse(lineText) as string]));
         await table(options.values ? ['key', 'value'] : ['key'], rows);
+      } catch (err) {
+        failed = true;
+        throw err;
       } finally {
         shown.done();
+        // `kvb ls 'user/*'` out of habit from shells and globs: an empty answer alone does not say why.
+        if (!failed && bytes === 0 && prefix !== undefined && /[*?]/.test(prefix)) {
+          warn(`no keys start with ${JSON.stringify(prefix)}: kvb ls lists by prefix, where * and ? are plain characters (kvb ls user/ lists every key starting with user/)`);
+        }
       }
     });
   },
