@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CliOptions, kvb } from '../helpers/cli.js';
+import { type CliOptions, inTerminal, kvb } from '../helpers/cli.js';
 import { call, createBucket } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -79,8 +79,8 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
     const policy = await call(`${server.api}/${bucket}`, { token: SECRET });
     const floor = Number(policy.headers.get('kvb-history-floor'));
     expect(floor).toBe(Number(policy.headers.get('kvb-revision')));
-    const show = await run(['bucket', 'show'], { env: { COLUMNS: '200' } });
-    expect(show.out).toContain(`from revision ${floor}`);
+    const show = await inTerminal(['bucket', 'show'], [], { KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: SECRET, PTY_COLUMNS: '200' });
+    expect(show.output).toContain(`from revision ${floor}`);
     const gone = await run(['get', 'cfg/b', '--rev', String(floor - 1)]);
     expect(gone.exitCode).toBe(7);
     expect(gone.stderr).toContain(`starts at revision ${floor}`);

@@ -2,7 +2,7 @@ import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { Readable } from 'node:stream';
 import { data, pipe, progress, stdoutIsTty, table } from '../output.js';
-import { type MetaRow, renderLongTable, renderValuesTable } from '../values-table.js';
+import { type MetaRow, metaRowOf, renderLongTable, renderValuesTable } from '../values-table.js';
 import { KvbHttpError, networkErrorFor } from '../../client/client-errors.js';
 import { withClient } from '../session.js';
 
@@ -131,7 +131,7 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --
         }
         // A server without the meta extension answers [key, value] pairs: the older bordered table.
         if (options.values && (lines.length === 0 || lines[0]!.startsWith('{'))) {
-          await data(renderValuesTable(lines.map((lineText) => JSON.parse(int64AsString(lineText)) as MetaRow), process.stdout.columns || 80, Date.now()));
+          await data(renderValuesTable(lines.map(metaRowOf), process.stdout.columns || 80, Date.now()));
           return;
         }
         const rows = lines.map((lineText) => (options.values ? splitPair(lineText) : [JSON.parse(lineText) as string]));
