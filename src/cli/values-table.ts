@@ -10,6 +10,11 @@ export interface MetaRow {
   source?: string;
 }
 
+/** A listing or history line with its int64 value (the last field) as a decimal string, so no JSON reader rounds it. */
+export function int64AsString(lineText: string): string {
+  return (JSON.parse(lineText) as { type: string | null }).type === 'int64' ? lineText.replace(/,"value":(-?\d+)}$/, ',"value":"$1"}') : lineText;
+}
+
 /** A meta listing line (jsonl) as a row, keeping the exact text of its value (the line's last field). */
 export function metaRowOf(lineText: string): MetaRow {
   const row = JSON.parse(lineText) as MetaRow;

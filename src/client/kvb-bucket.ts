@@ -314,7 +314,8 @@ export class KvbBucket {
     let cursor: string | undefined;
     do {
       const page = await this.http.history(this.id, key, { values: options.values, limit: Math.min(1000, wanted - entries.length), cursor }, options);
-      for (const line of page.lines) {
+      for (const [i, line] of page.lines.entries()) {
+        const int64 = line.type === 'int64' ? VALUE_AT_END.exec(page.texts[i]!)?.[1] : undefined;
         entries.push({
           revision: line.rev,
           operation: line.operation,
@@ -322,7 +323,7 @@ export class KvbBucket {
           type: line.type,
           size: line.size,
           expiresAt: line.expires_at ? new Date(line.expires_at) : null,
-          ...(options.values && line.type !== null && { value: decodeJsonValue(line.type, line.value) }),
+          ...(options.values && line.type !== null && { value: decodeJsonValue(line.type, line.value, int64) }),
         });
       }
       cursor = page.nextCursor;

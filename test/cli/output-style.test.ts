@@ -33,8 +33,10 @@ beforeAll(async () => {
     lastRevision = Number(answer.headers.get('kvb-revision'));
   };
   await put('w/bin', BINARY, '', 'application/octet-stream');
-  await put('w/n', '6', '?ttl=3600');
-  await put('w/big', '99999999999999999999');
+  // Bytes, not strings: fetch would label a string text/plain, and these must be typed by the server's inference.
+  await put('w/n', Buffer.from('6'), '?ttl=3600');
+  await put('w/big', Buffer.from('99999999999999999999'));
+  await put('max', Buffer.from('9223372036854775807'));
 });
 afterAll(async () => {
   await server?.stop();
@@ -45,7 +47,7 @@ describe('at a terminal: plain columns, one value rendering', () => {
     const result = await inTerminal(['ls'], [], env);
     expect(result.exitCode, result.output).toBe(0);
     expect(result.output).not.toMatch(/[─│┌└]/);
-    expect(lines(result.output)).toEqual(['key', 'w/big', 'w/bin', 'w/n']);
+    expect(lines(result.output)).toEqual(['key', 'max', 'w/big', 'w/bin', 'w/n']);
   });
 
   it('history is plain lower-case columns: bytes as <N bytes>, int64 as a number, JSON as stored, expiry relative', async () => {
@@ -65,6 +67,15 @@ describe('at a terminal: plain columns, one value rendering', () => {
     expect(result.exitCode, result.output).toBe(0);
     expect(result.output).toContain(`nothing to change: already as at revision ${lastRevision}`);
     expect(result.output).not.toMatch(/[─│┌└]/);
+  });
+});
+
+describe('in a pipe: JSON exact', () => {
+  it('history --values is JSONL with int64 as a decimal string and JSON numbers as stored', async () => {
+    const [max, big] = await Promise.all([kvb(['history', 'max', '--values'], { env }), kvb(['history', 'w/big', '--values'], { env })]);
+    expect(max.exitCode, max.stderr).toBe(0);
+    expect((JSON.parse(max.out) as { value: unknown }).value).toBe('9223372036854775807');
+    expect(big.out).toMatch(/,"value":99999999999999999999\}\n$/);
   });
 });
 

@@ -141,6 +141,13 @@ describe('values come back as what they are', () => {
     expect(Object.fromEntries(listed)).toEqual({ big, bin: null, doc: `{"id":${big},"x":1.50}`, three: '3.0', word: 'héllo' });
   });
 
+  it('history gives an int64 exactly (it is a JSON number in the history lines)', async () => {
+    const kv = await newBucket();
+    await kv.set('max', INT64_MAX);
+    await kv.set('max', INT64_MIN);
+    expect((await kv.history('max', { values: true })).map((h) => h.value)).toEqual([INT64_MIN, INT64_MAX]);
+  });
+
   it('refuses values it cannot store exactly, before sending anything', async () => {
     const kv = await newBucket();
     await expect(kv.set('big', INT64_MAX + 1n)).rejects.toThrow(RangeError);
