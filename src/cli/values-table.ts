@@ -15,10 +15,15 @@ export function int64AsString(lineText: string): string {
   return (JSON.parse(lineText) as { type: string | null }).type === 'int64' ? lineText.replace(/,"value":(-?\d+)}$/, ',"value":"$1"}') : lineText;
 }
 
-/** A meta listing line (jsonl) as a row, keeping the exact text of its value (the line's last field). */
+/** The exact JSON text of a server line's value: its last field in listings, history lines and watch events. */
+export function valueSource(lineText: string): string | undefined {
+  return /,"value":(.*)\}$/s.exec(lineText)?.[1];
+}
+
+/** A meta listing line (jsonl) as a row, keeping the exact text of its value. */
 export function metaRowOf(lineText: string): MetaRow {
   const row = JSON.parse(lineText) as MetaRow;
-  const source = /,"value":(.*)\}$/s.exec(lineText)?.[1];
+  const source = valueSource(lineText);
   return source === undefined ? row : { ...row, source };
 }
 

@@ -1,7 +1,7 @@
 import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer, keyArgument } from '../define-command.js';
 import { data, stdoutIsTty, table } from '../output.js';
-import { eventValueCell, expiresCell, int64AsString, truncate } from '../values-table.js';
+import { eventValueCell, expiresCell, int64AsString, truncate, valueSource } from '../values-table.js';
 import { withClient } from '../session.js';
 
 /** Changes asked for per request while following cursors. */
@@ -42,8 +42,7 @@ ${examples('kvb history config/app', 'kvb history config/app --values --limit 5'
           if (format === 'jsonl') await data(`${int64AsString(text)}\n`);
           else {
             // The same rendering as ls and watch: bytes as <N bytes>, int64 a number, JSON as stored, expiry relative.
-            const source = /,"value":(.*)\}$/s.exec(text)?.[1];
-            const value = line.value === undefined || line.value === null || line.type === null ? '' : eventValueCell(line.type, line.value, source);
+            const value = line.value === undefined || line.value === null || line.type === null ? '' : eventValueCell(line.type, line.value, valueSource(text));
             rows.push([
               String(line.rev),
               line.operation,

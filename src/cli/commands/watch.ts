@@ -3,7 +3,7 @@ import { ResumePoint } from '../../client/watch-feed.js';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { data, stdoutIsTty, warn } from '../output.js';
 import { withClient } from '../session.js';
-import { eventValueCell, expiresCell } from '../values-table.js';
+import { eventValueCell, expiresCell, valueSource } from '../values-table.js';
 import { type ExecEvent, runHandler } from '../watch-exec.js';
 
 /** `since` is older than the server's retained changes: the caller must re-list (exit code 7). */
@@ -23,8 +23,7 @@ interface WatchEvent extends ExecEvent {
 
 /** One event for a person: the value rendered as ls renders it (bytes as <N bytes>, int64 a number, JSON as stored), expiry relative. */
 function readable(e: WatchEvent, text: string, withValues: boolean): string {
-  const source = /,"value":(.*)\}$/s.exec(text)?.[1];
-  const value = withValues && e.type === 'set' && e.value_type ? ` = ${eventValueCell(e.value_type, e.value, source)}` : '';
+  const value = withValues && e.type === 'set' && e.value_type ? ` = ${eventValueCell(e.value_type, e.value, valueSource(text))}` : '';
   const expiry = e.type === 'set' && e.expires_at ? `  (expires ${expiresCell(e.expires_at, Date.now())})` : '';
   return `${String(e.rev).padStart(6)}  ${e.type.padEnd(6)}  ${e.key}${value}${expiry}`;
 }
