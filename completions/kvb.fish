@@ -55,7 +55,7 @@ complete -c kvb -n '__fish_seen_subcommand_from bucket; and not __fish_seen_subc
 complete -c kvb -n '__fish_seen_subcommand_from bucket; and not __fish_seen_subcommand_from show update delete exists' -a exists -d 'exit 0 if the bucket exists and the credential is admin, 2 otherwise (prints nothing)'
 
 # kvb bucket show
-complete -c kvb -n '__fish_seen_subcommand_from bucket; and __fish_seen_subcommand_from show' -l json -d 'print the server\'s policy projection as JSON'
+complete -c kvb -n '__fish_seen_subcommand_from bucket; and __fish_seen_subcommand_from show' -l json -d 'print the server\'s policy projection as JSON (the default when piped)'
 
 # kvb bucket update
 complete -c kvb -n '__fish_seen_subcommand_from bucket; and __fish_seen_subcommand_from update' -l secret-key -x -d 'set a new admin key (a profile holding the old one is updated)'
@@ -172,7 +172,7 @@ complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcomm
 complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from list' -l json -d 'print them as JSON (no secrets)'
 
 # kvb profile show
-complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from show' -l json -d 'print it as JSON'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from show' -l json -d 'print it as JSON (the default when piped)'
 complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from show' -a '(kvb profile list --names 2>/dev/null)'
 
 # kvb profile add

@@ -18,6 +18,7 @@ export {
   type HistoryEntry,
   type HistoryOptions,
   type SetOptions,
+  type Stored,
   type TokenOptions,
   type UpdateOptions,
   connect,

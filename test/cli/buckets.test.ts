@@ -1,7 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CliOptions, kvb, tempConfigHome } from '../helpers/cli.js';
+import { type CliOptions, inTerminal, kvb, tempConfigHome } from '../helpers/cli.js';
 import { call, createBucket } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -98,15 +98,19 @@ describe('kvb bucket', () => {
     expect(JSON.parse(result.out)).toEqual(await policyOf(bucket, 'admin'));
   });
 
-  it('show prints a table for people', async () => {
-    const result = await on(bucket, 'admin', ['bucket', 'show']);
-    expect(result.exitCode).toBe(0);
-    expect(result.out).toContain(bucket);
-    expect(result.out).toMatch(/secret key\s*│\s*yes/);
-    expect(result.out).toMatch(/anonymous access\s*│\s*read, write, enumerate, delete/);
+  it('show prints plain name/value columns at a terminal (no box), and the policy JSON in a pipe', async () => {
+    const result = await inTerminal(['bucket', 'show'], [], { KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: 'admin' });
+    expect(result.exitCode, result.output).toBe(0);
+    expect(result.output).toContain(bucket);
+    expect(result.output).not.toMatch(/[─│┌└]/);
+    expect(result.output).toMatch(/^secret key\s+yes\r$/m);
+    expect(result.output).toMatch(/^anonymous access\s+read, write, enumerate, delete\r$/m);
     // What the bucket stores (the policy GET's Kvb-Usage-* headers); no quota on this server.
-    expect(result.out).toMatch(/keys stored\s*│\s*\d+\s/);
-    expect(result.out).toMatch(/bytes stored\s*│\s*[\d,]+ \(keys \+ values\)/);
+    expect(result.output).toMatch(/^keys stored\s+\d+\r$/m);
+    expect(result.output).toMatch(/^bytes stored\s+[\d,]+ \(keys \+ values\)\r$/m);
+    const piped = await on(bucket, 'admin', ['bucket', 'show']);
+    expect(piped.exitCode).toBe(0);
+    expect(JSON.parse(piped.out)).toEqual(await policyOf(bucket, 'admin'));
   });
 
   it('update sets and clears the read key; anonymous reads follow (exit 3 while it is set)', async () => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CliOptions, kvb } from '../helpers/cli.js';
+import { type CliOptions, inTerminal, kvb } from '../helpers/cli.js';
 import { call, createBucket } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -98,8 +98,8 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
       };
       await expect.poll(floorNow, { timeout: 20_000, interval: 200 }).toBe(true);
       const floor = Number((await call(`${bounded.api}/${id}`, { token: SECRET })).headers.get('kvb-history-floor'));
-      const show = await runThere(['bucket', 'show'], { env: { COLUMNS: '200' } });
-      expect(show.out).toContain(`from revision ${floor}`);
+      const show = await inTerminal(['bucket', 'show'], [], { KVB_URL: bounded.url, KVB_BUCKET: id, KVB_TOKEN: SECRET, PTY_COLUMNS: '200' });
+      expect(show.output).toContain(`from revision ${floor}`);
       const gone = await runThere(['get', 'cfg/b', '--rev', String(floor - 1)]);
       expect(gone.exitCode).toBe(7);
       expect(gone.stderr).toContain(`starts at revision ${floor}`);

@@ -54,6 +54,8 @@ describe('kvb profile', () => {
     expect(JSON.parse(inUse.out)).toEqual({ name: 'default', url: 'http://127.0.0.1:1', bucket: 'B1', credential: 'token' });
     expect(JSON.parse(named.out)).toEqual({ name: 'work', url: 'http://kv.example:8080', bucket: 'B2', credential: 'secret key' });
     expect(unknown.exitCode).toBe(1);
+    // In a pipe, JSON without being asked (a table is for a terminal).
+    expect(JSON.parse((await kvb(['profile', 'show', 'work'], { configHome: home })).out)).toEqual(JSON.parse(named.out));
     expect(unknown.stderr).toMatch(/^kvb: no profile "nope" in .*config\.json \(kvb profile list shows them\)\n$/);
   });
 

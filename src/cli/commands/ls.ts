@@ -2,7 +2,7 @@ import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { Readable } from 'node:stream';
 import { data, pipe, progress, stdoutIsTty, table, warn } from '../output.js';
-import { type MetaRow, renderLongTable, renderValuesTable } from '../values-table.js';
+import { type MetaRow, int64AsString, metaRowOf, renderLongTable, renderValuesTable } from '../values-table.js';
 import { KvbHttpError, networkErrorFor } from '../../client/client-errors.js';
 import { withClient } from '../session.js';
 
@@ -132,7 +132,7 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --
         }
         // A server without the meta extension answers [key, value] pairs: the older bordered table.
         if (options.values && (lines.length === 0 || lines[0]!.startsWith('{'))) {
-          await data(renderValuesTable(lines.map((lineText) => JSON.parse(int64AsString(lineText)) as MetaRow), process.stdout.columns || 80, Date.now()));
+          await data(renderValuesTable(lines.map(metaRowOf), process.stdout.columns || 80, Date.now()));
           return;
         }
         const rows = lines.map((lineText) => (options.values ? splitPair(lineText) : [JSON.parse(lineText) as string]));
@@ -224,10 +224,6 @@ async function* typedListing(body: AsyncIterable<Buffer>, format: 'text' | 'json
   if (format === 'json') yield Buffer.from(']\n');
 }
 
-/** A meta line with its int64 value (the last field) as a decimal string, so no JSON reader rounds it. */
-function int64AsString(lineText: string): string {
-  return (JSON.parse(lineText) as MetaRow).type === 'int64' ? lineText.replace(/,"value":(-?\d+)}$/, ',"value":"$1"}') : lineText;
-}
 
 /** The text format's escaping of a key: `\`, newline, carriage return and `=`. */
 const escapeText = (s: string, isKey: boolean) => s.replace(isKey ? /[\\\n\r=]/g : /[\\\n\r]/g, (c) => (c === '\n' ? '\\n' : c === '\r' ? '\\r' : `\\${c}`));

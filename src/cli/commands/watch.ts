@@ -3,6 +3,7 @@ import { ResumePoint } from '../../client/watch-feed.js';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { data, stdoutIsTty, warn } from '../output.js';
 import { withClient } from '../session.js';
+import { eventValueCell, expiresCell, valueSource } from '../values-table.js';
 import { type ExecEvent, runHandler } from '../watch-exec.js';
 
 /** `since` is older than the server's retained changes: the caller must re-list (exit code 7). */
@@ -20,9 +21,10 @@ interface WatchEvent extends ExecEvent {
   oldest?: number;
 }
 
-function readable(e: WatchEvent, withValues: boolean): string {
-  const value = withValues && e.type === 'set' ? ` = ${JSON.stringify(e.value)}` : '';
-  const expiry = e.type === 'set' && e.expires_at ? `  (expires ${e.expires_at})` : '';
+/** One event for a person: the value rendered as ls renders it (bytes as <N bytes>, int64 a number, JSON as stored), expiry relative. */
+function readable(e: WatchEvent, text: string, withValues: boolean): string {
+  const value = withValues && e.type === 'set' && e.value_type ? ` = ${eventValueCell(e.value_type, e.value, valueSource(text))}` : '';
+  const expiry = e.type === 'set' && e.expires_at ? `  (expires ${expiresCell(e.expires_at, Date.now())})` : '';
   return `${String(e.rev).padStart(6)}  ${e.type.padEnd(6)}  ${e.key}${value}${expiry}`;
 }
 
@@ -121,7 +123,7 @@ ${examples(
               }
               if (!resume.fresh(e.rev!, e.key!)) continue;
               if (options.exec !== undefined) await runHandler(options.exec, e, text);
-              else await data(format === 'jsonl' ? `${text}\n` : `${readable(e, options.values === true)}\n`);
+              else await data(format === 'jsonl' ? `${text}\n` : `${readable(e, text, options.values === true)}\n`);
               printed = e.rev;
             }
           }
