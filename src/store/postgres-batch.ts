@@ -117,7 +117,7 @@ export interface QueuedWrite {
   /** Runs in memory against the view; throws (quota, bad input) before changing it. */
   run: (view: BatchView) => unknown;
   /** An unconditional SET with no quota set: batches of only these need no read. */
-  plainSet?: { key: string; type: string; value: Buffer; expiresAt: number | null };
+  plainSet?: { key: string; type: string; value: Buffer; expiresAt: number | null; now: number };
   resolve(value: unknown): void;
   reject(err: unknown): void;
 }
@@ -193,6 +193,7 @@ async function setsInOneStatement(backend: BatchBackend, bucket: string, batch: 
     values: sets.map((s) => s.value),
     expiresAts: sets.map((s) => (s.expiresAt === null ? null : String(s.expiresAt))),
     steps: sets.map((_, i) => i + 1),
+    nows: sets.map((s) => s.now),
     count: sets.length,
     now: Date.now(),
   });

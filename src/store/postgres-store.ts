@@ -510,7 +510,7 @@ export class PostgresStore implements Store {
         view.set(key, value.type, value.data, expiresAt, revision, now);
         return { revision };
       },
-      plain ? { key, type: value.type, value: value.data, expiresAt } : undefined,
+      plain ? { key, type: value.type, value: value.data, expiresAt, now } : undefined,
     );
   }
 

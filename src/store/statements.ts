@@ -436,8 +436,6 @@ export function postgresBatchStatements(schema: string) {
   const replace = sql`on conflict (bucket_id, key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision`;
   /** The batch view decided each set's create revision (postgres-batch.ts `set`). */
   const replaceWithCreated = sql`${replace}, create_revision = excluded.create_revision`;
-  /** Sets that read nothing first: a replaced row keeps its create revision while live at `now` (as statements.ts replaceEntryOnConflict). */
-  const replaceKeepingCreated = sql`${replace}, create_revision = case when e0.expires_at <= ${param('now')}::bigint then excluded.create_revision else e0.create_revision end`;
   return {
     /** A batch's read: the bucket row (revision, usage, version) and the rows of the keys its writes touch, in one snapshot. */
     readBatch: raw(sql`select b.revision, b.usage_keys, b.usage_bytes, b.xmin::text as version, e.key, e.type, e.value, e.expires_at, e.revision as entry_revision, e.create_revision as entry_create_revision
@@ -470,19 +468,23 @@ export function postgresBatchStatements(schema: string) {
      * revision and the old sizes are read from the statement's snapshot, and the bump (revision
      * plus the count of sets, usage by the sizes' difference) is guarded by the row's version as
      * read: if another writer committed in between, nothing changes and no row comes back.
-     * `steps` numbers the sets 1..n; set i gets the snapshot's revision + i. A key absent before
-     * the batch is created by its first set in it.
+     * `steps` numbers the sets 1..n; set i gets the snapshot's revision + i. A key that was not
+     * live (at its first set's clock, `nows`) is created by its first set in the batch; one that
+     * was keeps its create revision.
      */
     setsFresh: raw(sql`with s as (select revision, xmin from ${t('buckets')} where id = ${param('bucket')}),
-      w as (select * from unnest(${param('keys')}::bytea[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('steps')}::bigint[]) as w(key, type, value, expires_at, step)),
-      f as (select distinct on (key) key, type, value, expires_at, step, min(step) over (partition by key) as first_step from w order by key, step desc),
+      w as (select * from unnest(${param('keys')}::bytea[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('steps')}::bigint[], ${param('nows')}::bigint[]) as w(key, type, value, expires_at, step, now)),
+      f as (select distinct on (key) key, type, value, expires_at, step, min(step) over (partition by key) as first_step,
+          first_value(now) over (partition by key order by step) as first_now from w order by key, step desc),
       o as (select length(key) + length(value) as size from ${t('entries')} where bucket_id = ${param('bucket')} and key in (select key from f)),
       b as (update ${t('buckets')} set revision = revision + ${param('count')}::bigint,
           usage_keys = usage_keys + (select count(*) from f) - (select count(*) from o),
           usage_bytes = usage_bytes + (select coalesce(sum(length(key) + length(value)), 0) from f) - (select coalesce(sum(size), 0) from o)
         where id = ${param('bucket')} and xmin = (select xmin from s) returning revision - ${param('count')}::bigint as base),
-      e as (insert into ${t('entries')} as e0 (bucket_id, key, type, value, expires_at, revision, create_revision)
-        select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, b.base + f.step, b.base + f.first_step from f, b where true ${replaceKeepingCreated}),
+      e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision, create_revision)
+        select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, b.base + f.step,
+          case when o.key is not null and (o.expires_at is null or o.expires_at > f.first_now) then o.create_revision else b.base + f.first_step end
+        from f cross join b left join ${t('entries')} o on o.bucket_id = ${param('bucket')} and o.key = f.key where true ${replaceWithCreated}),
       c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, committed_at)
         select ${param('bucket')}::text, b.base + w.step, w.key, 'set', w.type, w.value, w.expires_at, ${param('now')}::bigint from w, b)
       select (select base from b) as base, exists (select 1 from s) as found`),
