@@ -139,6 +139,7 @@ complete -c kvb -n '__fish_seen_subcommand_from watch' -l format -x -a 'text jso
 complete -c kvb -n '__fish_seen_subcommand_from lock' -l ttl -x -d 'how long the lock outlives a holder that stops renewing (killed, cut off)'
 
 # kvb txn
+complete -c kvb -n '__fish_seen_subcommand_from txn' -l fence -x -d 'commit only while the lock is held with this fencing token (kvb lock: "$KVB_LOCK:$KVB_LOCK_REVISION")'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l check -x -d 'commit only if the key is live at that revision, exists, or is absent (repeatable)'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l set -x -d 'set a key (repeatable); the value is typed as kvb set types an argument'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l del -x -d 'delete a key (repeatable)'

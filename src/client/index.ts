@@ -26,7 +26,7 @@ export {
   createBucket,
 } from './kvb-bucket.js';
 export { type ManyRead, type ReadEntry } from './bucket-primitives.js';
-export { DEFAULT_LOCK_TTL, type Lock, type LockOptions } from './lock.js';
+export { DEFAULT_LOCK_TTL, type FencingToken, type Lock, type LockOptions } from './lock.js';
 export {
   type BucketChanges,
   type BucketPolicy,

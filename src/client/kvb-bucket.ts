@@ -14,7 +14,7 @@ import {
 import { type JsonValue, type Value, type ValueType, decodeJsonValue, decodeValue, encodeValue, linesOf, txnValue, typeOfValue } from './typed-values.js';
 import { type WatchEvent, type WatchOptions, watchFeed } from './watch-feed.js';
 import { type ManyRead, deletePrefix, expire, getMany } from './bucket-primitives.js';
-import { type Lock, type LockOptions, acquireLock } from './lock.js';
+import { type FencingToken, type Lock, type LockOptions, acquireLock } from './lock.js';
 
 export interface ConnectOptions {
   /** The server, e.g. `https://kv.example.com` (without /api/v1). */
@@ -408,6 +408,7 @@ export class KvbBucket {
 type TxnOp =
   | { check: string; rev: number }
   | { check: string; exists: boolean }
+  | { check: string; created: number }
   | { set: string; value: string | JsonValue; type?: ValueType; ttl?: number }
   | { delete: string };
 
@@ -434,6 +435,22 @@ export class AtomicOperation {
   checkExists(key: string, exists: boolean): this {
     this.ops.push({ check: key, exists });
     return this;
+  }
+
+  /** Commit only if the key is live and was created (last became live from absent or expired) at `createRevision`. */
+  checkCreated(key: string, createRevision: number): this {
+    this.ops.push({ check: key, created: createRevision });
+    return this;
+  }
+
+  /**
+   * Commit only while `lock` is still held by the holder that got this token: a holder paused past
+   * its lock's TTL, whose lock another has taken since, gets `{ ok: false }` instead of
+   * overwriting the new holder's work. Takes a `Lock` from `lock()`, or `{ name, token }` (e.g.
+   * from `kvb lock`'s KVB_LOCK_KEY and KVB_LOCK_REVISION).
+   */
+  fence(lock: FencingToken): this {
+    return this.checkCreated(lock.name, lock.token);
   }
 
   /** Sets `key` to `value`, typed as `KvbBucket.set` types it (or as `options.type`). */

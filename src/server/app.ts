@@ -107,7 +107,7 @@ export function trustProxyOption(value: string | undefined): number | string[] |
 /** @fastify/cors's options; the origin comes from `--cors-origin`. */
 const CORS_OPTIONS = {
   methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
-  allowedHeaders: ['Authorization', 'Content-Type', 'Accept', 'If-Match', 'If-None-Match'],
+  allowedHeaders: ['Authorization', 'Content-Type', 'Accept', 'If-Match', 'If-None-Match', 'Kvb-Include'],
   exposedHeaders: [
     'Kvb-Type',
     'Kvb-Expires-At',
@@ -120,6 +120,7 @@ const CORS_OPTIONS = {
     'Retry-After',
     'ETag',
     'Kvb-Revision',
+    'Kvb-Create-Revision',
     'Kvb-Failed-Checks',
     'Kvb-Usage-Keys',
     'Kvb-Usage-Bytes',

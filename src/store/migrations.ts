@@ -214,6 +214,21 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
         await db.schema.alterTable('revision_ops').addColumn('committed_at', sql.raw(bigint)).execute();
       },
     },
+    {
+      // Fencing tokens: each key's create revision, the revision at which it last became live from
+      // absent or expired (a write over a live value keeps it; etcd's CreateRevision). When a key
+      // was created is not recorded anywhere before this, so existing rows get their current
+      // revision: a lock held across the upgrade gets the token of its last renewal, and a fenced
+      // write checked against a token read before the upgrade fails (409) rather than passing.
+      name: '0009_create_revision',
+      async up(db) {
+        await db.schema
+          .alterTable('entries')
+          .addColumn('create_revision', sql.raw(bigint), (c) => c.notNull().defaultTo(0))
+          .execute();
+        await db.updateTable('entries').set({ create_revision: sql.ref('revision') }).execute();
+      },
+    },
   ];
 }
 

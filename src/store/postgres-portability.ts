@@ -130,7 +130,7 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
     await connection.run('begin');
     // The import's own scratch table, not kvb's schema: so not in statements.ts.
     await connection.run(
-      'create temporary table kvb_import (key bytea primary key, type text not null, value bytea not null, expires_at bigint, revision bigint not null) on commit drop',
+      'create temporary table kvb_import (key bytea primary key, type text not null, value bytea not null, expires_at bigint, revision bigint not null, create_revision bigint) on commit drop',
     );
   } catch (err) {
     await finish('rollback').catch(() => {});
@@ -144,15 +144,16 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
       const rows = [...last.values()];
       if (rows.length === 0) return;
       await connection.run(
-        `insert into pg_temp.kvb_import (key, type, value, expires_at, revision)
-         select * from unnest($1::bytea[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[])
-         on conflict (key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision`,
+        `insert into pg_temp.kvb_import (key, type, value, expires_at, revision, create_revision)
+         select * from unnest($1::bytea[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[], $6::bigint[])
+         on conflict (key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision, create_revision = excluded.create_revision`,
         [
           rows.map((r) => Buffer.from(r.key)),
           rows.map((r) => r.entry.type),
           rows.map((r) => r.entry.data),
           rows.map((r) => (r.entry.expiresAt === null ? null : String(r.entry.expiresAt))),
           rows.map((r) => String(r.entry.revision ?? 0)),
+          rows.map((r) => (r.entry.createRevision === undefined ? null : String(r.entry.createRevision))),
         ],
       );
     },
@@ -181,7 +182,7 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
           await connection.statement(upper ? sql.logClearedUpper! : sql.logCleared!, { bucket, revision, now, prefix: prefixBytes, upper });
           await connection.statement(upper ? sql.clearRangeUpper! : sql.clearRange!, { bucket, prefix: prefixBytes, upper });
         }
-        if (restoreRevision === undefined) await connection.statement(sql.copyStaged!, { bucket, revision });
+        if (restoreRevision === undefined) await connection.statement(sql.copyStaged!, { bucket, revision, now });
         else await connection.statement(sql.copyStagedKeepRevisions!, { bucket });
         // Usage counted again (millions of rows in one statement), then held to the quota as a whole.
         await connection.statement(sql.recountUsage!, { bucket });

@@ -11,7 +11,7 @@ import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
 import { floorWithin } from './floor-within.js';
 import type { HistoryRecord, PastRead } from './history-types.js';
 import { listBounds } from './list-bounds.js';
-import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
+import { MAX_PREFIX_DELETE_KEYS, lastWritePerKey, readsOf, resolveTransaction } from './txn-resolution.js';
 import { appliedMigrations, kvbMigrations, refuseNewerDatabase, runMigrations } from './migrations.js';
 import { type BatchView, type QueuedWrite, NO_BUCKET, runBatch } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
@@ -51,7 +51,6 @@ import {
   type ListedEntry,
   type Refusal,
   type Store,
-  type TxnOp,
   type TxnRequestOp,
   type Written,
   conditionHolds,
@@ -509,10 +508,10 @@ export class PostgresStore implements Store {
         const old = view.size(key);
         view.check({ keys: old === undefined ? 1 : 0, bytes: entrySize(Buffer.from(key), value.data) - (old ?? 0) });
         const revision = view.next();
-        view.set(key, value.type, value.data, expiresAt, revision);
+        view.set(key, value.type, value.data, expiresAt, revision, now);
         return { revision };
       },
-      plain ? { key, type: value.type, value: value.data, expiresAt } : undefined,
+      plain ? { key, type: value.type, value: value.data, expiresAt, now } : undefined,
     );
   }
 
@@ -539,9 +538,9 @@ export class PostgresStore implements Store {
       const old = view.size(key);
       view.check({ keys: old === undefined ? 1 : 0, bytes: entrySize(Buffer.from(key), next.data) - (old ?? 0) });
       const revision = view.next();
-      view.set(key, next.type, next.data, next.expiresAt, revision);
+      const createRevision = view.set(key, next.type, next.data, next.expiresAt, revision, now);
       view.operation(revision, 'counter');
-      return { ...next, revision };
+      return { ...next, revision, createRevision };
     });
   }
 
@@ -593,12 +592,7 @@ export class PostgresStore implements Store {
         // Checks and reads alone change nothing: no new revision.
         if (resolved.writes.length === 0) return answer(view.revision);
         // Writes are blind, so the outcome is the last write on each key.
-        const last = new Map<string, TxnOp>();
-        for (const op of resolved.writes) {
-          last.delete(op.key);
-          last.set(op.key, op);
-        }
-        const final = [...last.values()];
+        const final = lastWritePerKey(resolved.writes);
         // The quota counts the transaction as a whole, from each final key's size before it.
         const delta = { keys: 0, bytes: 0 };
         for (const op of final) {
@@ -614,7 +608,7 @@ export class PostgresStore implements Store {
         view.check(delta);
         const revision = view.next();
         for (const op of final) {
-          if (op.op === 'set') view.set(op.key, op.value.type, op.value.data, op.expiresAt, revision);
+          if (op.op === 'set') view.set(op.key, op.value.type, op.value.data, op.expiresAt, revision, now);
           else view.remove(op.key, revision);
         }
         view.operation(revision, options.operation ?? 'transaction');

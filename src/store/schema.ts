@@ -1,4 +1,4 @@
-import type { ExpressionBuilder, Generated, OnConflictBuilder } from 'kysely';
+import type { Expression, ExpressionBuilder, Generated, OnConflictBuilder } from 'kysely';
 import type { BucketChanges, BucketRecord } from './store.js';
 
 /** Kysely's view of the tables (see migrations.ts). */
@@ -43,6 +43,8 @@ export interface EntriesTable {
   value: Buffer;
   expires_at: number | string | null;
   revision: number;
+  /** The revision at which the key last became live from absent or expired (a write over a live value keeps it). */
+  create_revision: number;
 }
 
 /** PostgreSQL: who may sweep or migrate right now (see leases in postgres-store.ts). */
@@ -114,10 +116,20 @@ export const replaceChangeOnConflict = (oc: OnConflictBuilder<Database, 'changes
     expires_at: eb.ref('excluded.expires_at'),
   }));
 
-export const replaceEntryOnConflict = (oc: OnConflictBuilder<Database, 'entries'>) =>
+/**
+ * ON CONFLICT (bucket_id, key): a write replaces the key's type, value, expiry and revision. The
+ * create revision stays while the replaced row is live at `now` (a placeholder); a row that had
+ * expired is a key created anew, so it takes the new row's. Without `now` (a restore, whose rows
+ * carry their own) the new row's, always.
+ */
+export const replaceEntryOnConflict = (now?: Expression<number>) => (oc: OnConflictBuilder<Database, 'entries'>) =>
   oc.columns(['bucket_id', 'key']).doUpdateSet((eb) => ({
     type: eb.ref('excluded.type'),
     value: eb.ref('excluded.value'),
     expires_at: eb.ref('excluded.expires_at'),
     revision: eb.ref('excluded.revision'),
+    create_revision:
+      now === undefined
+        ? eb.ref('excluded.create_revision')
+        : eb.case().when(eb.ref('entries.expires_at'), '<=', now).then(eb.ref('excluded.create_revision')).else(eb.ref('entries.create_revision')).end(),
   }));

@@ -14,7 +14,7 @@ import type { HistoryRecord, PastRead } from './history-types.js';
 import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { listBounds } from './list-bounds.js';
-import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
+import { MAX_PREFIX_DELETE_KEYS, lastWritePerKey, readsOf, resolveTransaction } from './txn-resolution.js';
 import { MIGRATION_TABLE, appliedMigrations, kvbMigrations, migrateToLatest, refuseNewerDatabase } from './migrations.js';
 import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
 import {
@@ -644,10 +644,14 @@ export class SqliteStore implements Store {
     return { keys: old === undefined ? 1 : 0, bytes: entrySize(key, value) - Number(old ?? 0) };
   }
 
-  /** One statement (the upsert); its usage change and change-log row go with the batch. `delta`: from `setDelta`, checked. */
-  private writeEntry(bucket: string, key: Buffer, type: string, value: Buffer, expiresAt: number | null, revision: number, delta: Usage): void {
+  /**
+   * One statement (the upsert); its usage change and change-log row go with the batch. `delta`:
+   * from `setDelta`, checked. `now`: the write's clock, which decides (as for its condition)
+   * whether the row it replaces was live, so keeps its create revision.
+   */
+  private writeEntry(bucket: string, key: Buffer, type: string, value: Buffer, expiresAt: number | null, revision: number, delta: Usage, now: number): void {
     this.touched.push(EntryCache.id(bucket, key.toString('utf8')));
-    this.run('putEntry', { bucket, key, type, value, expiresAt, revision });
+    this.run('putEntry', { bucket, key, type, value, expiresAt, revision, now });
     this.addUsage(bucket, delta.keys, delta.bytes);
     this.logChange(bucket, revision, key, 'set', type, value, expiresAt);
   }
@@ -701,7 +705,7 @@ export class SqliteStore implements Store {
       const delta = this.setDelta(bucket, keyBytes, value.data);
       this.checkUsage(bucket, delta);
       const revision = this.bump(bucket)!;
-      this.writeEntry(bucket, keyBytes, value.type, value.data, expiresAt, revision, delta);
+      this.writeEntry(bucket, keyBytes, value.type, value.data, expiresAt, revision, delta, now);
       return { revision };
     });
   }
@@ -734,9 +738,9 @@ export class SqliteStore implements Store {
       const delta = this.setDelta(bucket, keyBytes, next.data);
       this.checkUsage(bucket, delta);
       const revision = this.bump(bucket)!;
-      this.writeEntry(bucket, keyBytes, next.type, next.data, next.expiresAt, revision, delta);
+      this.writeEntry(bucket, keyBytes, next.type, next.data, next.expiresAt, revision, delta, now);
       this.logOperation(bucket, revision, 'counter');
-      return { ...next, revision };
+      return { ...next, revision, createRevision: current?.createRevision ?? revision };
     });
   }
 
@@ -751,12 +755,12 @@ export class SqliteStore implements Store {
     const rows = this.statement(name)
       .raw(true)
       .all(this.args(name, { bucket, lower, now, limit: q.limit, offset: q.offset, upper })) as Array<
-      // The third column is the value (columns 'values') or its byte length (columns 'meta').
-      [Buffer, string, Buffer | number, number | null, number]
+      // The third column is the value (columns 'values') or its byte length (columns 'meta'); the sixth, the create revision, comes with values only.
+      [Buffer, string, Buffer | number, number | null, number, number?]
     >;
-    return rows.map(([key, type, third, expires_at, revision]) => ({
+    return rows.map(([key, type, third, expires_at, revision, create_revision]) => ({
       key: key.toString('utf8'),
-      ...(q.columns === 'values' && { entry: toEntry({ type, value: third as Buffer, expires_at, revision }) }),
+      ...(q.columns === 'values' && { entry: toEntry({ type, value: third as Buffer, expires_at, revision, create_revision: create_revision! }) }),
       ...(q.columns === 'meta' && { meta: toMeta({ type, size: third as number, expires_at, revision }) }),
     }));
   }
@@ -776,8 +780,10 @@ export class SqliteStore implements Store {
         if (entry) entries.set(key, entry);
       }
       const under = new Map(prefixes.map((prefix) => [prefix, this.liveKeysUnder(bucket, prefix, now)]));
-      const { failed, writes, results, reports } = resolveTransaction(ops, entries, under);
+      const resolved = resolveTransaction(ops, entries, under);
+      const { failed, results, reports } = resolved;
       if (failed.length > 0) return { refused: 'checks', failed };
+      const writes = lastWritePerKey(resolved.writes);
       const answer = (revision: number): CommitOutcome => (reports ? { revision, results } : { revision });
       // Checks and reads alone change nothing: no new revision.
       if (writes.length === 0) {
@@ -807,7 +813,7 @@ export class SqliteStore implements Store {
       let i = 0;
       for (const op of writes) {
         const key = Buffer.from(op.key);
-        if (op.op === 'set') this.writeEntry(bucket, key, op.value.type, op.value.data, op.expiresAt, revision, deltas[i]!);
+        if (op.op === 'set') this.writeEntry(bucket, key, op.value.type, op.value.data, op.expiresAt, revision, deltas[i]!, now);
         else this.removeEntry(bucket, key, revision);
         i++;
       }
@@ -860,16 +866,16 @@ export class SqliteStore implements Store {
       staging.pragma('synchronous = OFF');
       // A private file of this import's own: not kvb's schema, so not in statements.ts.
       staging.exec(
-        'create table staged (key blob primary key, type text not null, value blob not null, expires_at integer, revision integer not null) without rowid',
+        'create table staged (key blob primary key, type text not null, value blob not null, expires_at integer, revision integer not null, create_revision integer) without rowid',
       );
     } catch (err) {
       staging.close();
       temp.remove();
       throw err;
     }
-    const insert = staging.prepare('insert or replace into staged (key, type, value, expires_at, revision) values (?, ?, ?, ?, ?)');
+    const insert = staging.prepare('insert or replace into staged (key, type, value, expires_at, revision, create_revision) values (?, ?, ?, ?, ?, ?)');
     const addAll = staging.transaction((entries: KeyedEntry[]) => {
-      for (const { key, entry } of entries) insert.run(Buffer.from(key), entry.type, entry.data, entry.expiresAt, entry.revision ?? 0);
+      for (const { key, entry } of entries) insert.run(Buffer.from(key), entry.type, entry.data, entry.expiresAt, entry.revision ?? 0, entry.createRevision ?? null);
     });
     const finish = () => {
       finished = true;
@@ -908,7 +914,7 @@ export class SqliteStore implements Store {
               if (replace) this.run(upper ? 'clearRangeUpper' : 'clearRange', { bucket, prefix: prefixBytes, upper });
               // Prepared afresh: it names the attached database, which is detached again right after.
               const copy = restoreRevision === undefined ? 'copyStaged' : 'copyStagedKeepRevisions';
-              this.raw.prepare(this.sql[copy]!.sql).run(this.args(copy, { bucket, revision }));
+              this.raw.prepare(this.sql[copy]!.sql).run(this.args(copy, { bucket, revision, now: this.batchNow }));
               // Millions of rows in one statement: the usage is counted again rather than tracked per row.
               this.run('recountUsage', { bucket });
             });

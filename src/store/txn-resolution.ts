@@ -77,3 +77,18 @@ export function resolveTransaction(ops: TxnRequestOp[], entries: Map<string, Ent
   });
   return { failed, writes, results, reports };
 }
+
+/**
+ * A transaction's writes reduced to the last one on each key (in the order of those last writes):
+ * writes are blind, so the last decides the key's state. A key set after a delete in the same
+ * transaction was never absent at any revision, so it keeps its create revision like any set
+ * over a live value; every store applies these, so both agree.
+ */
+export function lastWritePerKey(writes: TxnOp[]): TxnOp[] {
+  const last = new Map<string, TxnOp>();
+  for (const op of writes) {
+    last.delete(op.key);
+    last.set(op.key, op);
+  }
+  return [...last.values()];
+}

@@ -42,11 +42,23 @@ request only).
 kvb exits with the command's exit code (128+N when a signal ends it). SIGINT
 and SIGTERM are passed on to the command. If the lock is lost while the
 command runs (renewals refused, or the server unreachable for a whole TTL), kvb
-sends the command SIGTERM and exits 6. The command sees KVB_LOCK (the name) and
-KVB_LOCK_OWNER (the lock key's value) in its environment. The credential needs
+sends the command SIGTERM and exits 6. The command sees KVB_LOCK (the name),
+KVB_LOCK_OWNER (the lock key's value) and KVB_LOCK_REVISION (the fencing token:
+the lock key's create revision, larger for every later holder) in its
+environment. A write the command makes with
+kvb txn --fence "$KVB_LOCK:$KVB_LOCK_REVISION" commits only while it still holds
+the lock: once the lock is lost (a pause past the TTL) and taken by another
+holder, it is refused (exit 6) instead of overwriting the new holder's work.
+The credential needs
 read, write and delete on NAME (a token: kvb mint-token --prefix lock/
 --permissions read,write,delete).
-${examples('kvb lock lock/backup -- ./backup.sh', 'kvb lock --timeout 30 lock/deploy -- ./deploy.sh', 'kvb lock --ttl 60 lock/migrate -- npm run migrate', 'kvb lock lock/cron -- sh -c "make report && make mail"')}`,
+${examples(
+  'kvb lock lock/backup -- ./backup.sh',
+  'kvb lock --timeout 30 lock/deploy -- ./deploy.sh',
+  'kvb lock --ttl 60 lock/migrate -- npm run migrate',
+  'kvb lock lock/cron -- sh -c "make report && make mail"',
+  `kvb lock lock/report -- sh -c 'kvb txn --fence "$KVB_LOCK:$KVB_LOCK_REVISION" --set report=done'`,
+)}`,
       ),
   async run(name, argv, options, command) {
     const [file, ...args] = argv;
@@ -76,8 +88,11 @@ ${examples('kvb lock lock/backup -- ./backup.sh', 'kvb lock --timeout 30 lock/de
         process.off('SIGINT', giveUp);
         process.off('SIGTERM', giveUp);
       }
-      info(`holding lock ${JSON.stringify(name)} (revision ${held.revision})`);
-      const child = spawn(file, args, { stdio: 'inherit', env: { ...process.env, KVB_LOCK: name, KVB_LOCK_OWNER: held.owner } });
+      info(`holding lock ${JSON.stringify(name)} (revision ${held.revision}, fencing token ${held.token})`);
+      const child = spawn(file, args, {
+        stdio: 'inherit',
+        env: { ...process.env, KVB_LOCK: name, KVB_LOCK_OWNER: held.owner, KVB_LOCK_REVISION: String(held.token) },
+      });
       const forward = (signal: NodeJS.Signals) => () => child.kill(signal);
       const onInt = forward('SIGINT');
       const onTerm = forward('SIGTERM');

@@ -152,7 +152,8 @@ export const bucketSchemas = {
     description:
       'Every operation is checked (shape, key, value size, permission) before anything is written; then all commit, or none. ' +
       'A string value is stored as text, any other JSON value as JSON exactly as written; null is 400. ' +
-      'Deleting an absent key is not an error. `{"check":K,"rev":N}` (K is live at revision N) and `{"check":K,"exists":bool}` ' +
+      'Deleting an absent key is not an error. `{"check":K,"rev":N}` (K is live at revision N), `{"check":K,"exists":bool}` ' +
+      'and (extension) `{"check":K,"created":N}` (K is live and its create revision, a fencing token, is N) ' +
       'are evaluated atomically with the writes and count toward the 1,000 operations; if any fails nothing is written and the ' +
       'answer is 409 with the failing indices in Kvb-Failed-Checks. A check needs read permission on its key. ' +
       'The whole transaction is one bucket revision. ' +
@@ -221,6 +222,11 @@ export const bucketSchemas = {
                   check: { type: 'string', description: 'the key' },
                   rev: { type: 'integer', minimum: 0, description: 'the key is live at this revision' },
                   exists: { type: 'boolean', description: 'the key is live (true) or absent/expired (false)' },
+                  created: {
+                    type: 'integer',
+                    minimum: 0,
+                    description: 'the key is live and was created (last became live from absent or expired) at this revision: a fencing token',
+                  },
                 },
                 required: ['check'],
                 additionalProperties: false,
