@@ -106,6 +106,10 @@ export function createKvbServer(
     socket.once('close', () => state.sockets.delete(socket));
     if (state.draining) closeWhenIdle(state, socket);
   });
+  // A TLS connection whose handshake failed or timed out (`handshakeTimeout`) can be sent no HTTP
+  // answer: the 400 of the client-error handler (run first, by https.Server's own listener) waits
+  // for a handshake that never comes and held the socket open for good. It is destroyed here.
+  if (options.tls) server.on('tlsClientError', (_err: Error, socket: Socket) => socket.destroy());
   server.keepAliveTimeout = options.keepAliveTimeout;
   server.requestTimeout = options.requestTimeout;
   server.setTimeout(options.connectionTimeout);
