@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_BACKEND } from '../helpers/backend.js';
 import { exportFile } from '../helpers/export-file.js';
 import { call, createBucket } from '../helpers/http.js';
 import { percentile } from '../helpers/latency.js';
@@ -11,12 +12,16 @@ import { type RunningServer, startServer } from '../helpers/server.js';
  * same run's quiet median while the scans run: a ratio, with generous room for a busy machine.
  */
 
+// PostgreSQL reads are asynchronous: they never held the event loop, and at these sizes the scans
+// take minutes there (a query per page or folder). Skipped visibly on that backend.
+const onSqlite = TEST_BACKEND === 'sqlite';
+
 let server: RunningServer;
 beforeAll(async () => {
-  server = await startServer();
+  if (onSqlite) server = await startServer();
 });
 afterAll(async () => {
-  await server.stop();
+  await server?.stop();
 });
 
 const importKeys = async (bucket: string, keys: string[]) => {
@@ -54,7 +59,7 @@ async function expectHealthAnswersDuring(scans: () => Promise<Array<{ status: nu
   expect(Math.max(...during), figures).toBeLessThan(percentile(quiet, 50) * 20 + 300);
 }
 
-describe('Long scans give other requests their turn', () => {
+describe.skipIf(!onSqlite)('Long scans give other requests their turn (SQLite, whose reads block)', () => {
   it('four concurrent rollback dry runs over 50,000 keys leave /health answering', { timeout: 180_000 }, async () => {
     const bucket = await createBucket(server.api);
     const target = await importKeys(bucket, Array.from({ length: 50_000 }, (_, i) => `r/${String(i).padStart(6, '0')}`));
