@@ -157,8 +157,9 @@ export async function buildApp(store: Store, config: ServerConfig, options: { tl
     return503OnClosing: false,
     bodyLimit: 16 * 1024,
     // A slow or idle client cannot hold a connection for long: headers must arrive within 15 s
-    // (checked every second), a whole request within 30 s, an idle keep-alive lasts 65 s.
-    http: { headersTimeout: 15_000, connectionsCheckingInterval: 1_000 },
+    // (checked every second), a whole request within 30 s, an idle keep-alive lasts 65 s. On the
+    // TLS port the handshake gets the same 15 s (Node's default is 120 s), set below.
+    http: { headersTimeout: config.headersTimeoutMs, connectionsCheckingInterval: 1_000 },
     requestTimeout: 30_000,
     connectionTimeout: 0,
     keepAliveTimeout: 65_000,
@@ -170,7 +171,7 @@ export async function buildApp(store: Store, config: ServerConfig, options: { tl
     frameworkErrors: (error, _request, reply) =>
       sendError(reply, 'bad_request', error.code === 'FST_ERR_BAD_URL' ? 'malformed percent-encoding in the URL' : error.message),
     serverFactory: (handler, serverOptions) =>
-      createKvbServer(handler, { ...(serverOptions as unknown as Parameters<typeof createKvbServer>[1]), ...(options.tls && { tls: options.tls }) }),
+      createKvbServer(handler, { ...(serverOptions as unknown as Parameters<typeof createKvbServer>[1]), ...(options.tls && { tls: { ...options.tls, handshakeTimeout: config.headersTimeoutMs } }) }),
     clientErrorHandler: (error, socket) => {
       if (!socket.writable) return socket.destroy(error);
       const body = JSON.stringify(envelope('bad_request', 'malformed HTTP request'));

@@ -48,6 +48,11 @@ export interface ServerConfig {
   metricsToken: string | undefined;
   /** Seconds a graceful shutdown waits for open requests before it closes their connections. */
   shutdownTimeoutSeconds: number;
+  /**
+   * Ms a connection has to send its request headers; on the TLS port, also to finish its handshake
+   * (one bound for both ports, so a half-open TLS connection is not held longer than a plain one).
+   */
+  headersTimeoutMs: number;
   /** Draining: ms an idle connection is given to send one more request (answered with Connection: close) before it is closed. */
   drainIdleGraceMs: number;
   /** Most buckets the server holds; 0 means no limit. */
@@ -114,6 +119,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   metricsListen: undefined,
   metricsToken: undefined,
   drainIdleGraceMs: 1000,
+  headersTimeoutMs: 15_000,
   maxBuckets: 0,
   maxKeysPerBucket: 0,
   maxBytesPerBucket: 0,

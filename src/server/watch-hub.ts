@@ -183,7 +183,12 @@ export class WatchHub {
   /** Open streams, so shutdown can end them at once. */
   private readonly open = new Set<{ close(reason: string): void }>();
 
+  /** Set by closeAll: a stream opened after it (a watcher reconnecting on its kept-alive connection) is closed at once. */
+  private closing: string | undefined;
+
   register(stream: { close(reason: string): void }): void {
+    // Held open, it would hold the drain until its deadline; it ends with `closed` instead.
+    if (this.closing !== undefined) return stream.close(this.closing);
     this.open.add(stream);
   }
 
@@ -193,6 +198,7 @@ export class WatchHub {
 
   /** Ends every stream with `closed` (SIGTERM: shutdown does not wait for watchers). */
   closeAll(reason: string): void {
+    this.closing = reason;
     clearInterval(this.poller);
     for (const stream of [...this.open]) stream.close(reason);
     this.open.clear();

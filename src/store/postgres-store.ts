@@ -11,7 +11,7 @@ import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
 import { floorWithin } from './floor-within.js';
 import type { HistoryRecord, PastRead } from './history-types.js';
 import { listBounds } from './list-bounds.js';
-import { MAX_PREFIX_DELETE_KEYS, lastWritePerKey, readsOf, resolveTransaction } from './txn-resolution.js';
+import { MAX_PREFIX_DELETE_KEYS, lastWritePerKey, prefixListLimit, readsOf, resolveTransaction } from './txn-resolution.js';
 import { appliedMigrations, kvbMigrations, refuseNewerDatabase, runMigrations } from './migrations.js';
 import { type BatchView, type QueuedWrite, NO_BUCKET, runBatch } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
@@ -571,9 +571,13 @@ export class PostgresStore implements Store {
       if (reads.prefixes.length > 0) {
         at = await this.bucketRevision(bucket);
         if (at === undefined) return NO_BUCKET;
+        let listed = 0;
         for (const prefix of reads.prefixes) {
-          const query = { prefix, reverse: false, columns: 'keys' as const, offset: 0, limit: MAX_PREFIX_DELETE_KEYS + 1 };
-          under.set(prefix, (await this.listWith(bucket, query, now)).map((e) => e.key));
+          if (listed > MAX_PREFIX_DELETE_KEYS) break;
+          const query = { prefix, reverse: false, columns: 'keys' as const, offset: 0, limit: prefixListLimit(listed) };
+          const keys = (await this.listWith(bucket, query, now)).map((e) => e.key);
+          under.set(prefix, keys);
+          listed += keys.length;
         }
       }
       const keys = [...new Set([...opKeys, ...[...under.values()].flat()])];

@@ -14,7 +14,7 @@ import type { HistoryRecord, PastRead } from './history-types.js';
 import { type ChangeRow, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { listBounds } from './list-bounds.js';
-import { MAX_PREFIX_DELETE_KEYS, lastWritePerKey, readsOf, resolveTransaction } from './txn-resolution.js';
+import { MAX_PREFIX_DELETE_KEYS, lastWritePerKey, prefixListLimit, readsOf, resolveTransaction } from './txn-resolution.js';
 import { MIGRATION_TABLE, appliedMigrations, kvbMigrations, migrateToLatest, refuseNewerDatabase } from './migrations.js';
 import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
 import {
@@ -779,7 +779,14 @@ export class SqliteStore implements Store {
         const entry = this.liveEntry(bucket, Buffer.from(key), now);
         if (entry) entries.set(key, entry);
       }
-      const under = new Map(prefixes.map((prefix) => [prefix, this.liveKeysUnder(bucket, prefix, now)]));
+      const under = new Map<string, string[]>();
+      let listed = 0;
+      for (const prefix of prefixes) {
+        if (listed > MAX_PREFIX_DELETE_KEYS) break;
+        const live = this.liveKeysUnder(bucket, prefix, now, prefixListLimit(listed));
+        under.set(prefix, live);
+        listed += live.length;
+      }
       const resolved = resolveTransaction(ops, entries, under);
       const { failed, results, reports } = resolved;
       if (failed.length > 0) return { refused: 'checks', failed };
@@ -822,9 +829,9 @@ export class SqliteStore implements Store {
     }));
   }
 
-  /** The live keys under `prefix` (one past the prefix-delete limit at most, so it can be refused by name). */
-  private liveKeysUnder(bucket: string, prefix: string, now: number): string[] {
-    return this.listNow(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit: MAX_PREFIX_DELETE_KEYS + 1 }, now).map((e) => e.key);
+  /** The live keys under `prefix`, `limit` at most (see prefixListLimit). */
+  private liveKeysUnder(bucket: string, prefix: string, now: number, limit: number): string[] {
+    return this.listNow(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit }, now).map((e) => e.key);
   }
 
   async listBuckets(after: string | undefined, limit: number): Promise<BucketRecord[]> {

@@ -177,6 +177,28 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     expect(problems).toEqual([]);
   });
 
+  it("a private bucket's id with a credential it does not know is refused as not valid on connect, not at the first save", async (t) => {
+    screenshotsOnFailure(t, 'unknown-credential');
+    const privateBucket = (await call(`${server.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'p@example.com', secret_key: 's-key', read_key: 'r-key', write_key: 'w-key' }) })).text;
+    // (The write probe's 400 is its "allowed": an out-of-range ttl, refused after the permission.)
+    expectedFailures = [/HTTP (400|401|403) for (GET|PUT) /];
+    await page.goto(`${server.url}/console/`);
+    await field('Bucket').fill(privateBucket);
+    await page.getByLabel('Credential', { exact: true }).fill('wrong');
+    await button('Connect').click();
+    await expect.poll(() => page.getByRole('alert').innerText()).toMatch(/Not authorised: this credential is not valid for this bucket/);
+    expect(await page.locator('.topbar').count()).toBe(0);
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    // Its real write key still connects, as a write key.
+    await page.getByLabel('Credential', { exact: true }).fill('w-key');
+    await button('Connect').click();
+    await expect.poll(() => page.locator('.topbar .role').innerText()).toBe('write key');
+    await button('Disconnect').click();
+    await field('Bucket').waitFor();
+    expectedFailures = [];
+    expect(problems).toEqual([]);
+  });
+
   it('creates a bucket from the start page (email, generated keys, default TTL) and connects as its admin', async (t) => {
     screenshotsOnFailure(t, 'create-bucket');
     await field('Email').fill('console@example.com');

@@ -265,6 +265,8 @@ Examples:
       watchProgressMs: Number(process.env.KVB_WATCH_PROGRESS_MS) || d.watchProgressMs,
       // Not a flag either: tests lengthen the drain's grace for idle connections.
       drainIdleGraceMs: Number(process.env.KVB_DRAIN_IDLE_GRACE_MS) || d.drainIdleGraceMs,
+      // Not a flag: tests shorten the 15 s bound on request headers and TLS handshakes.
+      headersTimeoutMs: Number(process.env.KVB_HEADERS_TIMEOUT_MS) || d.headersTimeoutMs,
     };
     const { runServer } = await import('../../server/run-server.js');
     await runServer(config);

@@ -159,8 +159,8 @@ export const bucketSchemas = {
       'The whole transaction is one bucket revision. ' +
       'kvb extensions: `{"get":K}` reads K (read permission); `{"expire":K,"ttl":S}` gives the live key K a new expiry, S seconds ' +
       'from now (0: never), keeping its value (write permission; a key that is not live fails like a check); ' +
-      '`{"delete_prefix":P}` deletes every live key starting with the non-empty prefix P (delete permission on P; at most ' +
-      '50,000 keys, else 400). These read the bucket as it was before the transaction\'s writes. A transaction with a get or ' +
+      '`{"delete_prefix":P}` deletes every live key starting with the non-empty prefix P (delete permission on P; the prefix deletes ' +
+      'of one transaction at most 50,000 keys together, else 400; two that repeat or overlap, such as r/ and r/a: 400). These read the bucket as it was before the transaction\'s writes. A transaction with a get or ' +
       'a delete_prefix answers 200 with `{"revision":N,"results":[…]}`, one result per operation: a get\'s key as ' +
       '`{"key","type","value","expires_at","rev"}` (int64 values as decimal strings, bytes as base64) or null when absent, ' +
       '`{"deleted":N}` for a delete_prefix, null for the rest. Gets and checks alone write nothing: N is the revision read at. ' +

@@ -14,11 +14,17 @@ import { formatListMeta } from '../../values/list-meta.js';
 import { MAX_KEY_BYTES } from '../../values/keys.js';
 import type { BucketRecord } from '../../store/store.js';
 import { encodeCursor } from '../list-cursor.js';
+import { timeSlicer } from '../../store/time-slicer.js';
 
 /** Most items (keys and folders) in one answer; more follow by cursor. Bounded so the answer is built in memory. */
 export const MAX_FOLDER_ITEMS = 10_000;
-/** Keys read per storage read between seeks. */
+/**
+ * Keys read per storage read between seeks: FIRST_ROWS after a seek, doubling up to PAGE_ROWS
+ * while no folder turns up. (Always PAGE_ROWS, 10,000 one-key folders read 2.5 million rows to
+ * use 10,000 of them.)
+ */
 const PAGE_ROWS = 256;
+const FIRST_ROWS = 16;
 
 /**
  * A position after every key that starts with `folder` and before every key that does not: the
@@ -68,14 +74,20 @@ export async function readFolderItems(q: Omit<FolderQuery, 'format' | 'query' | 
   const items: string[] = [];
   const limit = Math.min(q.limit, MAX_FOLDER_ITEMS);
   let after = q.after;
-  const read = q.read;
+  let rows = FIRST_ROWS;
+  // One read per folder: between them, other requests get their turn (SQLite reads block; see timeSlicer).
+  const slice = timeSlicer();
+  const read: FolderRead = async (from, count) => {
+    await slice();
+    return q.read(from, count);
+  };
   for (;;) {
     if (items.length >= limit) {
       // Full: keys follow only if one more row exists past the position.
       const more = await read(after, 1);
       return { items, next: more.length > 0 ? after : undefined };
     }
-    const page = await read(after, PAGE_ROWS);
+    const page = await read(after, rows);
     let seeked = false;
     for (const row of page) {
       const folder = folderOf(row.key, q.prefix, q.delimiter);
@@ -91,7 +103,8 @@ export async function readFolderItems(q: Omit<FolderQuery, 'format' | 'query' | 
       }
       if (seeked || items.length >= limit) break;
     }
-    if (!seeked && page.length < PAGE_ROWS && items.length < limit) return { items, next: undefined };
+    if (!seeked && page.length < rows && items.length < limit) return { items, next: undefined };
+    rows = seeked ? FIRST_ROWS : Math.min(PAGE_ROWS, rows * 2);
   }
 }
 

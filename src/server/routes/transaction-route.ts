@@ -2,6 +2,7 @@ import { type Readable, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
 import type { OpResult, TxnRequestOp } from '../../store/store.js';
+import { checkPrefixDeletes } from '../../store/txn-resolution.js';
 import { entryLine, typedValue } from '../../values/export-format.js';
 import { type JsonLimits, JsonLimitError, type JsonNode, JsonSyntaxError, parseJsonSource } from '../../values/json-source.js';
 import { MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES, checkKey, valueTooLarge } from '../../values/keys.js';
@@ -246,6 +247,8 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       if (list.items.length > MAX_TXN_OPS) throw badRequest(`txn has more than ${MAX_TXN_OPS} operations`);
       const now = Date.now();
       const ops = list.items.map((node, i) => parseOperation(node, `txn[${i}]`, bucket.record.defaultTtl, now, ctx.config.maxValueBytes));
+      // Before any work: prefix deletes that repeat or overlap would list the same keys again.
+      checkPrefixDeletes(ops);
       for (const op of ops) authorize(bucket, principal, PERMISSION[op.op], op.key);
       const outcome = await store.commit(bucket.record.id, ops, now);
       if ('refused' in outcome) {
