@@ -33,8 +33,13 @@ import {
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
-/** The CLI round trip: a whole `kvb get` process, reading a stored key, against `node -e 0`. */
-const CLI_ROUND_TRIP = { label: 'kvb get k', args: (url: string, bucket: string) => [KVB_BIN, '--url', url, '--bucket', bucket, 'get', 'k0'] };
+/**
+ * The CLI round trip (case `cli_get`): a whole `kvb get` process, reading a stored key, against
+ * `node -e 0`, the floor any Node CLI starts from. A shell loop of 100 `kvb get` pays it 100 times.
+ */
+const CLI_ROUND_TRIP = { label: 'cli_get: kvb get k', args: (url: string, bucket: string) => [KVB_BIN, '--url', url, '--bucket', bucket, 'get', 'k0'] };
+/** Runs of each side, interleaved so both see the same machine; the medians are compared. */
+const CLI_RUNS = 21;
 /** Writes per watch-delay measurement (one at a time, 5–20 ms apart). */
 const WATCH_WRITES = 500;
 
@@ -313,7 +318,9 @@ async function main() {
     startup = { kvbMs: median(kvbTimes), baselineMs: median(baseTimes), ratio: median(kvbTimes) / median(baseTimes) };
     const cliTimes: number[] = [];
     const nodeTimes: number[] = [];
-    for (let i = 0; i < 10; i++) {
+    // One run first, untimed: it writes the command's V8 code cache, as the first run after an install does.
+    timeProcess(CLI_ROUND_TRIP.args(kvb.url, fixture.bucket));
+    for (let i = 0; i < CLI_RUNS; i++) {
       cliTimes.push(timeProcess(CLI_ROUND_TRIP.args(kvb.url, fixture.bucket)));
       nodeTimes.push(timeProcess([process.execPath, '-e', '0']));
     }
@@ -402,7 +409,7 @@ function report(
     },
     ...watchDelays.map((w) => ({ goal: `watch delay p99 (${w.where})`, value: w.p99Ms, unit: 'ms' as const, max: 1000 })),
     { goal: 'start-up vs bare Fastify', value: startup?.ratio, unit: 'x', max: 1.2 },
-    { goal: `CLI round trip (${cli?.label ?? 'kvb'}) vs node -e 0`, value: cli?.ratio, unit: 'x', max: 1.6 },
+    { goal: `CLI round trip (${cli?.label ?? 'cli_get'}) vs node -e 0`, value: cli?.ratio, unit: 'x', max: 1.5 },
     { goal: 'PostgreSQL GET hit vs SQLite GET hit', value: ratio(find('kvb postgres', 'get_hit'), find('kvb', 'get_hit')), unit: 'x', min: 0.6 },
     { goal: 'PostgreSQL SET vs SQLite SET', value: ratio(find('kvb postgres', 'set_text'), find('kvb', 'set_text')), unit: 'x', min: 0.5 },
     { goal: 'PostgreSQL SET on one hot bucket, 50 clients, one instance', value: get('kvb postgres', 'set_text')?.requestsPerSecond, unit: 'req/s', min: 5000 },

@@ -55,7 +55,7 @@ complete -c kvb -n '__fish_seen_subcommand_from bucket; and not __fish_seen_subc
 complete -c kvb -n '__fish_seen_subcommand_from bucket; and not __fish_seen_subcommand_from show update delete exists' -a exists -d 'exit 0 if the bucket exists and the credential is admin, 2 otherwise (prints nothing)'
 
 # kvb bucket show
-complete -c kvb -n '__fish_seen_subcommand_from bucket; and __fish_seen_subcommand_from show' -l json -d 'print the server\'s policy projection as JSON'
+complete -c kvb -n '__fish_seen_subcommand_from bucket; and __fish_seen_subcommand_from show' -l json -d 'print the server\'s policy projection as JSON (the default when piped)'
 
 # kvb bucket update
 complete -c kvb -n '__fish_seen_subcommand_from bucket; and __fish_seen_subcommand_from update' -l secret-key -x -d 'set a new admin key (a profile holding the old one is updated)'
@@ -140,6 +140,7 @@ complete -c kvb -n '__fish_seen_subcommand_from watch' -l format -x -a 'text jso
 complete -c kvb -n '__fish_seen_subcommand_from lock' -l ttl -x -d 'how long the lock outlives a holder that stops renewing (killed, cut off)'
 
 # kvb txn
+complete -c kvb -n '__fish_seen_subcommand_from txn' -l fence -x -d 'commit only while the lock is held with this fencing token (kvb lock: "$KVB_LOCK:$KVB_LOCK_REVISION")'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l check -x -d 'commit only if the key is live at that revision, exists, or is absent (repeatable)'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l set -x -d 'set a key (repeatable); the value is typed as kvb set types an argument'
 complete -c kvb -n '__fish_seen_subcommand_from txn' -l del -x -d 'delete a key (repeatable)'
@@ -173,7 +174,7 @@ complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcomm
 complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from list' -l json -d 'print them as JSON (no secrets)'
 
 # kvb profile show
-complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from show' -l json -d 'print it as JSON'
+complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from show' -l json -d 'print it as JSON (the default when piped)'
 complete -c kvb -n '__fish_seen_subcommand_from profile; and __fish_seen_subcommand_from show' -a '(kvb profile list --names 2>/dev/null)'
 
 # kvb profile add
@@ -254,5 +255,6 @@ complete -c kvb -n '__fish_seen_subcommand_from serve' -l metrics-token -x -d '/
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-buckets -x -d 'most buckets this server holds (0 = no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-keys-per-bucket -x -d 'most keys one bucket stores; a write past it gets 507 (0 = no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-bytes-per-bucket -x -d 'most bytes (keys + values) one bucket stores; a write past it gets 507 (0 = no limit)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-history-bytes-per-bucket -x -d 'most bytes of history (keys + values of changes kept for --history-retention) one bucket keeps; past it the oldest go, each sweep (default: --max-bytes-per-bucket; 0 = no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l bucket-creation-rate -x -d 'bucket creations per client address, e.g. 10/1h (default: no limit)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l rate-limit -x -d 'requests per credential (per address when anonymous), e.g. 600/1m (default: no limit)'

@@ -37,10 +37,12 @@ export class KvbError extends Error {
     readonly headers?: Record<string, string>,
   ) {
     // An expected error never shows its stack, and capturing one was a visible cost of every 404.
-    const limit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
+    // (stackTraceLimit is V8's: typed here so the client package, which includes this file, needs no @types/node.)
+    const v8 = Error as ErrorConstructor & { stackTraceLimit: number };
+    const limit = v8.stackTraceLimit;
+    v8.stackTraceLimit = 0;
     super(detail);
-    Error.stackTraceLimit = limit;
+    v8.stackTraceLimit = limit;
     this.name = 'KvbError';
     this.status = ERRORS[kind].status;
   }

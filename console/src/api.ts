@@ -178,12 +178,16 @@ export async function canList(c: Connection, withValues: boolean): Promise<boole
 }
 
 /**
- * Whether the credential may write under `key`, asked without writing: an invalid `ttl` is
- * checked only after the permission, so an allowed writer gets 400 and nothing is stored.
+ * A `ttl` of the right shape (digits) but out of range: the route checks its range only after the
+ * permission, so an allowed writer gets 400 and nothing is stored. (A negative ttl fails the
+ * query schema, before any credential is looked at: every caller got 400, a wrong one too.)
  */
+const PROBE_TTL = '99999999999999999999';
+
+/** Whether the credential may write under `key`, asked without writing (see PROBE_TTL). */
 export async function canWrite(c: Connection, key: string): Promise<boolean> {
   try {
-    await call(`${path(c, key)}?ttl=-1`, { method: 'PUT', credential: c.credential, body: new Uint8Array() });
+    await call(`${path(c, key)}?ttl=${PROBE_TTL}`, { method: 'PUT', credential: c.credential, body: new Uint8Array() });
     return true;
   } catch (err) {
     if (err instanceof ApiError && err.status === 400) return true;
@@ -199,6 +203,22 @@ async function allowed(request: () => Promise<unknown>): Promise<boolean> {
   } catch (err) {
     if (err instanceof ApiError && (err.status === 401 || err.status === 403)) return false;
     throw err;
+  }
+}
+
+/**
+ * Refuses (401, said plainly) a credential the bucket does not know, with one cheap request (an
+ * empty listing). A known credential without the permission gets 403, which is fine here; the
+ * bucket does not know one that gets 401, whatever anonymous callers may do.
+ */
+export async function checkCredential(c: Connection): Promise<void> {
+  try {
+    await call(`${path(c)}/?format=json&limit=0`, { credential: c.credential });
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) {
+      throw new ApiError(401, 'unauthorized', 'this credential is not valid for this bucket (not its secret, read or write key, nor a token of it)');
+    }
+    if (!(err instanceof ApiError && err.status === 403)) throw err;
   }
 }
 

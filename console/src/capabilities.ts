@@ -1,4 +1,4 @@
-import { type Connection, ApiError, canList, canWrite, getPolicy, listKeys } from './api.js';
+import { type Connection, ApiError, canList, canWrite, checkCredential, getPolicy, listKeys } from './api.js';
 import { tokenClaims } from './format.js';
 
 /** What the connected credential may do; the UI hides or disables everything else. */
@@ -44,6 +44,9 @@ export async function detectCapabilities(c: Connection): Promise<Capabilities> {
   } catch (err) {
     if (!(err instanceof ApiError) || ![401, 403, 404].includes(err.status)) throw err;
   }
+  // A wrong credential must be refused here, not pass as an anonymous caller's rights and fail at
+  // the first save.
+  if (c.credential) await checkCredential(c);
   const read = await canList(c, true);
   const enumerate = read || (await canList(c, false));
   const write = await canWrite(c, PROBE_KEY);

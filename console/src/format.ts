@@ -61,13 +61,47 @@ export function fromBase64(text: string): Uint8Array | undefined {
   }
 }
 
-/** JSON shown indented; the stored bytes are never reformatted (this is for display only). */
+/**
+ * JSON shown indented, for display only (the stored bytes are never reformatted). It re-spaces the
+ * text instead of parsing it, so every number keeps its digits: JSON.parse would show
+ * 99999999999999999999 as 100000000000000000000 and 1.50 as 1.5.
+ */
 export function prettyJson(text: string): string {
   try {
-    return JSON.stringify(JSON.parse(text), null, 2);
+    JSON.parse(text);
   } catch {
     return text;
   }
+  let out = '';
+  let depth = 0;
+  const newline = () => `\n${'  '.repeat(depth)}`;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (c === '"') {
+      // A string, copied with its escapes as written.
+      let end = i + 1;
+      while (text[end] !== '"') end += text[end] === '\\' ? 2 : 1;
+      out += text.slice(i, end + 1);
+      i = end;
+    } else if (c === '{' || c === '[') {
+      const close = c === '{' ? '}' : ']';
+      let next = i + 1;
+      while (/\s/.test(text[next] ?? '')) next++;
+      if (text[next] === close) {
+        out += c + close;
+        i = next;
+      } else {
+        depth++;
+        out += c + newline();
+      }
+    } else if (c === '}' || c === ']') {
+      depth--;
+      out += newline() + c;
+    } else if (c === ',') out += `,${newline()}`;
+    else if (c === ':') out += ': ';
+    else if (!/\s/.test(c)) out += c;
+  }
+  return out;
 }
 
 export type Checked = { ok: true; bytes: Uint8Array } | { ok: false; error: string };

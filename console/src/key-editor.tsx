@@ -22,7 +22,8 @@ export function KeyEditor(props: {
 }) {
   const { conn, entryKey } = props;
   const [key, setKey] = useState(entryKey ?? props.defaultKey);
-  const [type, setType] = useState<ValueType>('json');
+  // A new key starts as text: typing `hello` must save "hello", not fail as invalid JSON.
+  const [type, setType] = useState<ValueType>('text');
   const [value, setValue] = useState('');
   const [ttl, setTtl] = useState('');
   const [error, setError] = useState<string | undefined>();

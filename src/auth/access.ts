@@ -79,6 +79,17 @@ export function allows(principal: Principal, op: Operation, policy: PolicyFlags,
   }
 }
 
+/**
+ * What a rollback needs over the range it covers. Its answer names every key it changes with its
+ * type, size and revision (what a listing with `meta=true` shows), and it sets keys to past values
+ * and deletes others: so read (which lists as well), write and delete. A dry run only answers, so
+ * it needs read alone. A caller that could not list and read the range cannot learn it, or
+ * restore it, through a rollback.
+ */
+export function rollbackOperations(dryRun: boolean): readonly Operation[] {
+  return dryRun ? ['list_values'] : ['list_values', 'write', 'delete'];
+}
+
 /** Parses a comma-separated permission list; undefined when empty or when it names an unknown permission. */
 export function parsePermissions(values: readonly string[]): Permission[] | undefined {
   const names = values.flatMap((v) => v.split(',')).map((s) => s.trim());

@@ -9,7 +9,7 @@ import { UsageError } from './usage-error.js';
  * fail to compile.
  *
  * A command module is loaded at start-up (for `--help` and completion), so it imports only light
- * modules statically; whatever is heavy (undici via the client, @clack/prompts, cli-table3, the
+ * modules statically; whatever is heavy (undici via the client, @clack/prompts, the
  * server) is reached with `await import()` inside `run`, or through session.ts / output.ts, which
  * already load them lazily.
  */
@@ -66,6 +66,22 @@ export function defineGroup(define: (parent: ParentCommand) => ParentCommand, su
       for (const sub of subcommands) sub.register(group);
     },
   };
+}
+
+/**
+ * Points an unknown flag that people reach for to what does the job, instead of commander's
+ * nearest spelling (`kvb get --prefix` would otherwise suggest --profile). Only these flags change;
+ * every other unknown one keeps commander's message. `hints` maps a flag to the advice.
+ */
+export function withOptionHints<C extends Command<any, any, any>>(command: C, hints: Record<string, string>): C {
+  const target = command as unknown as { unknownOption(flag: string): void; error(message: string, options: { code: string }): never };
+  const unknown = target.unknownOption.bind(target);
+  target.unknownOption = (flag: string) => {
+    const hint = hints[flag.split('=')[0]!];
+    if (hint !== undefined) target.error(`error: unknown option '${flag}' for '${command.name()}': ${hint}`, { code: 'commander.unknownOption' });
+    unknown(flag);
+  };
+  return command;
 }
 
 /** An option-argument parser for an integer in [min, max]; the message names the flag. */

@@ -11,7 +11,7 @@ const MEANINGS: Record<number, string> = {
   1: 'usage or configuration error: bad flags or input, a value over the size limit, a server URL that does not answer as kvb, a bucket without a signing key for `kvb mint-token`, a cancelled wizard',
   2: 'key or bucket not found, so `kvb get k || echo missing` works',
   3: 'authentication or permission refused',
-  4: 'server or network unreachable: connection refused, DNS failure, no answer within `--timeout`; the message names the URL tried and where it came from',
+  4: 'server or network unreachable: connection refused, DNS failure, no answer within `--timeout`, or `kvb lock --timeout` gave up waiting for the lock; the message names the URL tried and where it came from',
   5: 'server error, or the server refusing for now (storage full, rate limited); try again later',
   6: 'precondition failed or conflict: an `--if-rev`/`--if-absent`/`--if-exists` write, a `kvb txn --check` or a `kvb edit` save found the key in another state; nothing was written',
   7: 'older than the history the server keeps (`--history-retention`): `kvb watch` cannot resume (list again and watch from there), or `kvb get --rev`, `kvb ls --rev` or `kvb rollback` named a revision below the bucket\'s history floor',

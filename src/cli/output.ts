@@ -1,9 +1,11 @@
 import type { Readable } from 'node:stream';
+import { renderColumns } from './values-table.js';
 
 /**
  * The only module that prints. Data goes to stdout, exactly; messages go to stderr (and are
  * silenced by --quiet, except failures). Colour only on a TTY, never with NO_COLOR.
  * (The interactive prompts of `kvb init` and `kvb bucket delete` are drawn by @clack/prompts.)
+ * Tables are plain columns in one style (values-table.ts), whatever the command.
  */
 
 let quiet = false;
@@ -67,22 +69,14 @@ export function debug(text: string): void {
   process.stderr.write(`${text}\n`);
 }
 
-/** A table for people (cli-table3), written to stdout. */
+/** A table for people: plain columns under a heading line (values-table.ts draws it), written to stdout. */
 export async function table(head: string[], rows: string[][]): Promise<void> {
-  const { default: Table } = await import('cli-table3');
-  const colour = colourEnabled(process.stdout);
-  const t = new Table({ head, style: { head: colour ? ['cyan'] : [], border: colour ? ['grey'] : [] } });
-  t.push(...rows);
-  await line(t.toString());
+  await data(renderColumns(head, rows));
 }
 
-/** Key/value rows, for one object. */
+/** Name/value rows, for one object: two plain columns, no heading. */
 export async function verticalTable(rows: Array<[string, string]>): Promise<void> {
-  const { default: Table } = await import('cli-table3');
-  const colour = colourEnabled(process.stdout);
-  const t = new Table({ style: { head: [], border: colour ? ['grey'] : [] } });
-  for (const [name, value] of rows) t.push({ [name]: value });
-  await line(t.toString());
+  await data(renderColumns([], rows));
 }
 
 export interface Progress {

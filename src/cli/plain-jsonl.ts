@@ -51,14 +51,18 @@ export function plainLine(text: string, lineNumber: number, now: number): string
       const node: JsonNode = typeNode.value === 'int64' && valueNode.kind === 'number' ? { kind: 'string', value: valueNode.source, source: valueNode.source } : valueNode;
       value = { type: typeNode.value, data: typedValue(typeNode.value, node) };
     }
-    let expiresAt: number | null = null;
+    // Neither "ttl" nor "expires_at": left out of the export line, so the bucket's default TTL
+    // applies, as for every other write without a TTL. "ttl": 0 and "expires_at": null say never.
+    let expiresAt: number | null | undefined;
     const ttl = fields.get('ttl');
     const expires = fields.get('expires_at');
     if (ttl !== undefined && expires !== undefined) throw fail('give "ttl" or "expires_at", not both');
     if (ttl !== undefined) {
       if (ttl.kind !== 'number' || !/^\d+$/.test(ttl.source)) throw fail('"ttl" must be a whole number of seconds');
       expiresAt = Number(ttl.source) === 0 ? null : now + Number(ttl.source) * 1000;
-    } else if (expires !== undefined && expires.kind !== 'null') {
+    } else if (expires !== undefined && expires.kind === 'null') {
+      expiresAt = null;
+    } else if (expires !== undefined) {
       const ms = expires.kind === 'string' ? Date.parse(expires.value) : Number.NaN;
       if (!Number.isFinite(ms)) throw fail('"expires_at" must be an RFC 3339 time or null');
       expiresAt = ms;

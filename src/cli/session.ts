@@ -110,7 +110,7 @@ export async function withClient<T>(
   const connection = resolveConnection(globalFlags(command), process.env, options);
   if (options.explicitTokenOnly && connection.sources.token === 'profile') connection.token = undefined;
   const timeoutSeconds = requestTimeout(globalFlags(command).timeout, process.env.KVB_TIMEOUT);
-  const { KvbHttpError, KvbNetworkError } = await import('../client/client-errors.js');
+  const { KvbHttpError, KvbNetworkError, isTlsTrustFailure } = await import('../client/client-errors.js');
   let opened: OpenedClient;
   try {
     opened = await openClient(connection.url, connection.token, timeoutSeconds * 1000, globalFlags(command).ca);
@@ -145,6 +145,7 @@ export async function withClient<T>(
     }
     if (err instanceof KvbNetworkError) {
       if (/timed out|timeout/.test(err.reason)) err.message += ` after ${timeoutSeconds} s (--timeout or KVB_TIMEOUT allows longer)`;
+      if (isTlsTrustFailure(err)) err.message += '; to trust a private CA or a self-signed server, pass its certificate with --ca FILE or KVB_CA';
       err.message += `; the URL came from ${SOURCE_NAMES[connection.sources.url]}: point elsewhere with --url, KVB_URL or a profile`;
     }
     throw err;

@@ -6,6 +6,25 @@ export interface MetaRow {
   expires_at: string | null;
   rev?: number;
   value?: unknown;
+  /** The value's JSON text exactly as the listing line carries it: numbers with every digit, float64 `3.0` as `3.0`. */
+  source?: string;
+}
+
+/** A listing or history line with its int64 value (the last field) as a decimal string, so no JSON reader rounds it. */
+export function int64AsString(lineText: string): string {
+  return (JSON.parse(lineText) as { type: string | null }).type === 'int64' ? lineText.replace(/,"value":(-?\d+)}$/, ',"value":"$1"}') : lineText;
+}
+
+/** The exact JSON text of a server line's value: its last field in listings, history lines and watch events. */
+export function valueSource(lineText: string): string | undefined {
+  return /,"value":(.*)\}$/s.exec(lineText)?.[1];
+}
+
+/** A meta listing line (jsonl) as a row, keeping the exact text of its value. */
+export function metaRowOf(lineText: string): MetaRow {
+  const row = JSON.parse(lineText) as MetaRow;
+  const source = valueSource(lineText);
+  return source === undefined ? row : { ...row, source };
 }
 
 const GAP = '  ';
@@ -65,11 +84,14 @@ function pad(text: string, width: number, right = false): string {
   return right ? fill + text : text + fill;
 }
 
-/** A value in one line: bytes as `<N bytes>`, JSON compact, text as is (control characters escaped). */
+/**
+ * A value in one line: bytes as `<N bytes>`, text as is (control characters escaped), JSON and
+ * numbers as stored (never through a double, which would round 99999999999999999999 and show 3.0 as 3).
+ */
 export function valueCell(row: MetaRow): string {
   if (row.type === 'bytes') return `<${row.size} bytes>`;
-  if (row.type === 'json') return oneLine(JSON.stringify(row.value));
-  return oneLine(typeof row.value === 'string' ? row.value : JSON.stringify(row.value));
+  if (row.type === 'text') return oneLine(String(row.value));
+  return oneLine(row.source ?? (typeof row.value === 'string' ? row.value : JSON.stringify(row.value)));
 }
 
 /** When a key expires, relative to `now`: `-` for never, else `in 42s`, `in 5m`, `in 3h`, `in 12d`. */
@@ -138,4 +160,29 @@ export function renderLongTable(rows: MetaRow[], width: number, now: number): st
     ),
   );
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * Plain columns, as etcdctl and kubectl print them: a heading line (none when `head` is empty),
+ * then one line per row, cells padded to their column's width and separated by two spaces; no
+ * borders, no rules. Control characters in cells are shown escaped so every row stays one line.
+ */
+export function renderColumns(head: string[], rows: string[][]): string {
+  const all = (head.length > 0 ? [head, ...rows] : rows).map((cells) => cells.map(oneLine));
+  const widths: number[] = [];
+  for (const cells of all) cells.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, displayWidth(cell))));
+  const lines = all.map((cells) => cells.map((cell, i) => (i === cells.length - 1 ? cell : pad(cell, widths[i]!))).join(GAP).trimEnd());
+  return lines.length === 0 ? '' : `${lines.join('\n')}\n`;
+}
+
+/** A value as a watch event or a history line carries it (int64 a decimal string, bytes base64), in the table's one-line form. */
+export function eventValueCell(type: string, value: unknown, source?: string): string {
+  const size = type === 'bytes' ? base64Size(String(value)) : 0;
+  return valueCell({ key: '', type, size, expires_at: null, value, ...(source !== undefined && type !== 'int64' && { source }) });
+}
+
+/** The byte length of standard base64 text. */
+function base64Size(text: string): number {
+  const padding = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+  return Math.floor((text.length * 3) / 4) - padding;
 }

@@ -133,6 +133,29 @@ const REASONS: Record<string, string> = {
 };
 
 /**
+ * The server answered, but its certificate is not one this client trusts: no HTTP answer came, so
+ * these are network failures too (Node's and undici's codes, from OpenSSL, also as fetch's `cause`).
+ */
+const TLS_REASONS: Record<string, string> = {
+  DEPTH_ZERO_SELF_SIGNED_CERT: 'TLS: the server\'s certificate is self-signed',
+  SELF_SIGNED_CERT_IN_CHAIN: 'TLS: the server\'s certificate chain ends in an untrusted self-signed CA',
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'TLS: the server\'s certificate is signed by an unknown CA',
+  UNABLE_TO_GET_ISSUER_CERT: 'TLS: the server\'s certificate is signed by an unknown CA',
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: 'TLS: the server\'s certificate is signed by an unknown CA',
+  CERT_HAS_EXPIRED: 'TLS: the server\'s certificate has expired',
+  CERT_NOT_YET_VALID: 'TLS: the server\'s certificate is not valid yet',
+  ERR_TLS_CERT_ALTNAME_INVALID: 'TLS: the server\'s certificate is not for this host name',
+  ERR_SSL_WRONG_VERSION_NUMBER: 'TLS: the server does not speak TLS on this port (try http://)',
+};
+
+/** Whether a network error is a TLS certificate the client did not trust (a CA file may fix it). */
+export function isTlsTrustFailure(err: KvbNetworkError): boolean {
+  const cause = err.cause as { code?: string; cause?: { code?: string } } | undefined;
+  const code = cause?.code ?? cause?.cause?.code;
+  return code !== undefined && code in TLS_REASONS && code !== 'ERR_SSL_WRONG_VERSION_NUMBER';
+}
+
+/**
  * Runtimes whose fetch gives no error code, only text. Deno: a TypeError "fetch failed" whose cause
  * says "error sending request … tcp connect error: Connection refused (os error 111)" (or "dns
  * error", "connection closed before message completed"), or "Fetch failed: Requests to port 1
@@ -171,6 +194,7 @@ export function networkErrorFor(url: string, err: unknown): unknown {
   if (!(err instanceof Error)) return err;
   const code = (err as { code?: string }).code ?? (err.cause as { code?: string } | undefined)?.code;
   if (code && code in REASONS) return new KvbNetworkError(url, REASONS[code]!, { cause: err });
+  if (code && code in TLS_REASONS) return new KvbNetworkError(url, TLS_REASONS[code]!, { cause: err });
   if (code && /^E[A-Z]+$/.test(code)) return new KvbNetworkError(url, code, { cause: err });
   const reason = reasonFromMessage(err);
   if (reason) return new KvbNetworkError(url, reason, { cause: err });

@@ -139,6 +139,8 @@ export interface ValueRead {
   expiresAt: string | undefined;
   /** The key's revision (its last change), from `Kvb-Revision`. */
   revision: number | undefined;
+  /** The key's create revision (a fencing token), from `Kvb-Create-Revision`: only when the read asked for it. */
+  createRevision?: number | undefined;
 }
 
 /** A write that applies only in a given state of the key: at a revision, absent, or live. */

@@ -18,6 +18,7 @@ export {
   type HistoryEntry,
   type HistoryOptions,
   type SetOptions,
+  type Stored,
   type TokenOptions,
   type UpdateOptions,
   connect,
@@ -25,7 +26,7 @@ export {
   createBucket,
 } from './kvb-bucket.js';
 export { type ManyRead, type ReadEntry } from './bucket-primitives.js';
-export { DEFAULT_LOCK_TTL, type Lock, type LockOptions } from './lock.js';
+export { DEFAULT_LOCK_TTL, type FencingToken, type Lock, type LockOptions } from './lock.js';
 export {
   type BucketChanges,
   type BucketPolicy,

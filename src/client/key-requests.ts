@@ -38,8 +38,15 @@ export class KeyRequests extends HttpTransport {
     return valueRead(answer);
   }
 
-  /** The key's value; with `revision`, as it was at that revision (history). */
-  async get(bucket: string, key: string, options: CallOptions & { revision?: number | undefined } = {}): Promise<ValueRead> {
+  /**
+   * The key's value; with `revision`, as it was at that revision (history). With
+   * `createRevision`, also its create revision (a fencing token; not for history reads).
+   */
+  async get(
+    bucket: string,
+    key: string,
+    options: CallOptions & { revision?: number | undefined; createRevision?: boolean | undefined } = {},
+  ): Promise<ValueRead> {
     return valueRead(
       await this.send({
         ...callOf(options),
@@ -47,6 +54,7 @@ export class KeyRequests extends HttpTransport {
         path: this.keyPath(bucket, key),
         subject: `key ${JSON.stringify(key)} in bucket ${bucket}`,
         query: { rev: options.revision },
+        ...(options.createRevision && { headers: { 'kvb-include': 'create-revision' } }),
         idempotent: true,
       }),
     );
@@ -88,6 +96,7 @@ function valueRead(answer: Answer): ValueRead {
     contentType: headers.get('content-type') ?? undefined,
     expiresAt: headers.get('kvb-expires-at') ?? undefined,
     revision: revisionOf(headers.get('kvb-revision') ?? headers.get('etag')),
+    createRevision: revisionOf(headers.get('kvb-create-revision')),
   };
 }
 

@@ -11,10 +11,10 @@ import {
   type RollbackResult,
   type ValueRead,
 } from './kvb-http.js';
-import { type JsonValue, type Value, type ValueType, decodeJsonValue, decodeValue, encodeValue, linesOf, typeOfValue } from './typed-values.js';
+import { type JsonValue, type Value, type ValueType, decodeJsonValue, decodeValue, encodeValue, linesOf, txnValue, typeOfValue } from './typed-values.js';
 import { type WatchEvent, type WatchOptions, watchFeed } from './watch-feed.js';
 import { type ManyRead, deletePrefix, expire, getMany } from './bucket-primitives.js';
-import { type Lock, type LockOptions, acquireLock } from './lock.js';
+import { type FencingToken, type Lock, type LockOptions, acquireLock } from './lock.js';
 
 export interface ConnectOptions {
   /** The server, e.g. `https://kv.example.com` (without /api/v1). */
@@ -31,11 +31,19 @@ export interface ConnectOptions {
   retries?: number | undefined;
 }
 
+/** What a value of type V reads back as: a number may be stored as int64 (a bigint on read) or float64. */
+export type Stored<V> = V extends number ? number | bigint : V;
+
 /** A key's value with what the server says about it. */
 export interface Entry<V extends Value = Value> {
   key: string;
   value: V;
   type: ValueType;
+  /**
+   * The stored value's exact text (null for bytes): JSON as it was written, so an integer past 2^53
+   * in a JSON document or a float64 `3.0` reads back digit for digit where `value` is a JS number.
+   */
+  text: string | null;
   /** The revision of the key's last change (use it with `ifRevision` and `atomic().check`). */
   revision: number;
   /** null when the key never expires. */
@@ -47,6 +55,8 @@ export interface ListedEntry {
   key: string;
   value: Value;
   type: ValueType;
+  /** The value's exact text as the listing carries it (null for bytes): JSON compacted, its numbers digit for digit. */
+  text: string | null;
   /** The stored value's length in bytes. */
   size: number;
   expiresAt: Date | null;
@@ -152,13 +162,15 @@ function entryOf(key: string, read: ValueRead): Entry {
     key,
     value: decodeValue(type, read.data),
     type,
+    text: type === 'bytes' ? null : new TextDecoder().decode(read.data),
     revision: read.revision ?? 0,
     expiresAt: read.expiresAt ? new Date(read.expiresAt) : null,
   };
 }
 
 const isMissingKey = (err: unknown) => err instanceof NotFoundError && err.detail === 'no such key';
-const INT64_AT_END = /"value":(-?\d+)\}$/;
+/** A meta listing line's value: the last field, as the server wrote it (JSON compacted, numbers as stored). */
+const VALUE_AT_END = /,"value":(.*)\}$/s;
 
 /** One bucket, typed. Every method takes an optional `signal` and `timeoutMs`. */
 export class KvbBucket {
@@ -205,15 +217,18 @@ export class KvbBucket {
     return acquireLock(this.http, this.id, name, options);
   }
 
-  /** Stores a value with the type it has (see `Value`), or `options.type`; resolves with the stored entry. */
-  async set<V extends Value>(key: string, value: V, options: SetOptions = {}): Promise<Entry<V>> {
+  /**
+   * Stores a value with the type it has (see `typeOfValue`: an integral number is int64 and reads
+   * back as a bigint), or `options.type`; resolves with the stored entry.
+   */
+  async set<V extends Value>(key: string, value: V, options: SetOptions = {}): Promise<Entry<Stored<V>>> {
     const { body, contentType } = encodeValue(value, options.type);
     const read = await this.http.set(this.id, key, body, {
       ...options,
       contentType,
       condition: { ifRevision: options.ifRevision, ifAbsent: options.ifAbsent },
     });
-    return entryOf(key, read) as Entry<V>;
+    return entryOf(key, read) as Entry<Stored<V>>;
   }
 
   /** Deletes a key; resolves false when there was none. */
@@ -277,12 +292,14 @@ export class KvbBucket {
               continue;
             }
             const row = JSON.parse(line) as { key: string; type: ValueType; size: number; expires_at: string | null; value: unknown };
-            // An int64 is a JSON number in a listing: read its exact text, not the rounded double.
-            const int64 = row.type === 'int64' ? INT64_AT_END.exec(line)?.[1] : undefined;
+            // Numbers are JSON numbers in a listing: keep their exact text, not the rounded double.
+            const source = VALUE_AT_END.exec(line)?.[1];
+            const text = row.type === 'bytes' ? null : row.type === 'text' ? String(row.value) : (source ?? JSON.stringify(row.value));
             yield {
               key: row.key,
-              value: decodeJsonValue(row.type, row.value, int64),
+              value: decodeJsonValue(row.type, row.value, row.type === 'int64' ? source : undefined),
               type: row.type,
+              text,
               size: row.size,
               expiresAt: row.expires_at ? new Date(row.expires_at) : null,
             };
@@ -301,7 +318,8 @@ export class KvbBucket {
     let cursor: string | undefined;
     do {
       const page = await this.http.history(this.id, key, { values: options.values, limit: Math.min(1000, wanted - entries.length), cursor, actor: options.actor }, options);
-      for (const line of page.lines) {
+      for (const [i, line] of page.lines.entries()) {
+        const int64 = line.type === 'int64' ? VALUE_AT_END.exec(page.texts[i]!)?.[1] : undefined;
         entries.push({
           revision: line.rev,
           operation: line.operation,
@@ -310,7 +328,7 @@ export class KvbBucket {
           size: line.size,
           expiresAt: line.expires_at ? new Date(line.expires_at) : null,
           actor: line.actor ? { kind: line.actor.kind, tokenId: line.actor.token_id, address: line.actor.address } : null,
-          ...(options.values && line.type !== null && { value: decodeJsonValue(line.type, line.value) }),
+          ...(options.values && line.type !== null && { value: decodeJsonValue(line.type, line.value, int64) }),
         });
       }
       cursor = page.nextCursor;
@@ -336,14 +354,15 @@ export class KvbBucket {
    * is absent), writes it only if nothing changed meanwhile, and starts over when something did.
    * An existing key keeps its type (when the new value fits it) and its expiry unless `ttl` is given.
    */
-  async update<V extends Value>(key: string, fn: (current: Value | undefined, entry: Entry | null) => V | Promise<V>, options: UpdateOptions = {}): Promise<Entry<V>> {
+  async update<V extends Value>(key: string, fn: (current: Value | undefined, entry: Entry | null) => V | Promise<V>, options: UpdateOptions = {}): Promise<Entry<Stored<V>>> {
     const retries = options.retries ?? 10;
     for (let attempt = 0; ; attempt++) {
       const current = await this.get(key, options);
       const next = await fn(current?.value, current);
       let ttl = options.ttl;
       if (ttl === undefined && current) ttl = current.expiresAt === null ? 0 : Math.max(1, Math.ceil((current.expiresAt.getTime() - Date.now()) / 1000));
-      const type = options.type ?? (current?.type === 'json' && typeOfValue(next) !== 'int64' && typeOfValue(next) !== 'bytes' ? 'json' : undefined);
+      // A JSON document stays JSON when the next value is one (a number included); a bigint or bytes cannot be.
+      const type = options.type ?? (current?.type === 'json' && typeof next !== 'bigint' && !(next instanceof Uint8Array) ? 'json' : undefined);
       try {
         return await this.set(key, next, { ...options, ttl, type, ...(current ? { ifRevision: current.revision } : { ifAbsent: true }) });
       } catch (err) {
@@ -391,11 +410,17 @@ export class KvbBucket {
   }
 }
 
-type TxnOp = { check: string; rev: number } | { check: string; exists: boolean } | { set: string; value: string | JsonValue; ttl?: number } | { delete: string };
+type TxnOp =
+  | { check: string; rev: number }
+  | { check: string; exists: boolean }
+  | { check: string; created: number }
+  | { set: string; value: string | JsonValue; type?: ValueType; ttl?: number }
+  | { delete: string };
 
 /**
- * Checks and writes that commit together. In a transaction a value is stored as text (a string)
- * or json (any other JSON value), as the server's transaction format defines.
+ * Checks and writes that commit together. A value is typed as `set` types it (a string text, a
+ * bigint or integral number int64, a fractional number float64, bytes bytes, other JSON json);
+ * the server's `"type"` extension of the transaction format carries the types it would not infer.
  */
 export class AtomicOperation {
   private readonly ops: TxnOp[] = [];
@@ -417,12 +442,27 @@ export class AtomicOperation {
     return this;
   }
 
-  set(key: string, value: string | JsonValue, options: { ttl?: number | undefined } = {}): this {
-    const type = typeof value;
-    if (type === 'bigint' || value instanceof Uint8Array || value === null || value === undefined) {
-      throw new TypeError('a transaction stores text (a string) or json (any other JSON value but null)');
-    }
-    this.ops.push(options.ttl === undefined ? { set: key, value } : { set: key, value, ttl: options.ttl });
+  /** Commit only if the key is live and was created (last became live from absent or expired) at `createRevision`. */
+  checkCreated(key: string, createRevision: number): this {
+    this.ops.push({ check: key, created: createRevision });
+    return this;
+  }
+
+  /**
+   * Commit only while `lock` is still held by the holder that got this token: a holder paused past
+   * its lock's TTL, whose lock another has taken since, gets `{ ok: false }` instead of
+   * overwriting the new holder's work. Takes a `Lock` from `lock()`, or `{ name, token }` (e.g.
+   * from `kvb lock`'s KVB_LOCK_KEY and KVB_LOCK_REVISION).
+   */
+  fence(lock: FencingToken): this {
+    return this.checkCreated(lock.name, lock.token);
+  }
+
+  /** Sets `key` to `value`, typed as `KvbBucket.set` types it (or as `options.type`). */
+  set(key: string, value: Value, options: { ttl?: number | undefined; type?: ValueType | undefined } = {}): this {
+    if (value === null || value === undefined) throw new TypeError('a transaction cannot store null or undefined');
+    const op = { set: key, ...txnValue(value, options.type ?? typeOfValue(value)) };
+    this.ops.push(options.ttl === undefined ? op : { ...op, ttl: options.ttl });
     return this;
   }
 

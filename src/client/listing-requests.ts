@@ -14,7 +14,7 @@ export class ListingRequests extends KeyRequests {
     key: string,
     page: { limit?: number | undefined; cursor?: string | undefined; values?: boolean | undefined; actor?: string | undefined } = {},
     options: CallOptions = {},
-  ): Promise<{ lines: HistoryLine[]; nextCursor: string | undefined; floor: number | undefined }> {
+  ): Promise<{ lines: HistoryLine[]; texts: string[]; nextCursor: string | undefined; floor: number | undefined }> {
     const answer = await this.send({
       ...callOf(options),
       method: 'GET',
@@ -23,9 +23,11 @@ export class ListingRequests extends KeyRequests {
       query: { history: true, values: page.values, limit: page.limit, cursor: page.cursor, actor: page.actor },
       idempotent: true,
     });
-    const text = new TextDecoder().decode(answer.data);
+    const texts = new TextDecoder().decode(answer.data).split('\n').filter(Boolean);
     return {
-      lines: text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as HistoryLine),
+      lines: texts.map((line) => JSON.parse(line) as HistoryLine),
+      // Each line as the server wrote it: its value's numbers exact (an int64 is a JSON number there).
+      texts,
       nextCursor: answer.headers.get('kvb-next-cursor') ?? undefined,
       floor: revisionOf(answer.headers.get('kvb-history-floor')),
     };

@@ -3,6 +3,12 @@
  * If-None-Match: * and a TTL, renewed (If-Match on its revision) while held, deleted on release.
  * A waiter sleeps on the watch feed until the key changes or its expiry passes, so a holder that
  * dies without releasing holds it at most one TTL.
+ *
+ * A lock alone cannot keep two holders apart: one paused past its TTL still believes it holds the
+ * lock while another has taken it. Its `token` fences that: the lock key's create revision, which
+ * only grows from one holder to the next and stays fixed across renewals. A write made with
+ * `atomic().fence(lock)` commits only while the key still has that create revision (etcd's
+ * CreateRevision, as its lock recipes use it).
  */
 import { NotFoundError, PreconditionFailedError } from './client-errors.js';
 import type { CallOptions, KvbHttp, ValueRead } from './kvb-http.js';
@@ -17,10 +23,24 @@ export interface LockOptions extends CallOptions {
   owner?: string | undefined;
 }
 
-/** A held lock. */
-export interface Lock {
+/** A lock key and the token it was acquired with: what `atomic().fence()` checks. */
+export interface FencingToken {
+  /** The lock key. */
   readonly name: string;
+  /** The lock key's create revision when it was acquired. */
+  readonly token: number;
+}
+
+/** A held lock. */
+export interface Lock extends FencingToken {
   readonly owner: string;
+  /**
+   * The fencing token: the revision of the acquiring write, which is the lock key's create
+   * revision. It stays the same across renewals, and every later holder's is larger. Pass the lock
+   * to `atomic().fence(lock)` (or send `{"check": name, "created": token}`) so a write commits
+   * only while this holder still holds the lock.
+   */
+  readonly token: number;
   /** The revision of the lock key's last write (acquire or renewal). */
   readonly revision: number;
   /** Aborted when the lock is lost: a renewal found another holder, or could not reach the server for a whole TTL. */
@@ -38,7 +58,7 @@ function randomOwner(): string {
 
 async function readLock(http: KvbHttp, bucket: string, name: string, options: CallOptions): Promise<ValueRead | null> {
   try {
-    return await http.get(bucket, name, options);
+    return await http.get(bucket, name, { ...options, createRevision: true });
   } catch (err) {
     if (err instanceof NotFoundError) return null;
     throw err;
@@ -82,14 +102,18 @@ export async function acquireLock(http: KvbHttp, bucket: string, name: string, o
     options.signal?.throwIfAborted();
     try {
       const read = await http.set(bucket, name, owner, { ...call, contentType: 'text/plain', ttl, condition: { ifAbsent: true } });
-      return new HeldLock(http, bucket, name, owner, ttl, read.revision ?? 0, call);
+      // The write that made the key live is its creation: its revision is the create revision.
+      return new HeldLock(http, bucket, name, owner, ttl, read.revision ?? 0, read.revision ?? 0, call);
     } catch (err) {
       if (!(err instanceof PreconditionFailedError)) throw err;
     }
     const current = await readLock(http, bucket, name, call);
     if (!current) continue;
-    // An acquire whose answer was lost and then retried finds its own write.
-    if (decoder.decode(current.data) === owner) return new HeldLock(http, bucket, name, owner, ttl, current.revision ?? 0, call);
+    // An acquire whose answer was lost and then retried finds its own write, and the token that write got.
+    if (decoder.decode(current.data) === owner) {
+      if (current.createRevision === undefined) throw new Error(`the server did not answer lock ${JSON.stringify(name)}'s create revision (Kvb-Create-Revision)`);
+      return new HeldLock(http, bucket, name, owner, ttl, current.revision ?? 0, current.createRevision, call);
+    }
     await untilChanged(http, bucket, name, current, options.signal);
   }
 }
@@ -110,6 +134,7 @@ class HeldLock implements Lock {
     readonly owner: string,
     private readonly ttl: number,
     public revision: number,
+    readonly token: number,
     private readonly call: CallOptions,
   ) {
     this.deadline = Date.now() + ttl * 1000;
@@ -152,7 +177,9 @@ class HeldLock implements Lock {
       if (err instanceof PreconditionFailedError) {
         // A renewal retried after its answer was lost finds its own write; anything else is another holder.
         const current = await readLock(this.http, this.bucket, this.name, this.call).catch(() => null);
-        if (!current || decoder.decode(current.data) !== this.owner) return this.lose('another holder took it (or it expired)');
+        if (!current || decoder.decode(current.data) !== this.owner || current.createRevision !== this.token) {
+          return this.lose('another holder took it (or it expired)');
+        }
         this.revision = current.revision ?? this.revision;
         this.deadline = current.expiresAt ? Date.parse(current.expiresAt) : this.deadline;
         this.renewed();

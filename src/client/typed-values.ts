@@ -19,13 +19,25 @@ const decoder = new TextDecoder('utf-8', { fatal: false });
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 
-/** A value's type when none is given: string → text, bigint → int64, number → float64, bytes → bytes, anything else → json. */
+/**
+ * A value's type when none is given: string → text, bigint → int64, a number → int64 when it is a
+ * safe integer and float64 otherwise (the rule the CLI and the server's inference follow for `90`
+ * and `1.5`), bytes → bytes, anything else → json.
+ */
 export function typeOfValue(value: unknown): ValueType {
   if (typeof value === 'string') return 'text';
   if (typeof value === 'bigint') return 'int64';
-  if (typeof value === 'number') return 'float64';
+  if (typeof value === 'number') return numberType(value);
   if (value instanceof Uint8Array || value instanceof ArrayBuffer) return 'bytes';
   return 'json';
+}
+
+/**
+ * int64 for a safe integer, float64 for anything else: `-0` and integers past 2^53 are float64, as
+ * they cannot be written as an int64 without changing the value.
+ */
+export function numberType(n: number): 'int64' | 'float64' {
+  return Number.isSafeInteger(n) && !Object.is(n, -0) ? 'int64' : 'float64';
 }
 
 /** A float64 as the server's number grammar writes it: always with a fraction or exponent, so it is never read as int64. */
@@ -68,6 +80,33 @@ export function encodeValue(value: unknown, type: ValueType = typeOfValue(value)
       if (text === undefined) throw new TypeError('undefined is not a JSON value');
       return { body: encoder.encode(text), contentType: 'application/json', type };
     }
+  }
+}
+
+/**
+ * A transaction set's `value` (and `type` when the server would not infer it from the JSON alone:
+ * a string is text and any other JSON value json there), as an export line writes each type.
+ */
+export function txnValue(value: unknown, type: ValueType): { value: string | JsonValue; type?: ValueType } {
+  switch (type) {
+    case 'text':
+      if (typeof value !== 'string') throw new TypeError(`a text value is a string, not ${typeof value}`);
+      return { value };
+    case 'int64':
+      return { value: int64Text(value), type };
+    case 'float64':
+      if (typeof value !== 'number') throw new TypeError(`a float64 value is a number, not ${typeof value}`);
+      return { value: Number(float64Text(value)), type };
+    case 'bytes': {
+      const bytes = value instanceof ArrayBuffer ? new Uint8Array(value) : value;
+      if (!(bytes instanceof Uint8Array)) throw new TypeError('a bytes value is a Uint8Array');
+      let binary = '';
+      for (const b of bytes) binary += String.fromCharCode(b);
+      return { value: btoa(binary), type };
+    }
+    case 'json':
+      if (value === undefined || typeof value === 'bigint') throw new TypeError(`${typeof value} is not a JSON value`);
+      return typeof value === 'string' ? { value: value as JsonValue, type } : { value: value as JsonValue };
   }
 }
 

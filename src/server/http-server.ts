@@ -10,7 +10,9 @@ const queued = Symbol('kvb.queued');
 const answering = Symbol('kvb.answering');
 /** When a connection last became idle (connected, or its last answer done), in ms. */
 const idleSince = Symbol('kvb.idleSince');
-type QueuedSocket = Socket & { [queued]?: Array<() => void>; [answering]?: ServerResponse | undefined; [idleSince]?: number };
+/** Set once an answer on the connection says `Connection: close`: nothing after it is started. */
+const lastAnswer = Symbol('kvb.lastAnswer');
+type QueuedSocket = Socket & { [queued]?: Array<() => void>; [answering]?: ServerResponse | undefined; [idleSince]?: number; [lastAnswer]?: boolean };
 
 /** Per server: whether it drains, its open connections, and the responses under way. */
 const lifecycle = Symbol('kvb.lifecycle');
@@ -45,7 +47,9 @@ class KvbResponse extends ServerResponse {
  *   one write used to take effect out of order (the GET and DELETE ran while the PUT read its body).
  *   A request starts only when the previous one on its connection has been answered or aborted.
  * - Every response says `X-Content-Type-Options: nosniff` (KvbResponse): no hook per request.
- * - A drain (drainServer) that answers every request received and drops none (see there).
+ * - A drain (drainServer) that answers every request received and drops none (see there), and
+ *   starts no pipelined request behind an answer that closes its connection (it could never be
+ *   answered, yet it would be applied: a client retrying it would apply it twice).
  * Timeouts are the ones Fastify itself would set on a server it created.
  */
 export function createKvbServer(
@@ -58,6 +62,14 @@ export function createKvbServer(
     // 'close' follows both a finished response and an aborted one, so a queue never stalls.
     res.once('close', () => {
       socket[answering] = undefined;
+      // After an answer that closed the connection, a pipelined request behind it could never be
+      // answered: it is dropped unstarted (its client, told `Connection: close`, knows it was not
+      // processed and may retry), never applied and left unanswered.
+      if (socket[lastAnswer] || res.shouldKeepAlive === false) {
+        socket[lastAnswer] = true;
+        socket[queued] = undefined;
+        return;
+      }
       const next = socket[queued]?.shift();
       if (next) next();
       else {
@@ -67,11 +79,16 @@ export function createKvbServer(
       }
     });
     // Draining: this answer is the connection's last (Node closes it once the answer is written).
-    if (state.draining) res.setHeader('connection', 'close');
+    if (state.draining) markLast(socket, res);
     handler(req, res);
   };
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket as QueuedSocket;
+    // Arrived behind the connection's last answer (see above): not started, not answered.
+    if (socket[lastAnswer]) {
+      req.resume();
+      return;
+    }
     const waiting = socket[queued];
     if (waiting) waiting.push(() => run(socket, req, res));
     else {
@@ -89,10 +106,20 @@ export function createKvbServer(
     socket.once('close', () => state.sockets.delete(socket));
     if (state.draining) closeWhenIdle(state, socket);
   });
+  // A TLS connection whose handshake failed or timed out (`handshakeTimeout`) can be sent no HTTP
+  // answer: the 400 of the client-error handler (run first, by https.Server's own listener) waits
+  // for a handshake that never comes and held the socket open for good. It is destroyed here.
+  if (options.tls) server.on('tlsClientError', (_err: Error, socket: Socket) => socket.destroy());
   server.keepAliveTimeout = options.keepAliveTimeout;
   server.requestTimeout = options.requestTimeout;
   server.setTimeout(options.connectionTimeout);
   return server;
+}
+
+/** Makes `res` its connection's last answer: it says `Connection: close`, and no request behind it starts. */
+function markLast(socket: QueuedSocket, res: ServerResponse): void {
+  res.setHeader('connection', 'close');
+  socket[lastAnswer] = true;
 }
 
 /**
@@ -127,7 +154,7 @@ export function drainServer(server: Server, idleGraceMs = 1000): Promise<void> {
     NetServer.prototype.close.call(server, () => resolve());
     for (const socket of state.sockets) {
       const res = socket[answering];
-      if (res && !res.headersSent) res.setHeader('connection', 'close');
+      if (res && !res.headersSent) markLast(socket, res);
       closeWhenIdle(state, socket);
     }
   });

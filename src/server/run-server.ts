@@ -11,7 +11,7 @@ import { type TlsFiles, isLoopback, loadTlsFiles } from './tls.js';
 import { startMetricsListener } from './metrics-listener.js';
 import { type ServerConfig, parseListenAddress } from './server-config.js';
 import { drainServer } from './http-server.js';
-import { startSweeper } from './sweeper.js';
+import { historyByteBound, startSweeper } from './sweeper.js';
 
 /** `kvb serve`: opens the store, listens, sweeps expired keys, and shuts down cleanly on a signal. */
 export async function runServer(config: ServerConfig): Promise<void> {
@@ -74,7 +74,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
   const app = await buildApp(store, config, { ...(tls && { tls }) });
   onBackgroundError = (err) =>
     app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
-  const sweeper = startSweeper(store, config.sweepIntervalSeconds * 1000, app.log, config.watchRetentionSeconds * 1000);
+  const sweeper = startSweeper(store, config.sweepIntervalSeconds * 1000, app.log, config.watchRetentionSeconds * 1000, historyByteBound(config));
 
   let metricsServer: import('node:http').Server | undefined;
   let stopping = false;

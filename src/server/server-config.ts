@@ -48,6 +48,11 @@ export interface ServerConfig {
   metricsToken: string | undefined;
   /** Seconds a graceful shutdown waits for open requests before it closes their connections. */
   shutdownTimeoutSeconds: number;
+  /**
+   * Ms a connection has to send its request headers; on the TLS port, also to finish its handshake
+   * (one bound for both ports, so a half-open TLS connection is not held longer than a plain one).
+   */
+  headersTimeoutMs: number;
   /** Draining: ms an idle connection is given to send one more request (answered with Connection: close) before it is closed. */
   drainIdleGraceMs: number;
   /** Most buckets the server holds; 0 means no limit. */
@@ -55,6 +60,11 @@ export interface ServerConfig {
   /** Per-bucket quotas: most stored keys, and most bytes (keys and values), per bucket; 0 means no limit. */
   maxKeysPerBucket: number;
   maxBytesPerBucket: number;
+  /**
+   * Most bytes (keys and values of the change log above the floor) of history one bucket keeps;
+   * past it the sweeper drops the oldest. Undefined: the same as maxBytesPerBucket; 0: no bound.
+   */
+  maxHistoryBytesPerBucket: number | undefined;
   /** Bucket creations allowed per client address per window; undefined means no limit. */
   bucketCreationRate: RateLimit | undefined;
   /** Requests allowed per credential (per client address when anonymous) per window; undefined means no limit. */
@@ -109,9 +119,11 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   metricsListen: undefined,
   metricsToken: undefined,
   drainIdleGraceMs: 1000,
+  headersTimeoutMs: 15_000,
   maxBuckets: 0,
   maxKeysPerBucket: 0,
   maxBytesPerBucket: 0,
+  maxHistoryBytesPerBucket: undefined,
   bucketCreationRate: undefined,
   rateLimit: undefined,
   verificationWaitSeconds: 60,

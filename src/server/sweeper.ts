@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../store/store.js';
+import type { ServerConfig } from './server-config.js';
 
 const BATCH = 1000;
 
@@ -7,7 +8,11 @@ const BATCH = 1000;
  * Deletes expired keys in bounded batches. Reads never depend on it (they check expiry
  * themselves); it only reclaims space. Batches yield to the event loop between them.
  */
-export function startSweeper(store: Store, intervalMs: number, log: FastifyBaseLogger, watchRetentionMs = 3_600_000) {
+/** The history bytes one bucket keeps: --max-history-bytes-per-bucket, by default the byte quota (0: no bound). */
+export const historyByteBound = (config: Pick<ServerConfig, 'maxBytesPerBucket' | 'maxHistoryBytesPerBucket'>) =>
+  config.maxHistoryBytesPerBucket ?? config.maxBytesPerBucket;
+
+export function startSweeper(store: Store, intervalMs: number, log: FastifyBaseLogger, watchRetentionMs = 3_600_000, maxHistoryBytes = 0) {
   let running: Promise<void> | undefined;
   const sweep = async () => {
     try {
@@ -21,6 +26,9 @@ export function startSweeper(store: Store, intervalMs: number, log: FastifyBaseL
       while ((await store.pruneChanges(Date.now() - watchRetentionMs, BATCH)) === BATCH && timer !== undefined) {
         await new Promise((resolve) => setImmediate(resolve));
       }
+      // History past its byte bound: the oldest goes, so storage stays bounded by the operator's limits.
+      const bounded = await store.boundHistory(maxHistoryBytes, Date.now());
+      if (bounded > 0) log.debug({ buckets: bounded }, 'history over its byte bound compacted');
     } catch (err) {
       log.warn({ err }, 'expiry sweep failed; will retry');
     }

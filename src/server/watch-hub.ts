@@ -64,14 +64,14 @@ export class WatchHub {
 
   /** Reads what the bucket's log has after the feed's position and hands it out. */
   private async refresh(bucket: string, feed: BucketFeed): Promise<void> {
-    // An import commits its revision without change rows and raises the floor to it: every
-    // watcher behind the floor is reset (it re-lists), and the feed goes on from the floor.
+    // An import (one revision of up to millions of keys) raises the watch floor to its revision: every
+    // watcher behind it is reset (it re-lists), and the feed goes on from there without reading it.
     const bounds = await this.store.changeLogBounds(bucket);
-    if (bounds && bounds.floor > feed.last) {
+    if (bounds && bounds.watchFloor > feed.last) {
       for (const w of [...feed.watchers]) {
-        if (w.last < bounds.floor) w.reset(bounds.revision, bounds.floor);
+        if (w.last < bounds.watchFloor) w.reset(bounds.revision, bounds.watchFloor);
       }
-      feed.last = bounds.floor;
+      feed.last = bounds.watchFloor;
     }
     for (;;) {
       const changes = await this.store.readChanges(bucket, feed.last, READ_LIMIT);
@@ -140,8 +140,8 @@ export class WatchHub {
           result = { joined: false, gone: true };
           return;
         }
-        if (since < bounds.floor) {
-          result = { joined: false, reset: { rev: Math.max(f.last, bounds.revision), oldest: bounds.floor } };
+        if (since < bounds.watchFloor) {
+          result = { joined: false, reset: { rev: Math.max(f.last, bounds.revision), oldest: bounds.watchFloor } };
           return;
         }
         w.last = since;
@@ -183,7 +183,12 @@ export class WatchHub {
   /** Open streams, so shutdown can end them at once. */
   private readonly open = new Set<{ close(reason: string): void }>();
 
+  /** Set by closeAll: a stream opened after it (a watcher reconnecting on its kept-alive connection) is closed at once. */
+  private closing: string | undefined;
+
   register(stream: { close(reason: string): void }): void {
+    // Held open, it would hold the drain until its deadline; it ends with `closed` instead.
+    if (this.closing !== undefined) return stream.close(this.closing);
     this.open.add(stream);
   }
 
@@ -193,6 +198,7 @@ export class WatchHub {
 
   /** Ends every stream with `closed` (SIGTERM: shutdown does not wait for watchers). */
   closeAll(reason: string): void {
+    this.closing = reason;
     clearInterval(this.poller);
     for (const stream of [...this.open]) stream.close(reason);
     this.open.clear();

@@ -10,9 +10,12 @@ import type { BucketRecord, KeyedEntry, Store } from './store.js';
  * the export format, then an end line with the counts and the SHA-256 of every preceding line.
  * It holds signing keys: whoever reads a dump can mint tokens for every bucket in it.
  */
-export const DUMP_VERSION = 2;
-/** Version 1 (before revisions) is still read: its buckets restore at revision 0. */
-const READABLE_VERSIONS = [1, 2];
+export const DUMP_VERSION = 3;
+/**
+ * Older versions are still read: version 1 (before revisions) restores its buckets at revision 0;
+ * version 2 (before create revisions) gives each key its revision as its create revision.
+ */
+const READABLE_VERSIONS = [1, 2, 3];
 const BATCH = 1000;
 
 interface BucketLine {
@@ -86,7 +89,7 @@ function bucketFrom(line: BucketLine): DumpedBucket {
 }
 
 /**
- * Writes every bucket and its live entries, each with its revision; each bucket is read from its
+ * Writes every bucket and its live entries, each with its revision and create revision; each bucket is read from its
  * own consistent snapshot, which also gives the bucket line its revision.
  */
 export async function dumpStore(store: Store, write: (chunk: string) => Promise<void>, now = Date.now()): Promise<{ buckets: number; entries: number }> {
@@ -110,7 +113,7 @@ export async function dumpStore(store: Store, write: (chunk: string) => Promise<
         await out(bucketLine(bucket, snapshot.revision));
         buckets++;
         for (let batch = await snapshot.read(BATCH); batch.length > 0; batch = await snapshot.read(BATCH)) {
-          await out(batch.map(({ key, entry }) => entryLine(key, entry, entry.expiresAt, entry.revision)).join(''));
+          await out(batch.map(({ key, entry }) => entryLine(key, entry, entry.expiresAt, entry.revision, entry.createRevision)).join(''));
           entries += batch.length;
         }
       } finally {
@@ -177,7 +180,10 @@ async function* readDump(lines: AsyncIterable<string>): AsyncGenerator<DumpItem>
       entries++;
       yield {
         kind: 'entry',
-        entry: { key: parsed.key, entry: { type: parsed.value.type, data: parsed.value.data, expiresAt: parsed.expiresAt, revision: parsed.rev ?? 0 } },
+        entry: {
+          key: parsed.key,
+          entry: { type: parsed.value.type, data: parsed.value.data, expiresAt: parsed.expiresAt, revision: parsed.rev ?? 0, createRevision: parsed.created },
+        },
       };
     }
     hash.update(text).update('\n');

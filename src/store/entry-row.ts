@@ -7,11 +7,12 @@ export interface EntryRow {
   value: Buffer;
   expires_at: number | null;
   revision: number;
+  create_revision: number;
 }
 
 export function toEntry(row: EntryRow): Entry {
   if (!isValueType(row.type)) throw new Error(`corrupt row: unknown value type ${row.type}`);
-  return { type: row.type, data: row.value, expiresAt: row.expires_at, revision: Number(row.revision) };
+  return { type: row.type, data: row.value, expiresAt: row.expires_at, revision: Number(row.revision), createRevision: Number(row.create_revision) };
 }
 
 /** A `meta` listing's row: the entry's columns with the value's byte length in place of the value. */

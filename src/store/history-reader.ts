@@ -35,10 +35,15 @@ export class HistoryReader {
     private readonly bounds: (bucket: string) => Promise<ChangeLogBounds | undefined>,
   ) {}
 
-  /** When `revision` committed (its newest change row's time); expiry at that revision is judged by it. */
+  /**
+   * When `revision` committed: the time of the newest row at or below it, change or operation (a
+   * revision that logged no change has an operation row with its own time); expiry at that
+   * revision is judged by it.
+   */
   private async timeAt(bucket: string, revision: number): Promise<number> {
-    const [row] = await this.run('timeAt', { bucket, revision });
-    return row ? Number(row.committed_at) : 0;
+    const [[change], [operation]] = await Promise.all([this.run('timeAt', { bucket, revision }), this.run('operationTimeAt', { bucket, revision })]);
+    const newest = !change ? operation : !operation ? change : Number(operation.revision) > Number(change.revision) ? operation : change;
+    return newest ? Number(newest.committed_at) : 0;
   }
 
   private async within<T>(bucket: string, revision: number, read: () => Promise<T>): Promise<PastRead<T>> {

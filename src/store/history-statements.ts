@@ -87,12 +87,24 @@ export function historyStatements(db: Kysely<Database>) {
       .where('revision', '<=', param('revision'))
       .orderBy('revision', 'desc')
       .limit(sql.lit(1)),
-    /** When a revision committed, from the newest change at or below it (expiry at that revision is judged by it). */
+    /**
+     * When a revision committed: the newest change at or below it, or the newest timed operation
+     * row at or below it (a revision without change rows has one), whichever is newer (the reader
+     * takes the higher revision of the two rows). Expiry at that revision is judged by it.
+     */
     timeAt: db
       .selectFrom('changes')
-      .select('committed_at')
+      .select(['revision', 'committed_at'])
       .where('bucket_id', '=', param('bucket'))
       .where('revision', '<=', param('revision'))
+      .orderBy('revision', 'desc')
+      .limit(sql.lit(1)),
+    operationTimeAt: db
+      .selectFrom('revision_ops')
+      .select(['revision', 'committed_at'])
+      .where('bucket_id', '=', param('bucket'))
+      .where('revision', '<=', param('revision'))
+      .where('committed_at', 'is not', null)
       .orderBy('revision', 'desc')
       .limit(sql.lit(1)),
     keyHistory: keyHistoryStatement(db, 'all'),
@@ -101,8 +113,10 @@ export function historyStatements(db: Kysely<Database>) {
     /** What made a revision, when it is not a plain set, delete or expiry (counter, transaction, import, rollback). */
     logOperation: db
       .insertInto('revision_ops')
-      .values({ bucket_id: param('bucket'), revision: param('revision'), operation: param('operation') })
-      .onConflict((oc) => oc.columns(['bucket_id', 'revision']).doUpdateSet((eb) => ({ operation: eb.ref('excluded.operation') }))),
+      .values({ bucket_id: param('bucket'), revision: param('revision'), operation: param('operation'), committed_at: param('now') })
+      .onConflict((oc) =>
+        oc.columns(['bucket_id', 'revision']).doUpdateSet((eb) => ({ operation: eb.ref('excluded.operation'), committed_at: eb.ref('excluded.committed_at') })),
+      ),
     /**
      * etcd-style compaction up to the floor `revision`: a row at or below it goes when a newer row
      * of its key at or below it exists, or when it is a delete or expiry (the key was absent
@@ -152,6 +166,22 @@ export function historyStatements(db: Kysely<Database>) {
         ),
       ),
     deleteBucketOperations: db.deleteFrom('revision_ops').where('bucket_id', '=', param('bucket')),
+    /** Buckets with changes committed since `since` (ms): the only ones whose history can have grown. */
+    historyGrew: db
+      .selectFrom('changes')
+      .select('bucket_id')
+      .where('committed_at', '>=', param('since'))
+      .groupBy('bucket_id')
+      .limit(param('batch')),
+    /** The bytes (keys and values) of each revision's change rows above the floor, newest first: what --max-history-bytes-per-bucket bounds. */
+    historyBytes: db
+      .selectFrom('changes as c')
+      .innerJoin('buckets as b', 'b.id', 'c.bucket_id')
+      .select(['c.revision', sql<number>`sum(length(c.key) + coalesce(length(c.value), 0))`.as('bytes')])
+      .where('c.bucket_id', '=', param('bucket'))
+      .whereRef('c.revision', '>', 'b.changes_floor')
+      .groupBy('c.revision')
+      .orderBy('c.revision', 'desc'),
   };
 }
 

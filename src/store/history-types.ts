@@ -45,6 +45,8 @@ export interface HistoryRecord {
 /** A bucket's history: its floor (oldest revision readable) and its revision. */
 export interface ChangeLogBounds {
   floor: number;
+  /** The oldest revision a watcher can resume from: the floor, or a later import's revision (never below the floor). */
+  watchFloor: number;
   revision: number;
 }
 

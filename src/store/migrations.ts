@@ -200,9 +200,39 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
       },
     },
     {
+      // History hardening. `watch_floor`: the newest revision the watch feed cannot carry a watcher
+      // across (an import's, up to millions of keys): watchers behind it get `reset`, while history
+      // (`changes_floor`) keeps everything the import did not touch. `revision_ops.committed_at`:
+      // a revision that logs no change row (a transaction that only deletes absent keys) still has
+      // a time, so expiry at that revision is judged by its own time. Null on rows made before.
+      name: '0008_history_hardening',
+      async up(db) {
+        await db.schema
+          .alterTable('buckets')
+          .addColumn('watch_floor', sql.raw(bigint), (c) => c.notNull().defaultTo(0))
+          .execute();
+        await db.schema.alterTable('revision_ops').addColumn('committed_at', sql.raw(bigint)).execute();
+      },
+    },
+    {
+      // Fencing tokens: each key's create revision, the revision at which it last became live from
+      // absent or expired (a write over a live value keeps it; etcd's CreateRevision). When a key
+      // was created is not recorded anywhere before this, so existing rows get their current
+      // revision: a lock held across the upgrade gets the token of its last renewal, and a fenced
+      // write checked against a token read before the upgrade fails (409) rather than passing.
+      name: '0009_create_revision',
+      async up(db) {
+        await db.schema
+          .alterTable('entries')
+          .addColumn('create_revision', sql.raw(bigint), (c) => c.notNull().defaultTo(0))
+          .execute();
+        await db.updateTable('entries').set({ create_revision: sql.ref('revision') }).execute();
+      },
+    },
+    {
       // Who made each change: the credential's kind, a token's id and the client address. Rows
       // written before this have none (null), and history shows them so.
-      name: '0008_change_actor',
+      name: '0010_change_actor',
       async up(db) {
         for (const column of ['actor_kind', 'actor_token', 'actor_address']) {
           await db.schema.alterTable('changes').addColumn(column, 'text').execute();

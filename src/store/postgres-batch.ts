@@ -24,6 +24,8 @@ interface LoggedChange {
   value: Buffer | null;
   expiresAt: number | null;
   revision: number;
+  /** For `set`: the key's create revision after it (kept from a live row it replaces). */
+  createRevision: number | null;
   actor: Actor | undefined;
 }
 
@@ -75,14 +77,21 @@ export class BatchView {
     return ++this.revision;
   }
 
-  /** Sets a key at `revision` (after `check`), counting its usage and logging the change. */
-  set(key: string, type: string, value: Buffer, expiresAt: number | null, revision: number): void {
+  /**
+   * Sets a key at `revision` (after `check`), counting its usage and logging the change. A row
+   * live at `now` (the write's clock, as its condition saw it) keeps its create revision; returns
+   * the key's create revision after the set.
+   */
+  set(key: string, type: string, value: Buffer, expiresAt: number | null, revision: number, now: number): number {
     const keyBytes = Buffer.from(key);
     const old = this.size(key);
+    const before = this.row(key);
+    const createRevision = before && isLive(before, now) ? Number(before.create_revision) : revision;
     this.delta.keys += old === undefined ? 1 : 0;
     this.delta.bytes += entrySize(keyBytes, value) - (old ?? 0);
-    this.rows.set(key, { type, value, expires_at: expiresAt, revision });
-    this.changes.push({ key: keyBytes, kind: 'set', type, value, expiresAt, revision, actor: this.actor });
+    this.rows.set(key, { type, value, expires_at: expiresAt, revision, create_revision: createRevision });
+    this.changes.push({ key: keyBytes, kind: 'set', type, value, expiresAt, revision, createRevision, actor: this.actor });
+    return createRevision;
   }
 
   /** Records what made `revision` (history's `operation`); call after its changes. */
@@ -97,7 +106,7 @@ export class BatchView {
     this.delta.keys -= 1;
     this.delta.bytes -= old;
     this.rows.set(key, undefined);
-    this.changes.push({ key: Buffer.from(key), kind: 'delete', type: null, value: null, expiresAt: null, revision, actor: this.actor });
+    this.changes.push({ key: Buffer.from(key), kind: 'delete', type: null, value: null, expiresAt: null, revision, createRevision: null, actor: this.actor });
     return true;
   }
 }
@@ -112,7 +121,7 @@ export interface QueuedWrite {
   /** Runs in memory against the view; throws (quota, bad input) before changing it. */
   run: (view: BatchView) => unknown;
   /** An unconditional SET with no quota set: batches of only these need no read. */
-  plainSet?: { key: string; type: string; value: Buffer; expiresAt: number | null } | undefined;
+  plainSet?: { key: string; type: string; value: Buffer; expiresAt: number | null; now: number };
   /** Who makes it: recorded on the change rows it logs. */
   actor: Actor | undefined;
   resolve(value: unknown): void;
@@ -141,6 +150,7 @@ interface BatchRow {
   value: Buffer | null;
   expires_at: number | null;
   entry_revision: number | null;
+  entry_create_revision: number | null;
 }
 
 /** Runs one bucket's batch of writes; resolves or rejects each. */
@@ -189,6 +199,7 @@ async function setsInOneStatement(backend: BatchBackend, bucket: string, batch: 
     values: sets.map((s) => s.value),
     expiresAts: sets.map((s) => (s.expiresAt === null ? null : String(s.expiresAt))),
     steps: sets.map((_, i) => i + 1),
+    nows: sets.map((s) => s.now),
     actorKinds: batch.map((w) => w.actor?.kind ?? null),
     actorTokens: batch.map((w) => w.actor?.tokenId ?? null),
     actorAddresses: batch.map((w) => w.actor?.address ?? null),
@@ -214,7 +225,13 @@ async function readRunApply(backend: BatchBackend, bucket: string, batch: Queued
   const entries = new Map<string, EntryRow | undefined>(keys.map((k) => [k, undefined]));
   for (const row of rows) {
     if (row.key === null) continue;
-    entries.set(row.key.toString('utf8'), { type: row.type!, value: row.value!, expires_at: row.expires_at, revision: row.entry_revision! });
+    entries.set(row.key.toString('utf8'), {
+      type: row.type!,
+      value: row.value!,
+      expires_at: row.expires_at,
+      revision: row.entry_revision!,
+      create_revision: row.entry_create_revision!,
+    });
   }
   const start = Number(first.revision);
   const view = new BatchView(now, start, { keys: Number(first.usage_keys), bytes: Number(first.usage_bytes) }, entries, backend.quota);
@@ -242,6 +259,7 @@ async function readRunApply(backend: BatchBackend, bucket: string, batch: Queued
       values: changes.map((c) => c.value),
       expiresAts: changes.map((c) => (c.expiresAt === null ? null : String(c.expiresAt))),
       revisions: changes.map((c) => c.revision),
+      createRevisions: changes.map((c) => c.createRevision),
       actorKinds: changes.map((c) => c.actor?.kind ?? null),
       actorTokens: changes.map((c) => c.actor?.tokenId ?? null),
       actorAddresses: changes.map((c) => c.actor?.address ?? null),

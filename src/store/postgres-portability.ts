@@ -131,7 +131,7 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
     await connection.run('begin');
     // The import's own scratch table, not kvb's schema: so not in statements.ts.
     await connection.run(
-      'create temporary table kvb_import (key bytea primary key, type text not null, value bytea not null, expires_at bigint, revision bigint not null) on commit drop',
+      'create temporary table kvb_import (key bytea primary key, type text not null, value bytea not null, expires_at bigint, revision bigint not null, create_revision bigint) on commit drop',
     );
   } catch (err) {
     await finish('rollback').catch(() => {});
@@ -145,15 +145,16 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
       const rows = [...last.values()];
       if (rows.length === 0) return;
       await connection.run(
-        `insert into pg_temp.kvb_import (key, type, value, expires_at, revision)
-         select * from unnest($1::bytea[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[])
-         on conflict (key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision`,
+        `insert into pg_temp.kvb_import (key, type, value, expires_at, revision, create_revision)
+         select * from unnest($1::bytea[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[], $6::bigint[])
+         on conflict (key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision, create_revision = excluded.create_revision`,
         [
           rows.map((r) => Buffer.from(r.key)),
           rows.map((r) => r.entry.type),
           rows.map((r) => r.entry.data),
           rows.map((r) => (r.entry.expiresAt === null ? null : String(r.entry.expiresAt))),
           rows.map((r) => String(r.entry.revision ?? 0)),
+          rows.map((r) => (r.entry.createRevision === undefined ? null : String(r.entry.createRevision))),
         ],
       );
     },
@@ -172,9 +173,7 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
           await connection.statement(sql.setRevision!, { bucket, revision: restoreRevision });
           revision = restoreRevision;
         }
-        // History: the floor before the import, then the import's keys and the keys it removes, as of its revision.
-        const floorRows = await connection.statement<{ changes_floor: number }>(sql.changesFloor!, { bucket });
-        const floor = restoreRevision === undefined ? Number(floorRows.rows[0]?.changes_floor ?? 0) : -1;
+        // History: the import's keys and the keys it removes, as of its revision.
         const now = Date.now();
         const who = actorFields(actor);
         if (restoreRevision === undefined) await connection.statement(sql.logStaged!, { bucket, revision, now, ...who });
@@ -185,7 +184,7 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
           await connection.statement(upper ? sql.logClearedUpper! : sql.logCleared!, { bucket, revision, now, prefix: prefixBytes, upper, ...who });
           await connection.statement(upper ? sql.clearRangeUpper! : sql.clearRange!, { bucket, prefix: prefixBytes, upper });
         }
-        if (restoreRevision === undefined) await connection.statement(sql.copyStaged!, { bucket, revision });
+        if (restoreRevision === undefined) await connection.statement(sql.copyStaged!, { bucket, revision, now });
         else await connection.statement(sql.copyStagedKeepRevisions!, { bucket });
         // Usage counted again (millions of rows in one statement), then held to the quota as a whole.
         await connection.statement(sql.recountUsage!, { bucket });
@@ -197,12 +196,16 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
           { keys: Number(before.usage_keys), bytes: Number(before.usage_bytes) },
           { keys: Number(after.usage_keys) - Number(before.usage_keys), bytes: Number(after.usage_bytes) - Number(before.usage_bytes) },
         );
-        // Watchers behind an import (one revision of up to millions of keys) get `reset`; history
-        // starts at it: the floor rises to it and the log is compacted up to it.
-        await connection.statement(sql.raiseFloor!, { bucket, revision });
-        await connection.statement(sql.compactChanges!, { bucket, revision, floor });
-        await connection.statement(sql.pruneOperations!, { bucket, revision });
-        await connection.statement(sql.logOperation!, { bucket, revision, operation: 'import' });
+        // Watchers behind an import (one revision of up to millions of keys) get `reset`. History
+        // keeps what the import did not touch: only a restore (the whole bucket, the operator's
+        // `kvb db restore`) starts history at its revision; an import's keys are logged above.
+        if (restoreRevision === undefined) await connection.statement(sql.raiseWatchFloor!, { bucket, revision });
+        else {
+          await connection.statement(sql.raiseFloor!, { bucket, revision });
+          await connection.statement(sql.compactChanges!, { bucket, revision, floor: -1 });
+          await connection.statement(sql.pruneOperations!, { bucket, revision });
+        }
+        await connection.statement(sql.logOperation!, { bucket, revision, operation: 'import', now });
       } catch (err) {
         if (!finished) await finish('rollback').catch(() => {});
         throw err;

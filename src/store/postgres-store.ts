@@ -8,9 +8,10 @@ import { type ChangeRow, actorFields, toChange, wholeRevisions } from './change-
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { compileHistory } from './history-statements.js';
 import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
+import { floorWithin } from './floor-within.js';
 import { type Actor, type ActorFilter, type HistoryRecord, type PastRead, SERVER_ACTOR } from './history-types.js';
 import { listBounds } from './list-bounds.js';
-import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
+import { MAX_PREFIX_DELETE_KEYS, lastWritePerKey, prefixListLimit, readsOf, resolveTransaction } from './txn-resolution.js';
 import { appliedMigrations, kvbMigrations, refuseNewerDatabase, runMigrations } from './migrations.js';
 import { type BatchView, type QueuedWrite, NO_BUCKET, runBatch } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
@@ -50,7 +51,6 @@ import {
   type ListedEntry,
   type Refusal,
   type Store,
-  type TxnOp,
   type TxnRequestOp,
   type Written,
   conditionHolds,
@@ -509,11 +509,11 @@ export class PostgresStore implements Store {
         const old = view.size(key);
         view.check({ keys: old === undefined ? 1 : 0, bytes: entrySize(Buffer.from(key), value.data) - (old ?? 0) });
         const revision = view.next();
-        view.set(key, value.type, value.data, expiresAt, revision);
+        view.set(key, value.type, value.data, expiresAt, revision, now);
         return { revision };
       },
       actor,
-      plain ? { key, type: value.type, value: value.data, expiresAt } : undefined,
+      plain ? { key, type: value.type, value: value.data, expiresAt, now } : undefined,
     );
   }
 
@@ -540,9 +540,9 @@ export class PostgresStore implements Store {
       const old = view.size(key);
       view.check({ keys: old === undefined ? 1 : 0, bytes: entrySize(Buffer.from(key), next.data) - (old ?? 0) });
       const revision = view.next();
-      view.set(key, next.type, next.data, next.expiresAt, revision);
+      const createRevision = view.set(key, next.type, next.data, next.expiresAt, revision, now);
       view.operation(revision, 'counter');
-      return { ...next, revision };
+      return { ...next, revision, createRevision };
     }, actor);
   }
 
@@ -573,9 +573,13 @@ export class PostgresStore implements Store {
       if (reads.prefixes.length > 0) {
         at = await this.bucketRevision(bucket);
         if (at === undefined) return NO_BUCKET;
+        let listed = 0;
         for (const prefix of reads.prefixes) {
-          const query = { prefix, reverse: false, columns: 'keys' as const, offset: 0, limit: MAX_PREFIX_DELETE_KEYS + 1 };
-          under.set(prefix, (await this.listWith(bucket, query, now)).map((e) => e.key));
+          if (listed > MAX_PREFIX_DELETE_KEYS) break;
+          const query = { prefix, reverse: false, columns: 'keys' as const, offset: 0, limit: prefixListLimit(listed) };
+          const keys = (await this.listWith(bucket, query, now)).map((e) => e.key);
+          under.set(prefix, keys);
+          listed += keys.length;
         }
       }
       const keys = [...new Set([...opKeys, ...[...under.values()].flat()])];
@@ -594,12 +598,7 @@ export class PostgresStore implements Store {
         // Checks and reads alone change nothing: no new revision.
         if (resolved.writes.length === 0) return answer(view.revision);
         // Writes are blind, so the outcome is the last write on each key.
-        const last = new Map<string, TxnOp>();
-        for (const op of resolved.writes) {
-          last.delete(op.key);
-          last.set(op.key, op);
-        }
-        const final = [...last.values()];
+        const final = lastWritePerKey(resolved.writes);
         // The quota counts the transaction as a whole, from each final key's size before it.
         const delta = { keys: 0, bytes: 0 };
         for (const op of final) {
@@ -615,7 +614,7 @@ export class PostgresStore implements Store {
         view.check(delta);
         const revision = view.next();
         for (const op of final) {
-          if (op.op === 'set') view.set(op.key, op.value.type, op.value.data, op.expiresAt, revision);
+          if (op.op === 'set') view.set(op.key, op.value.type, op.value.data, op.expiresAt, revision, now);
           else view.remove(op.key, revision);
         }
         view.operation(revision, options.operation ?? 'transaction');
@@ -658,9 +657,9 @@ export class PostgresStore implements Store {
 
   async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {
     if (bucket.includes('\u0000')) return undefined;
-    const { rows } = await this.query<{ changes_floor: number; revision: number }>('changesFloor', { bucket });
+    const { rows } = await this.query<{ changes_floor: number; watch_floor: number; revision: number }>('changesFloor', { bucket });
     const row = rows[0];
-    return row && { floor: Number(row.changes_floor), revision: Number(row.revision) };
+    return row && { floor: Number(row.changes_floor), watchFloor: Math.max(Number(row.changes_floor), Number(row.watch_floor)), revision: Number(row.revision) };
   }
 
   /** Changes committed before this were all looked at by an earlier prune of this instance (see `prunable`). */
@@ -670,17 +669,41 @@ export class PostgresStore implements Store {
     // Under the sweep lease, like the sweep: one instance prunes at a time.
     if (!(await this.takeLease('sweep'))) return 0;
     const { rows } = await this.query<{ bucket_id: string; revision: number }>('prunable', { before, since: Math.max(0, this.prunedBefore - PRUNE_OVERLAP_MS), batch });
-    for (const { bucket_id: bucket, revision } of rows) {
-      // The floor is raised first, in the same transaction: a reader never finds a hole without a floor above it.
-      await this.transaction(async (client) => {
-        const floor = await this.query<{ changes_floor: number }>('changesFloor', { bucket }, client);
-        await this.query('raiseFloor', { bucket, revision }, client);
-        await this.query('compactChanges', { bucket, revision, floor: Number(floor.rows[0]?.changes_floor ?? 0) }, client);
-        await this.query('pruneOperations', { bucket, revision }, client);
-      });
-    }
+    for (const { bucket_id: bucket, revision } of rows) await this.compactTo(bucket, revision);
     if (rows.length < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
     return rows.length;
+  }
+
+  /** Raises the bucket's floor to `revision` and compacts its log up to it, in one transaction. */
+  private async compactTo(bucket: string, revision: number): Promise<void> {
+    // The floor is raised first, in the same transaction: a reader never finds a hole without a floor above it.
+    await this.transaction(async (client) => {
+      const floor = await this.query<{ changes_floor: number }>('changesFloor', { bucket }, client);
+      await this.query('raiseFloor', { bucket, revision }, client);
+      await this.query('compactChanges', { bucket, revision, floor: Number(floor.rows[0]?.changes_floor ?? 0) }, client);
+      await this.query('pruneOperations', { bucket, revision }, client);
+    });
+  }
+
+  /** Changes committed before this were all looked at by an earlier history bound of this instance (see `historyGrew`). */
+  private boundedBefore = 0;
+
+  async boundHistory(maxBytes: number, now: number): Promise<number> {
+    if (maxBytes <= 0) return 0;
+    // Under the sweep lease, like the prune: one instance compacts at a time.
+    if (!(await this.takeLease('sweep'))) return 0;
+    const since = Math.max(0, this.boundedBefore - PRUNE_OVERLAP_MS);
+    const { rows: grown } = await this.query<{ bucket_id: string }>('historyGrew', { since, batch: Number.MAX_SAFE_INTEGER });
+    let count = 0;
+    for (const { bucket_id: bucket } of grown) {
+      const { rows: sizes } = await this.query<{ revision: number; bytes: number }>('historyBytes', { bucket });
+      const floor = floorWithin(sizes.map((r) => ({ revision: Number(r.revision), bytes: Number(r.bytes) })), maxBytes);
+      if (floor === undefined) continue;
+      await this.compactTo(bucket, floor);
+      count++;
+    }
+    this.boundedBefore = Math.max(this.boundedBefore, now);
+    return count;
   }
 
   private readonly history = new HistoryReader(

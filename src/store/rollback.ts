@@ -1,11 +1,16 @@
 import type { StoredValue } from '../values/stored-value.js';
 import type { Actor, PastRead } from './history-types.js';
 import type { ChangeLogBounds, Entry, ListedEntry, Store, TxnOp } from './store.js';
+import { timeSlicer } from './time-slicer.js';
 
 /** Most keys one rollback may change: it commits as one transaction, whose values are held in memory while it is planned. */
 export const MAX_ROLLBACK_CHANGES = 10_000;
-/** Rows read per page while comparing the two states. */
-const PAGE = 500;
+/**
+ * Rows read per page while comparing the two states. Small, because the event loop gets its turn
+ * only between pages (timeSlicer): 500 rows of a past state were one block of up to ~100 ms on a
+ * loaded 2-core machine, times the concurrent rollbacks.
+ */
+const PAGE = 100;
 /** Times a rollback is planned again when the bucket moved between planning and committing. */
 const ATTEMPTS = 5;
 
@@ -27,9 +32,11 @@ export type RollbackOutcome =
 const sameEntry = (a: Entry, b: Entry) => a.type === b.type && a.expiresAt === b.expiresAt && a.data.equals(b.data);
 
 /** Every live key of the bucket under `prefix` at `revision`, page by page, in key order. */
-async function* stateAt(store: Store, bucket: string, prefix: string, revision: number, now: number): AsyncGenerator<ListedEntry, void> {
+async function* stateAt(store: Store, bucket: string, prefix: string, revision: number, now: number, slice: () => Promise<void>): AsyncGenerator<ListedEntry, void> {
   let after: string | undefined;
   for (;;) {
+    // Between pages, other requests get their turn (see timeSlicer).
+    await slice();
     const page = await store.listAt(bucket, { prefix, reverse: false, columns: 'values', offset: 0, limit: PAGE, ...(after !== undefined && { after }) }, revision);
     if (page.outcome !== 'ok') throw new PastReadFailed(page);
     // A value that has expired by now cannot be brought back: it counts as absent.
@@ -65,8 +72,9 @@ export async function planRollback(
   const current = bounds.revision;
   const changes: RollbackChange[] = [];
   try {
-    const then = stateAt(store, bucket, prefix, target, now);
-    const nowState = stateAt(store, bucket, prefix, current, now);
+    const slice = timeSlicer();
+    const then = stateAt(store, bucket, prefix, target, now, slice);
+    const nowState = stateAt(store, bucket, prefix, current, now, slice);
     let a = await then.next();
     let b = await nowState.next();
     while (!a.done || !b.done) {

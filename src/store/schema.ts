@@ -1,4 +1,4 @@
-import type { ExpressionBuilder, Generated, OnConflictBuilder } from 'kysely';
+import type { Expression, ExpressionBuilder, Generated, OnConflictBuilder } from 'kysely';
 import type { BucketChanges, BucketRecord } from './store.js';
 
 /** Kysely's view of the tables (see migrations.ts). */
@@ -17,6 +17,8 @@ export interface BucketsTable {
   revision: Generated<number>;
   /** The highest revision no longer in `changes` (pruned, or from before the change log). */
   changes_floor: Generated<number>;
+  /** The newest revision watchers cannot be carried across (an import's): those behind it get `reset`. */
+  watch_floor: Generated<number>;
   /** Stored keys (expired ones until swept) and their bytes (key + value lengths): per-bucket quotas. */
   usage_keys: Generated<number>;
   usage_bytes: Generated<number>;
@@ -45,6 +47,8 @@ export interface EntriesTable {
   value: Buffer;
   expires_at: number | string | null;
   revision: number;
+  /** The revision at which the key last became live from absent or expired (a write over a live value keeps it). */
+  create_revision: number;
 }
 
 /** PostgreSQL: who may sweep or migrate right now (see leases in postgres-store.ts). */
@@ -59,6 +63,8 @@ export interface RevisionOpsTable {
   bucket_id: string;
   revision: number;
   operation: string;
+  /** When the revision committed (ms); null on rows made before it was recorded. */
+  committed_at: number | null;
 }
 
 export interface Database {
@@ -117,10 +123,20 @@ export const replaceChangeOnConflict = (oc: OnConflictBuilder<Database, 'changes
     actor_address: eb.ref('excluded.actor_address'),
   }));
 
-export const replaceEntryOnConflict = (oc: OnConflictBuilder<Database, 'entries'>) =>
+/**
+ * ON CONFLICT (bucket_id, key): a write replaces the key's type, value, expiry and revision. The
+ * create revision stays while the replaced row is live at `now` (a placeholder); a row that had
+ * expired is a key created anew, so it takes the new row's. Without `now` (a restore, whose rows
+ * carry their own) the new row's, always.
+ */
+export const replaceEntryOnConflict = (now?: Expression<number>) => (oc: OnConflictBuilder<Database, 'entries'>) =>
   oc.columns(['bucket_id', 'key']).doUpdateSet((eb) => ({
     type: eb.ref('excluded.type'),
     value: eb.ref('excluded.value'),
     expires_at: eb.ref('excluded.expires_at'),
     revision: eb.ref('excluded.revision'),
+    create_revision:
+      now === undefined
+        ? eb.ref('excluded.create_revision')
+        : eb.case().when(eb.ref('entries.expires_at'), '<=', now).then(eb.ref('excluded.create_revision')).else(eb.ref('entries.create_revision')).end(),
   }));

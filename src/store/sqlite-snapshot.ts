@@ -20,7 +20,7 @@ export function privateTempDir(purpose: string): { dir: string; file: string; re
  */
 export const SNAPSHOT_MAX_MS = 30 * 60 * 1000;
 
-type Row = [Buffer, string, Buffer, number | null, number];
+type Row = [Buffer, string, Buffer, number | null, number, number];
 
 /**
  * An export's snapshot on SQLite: a read-only connection of its own on the database file, inside
@@ -77,8 +77,8 @@ export async function openSqliteSnapshot(
         while (!closed && out.length < max) {
           const next = rows.next();
           if (next.done) break;
-          const [key, type, value, expires_at, revision] = next.value;
-          out.push({ key: key.toString('utf8'), entry: toEntry({ type, value, expires_at, revision }) });
+          const [key, type, value, expires_at, revision, create_revision] = next.value;
+          out.push({ key: key.toString('utf8'), entry: toEntry({ type, value, expires_at, revision, create_revision }) });
         }
         return out;
       },

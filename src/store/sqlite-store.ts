@@ -9,11 +9,12 @@ import type { StoredValue } from '../values/stored-value.js';
 import { EntryCache } from './entry-cache.js';
 import { compileHistory } from './history-statements.js';
 import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
+import { floorWithin } from './floor-within.js';
 import { type Actor, type ActorFilter, type HistoryRecord, type PastRead, SERVER_ACTOR } from './history-types.js';
 import { type ChangeRow, actorFields, toChange, wholeRevisions } from './change-row.js';
 import { type EntryRow, isLive, toEntry, toMeta } from './entry-row.js';
 import { listBounds } from './list-bounds.js';
-import { MAX_PREFIX_DELETE_KEYS, readsOf, resolveTransaction } from './txn-resolution.js';
+import { MAX_PREFIX_DELETE_KEYS, lastWritePerKey, prefixListLimit, readsOf, resolveTransaction } from './txn-resolution.js';
 import { MIGRATION_TABLE, appliedMigrations, kvbMigrations, migrateToLatest, refuseNewerDatabase } from './migrations.js';
 import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
 import {
@@ -429,7 +430,7 @@ export class SqliteStore implements Store {
           this.statement(`logChanges${n}`).run(args);
         }
       }
-      for (const op of this.batchOperations) this.run('logOperation', op);
+      for (const op of this.batchOperations) this.run('logOperation', { ...op, now: this.batchNow });
     } catch (err) {
       // Earlier writes' bookkeeping: the batch cannot commit without it.
       throw new BookkeepingFailure(err);
@@ -464,9 +465,9 @@ export class SqliteStore implements Store {
   }
 
   async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {
-    const row = this.get<{ changes_floor: number; revision: number }>('changesFloor', { bucket });
+    const row = this.get<{ changes_floor: number; watch_floor: number; revision: number }>('changesFloor', { bucket });
     if (!row) return undefined;
-    return { floor: row.changes_floor, revision: this.committedRevisions.get(bucket) ?? row.revision };
+    return { floor: row.changes_floor, watchFloor: Math.max(row.changes_floor, row.watch_floor), revision: this.committedRevisions.get(bucket) ?? row.revision };
   }
 
   /** Changes committed before this were all looked at by an earlier prune (see `prunable`). */
@@ -483,6 +484,30 @@ export class SqliteStore implements Store {
     );
     if (pruned < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
     return pruned;
+  }
+
+  /** Changes committed before this were all looked at by an earlier history bound (see `historyGrew`). */
+  private boundedBefore = 0;
+
+  async boundHistory(maxBytes: number, now: number): Promise<number> {
+    if (maxBytes <= 0) return 0;
+    const since = Math.max(0, this.boundedBefore - PRUNE_OVERLAP_MS);
+    const raised = await this.write(() =>
+      this.atomically(() => {
+        let count = 0;
+        const grown = this.statement('historyGrew').all(this.args('historyGrew', { since, batch: Number.MAX_SAFE_INTEGER })) as Array<{ bucket_id: string }>;
+        for (const { bucket_id: bucket } of grown) {
+          const sizes = this.statement('historyBytes').all(this.args('historyBytes', { bucket })) as Array<{ revision: number; bytes: number }>;
+          const floor = floorWithin(sizes.map((r) => ({ revision: Number(r.revision), bytes: Number(r.bytes) })), maxBytes);
+          if (floor === undefined) continue;
+          this.compactTo(bucket, floor);
+          count++;
+        }
+        return count;
+      }),
+    );
+    this.boundedBefore = Math.max(this.boundedBefore, now);
+    return raised;
   }
 
   /** Raises the bucket's floor to `revision` and compacts its log up to it, in the running write. */
@@ -639,10 +664,14 @@ export class SqliteStore implements Store {
     return { keys: old === undefined ? 1 : 0, bytes: entrySize(key, value) - Number(old ?? 0) };
   }
 
-  /** One statement (the upsert); its usage change and change-log row go with the batch. `delta`: from `setDelta`, checked. */
-  private writeEntry(bucket: string, key: Buffer, type: string, value: Buffer, expiresAt: number | null, revision: number, delta: Usage): void {
+  /**
+   * One statement (the upsert); its usage change and change-log row go with the batch. `delta`:
+   * from `setDelta`, checked. `now`: the write's clock, which decides (as for its condition)
+   * whether the row it replaces was live, so keeps its create revision.
+   */
+  private writeEntry(bucket: string, key: Buffer, type: string, value: Buffer, expiresAt: number | null, revision: number, delta: Usage, now: number): void {
     this.touched.push(EntryCache.id(bucket, key.toString('utf8')));
-    this.run('putEntry', { bucket, key, type, value, expiresAt, revision });
+    this.run('putEntry', { bucket, key, type, value, expiresAt, revision, now });
     this.addUsage(bucket, delta.keys, delta.bytes);
     this.logChange(bucket, revision, key, 'set', type, value, expiresAt);
   }
@@ -697,7 +726,7 @@ export class SqliteStore implements Store {
       const delta = this.setDelta(bucket, keyBytes, value.data);
       this.checkUsage(bucket, delta);
       const revision = this.bump(bucket)!;
-      this.writeEntry(bucket, keyBytes, value.type, value.data, expiresAt, revision, delta);
+      this.writeEntry(bucket, keyBytes, value.type, value.data, expiresAt, revision, delta, now);
       return { revision };
     }, actor);
   }
@@ -730,9 +759,9 @@ export class SqliteStore implements Store {
       const delta = this.setDelta(bucket, keyBytes, next.data);
       this.checkUsage(bucket, delta);
       const revision = this.bump(bucket)!;
-      this.writeEntry(bucket, keyBytes, next.type, next.data, next.expiresAt, revision, delta);
+      this.writeEntry(bucket, keyBytes, next.type, next.data, next.expiresAt, revision, delta, now);
       this.logOperation(bucket, revision, 'counter');
-      return { ...next, revision };
+      return { ...next, revision, createRevision: current?.createRevision ?? revision };
     }, actor);
   }
 
@@ -747,12 +776,12 @@ export class SqliteStore implements Store {
     const rows = this.statement(name)
       .raw(true)
       .all(this.args(name, { bucket, lower, now, limit: q.limit, offset: q.offset, upper })) as Array<
-      // The third column is the value (columns 'values') or its byte length (columns 'meta').
-      [Buffer, string, Buffer | number, number | null, number]
+      // The third column is the value (columns 'values') or its byte length (columns 'meta'); the sixth, the create revision, comes with values only.
+      [Buffer, string, Buffer | number, number | null, number, number?]
     >;
-    return rows.map(([key, type, third, expires_at, revision]) => ({
+    return rows.map(([key, type, third, expires_at, revision, create_revision]) => ({
       key: key.toString('utf8'),
-      ...(q.columns === 'values' && { entry: toEntry({ type, value: third as Buffer, expires_at, revision }) }),
+      ...(q.columns === 'values' && { entry: toEntry({ type, value: third as Buffer, expires_at, revision, create_revision: create_revision! }) }),
       ...(q.columns === 'meta' && { meta: toMeta({ type, size: third as number, expires_at, revision }) }),
     }));
   }
@@ -771,9 +800,18 @@ export class SqliteStore implements Store {
         const entry = this.liveEntry(bucket, Buffer.from(key), now);
         if (entry) entries.set(key, entry);
       }
-      const under = new Map(prefixes.map((prefix) => [prefix, this.liveKeysUnder(bucket, prefix, now)]));
-      const { failed, writes, results, reports } = resolveTransaction(ops, entries, under);
+      const under = new Map<string, string[]>();
+      let listed = 0;
+      for (const prefix of prefixes) {
+        if (listed > MAX_PREFIX_DELETE_KEYS) break;
+        const live = this.liveKeysUnder(bucket, prefix, now, prefixListLimit(listed));
+        under.set(prefix, live);
+        listed += live.length;
+      }
+      const resolved = resolveTransaction(ops, entries, under);
+      const { failed, results, reports } = resolved;
       if (failed.length > 0) return { refused: 'checks', failed };
+      const writes = lastWritePerKey(resolved.writes);
       const answer = (revision: number): CommitOutcome => (reports ? { revision, results } : { revision });
       // Checks and reads alone change nothing: no new revision.
       if (writes.length === 0) {
@@ -803,7 +841,7 @@ export class SqliteStore implements Store {
       let i = 0;
       for (const op of writes) {
         const key = Buffer.from(op.key);
-        if (op.op === 'set') this.writeEntry(bucket, key, op.value.type, op.value.data, op.expiresAt, revision, deltas[i]!);
+        if (op.op === 'set') this.writeEntry(bucket, key, op.value.type, op.value.data, op.expiresAt, revision, deltas[i]!, now);
         else this.removeEntry(bucket, key, revision);
         i++;
       }
@@ -812,9 +850,9 @@ export class SqliteStore implements Store {
     }), options.actor);
   }
 
-  /** The live keys under `prefix` (one past the prefix-delete limit at most, so it can be refused by name). */
-  private liveKeysUnder(bucket: string, prefix: string, now: number): string[] {
-    return this.listNow(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit: MAX_PREFIX_DELETE_KEYS + 1 }, now).map((e) => e.key);
+  /** The live keys under `prefix`, `limit` at most (see prefixListLimit). */
+  private liveKeysUnder(bucket: string, prefix: string, now: number, limit: number): string[] {
+    return this.listNow(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit }, now).map((e) => e.key);
   }
 
   async listBuckets(after: string | undefined, limit: number): Promise<BucketRecord[]> {
@@ -856,16 +894,16 @@ export class SqliteStore implements Store {
       staging.pragma('synchronous = OFF');
       // A private file of this import's own: not kvb's schema, so not in statements.ts.
       staging.exec(
-        'create table staged (key blob primary key, type text not null, value blob not null, expires_at integer, revision integer not null) without rowid',
+        'create table staged (key blob primary key, type text not null, value blob not null, expires_at integer, revision integer not null, create_revision integer) without rowid',
       );
     } catch (err) {
       staging.close();
       temp.remove();
       throw err;
     }
-    const insert = staging.prepare('insert or replace into staged (key, type, value, expires_at, revision) values (?, ?, ?, ?, ?)');
+    const insert = staging.prepare('insert or replace into staged (key, type, value, expires_at, revision, create_revision) values (?, ?, ?, ?, ?, ?)');
     const addAll = staging.transaction((entries: KeyedEntry[]) => {
-      for (const { key, entry } of entries) insert.run(Buffer.from(key), entry.type, entry.data, entry.expiresAt, entry.revision ?? 0);
+      for (const { key, entry } of entries) insert.run(Buffer.from(key), entry.type, entry.data, entry.expiresAt, entry.revision ?? 0, entry.createRevision ?? null);
     });
     const finish = () => {
       finished = true;
@@ -893,7 +931,6 @@ export class SqliteStore implements Store {
             }
             if (revision === undefined) return { refused: 'no_bucket' };
             this.clearCacheAfterCommit = true;
-            const floor = restoreRevision === undefined ? Number(this.get<{ changes_floor: number }>('changesFloor', { bucket })?.changes_floor ?? 0) : -1;
             this.withinQuota(bucket, () => {
               // History: the import's keys and the keys it removes, as of its revision (statements on the attached database, prepared afresh).
               const logged = restoreRevision === undefined ? 'logStaged' : 'logStagedKeepRevisions';
@@ -906,14 +943,16 @@ export class SqliteStore implements Store {
               if (replace) this.run(upper ? 'clearRangeUpper' : 'clearRange', { bucket, prefix: prefixBytes, upper });
               // Prepared afresh: it names the attached database, which is detached again right after.
               const copy = restoreRevision === undefined ? 'copyStaged' : 'copyStagedKeepRevisions';
-              this.raw.prepare(this.sql[copy]!.sql).run(this.args(copy, { bucket, revision }));
+              this.raw.prepare(this.sql[copy]!.sql).run(this.args(copy, { bucket, revision, now: this.batchNow }));
               // Millions of rows in one statement: the usage is counted again rather than tracked per row.
               this.run('recountUsage', { bucket });
             });
-            // Watchers behind an import (one revision of up to millions of keys) get `reset`; history
-            // starts at it: the floor rises to it and the log is compacted up to it.
-            this.compactTo(bucket, revision, floor);
-            this.run('logOperation', { bucket, revision, operation: 'import' });
+            // Watchers behind an import (one revision of up to millions of keys) get `reset`. History
+            // keeps what the import did not touch: only a restore (the whole bucket, the operator's
+            // `kvb db restore`) starts history at its revision; an import's keys are logged above.
+            if (restoreRevision === undefined) this.run('raiseWatchFloor', { bucket, revision });
+            else this.compactTo(bucket, revision, -1);
+            this.run('logOperation', { bucket, revision, operation: 'import', now: this.batchNow });
             return { revision };
           });
         }, actor);

@@ -82,9 +82,12 @@ export function bind(statement: CompiledStatement, args: Record<string, unknown>
 }
 
 /** The columns a key read returns. */
-const ENTRY_COLUMNS = ['type', 'value', 'expires_at', 'revision'] as const;
+const ENTRY_COLUMNS = ['type', 'value', 'expires_at', 'revision', 'create_revision'] as const;
 
-/** One key's row from named parameters: what a set writes (SQLite's `putEntry`). */
+/**
+ * One key's row from named parameters: what a set writes (SQLite's `putEntry`). A key it creates
+ * is created at the write's revision; one it replaces keeps its create revision while live at `now`.
+ */
 const ENTRY_ROW = {
   bucket_id: param('bucket'),
   key: param('key'),
@@ -92,6 +95,7 @@ const ENTRY_ROW = {
   value: param('value'),
   expires_at: param('expiresAt'),
   revision: param('revision'),
+  create_revision: param('revision'),
 };
 
 /** The shape of one listing statement (each shape is compiled once). */
@@ -191,7 +195,7 @@ export function sharedStatements(db: KyselyType<Database>) {
     putEntry: db
       .insertInto('entries')
       .values(ENTRY_ROW)
-      .onConflict(replaceEntryOnConflict),
+      .onConflict(replaceEntryOnConflict(param('now'))),
     removeEntry: db
       .deleteFrom('entries')
       .where('bucket_id', '=', param('bucket'))
@@ -219,7 +223,13 @@ export function sharedStatements(db: KyselyType<Database>) {
       .where('bucket_id', '=', param('bucket'))
       .where('revision', '=', param('revision'))
       .orderBy('key'),
-    changesFloor: db.selectFrom('buckets').select(['changes_floor', 'revision']).where('id', '=', param('bucket')),
+    changesFloor: db.selectFrom('buckets').select(['changes_floor', 'watch_floor', 'revision']).where('id', '=', param('bucket')),
+    /** An import's revision: watchers behind it are reset (its keys are history, not feed events). */
+    raiseWatchFloor: db
+      .updateTable('buckets')
+      .set({ watch_floor: param('revision') })
+      .where('id', '=', param('bucket'))
+      .where('watch_floor', '<', param('revision')),
     /**
      * Per bucket, the newest change older than the retention and above the floor (the floor rises
      * to it). Rows at or below the floor stay as history's base, so only rows committed since the
@@ -248,7 +258,7 @@ export function sharedStatements(db: KyselyType<Database>) {
  * Export, import, dump and check, written once for both dialects. `staged` is the import's
  * staging table (SQLite: a table in an attached private database; PostgreSQL: a temporary
  * table of the import's own transaction); it has the columns key, type, value, expires_at and
- * revision. Casts in the select list give PostgreSQL the parameters' types; SQLite accepts them.
+ * revision (and create_revision, null when the dump had none). Casts in the select list give PostgreSQL the parameters' types; SQLite accepts them.
  */
 export function portabilityStatements(db: KyselyType<Database>, staged: string) {
   const snapshot = (upper: boolean) => {
@@ -264,11 +274,14 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
     const query = db.deleteFrom('entries').where('bucket_id', '=', param('bucket')).where('key', '>=', param('prefix'));
     return upper ? query.where('key', '<', param('upper')) : query;
   };
-  /** Every staged row into the bucket; `keep`: with its staged revision (a restore), else with `revision` (one import, one revision). */
+  /**
+   * Every staged row into the bucket; `keep`: with its staged revision and create revision (a
+   * restore), else with `revision` (one import, one revision).
+   */
   const copy = (keep: boolean) =>
     db
       .insertInto('entries')
-      .columns(['bucket_id', 'key', 'type', 'value', 'expires_at', 'revision'])
+      .columns(['bucket_id', 'key', 'type', 'value', 'expires_at', 'revision', 'create_revision'])
       .expression(
         // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the staging table is not in the Database type
         (db as any)
@@ -280,11 +293,13 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
             sql.ref('s.value').as('value'),
             sql.ref('s.expires_at').as('expires_at'),
             (keep ? sql.ref('s.revision') : sql`cast(${param('revision')} as bigint)`).as('revision'),
+            (keep ? sql`coalesce(${sql.ref('s.create_revision')}, ${sql.ref('s.revision')})` : sql`cast(${param('revision')} as bigint)`).as('create_revision'),
           ])
           // SQLite needs a WHERE before an upsert's ON CONFLICT in INSERT … SELECT (else it parses a join's ON).
           .where(sql<boolean>`true`),
       )
-      .onConflict(replaceEntryOnConflict);
+      // An import is a write: a key live before it keeps its create revision; a restore's rows carry theirs.
+      .onConflict(replaceEntryOnConflict(keep ? undefined : param('now')));
   return {
     snapshotEntries: snapshot(false),
     snapshotEntriesUpper: snapshot(true),
@@ -429,11 +444,13 @@ export function postgresBatchStatements(schema: string) {
   const t = (name: string) => sql.table(`${schema}.${name}`);
   const raw = (query: RawBuilder<unknown>): Compilable => ({ compile: () => query.compile(db) });
   /** The batch's change rows and the final state of each key it set, from arrays in lockstep. */
-  const written = sql`w as (select * from unnest(${param('keys')}::bytea[], ${param('kinds')}::text[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('revisions')}::bigint[], ${param('actorKinds')}::text[], ${param('actorTokens')}::text[], ${param('actorAddresses')}::text[]) as w(key, kind, type, value, expires_at, revision, actor_kind, actor_token, actor_address))`;
+  const written = sql`w as (select * from unnest(${param('keys')}::bytea[], ${param('kinds')}::text[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('revisions')}::bigint[], ${param('createRevisions')}::bigint[], ${param('actorKinds')}::text[], ${param('actorTokens')}::text[], ${param('actorAddresses')}::text[]) as w(key, kind, type, value, expires_at, revision, create_revision, actor_kind, actor_token, actor_address))`;
   const replace = sql`on conflict (bucket_id, key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision`;
+  /** The batch view decided each set's create revision (postgres-batch.ts `set`). */
+  const replaceWithCreated = sql`${replace}, create_revision = excluded.create_revision`;
   return {
     /** A batch's read: the bucket row (revision, usage, version) and the rows of the keys its writes touch, in one snapshot. */
-    readBatch: raw(sql`select b.revision, b.usage_keys, b.usage_bytes, b.xmin::text as version, e.key, e.type, e.value, e.expires_at, e.revision as entry_revision
+    readBatch: raw(sql`select b.revision, b.usage_keys, b.usage_bytes, b.xmin::text as version, e.key, e.type, e.value, e.expires_at, e.revision as entry_revision, e.create_revision as entry_create_revision
       from ${t('buckets')} b left join ${t('entries')} e on e.bucket_id = b.id and e.key = any(${param('keys')}::bytea[])
       where b.id = ${param('bucket')}`),
     /** The bucket row, locked for the rest of the transaction (a batch that found it changed since its read). */
@@ -448,33 +465,38 @@ export function postgresBatchStatements(schema: string) {
     applyBatch: raw(sql`with ${written},
       b as (update ${t('buckets')} set revision = ${param('revision')}::bigint, usage_keys = usage_keys + ${param('usageKeys')}::bigint, usage_bytes = usage_bytes + ${param('usageBytes')}::bigint
         where id = ${param('bucket')} and xmin = ${param('version')}::xid returning revision),
-      f as (select distinct on (key) key, kind, type, value, expires_at, revision from w order by key, revision desc),
-      e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision)
-        select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, f.revision from f, b where f.kind = 'set' ${replace}),
+      f as (select distinct on (key) key, kind, type, value, expires_at, revision, create_revision from w order by key, revision desc),
+      e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision, create_revision)
+        select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, f.revision, f.create_revision from f, b where f.kind = 'set' ${replaceWithCreated}),
       d as (delete from ${t('entries')} where bucket_id = ${param('bucket')} and key in (select key from f where kind <> 'set') and exists (select 1 from b)),
       c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, actor_kind, actor_token, actor_address, committed_at)
         select ${param('bucket')}::text, w.revision, w.key, w.kind, w.type, w.value, w.expires_at, w.actor_kind, w.actor_token, w.actor_address, ${param('now')}::bigint from w, b),
-      o as (insert into ${t('revision_ops')} (bucket_id, revision, operation)
-        select ${param('bucket')}::text, r.revision, r.operation from unnest(${param('opRevisions')}::bigint[], ${param('operations')}::text[]) as r(revision, operation), b
-        on conflict (bucket_id, revision) do update set operation = excluded.operation)
+      o as (insert into ${t('revision_ops')} (bucket_id, revision, operation, committed_at)
+        select ${param('bucket')}::text, r.revision, r.operation, ${param('now')}::bigint from unnest(${param('opRevisions')}::bigint[], ${param('operations')}::text[]) as r(revision, operation), b
+        on conflict (bucket_id, revision) do update set operation = excluded.operation, committed_at = excluded.committed_at)
       select revision from b`),
     /**
      * Unconditional SETs without a quota, in one statement and one round trip: the bucket's
      * revision and the old sizes are read from the statement's snapshot, and the bump (revision
      * plus the count of sets, usage by the sizes' difference) is guarded by the row's version as
      * read: if another writer committed in between, nothing changes and no row comes back.
-     * `steps` numbers the sets 1..n; set i gets the snapshot's revision + i.
+     * `steps` numbers the sets 1..n; set i gets the snapshot's revision + i. A key that was not
+     * live (at its first set's clock, `nows`) is created by its first set in the batch; one that
+     * was keeps its create revision.
      */
     setsFresh: raw(sql`with s as (select revision, xmin from ${t('buckets')} where id = ${param('bucket')}),
-      w as (select * from unnest(${param('keys')}::bytea[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('steps')}::bigint[], ${param('actorKinds')}::text[], ${param('actorTokens')}::text[], ${param('actorAddresses')}::text[]) as w(key, type, value, expires_at, step, actor_kind, actor_token, actor_address)),
-      f as (select distinct on (key) key, type, value, expires_at, step from w order by key, step desc),
+      w as (select * from unnest(${param('keys')}::bytea[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('steps')}::bigint[], ${param('nows')}::bigint[], ${param('actorKinds')}::text[], ${param('actorTokens')}::text[], ${param('actorAddresses')}::text[]) as w(key, type, value, expires_at, step, now, actor_kind, actor_token, actor_address)),
+      f as (select distinct on (key) key, type, value, expires_at, step, min(step) over (partition by key) as first_step,
+          first_value(now) over (partition by key order by step) as first_now from w order by key, step desc),
       o as (select length(key) + length(value) as size from ${t('entries')} where bucket_id = ${param('bucket')} and key in (select key from f)),
       b as (update ${t('buckets')} set revision = revision + ${param('count')}::bigint,
           usage_keys = usage_keys + (select count(*) from f) - (select count(*) from o),
           usage_bytes = usage_bytes + (select coalesce(sum(length(key) + length(value)), 0) from f) - (select coalesce(sum(size), 0) from o)
         where id = ${param('bucket')} and xmin = (select xmin from s) returning revision - ${param('count')}::bigint as base),
-      e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision)
-        select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, b.base + f.step from f, b where true ${replace}),
+      e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision, create_revision)
+        select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, b.base + f.step,
+          case when o.key is not null and (o.expires_at is null or o.expires_at > f.first_now) then o.create_revision else b.base + f.first_step end
+        from f cross join b left join ${t('entries')} o on o.bucket_id = ${param('bucket')} and o.key = f.key where true ${replaceWithCreated}),
       c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, actor_kind, actor_token, actor_address, committed_at)
         select ${param('bucket')}::text, b.base + w.step, w.key, 'set', w.type, w.value, w.expires_at, w.actor_kind, w.actor_token, w.actor_address, ${param('now')}::bigint from w, b)
       select (select base from b) as base, exists (select 1 from s) as found`),

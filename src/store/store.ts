@@ -41,10 +41,15 @@ export interface Entry {
   expiresAt: number | null;
   /** The bucket revision of the key's last change. */
   revision: number;
+  /**
+   * The revision at which the key last became live from absent or expired (etcd's CreateRevision):
+   * a write that replaces a live value keeps it. A lock's fencing token. Undefined on history reads.
+   */
+  createRevision?: number;
 }
 
-/** A value as a write stores it (the revision is assigned by the store). */
-export type NewEntry = Omit<Entry, 'revision'>;
+/** A value as a write stores it (the revisions are assigned by the store). */
+export type NewEntry = Omit<Entry, 'revision' | 'createRevision'>;
 
 /**
  * A write's precondition (RFC 9110 section 13). `ifMatch`: the key must be live, and (unless
@@ -123,8 +128,11 @@ export interface ListedEntry {
 export type TxnOp =
   | { op: 'set'; key: string; value: StoredValue; expiresAt: number | null }
   | { op: 'delete'; key: string }
-  /** The key is live at revision `rev`, or (with `exists`) is live / is absent. Writes nothing. */
-  | { op: 'check'; key: string; rev?: number; exists?: boolean };
+  /**
+   * The key is live at revision `rev`, or (with `exists`) is live / is absent, or (with `created`)
+   * is live with that create revision (a fencing token). Writes nothing.
+   */
+  | { op: 'check'; key: string; rev?: number; exists?: boolean; created?: number };
 
 /** Operations a transaction may carry beyond the stores' plain ones. */
 export type ReadingOp =
@@ -158,13 +166,17 @@ export interface CommitOptions {
 /** Whether a transaction check holds for the key's live entry. */
 export function checkHolds(op: Extract<TxnOp, { op: 'check' }>, current: Entry | undefined): boolean {
   if (op.rev !== undefined) return current !== undefined && current.revision === op.rev;
+  if (op.created !== undefined) return current !== undefined && current.createRevision === op.created;
   return op.exists === (current !== undefined);
 }
 
-/** One live entry as exported (with its revision), or as staged by an import (a restore keeps its revision). */
+/**
+ * One live entry as exported (with its revisions), or as staged by an import (a restore keeps its
+ * revision and create revision; a create revision not given is the revision).
+ */
 export interface KeyedEntry {
   key: string;
-  entry: NewEntry & { revision?: number };
+  entry: NewEntry & { revision?: number; createRevision?: number };
 }
 
 /**
@@ -312,6 +324,13 @@ export interface Store {
    * readable. Returns how many buckets.
    */
   pruneChanges(before: number, batch: number): Promise<number>;
+  /**
+   * Holds each bucket's history above its floor (the bytes of its change rows' keys and values)
+   * to `maxBytes` (0: no bound): a bucket written since the last call that holds more gets its
+   * floor raised past its oldest revisions and its log compacted, as pruneChanges does. Returns
+   * how many buckets.
+   */
+  boundHistory(maxBytes: number, now: number): Promise<number>;
   /** Called after each commit with the buckets it changed (a store that only this process writes to). */
   onCommit?(listener: (buckets: string[]) => void): void;
   countEntries(): Promise<number>;

@@ -141,6 +141,9 @@ export class TimedStore implements Store {
   pruneChanges(before: number, batch: number) {
     return this.inner.pruneChanges(before, batch);
   }
+  boundHistory(maxBytes: number, now: number) {
+    return this.inner.boundHistory(maxBytes, now);
+  }
   ping() {
     return this.inner.ping();
   }

@@ -8,8 +8,44 @@
 import { KvbError } from '../errors.js';
 import { type Entry, type OpResult, type TxnOp, type TxnRequestOp, checkHolds } from './store.js';
 
-/** Most keys one `delete_prefix` removes in its one revision; past it the transaction is refused (400), nothing written. */
+/**
+ * Most keys the prefix deletes of one transaction remove together, in its one revision; past it
+ * the transaction is refused (400), nothing written. The bound is the transaction's, not each
+ * operation's: 1,000 prefix deletes of 50,000 keys each would otherwise be 50 million deletes.
+ */
 export const MAX_PREFIX_DELETE_KEYS = 50_000;
+
+/**
+ * Refuses (400) a transaction whose prefix deletes repeat or overlap: one prefix equal to, or a
+ * prefix of, another's. Either would list and delete the same keys again (the same prefix 1,000
+ * times multiplied one listing a thousandfold); each key is deleted by one prefix delete at most.
+ * Sorted once, a prefix that covers others is followed by one it covers, so neighbours suffice.
+ * (Sets and deletes of single keys under a deleted prefix stay legal: "clear, then write" is one
+ * transaction, and the 1,000-operation bound already limits them.)
+ */
+export function checkPrefixDeletes(ops: TxnRequestOp[]): void {
+  const prefixes = ops.flatMap((op, i) => (op.op === 'delete_prefix' ? [{ prefix: op.key, i }] : []));
+  if (prefixes.length < 2) return;
+  prefixes.sort((a, b) => (a.prefix < b.prefix ? -1 : a.prefix > b.prefix ? 1 : a.i - b.i));
+  for (let n = 1; n < prefixes.length; n++) {
+    const outer = prefixes[n - 1]!;
+    const inner = prefixes[n]!;
+    if (!inner.prefix.startsWith(outer.prefix)) continue;
+    const [first, second] = outer.i < inner.i ? [outer, inner] : [inner, outer];
+    const how = outer.prefix === inner.prefix ? 'repeats' : 'overlaps';
+    throw new KvbError(
+      'bad_request',
+      `txn[${second.i}]: prefix ${JSON.stringify(second.prefix)} ${how} txn[${first.i}]'s prefix ${JSON.stringify(first.prefix)}; a transaction deletes each key by one prefix delete at most (keep the shorter prefix)`,
+    );
+  }
+}
+
+/**
+ * How many keys a store lists under the next prefix of a transaction, when its earlier prefixes
+ * listed `listed`: what is left of the transaction's bound, plus one so that passing it is seen.
+ * Listing stops there, so the reads are bounded as well as the deletes.
+ */
+export const prefixListLimit = (listed: number): number => Math.max(0, MAX_PREFIX_DELETE_KEYS - listed) + 1;
 
 /** The keys whose live entries and the prefixes whose live keys a transaction needs read. */
 export function readsOf(ops: TxnRequestOp[]): { keys: string[]; prefixes: string[] } {
@@ -42,6 +78,7 @@ export function resolveTransaction(ops: TxnRequestOp[], entries: Map<string, Ent
   const writes: TxnOp[] = [];
   const results: OpResult[] = [];
   let reports = false;
+  let prefixDeletes = 0;
   ops.forEach((op, i) => {
     let result: OpResult;
     switch (op.op) {
@@ -64,8 +101,13 @@ export function resolveTransaction(ops: TxnRequestOp[], entries: Map<string, Ent
       }
       case 'delete_prefix': {
         const keys = under.get(op.key) ?? [];
-        if (keys.length > MAX_PREFIX_DELETE_KEYS) {
-          throw new KvbError('bad_request', `txn[${i}]: prefix ${JSON.stringify(op.key)} holds more than ${MAX_PREFIX_DELETE_KEYS} keys; delete it in parts (longer prefixes)`);
+        prefixDeletes += keys.length;
+        if (prefixDeletes > MAX_PREFIX_DELETE_KEYS) {
+          const what = prefixDeletes === keys.length ? `prefix ${JSON.stringify(op.key)} holds` : `the prefix deletes up to this one's (prefix ${JSON.stringify(op.key)}) hold`;
+          throw new KvbError(
+            'bad_request',
+            `txn[${i}]: ${what} more than ${MAX_PREFIX_DELETE_KEYS} keys, the most one transaction deletes by prefix; delete them in parts (longer prefixes, several transactions)`,
+          );
         }
         for (const key of keys) writes.push({ op: 'delete', key });
         result = { op: 'delete_prefix', deleted: keys.length };
@@ -76,4 +118,19 @@ export function resolveTransaction(ops: TxnRequestOp[], entries: Map<string, Ent
     results.push(result);
   });
   return { failed, writes, results, reports };
+}
+
+/**
+ * A transaction's writes reduced to the last one on each key (in the order of those last writes):
+ * writes are blind, so the last decides the key's state. A key set after a delete in the same
+ * transaction was never absent at any revision, so it keeps its create revision like any set
+ * over a live value; every store applies these, so both agree.
+ */
+export function lastWritePerKey(writes: TxnOp[]): TxnOp[] {
+  const last = new Map<string, TxnOp>();
+  for (const op of writes) {
+    last.delete(op.key);
+    last.set(op.key, op);
+  }
+  return [...last.values()];
 }

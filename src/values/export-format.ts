@@ -47,11 +47,17 @@ export function exportedValue(value: StoredValue): string {
   }
 }
 
-/** One entry line; `rev` (a dump only) is the bucket revision of the key's last change. */
-export function entryLine(key: string, value: StoredValue, expiresAt: number | null, rev?: number): string {
-  const expires = expiresAt === null ? 'null' : JSON.stringify(new Date(expiresAt).toISOString());
+/**
+ * One entry line; `rev` (a dump only) is the bucket revision of the key's last change, `created`
+ * (a dump only) its create revision, the revision at which it last became live. An export always
+ * states `expires_at` (null: never); `undefined` leaves it out, so the importing bucket's default
+ * TTL applies (a plain JSONL line that gave no TTL).
+ */
+export function entryLine(key: string, value: StoredValue, expiresAt: number | null | undefined, rev?: number, created?: number): string {
+  const expires = expiresAt === undefined ? '' : `,"expires_at":${expiresAt === null ? 'null' : JSON.stringify(new Date(expiresAt).toISOString())}`;
   const revision = rev === undefined ? '' : `,"rev":${rev}`;
-  return `{"key":${JSON.stringify(key)},"type":"${value.type}","value":${exportedValue(value)},"expires_at":${expires}${revision}}\n`;
+  const creation = created === undefined ? '' : `,"created":${created}`;
+  return `{"key":${JSON.stringify(key)},"type":"${value.type}","value":${exportedValue(value)}${expires}${revision}${creation}}\n`;
 }
 
 export function endLine(count: number, sha256: string): string {
@@ -60,7 +66,8 @@ export function endLine(count: number, sha256: string): string {
 
 export type ExportLine =
   | { kind: 'header'; bucket: string }
-  | { kind: 'entry'; key: string; value: StoredValue; expiresAt: number | null; rev?: number }
+  /** `ownExpiry`: the line states `expires_at` (null included); without it the bucket's default TTL applies on import. */
+  | { kind: 'entry'; key: string; value: StoredValue; expiresAt: number | null; ownExpiry: boolean; rev?: number; created?: number }
   | { kind: 'end'; count: number; sha256: string };
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
@@ -92,7 +99,7 @@ export function typedValue(type: ValueType, node: JsonNode): Buffer {
 
 /**
  * Parses one line (without its newline); throws a 400 saying what is wrong (the caller adds the
- * line number). `withRev`: entry lines may carry `rev` (a dump's; an export has none).
+ * line number). `withRev`: entry lines may carry `rev` and `created` (a dump's; an export has none).
  */
 export function parseExportLine(line: string, withRev = false, maxValueBytes = MAX_VALUE_BYTES): ExportLine {
   let root: JsonNode;
@@ -127,14 +134,17 @@ export function parseExportLine(line: string, withRev = false, maxValueBytes = M
     throw badRequest('unknown "kvb" line');
   }
   for (const name of fields.keys()) {
-    if (!['key', 'type', 'value', 'expires_at', ...(withRev ? ['rev'] : [])].includes(name)) throw badRequest(`unknown field ${name}`);
+    if (!['key', 'type', 'value', 'expires_at', ...(withRev ? ['rev', 'created'] : [])].includes(name)) throw badRequest(`unknown field ${name}`);
   }
-  const revNode = fields.get('rev');
-  let rev: number | undefined;
-  if (revNode) {
-    rev = revNode.kind === 'number' && /^\d+$/.test(revNode.source) ? Number(revNode.source) : Number.NaN;
-    if (!Number.isSafeInteger(rev)) throw badRequest('rev must be a non-negative integer');
-  }
+  const revisionField = (name: string): number | undefined => {
+    const node = fields.get(name);
+    if (!node) return undefined;
+    const n = node.kind === 'number' && /^\d+$/.test(node.source) ? Number(node.source) : Number.NaN;
+    if (!Number.isSafeInteger(n)) throw badRequest(`${name} must be a non-negative integer`);
+    return n;
+  };
+  const rev = revisionField('rev');
+  const created = revisionField('created');
   const key = checkKey(str('key') ?? fields.get('key'), 'key');
   const type = str('type');
   if (type === undefined || !isValueType(type)) throw badRequest('type must be text, json, int64, float64 or bytes');
@@ -150,5 +160,13 @@ export function parseExportLine(line: string, withRev = false, maxValueBytes = M
     if (!Number.isFinite(ms)) throw badRequest('expires_at must be an RFC 3339 time or null');
     expiresAt = ms;
   }
-  return { kind: 'entry', key, value: { type, data }, expiresAt, ...(rev !== undefined && { rev }) };
+  return {
+    kind: 'entry',
+    key,
+    value: { type, data },
+    expiresAt,
+    ownExpiry: expiresNode !== undefined,
+    ...(rev !== undefined && { rev }),
+    ...(created !== undefined && { created }),
+  };
 }

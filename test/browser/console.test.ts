@@ -177,6 +177,28 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     expect(problems).toEqual([]);
   });
 
+  it("a private bucket's id with a credential it does not know is refused as not valid on connect, not at the first save", async (t) => {
+    screenshotsOnFailure(t, 'unknown-credential');
+    const privateBucket = (await call(`${server.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'p@example.com', secret_key: 's-key', read_key: 'r-key', write_key: 'w-key' }) })).text;
+    // (The write probe's 400 is its "allowed": an out-of-range ttl, refused after the permission.)
+    expectedFailures = [/HTTP (400|401|403) for (GET|PUT) /];
+    await page.goto(`${server.url}/console/`);
+    await field('Bucket').fill(privateBucket);
+    await page.getByLabel('Credential', { exact: true }).fill('wrong');
+    await button('Connect').click();
+    await expect.poll(() => page.getByRole('alert').innerText()).toMatch(/Not authorised: this credential is not valid for this bucket/);
+    expect(await page.locator('.topbar').count()).toBe(0);
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    // Its real write key still connects, as a write key.
+    await page.getByLabel('Credential', { exact: true }).fill('w-key');
+    await button('Connect').click();
+    await expect.poll(() => page.locator('.topbar .role').innerText()).toBe('write key');
+    await button('Disconnect').click();
+    await field('Bucket').waitFor();
+    expectedFailures = [];
+    expect(problems).toEqual([]);
+  });
+
   it('creates a bucket from the start page (email, generated keys, default TTL) and connects as its admin', async (t) => {
     screenshotsOnFailure(t, 'create-bucket');
     await field('Email').fill('console@example.com');
@@ -458,6 +480,21 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     expect((await call(api('/drafts%2Fone'), { token: secret })).status).toBe(404);
     expectedFailures = [];
     expect(problems).toEqual([]);
+  });
+
+  it('New key starts as text: typing hello saves the text hello, not "Not valid JSON"', async (t) => {
+    screenshotsOnFailure(t, 'new-text');
+    await browse('drafts/', 'Flat');
+    await button('New key').click();
+    await expect.poll(() => page.getByRole('combobox', { name: 'Type' }).inputValue()).toBe('text');
+    await field('Key').fill('drafts/hello');
+    await field('Value').fill('hello');
+    await button('Save').click();
+    await page.getByRole('heading', { name: 'drafts/hello', exact: true }).waitFor();
+    const stored = await call(api('/drafts%2Fhello'), { token: secret });
+    expect([stored.headers.get('kvb-type'), stored.text]).toEqual(['text', 'hello']);
+    // The next test counts what is under drafts/.
+    expect((await call(api('/drafts%2Fhello'), { method: 'DELETE', token: secret })).status).toBe(204);
   });
 
   it('selects several keys and deletes them in one transaction', async (t) => {

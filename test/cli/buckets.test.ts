@@ -2,7 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJwt } from 'jose';
-import { type CliOptions, kvb, tempConfigHome } from '../helpers/cli.js';
+import { type CliOptions, inTerminal, kvb, tempConfigHome } from '../helpers/cli.js';
 import { call, createBucket } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -25,14 +25,28 @@ afterAll(async () => {
 describe('kvb create-bucket', () => {
   it('prints the bucket id alone on stdout, and the bucket has the keys given', async () => {
     const result = await kvb(
-      ['create-bucket', '--email', 'me@example.com', '--secret-key', 'S1', '--read-key', 'R1', '--default-ttl', '0'],
+      ['create-bucket', '--email', 'me@example.com', '--secret-key', 'S1', '--read-key', 'R1', '--write-key', 'W1', '--default-ttl', '0'],
       { env: { KVB_URL: server.url } },
     );
     expect(result.exitCode).toBe(0);
     expect(result.out).toMatch(UUID);
+    // Private: nothing to warn about.
     expect(result.stderr).toBe('');
     const policy = await policyOf(result.out.trim(), 'S1');
-    expect(policy).toMatchObject({ has_secret_key: true, has_read_key: true, has_write_key: false, default_ttl: 0 });
+    expect(policy).toMatchObject({ has_secret_key: true, has_read_key: true, has_write_key: true, default_ttl: 0 });
+  });
+
+  it('a bucket left open to anonymous callers is warned about in capitals on stderr, as kvb init does; stdout stays the id alone', async () => {
+    const secretOnly = await kvb(['create-bucket', '--email', 'me@example.com', '--secret-key', 'S0'], { env: { KVB_URL: server.url } });
+    expect(secretOnly.exitCode).toBe(0);
+    const id = secretOnly.out.trim();
+    expect(secretOnly.out).toBe(`${id}\n`);
+    expect(secretOnly.stderr).toBe(`kvb: ANONYMOUS ACCESS to bucket ${id}: anyone who can reach the server can read and list every key; write and delete every key.\n`);
+    expect(await policyOf(id, 'S0')).toMatchObject({ anonymous_access: { read: true, write: true } });
+    const readOnlyOpen = await kvb(['create-bucket', '--email', 'me@example.com', '--secret-key', 'S0', '--write-key', 'W0'], { env: { KVB_URL: server.url } });
+    expect(readOnlyOpen.stderr).toMatch(/ANONYMOUS ACCESS to bucket \S+: anyone who can reach the server can read and list every key\.\n$/);
+    // --quiet is asked for: silent.
+    expect((await kvb(['--quiet', 'create-bucket', '--email', 'me@example.com'], { env: { KVB_URL: server.url } })).stderr).toBe('');
   });
 
   it('--save writes url, bucket and secret key to a 0600 profile that later commands use alone', async () => {
@@ -42,7 +56,7 @@ describe('kvb create-bucket', () => {
       env: { KVB_URL: server.url },
     });
     expect(created.exitCode).toBe(0);
-    expect(created.stderr).toBe('saved profile "default"\n');
+    expect(created.stderr).toContain('saved profile "default"\n');
     const id = created.out.trim();
     const file = join(home, 'kvb', 'config.json');
     expect(statSync(file).mode & 0o777).toBe(0o600);
@@ -85,15 +99,19 @@ describe('kvb bucket', () => {
     expect(JSON.parse(result.out)).toEqual(await policyOf(bucket, 'admin'));
   });
 
-  it('show prints a table for people', async () => {
-    const result = await on(bucket, 'admin', ['bucket', 'show']);
-    expect(result.exitCode).toBe(0);
-    expect(result.out).toContain(bucket);
-    expect(result.out).toMatch(/secret key\s*│\s*yes/);
-    expect(result.out).toMatch(/anonymous access\s*│\s*read, write, enumerate, delete/);
+  it('show prints plain name/value columns at a terminal (no box), and the policy JSON in a pipe', async () => {
+    const result = await inTerminal(['bucket', 'show'], [], { KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: 'admin' });
+    expect(result.exitCode, result.output).toBe(0);
+    expect(result.output).toContain(bucket);
+    expect(result.output).not.toMatch(/[─│┌└]/);
+    expect(result.output).toMatch(/^secret key\s+yes\r$/m);
+    expect(result.output).toMatch(/^anonymous access\s+read, write, enumerate, delete\r$/m);
     // What the bucket stores (the policy GET's Kvb-Usage-* headers); no quota on this server.
-    expect(result.out).toMatch(/keys stored\s*│\s*\d+\s/);
-    expect(result.out).toMatch(/bytes stored\s*│\s*[\d,]+ \(keys \+ values\)/);
+    expect(result.output).toMatch(/^keys stored\s+\d+\r$/m);
+    expect(result.output).toMatch(/^bytes stored\s+[\d,]+ \(keys \+ values\)\r$/m);
+    const piped = await on(bucket, 'admin', ['bucket', 'show']);
+    expect(piped.exitCode).toBe(0);
+    expect(JSON.parse(piped.out)).toEqual(await policyOf(bucket, 'admin'));
   });
 
   it('update sets and clears the read key; anonymous reads follow (exit 3 while it is set)', async () => {

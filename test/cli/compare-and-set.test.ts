@@ -137,6 +137,35 @@ describe('kvb edit', () => {
     expect(Math.abs(Date.parse(after.headers.get('kvb-expires-at')!) - Date.parse(before!))).toBeLessThan(3000);
   });
 
+  it('a key that does not exist opens empty and saving creates it with If-None-Match, typed as kvb set types an argument', async () => {
+    const seen = join(scripts, 'seen-new.txt');
+    const text = await run(['edit', 'new/text'], { env: { EDITOR: editor('new-text.sh', `cp "$1" ${seen}
+printf 'hello\n' > "$1"`) } });
+    expect(text.exitCode, text.stderr).toBe(0);
+    expect(text.stderr).toMatch(/created \(revision \d+\)/);
+    expect(readFileSync(seen, 'utf8')).toBe('');
+    const created = await read('new/text');
+    expect([created.text, created.headers.get('kvb-type')]).toEqual(['hello', 'text']);
+    const json = await run(['edit', 'new/json'], { env: { EDITOR: editor('new-json.sh', `printf '{\n  "a": [1, 2]\n}\n' > "$1"`) } });
+    expect(json.exitCode, json.stderr).toBe(0);
+    expect([(await read('new/json')).text, (await read('new/json')).headers.get('kvb-type')]).toEqual(['{"a":[1,2]}', 'json']);
+    const number = await run(['edit', 'new/int'], { env: { EDITOR: editor('new-int.sh', `printf '42\n' > "$1"`) } });
+    expect(number.exitCode, number.stderr).toBe(0);
+    expect((await read('new/int')).headers.get('kvb-type')).toBe('int64');
+    // Left empty: nothing created.
+    const empty = await run(['edit', 'new/empty'], { env: { EDITOR: 'true' } });
+    expect(empty.exitCode).toBe(0);
+    expect(empty.stderr).toContain('nothing created');
+    expect((await read('new/empty')).status).toBe(404);
+    // Created by someone else while the editor was open: not overwritten, the edit kept, exit 6.
+    const sneaky = editor('new-race.sh', `node ${KVB_BIN} set new/race theirs
+printf 'mine\n' > "$1"`);
+    const race = await run(['edit', 'new/race'], { env: { EDITOR: sneaky } });
+    expect(race.exitCode).toBe(6);
+    expect(race.stderr).toContain('was created while you were editing it');
+    expect((await read('new/race')).text).toBe('theirs');
+  });
+
   it('refuses binary values with a hint', async () => {
     await run(['set', 'blob', '-'], { input: Buffer.from([0xff, 0x00, 0xfe]) });
     const result = await run(['edit', 'blob'], { env: { EDITOR: 'true' } });

@@ -82,7 +82,7 @@ describe('kvb db dump and restore', () => {
     expect(res.exitCode, res.stderr).toBe(0);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     const lines = readFileSync(file, 'utf8').trim().split('\n');
-    expect(JSON.parse(lines[0]!)).toMatchObject({ kvb: 'dump', version: 2, backend: 'sqlite' });
+    expect(JSON.parse(lines[0]!)).toMatchObject({ kvb: 'dump', version: 3, backend: 'sqlite' });
     expect(JSON.parse(lines[1]!)).toMatchObject({ kvb: 'bucket', id: bucket, signing_key: 'sign-key-2', signing_key_generation: 1 });
     expect(JSON.parse(lines[1]!).secret_key_hash).toMatch(/\S{20,}/);
     expect(lines[1]).not.toContain('admin-secret');
@@ -109,6 +109,37 @@ describe('kvb db dump and restore', () => {
     const forced = await db(['restore', file, '--db', sqliteFile, '--force']);
     expect(forced.exitCode, forced.stderr).toBe(0);
     expect((await db(['check', '--db', sqliteFile])).stderr).toContain('1 buckets, 4 keys');
+  }, 120_000);
+
+  it('restore and migrate create a SQLite file that does not exist yet, as kvb serve does; a bad dump creates nothing', async () => {
+    const file = join(dir, 'all.dump');
+    const fresh = join(dir, 'new-dir', 'new.db');
+    const restored = await db(['restore', '--db', fresh, file]);
+    expect(restored.exitCode, restored.stderr).toBe(0);
+    expect(restored.stderr).toContain(`creating a new SQLite database at ${fresh}`);
+    expect(restored.stderr).toContain('restored 1 buckets, 4 keys');
+    await servesTheSameBucket(fresh);
+
+    const text = readFileSync(file, 'utf8');
+    const cut = join(dir, 'cut-for-new.dump');
+    writeFileSync(cut, text.slice(0, text.lastIndexOf('{"kvb":"end"')));
+    const never = join(dir, 'never.db');
+    const refused = await db(['restore', '--db', never, cut]);
+    expect(refused.exitCode).toBe(1);
+    expect(existsSync(never)).toBe(false);
+
+    const migrated = join(dir, 'migrated.db');
+    const dry = await db(['migrate', '--db', migrated, '--dry-run']);
+    expect(dry.exitCode, dry.stderr).toBe(0);
+    expect(dry.stdout.split('\n').filter(Boolean).length).toBeGreaterThan(3);
+    expect(existsSync(migrated)).toBe(false);
+    const applied = await db(['migrate', '--db', `sqlite:${migrated}`]);
+    expect(applied.exitCode, applied.stderr).toBe(0);
+    expect(applied.stderr).toContain(`applied ${dry.stdout.split('\n').filter(Boolean).length} migrations`);
+    expect((await db(['migrate', '--db', migrated, '--dry-run'])).stderr).toContain('up to date');
+    expect((await db(['check', '--db', migrated])).stderr).toContain('0 buckets, 0 keys');
+    // Reading commands still take a missing file for the typo it is.
+    expect((await db(['dump', '--db', join(dir, 'typo.db')])).stderr).toContain('no database at');
   }, 120_000);
 
   it.skipIf(!POSTGRES_URL)('moves SQLite -> PostgreSQL -> SQLite: same credentials, tokens minted before the move still work', async () => {

@@ -110,6 +110,12 @@ describe('man page', () => {
     }
   });
 
+  it('its SYNOPSIS names every command', () => {
+    const synopsis = text.slice(text.indexOf('.SH SYNOPSIS'), text.indexOf('.SH DESCRIPTION'));
+    const missing = program.commands.map((c) => c.name()).filter((name) => name !== 'help' && !new RegExp(`^\\.B kvb ${name}(\\s|$)`, 'm').test(synopsis));
+    expect(missing).toEqual([]);
+  });
+
   it('documents every flag, global and per command', () => {
     for (const option of program.options) expect(text, option.long).toContain(option.long);
     for (const { path, command } of commands) {
@@ -161,7 +167,7 @@ describe('module boundaries', () => {
     readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
 
   // The layering between folders (cli, client, server, store, …) is checked in test/unit/import-direction.test.ts.
-  it('start-up loads every command definition but, statically, no undici, clack, cli-table3, client or server', () => {
+  it('start-up loads every command definition but, statically, no undici, clack, client or server', () => {
     // Walk every static (value) import from main.ts: what `kvb --help` loads before any command runs.
     const seen = new Set<string>();
     const packages = new Set<string>();

@@ -112,11 +112,11 @@ describe('examples', () => {
     for (const b of json) expect(() => JSON.parse(b.text), `${b.page}:${b.line}`).not.toThrow();
   });
 
-  it('every name imported from kvb/client is exported by it', () => {
+  it('every name imported from kvb-client (or kvb/client) is exported by it', () => {
     const source = read('src/client/index.ts');
     const imports = all
       .filter((b) => ['ts', 'js', 'typescript', 'javascript'].includes(b.lang))
-      .flatMap((b) => [...b.text.matchAll(/import\s+(type\s+)?\{([^}]*)\}\s+from\s+'kvb\/client'/g)].map((m) => ({ b, typeOnly: !!m[1], names: m[2]! })));
+      .flatMap((b) => [...b.text.matchAll(/import\s+(type\s+)?\{([^}]*)\}\s+from\s+'kvb(?:\/|-)client'/g)].map((m) => ({ b, typeOnly: !!m[1], names: m[2]! })));
     expect(imports.length).toBeGreaterThan(3);
     for (const { b, typeOnly, names } of imports) {
       for (const raw of names.split(',').map((n) => n.trim()).filter(Boolean)) {

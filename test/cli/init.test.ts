@@ -7,7 +7,7 @@ import { KEYS, type TerminalStep, inTerminal, kvb, tempConfigHome } from '../hel
 import { call } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
-const { down: DOWN, backspace: BACKSPACE, ctrlC: CTRL_C } = KEYS;
+const { down: DOWN, up: UP, backspace: BACKSPACE, ctrlC: CTRL_C } = KEYS;
 const wizard = (steps: TerminalStep[], env: Record<string, string>) => inTerminal(['init'], steps, env);
 
 let server: RunningServer;
@@ -99,8 +99,9 @@ describe('kvb init', () => {
         // Untick the write key (third row): anyone could write.
         { expect: 'Credentials to set', send: `${DOWN}${DOWN} \r` },
         { expect: 'open to anonymous callers like this?', send: '\r' }, // default No: asked again
-        // Untick the read key too (second row), and accept this time.
-        { expect: 'Credentials to set', send: `${DOWN} \r` },
+        // Asked again with the cursor on the write key, not the first row: untick the read key
+        // too (one row up), and accept this time.
+        { expect: 'Credentials to set', send: `${UP} \r` },
         { expect: 'open to anonymous callers like this?', send: 'y\r' },
         { expect: 'Secret key', send: '\r' },
         { expect: 'Default TTL', send: '\r' },
@@ -117,6 +118,34 @@ describe('kvb init', () => {
       .profiles.default!;
     const policy = (await call(`${server.api}/${profile.bucket}`, { token: profile.secret_key })).json();
     expect(policy).toMatchObject({ has_secret_key: true, has_read_key: false, has_write_key: false });
+  });
+
+  it('asked again after "No", the checklist keeps its cursor on the key that was left out, not its first row', async () => {
+    const home = tempConfigHome();
+    const result = await wizard(
+      [
+        { expect: 'Server URL', send: '\r' },
+        { expect: 'Admin email', send: 'me@example.com\r' },
+        { expect: 'Credentials to set', send: `${DOWN}${DOWN} \r` },
+        { expect: 'open to anonymous callers like this?', send: '\r' },
+        // Space where the cursor is: on the write key it ticks it back (a private bucket, no
+        // question); on the first row it would untick the secret key and ask again.
+        { expect: 'Credentials to set', send: ' \r' },
+        { expect: 'Secret key', send: '\r' },
+        { expect: 'Read key', send: '\r' },
+        { expect: 'Write key', send: '\r' },
+        { expect: 'Default TTL', send: '\r' },
+        { expect: 'Save as profile', send: '\r' },
+      ],
+      { KVB_URL: server.url, XDG_CONFIG_HOME: home },
+    );
+    expect(result.timedOut, result.output).toBeNull();
+    expect(result.exitCode, result.output).toBe(0);
+    expect(result.output).toContain('Private bucket: every request needs one of its keys.');
+    const profile = (JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as { profiles: Record<string, { bucket: string; secret_key: string }> })
+      .profiles.default!;
+    const policy = (await call(`${server.api}/${profile.bucket}`, { token: profile.secret_key })).json();
+    expect(policy).toMatchObject({ has_secret_key: true, has_read_key: true, has_write_key: true });
   });
 
   it('Ctrl-C at a question leaves nothing behind: no profile file, exit 1', async () => {

@@ -193,6 +193,20 @@ describe('kvb set and kvb get', () => {
   });
 });
 
+describe('kvb get --prefix', () => {
+  it('points to kvb ls PREFIX --values instead of suggesting --profile (exit 1, one line)', async () => {
+    const [spaced, joined] = await Promise.all([run(['get', '--prefix', 'user/']), run(['get', '--prefix=user/'])]);
+    expect(spaced).toMatchObject({ exitCode: 1, out: '' });
+    expect(spaced.stderr).toBe(
+      "kvb: unknown option '--prefix' for 'get': kvb get reads keys by name; for every key under a prefix with its value, use kvb ls PREFIX --values (kvb ls user/ --values)\n",
+    );
+    expect(spaced.stderr).not.toContain('--profile');
+    expect(joined.stderr).toContain('kvb ls PREFIX --values');
+    // Other unknown flags keep commander's suggestion.
+    expect((await run(['get', 'k', '--jsn'])).stderr).toContain('--json');
+  });
+});
+
 describe('kvb del', () => {
   it('deletes (exit 0), then a second delete and a get exit 2', async () => {
     await run(['set', 'doomed', 'x']);

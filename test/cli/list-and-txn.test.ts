@@ -58,9 +58,8 @@ describe('kvb ls', () => {
     expect(results[4]!.out).toBe('"user/2"\n"user/1"\n');
   });
 
-  it('ls --format jsonl | jq -c . works line by line', async () => {
-    const jq = '/usr/bin/jq';
-    const { stdout } = await execa('bash', ['-c', `node ${JSON.stringify(KVB_BIN)} ls --format jsonl --values | ${existsSync(jq) ? 'jq -c .' : 'cat'}`], {
+  it.skipIf(!existsSync('/usr/bin/jq'))('ls --format jsonl | jq -c . works line by line', async () => {
+    const { stdout } = await execa('bash', ['-c', `node ${JSON.stringify(KVB_BIN)} ls --format jsonl --values | /usr/bin/jq -c .`], {
       env: { KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: SECRET, XDG_CONFIG_HOME: tmpdir() },
     });
     const lines = stdout.split('\n').map((l) => JSON.parse(l) as { key: string; type: string; value: unknown });
@@ -87,6 +86,21 @@ describe('kvb ls', () => {
     const lines = result.out.trimEnd().split('\n');
     expect(lines).toHaveLength(3000);
     expect(JSON.parse(lines[2999]!)).toMatchObject({ key: 'k02999', type: 'text', value: `${'v'.repeat(100)}999` });
+  });
+
+  it('a prefix with * or ? that matches nothing gets a hint that listing is by prefix, on stderr; stdout stays the (empty) listing', async () => {
+    const [glob, json, plain, literal] = await Promise.all([run(['ls', 'user/*']), run(['ls', 'user/?', '--format', 'json']), run(['ls', 'nothing/']), run(['ls', 'user/1*'])]);
+    expect(glob).toMatchObject({ exitCode: 0, out: '' });
+    expect(glob.stderr).toBe('kvb: no keys start with "user/*": kvb ls lists by prefix, where * and ? are plain characters (kvb ls user/ lists every key starting with user/)\n');
+    expect(json.out).toBe('[]\n');
+    expect(json.stderr).toContain('lists by prefix');
+    // No wildcard, or nothing empty: nothing to explain.
+    expect(plain).toMatchObject({ exitCode: 0, out: '', stderr: '' });
+    expect(literal.stderr).toContain('lists by prefix');
+    const star = await run(['set', 'star*', 'x']);
+    expect(star.exitCode).toBe(0);
+    expect(await run(['ls', 'star*'])).toMatchObject({ exitCode: 0, out: 'star*\n', stderr: '' });
+    expect((await run(['del', 'star*'])).exitCode).toBe(0);
   });
 
   it('an unknown --format is a usage error (exit 1)', async () => {

@@ -54,6 +54,8 @@ describe('kvb profile', () => {
     expect(JSON.parse(inUse.out)).toEqual({ name: 'default', url: 'http://127.0.0.1:1', bucket: 'B1', credential: 'token' });
     expect(JSON.parse(named.out)).toEqual({ name: 'work', url: 'http://kv.example:8080', bucket: 'B2', credential: 'secret key' });
     expect(unknown.exitCode).toBe(1);
+    // In a pipe, JSON without being asked (a table is for a terminal).
+    expect(JSON.parse((await kvb(['profile', 'show', 'work'], { configHome: home })).out)).toEqual(JSON.parse(named.out));
     expect(unknown.stderr).toMatch(/^kvb: no profile "nope" in .*config\.json \(kvb profile list shows them\)\n$/);
   });
 
@@ -111,10 +113,12 @@ describe('kvb version', () => {
     expect(JSON.parse(json.out)).toEqual({ client: VERSION, server: VERSION, url: server.url });
   });
 
-  it('with no server answering, prints the client version alone and a note, still exit 0', async () => {
+  it('with no server answering, prints the client version alone and the reason, and exits 4 (unreachable)', async () => {
     const dead = await deadUrl();
-    const result = await kvb(['version', '--url', dead]);
-    expect(result).toMatchObject({ exitCode: 0, out: `client ${VERSION}\n` });
-    expect(result.stderr).toBe(`kvb: no server version: cannot reach ${dead} (connection refused)\n`);
+    const [text, json] = await Promise.all([kvb(['version', '--url', dead]), kvb(['version', '--json', '--url', dead])]);
+    expect(text).toMatchObject({ exitCode: 4, out: `client ${VERSION}\n` });
+    expect(text.stderr).toMatch(new RegExp(`^kvb: no server version: cannot reach ${dead} \\(connection refused\\); the URL came from --url.*\\n$`));
+    expect(json.exitCode).toBe(4);
+    expect(JSON.parse(json.out)).toEqual({ client: VERSION, server: null, url: dead });
   });
 });

@@ -144,7 +144,7 @@ describe('JSON output: int64 as decimal strings, listings that carry the type', 
     await run(['set', 'n/text', 'AAH/']);
   });
 
-  it('get --json and ls --format json/jsonl --values print int64 as a string that jq keeps exact', async () => {
+  it('get --json and ls --format json/jsonl --values print int64 as a decimal string', async () => {
     const got = JSON.parse((await run(['get', 'n/max', '--json'])).out) as { value: unknown };
     expect(got.value).toBe('9223372036854775807');
     const jsonl = (await run(['ls', 'n/', '--format', 'jsonl', '--values'])).out.trimEnd().split('\n');
@@ -160,12 +160,13 @@ describe('JSON output: int64 as decimal strings, listings that carry the type', 
       ['n/text', 'text', 4],
     ]);
     expect(array.every((o) => Number.isInteger(o.rev) && o.rev > 0)).toBe(true);
-    if (existsSync(jq)) {
-      const { stdout } = await execa('bash', ['-c', `node ${JSON.stringify(KVB_BIN)} get n/max --json | ${jq} -r .value`], {
-        env: { ...env(), XDG_CONFIG_HOME: tempConfigHome() },
-      });
-      expect(stdout).toBe('9223372036854775807');
-    }
+  });
+
+  it.skipIf(!existsSync(jq))('get --json | jq -r .value keeps an int64 exact', async () => {
+    const { stdout } = await execa('bash', ['-c', `node ${JSON.stringify(KVB_BIN)} get n/max --json | ${jq} -r .value`], {
+      env: { ...env(), XDG_CONFIG_HOME: tempConfigHome() },
+    });
+    expect(stdout).toBe('9223372036854775807');
   });
 
   it('ls -l piped is tab-separated key, type, size, expires_at and rev', async () => {
@@ -358,7 +359,29 @@ describe('kvb import --format jsonl', () => {
     }
     expect((await read('r/bytes', target)).body).toEqual(Buffer.from([0x00, 0x01, 0xff]));
     expect((await read('r/json', target)).headers.get('kvb-expires-at')).not.toBeNull();
-    expect((await read('r/text', target)).headers.get('kvb-expires-at')).toBeNull();
+  });
+
+  it('a line without "ttl" or "expires_at" gets the bucket\'s default TTL, as every other write; "ttl":0 and "expires_at":null never expire', async () => {
+    const target = await createBucket(server.api, { secret_key: SECRET, default_ttl: '3600' });
+    const before = Date.now();
+    const result = await kvb(['import', '--format', 'jsonl', '-'], {
+      env: { ...env(), KVB_BUCKET: target },
+      input: ['{"key":"d/default","value":"a"}', '{"key":"d/never","value":"b","ttl":0}', '{"key":"d/null","value":"c","expires_at":null}', '{"key":"d/own","value":"d","ttl":60}', ''].join('\n'),
+    });
+    expect(result.exitCode, result.stderr).toBe(0);
+    const expiry = async (key: string) => {
+      const header = (await read(key, target)).headers.get('kvb-expires-at');
+      return header === null ? null : Date.parse(header) - before;
+    };
+    // kvb set without --ttl, the same bucket: the import must match it.
+    expect((await kvb(['set', 'd/set', 'e'], { env: { ...env(), KVB_BUCKET: target } })).exitCode).toBe(0);
+    const [fromImport, fromSet] = [await expiry('d/default'), await expiry('d/set')];
+    expect(fromImport).toBeGreaterThanOrEqual(3600_000 - 1000);
+    expect(fromImport).toBeLessThanOrEqual(fromSet!);
+    expect(await expiry('d/never')).toBeNull();
+    expect(await expiry('d/null')).toBeNull();
+    // Its own 60 s, not the bucket's hour.
+    expect(await expiry('d/own')).toBeLessThan(fromImport! - 3000_000);
   });
 
   it('a bad line changes nothing and is named; a missing file says there is no such file', async () => {

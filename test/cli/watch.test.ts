@@ -1,6 +1,10 @@
 import { execa } from 'execa';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { connect as connectBucket } from '../../src/client/index.js';
 import { kvb, tempConfigHome } from '../helpers/cli.js';
 import { call, createBucket } from '../helpers/http.js';
 import { KVB_BIN, startServer } from '../helpers/server.js';
@@ -73,6 +77,100 @@ describe('kvb watch', () => {
     } finally {
       child.kill('SIGKILL');
       await second.stop();
+    }
+  });
+});
+
+describe('kvb watch --exec', () => {
+  it('a key or value containing U+0000 is still handled: the event on stdin, the variable named in KVB_OMITTED, never skipped', { timeout: 60_000 }, async () => {
+    const server = await startServer();
+    const dir = mkdtempSync(join(tmpdir(), 'kvb-exec-'));
+    logs = () => server.logs();
+    const bucket = await createBucket(server.api);
+    const env = { KVB_URL: server.url, KVB_BUCKET: bucket, XDG_CONFIG_HOME: tempConfigHome(), OUT: dir };
+    // Each change leaves two files named after its revision: the stdin it got, and KVB_KEY|KVB_OMITTED.
+    const handler = 'cat > "$OUT/$KVB_REVISION.in"; printf "%s|%s" "$KVB_KEY" "${KVB_OMITTED-}" > "$OUT/$KVB_REVISION.env"';
+    const child = execa('node', [KVB_BIN, 'watch', 'n/', '--values', '--exec', handler], { env, reject: false, buffer: false, stdin: 'ignore' });
+    let err = '';
+    child.stderr?.on('data', (c: Buffer) => (err += c.toString('utf8')));
+    debugOut = () => `stderr: ${err}`;
+    try {
+      // Connected once a first change is handled (no output to wait for with --exec).
+      await expect
+        .poll(async () => {
+          await call(`${server.api}/${bucket}/n%2Fready`, { method: 'PUT', body: 'ready', headers: { 'content-type': 'text/plain' } });
+          return readdirSync(dir).length;
+        }, { timeout: 20_000, interval: 200 })
+        .toBeGreaterThan(0);
+      const put = (key: string, body: string) =>
+        call(`${server.api}/${bucket}/${encodeURIComponent(key)}`, { method: 'PUT', body, headers: { 'content-type': 'text/plain' } });
+      const nulValue = await put('n/value', 'a\u0000b');
+      const nulKey = await put('n/k\u0000ey', 'plain');
+      const after = await put('n/after', 'z');
+      const revisions = [nulValue, nulKey, after].map((r) => r.headers.get('kvb-revision'));
+      await expect.poll(() => revisions.every((rev) => readdirSync(dir).includes(`${rev}.env`)), { timeout: 20_000 }).toBe(true);
+      const handled = (rev: string | null) => ({
+        event: JSON.parse(readFileSync(join(dir, `${rev}.in`), 'utf8')) as { key: string; value: string },
+        env: readFileSync(join(dir, `${rev}.env`), 'utf8'),
+      });
+      expect(handled(revisions[0]!)).toEqual({ event: expect.objectContaining({ key: 'n/value', value: 'a\u0000b' }), env: 'n/value|KVB_VALUE' });
+      expect(handled(revisions[1]!)).toEqual({ event: expect.objectContaining({ key: 'n/k\u0000ey', value: 'plain' }), env: '|KVB_KEY' });
+      expect(handled(revisions[2]!)).toEqual({ event: expect.objectContaining({ key: 'n/after', value: 'z' }), env: 'n/after|' });
+      expect(err).toContain('KVB_VALUE of set "n/value" at revision');
+      expect(err).toContain('contains U+0000');
+      expect(err).not.toContain('connection lost');
+    } finally {
+      child.kill('SIGKILL');
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('kvb watch and kvb/client when the server drains', () => {
+  it('SIGTERM ends both feeds with closed at once: the server exits long before its shutdown timeout, kvb watch says why', { timeout: 120_000 }, async () => {
+    // A shutdown timeout of 100 s: a watcher that held the drain would hold the exit that long.
+    const server = await startServer({ args: ['--shutdown-timeout', '100'] });
+    logs = () => server.logs();
+    const bucket = await createBucket(server.api);
+    const env = { KVB_URL: server.url, KVB_BUCKET: bucket, XDG_CONFIG_HOME: tempConfigHome() };
+    const child = execa('node', [KVB_BIN, 'watch', 'w/', '--format', 'jsonl'], { env, reject: false, buffer: false, stdin: 'ignore' });
+    let out = '';
+    let err = '';
+    child.stdout?.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    child.stderr?.on('data', (c: Buffer) => (err += c.toString('utf8')));
+    debugOut = () => `${out} | stderr: ${err}`;
+    const controller = new AbortController();
+    const seen: string[] = [];
+    const client = connectBucket({ url: server.url, bucket });
+    const feed = (async () => {
+      try {
+        for await (const event of client.watch({ prefix: 'w/', signal: controller.signal, maxBackoffMs: 500 })) seen.push(event.key);
+      } catch (e) {
+        if (!controller.signal.aborted) throw e;
+      }
+    })();
+    try {
+      // Both connected: a change written now reaches both.
+      await expect
+        .poll(async () => {
+          await call(`${server.api}/${bucket}/w%2F1`, { method: 'PUT', body: '1' });
+          return seen.includes('w/1') && out.includes('"key":"w/1"');
+        }, { timeout: 20_000, interval: 300 })
+        .toBe(true);
+      process.kill(server.process.pid!, 'SIGTERM');
+      const result = await server.process;
+      expect(result.exitCode, server.logs().slice(-2000)).toBe(0);
+      expect(server.logs()).not.toContain('did not finish within');
+      await until(() => err.includes('the server ended the watch: the server is shutting down'));
+      expect(err).toContain('reconnecting and resuming after revision');
+      expect(err).not.toContain('connection lost');
+      expect(child.exitCode).toBeNull();
+    } finally {
+      controller.abort();
+      await feed;
+      child.kill('SIGKILL');
+      await server.stop();
     }
   });
 });

@@ -87,7 +87,7 @@ export async function deadUrl(): Promise<string> {
 
 const PTY_SESSION = fileURLToPath(new URL('./pty-session.py', import.meta.url));
 
-export const KEYS = { down: '\u001b[B', backspace: '\u007f', ctrlC: '\u0003', enter: '\r' } as const;
+export const KEYS = { down: '\u001b[B', up: '\u001b[A', backspace: '\u007f', ctrlC: '\u0003', enter: '\r' } as const;
 
 export interface TerminalStep {
   /** Wait until this text has been printed… */

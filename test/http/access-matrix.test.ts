@@ -7,7 +7,7 @@ import { type RunningServer, startServer } from '../helpers/server.js';
  * and whether a refusal is 401 (no usable credential) or 403 (a valid one without the right).
  */
 type Who = 'anonymous' | 'read_key' | 'write_key' | 'secret_key' | 'token';
-type Op = 'read' | 'list' | 'list_values' | 'set' | 'counter' | 'delete' | 'txn' | 'policy' | 'patch' | 'mint' | 'delete_bucket';
+type Op = 'read' | 'list' | 'list_values' | 'set' | 'counter' | 'delete' | 'txn' | 'rollback_dry_run' | 'rollback' | 'policy' | 'patch' | 'mint' | 'delete_bucket';
 type Config = 'none' | 'secret' | 'read' | 'write' | 'all';
 
 const CONFIGS: Record<Config, Record<string, string>> = {
@@ -33,8 +33,9 @@ function allowedOutcome(config: Config, who: Who, op: Op): 'ok' | 401 | 403 {
   const readOpen = !c.read_key;
   const writeOpen = !c.write_key;
   const manageOpen = !c.secret_key;
-  const anonymousAllows = (o: Op) =>
-    o === 'read' || o === 'list' || o === 'list_values' ? readOpen : o === 'set' || o === 'counter' || o === 'delete' || o === 'txn' ? writeOpen : manageOpen;
+  const reads = (o: Op) => o === 'read' || o === 'list' || o === 'list_values' || o === 'rollback_dry_run';
+  const writes = (o: Op) => o === 'set' || o === 'counter' || o === 'delete' || o === 'txn';
+  const anonymousAllows = (o: Op) => (reads(o) ? readOpen : writes(o) ? writeOpen : o === 'rollback' ? readOpen && writeOpen : manageOpen);
   if (!hasKey(config, who)) return 401; // presenting a credential the bucket does not have
   switch (who) {
     case 'anonymous':
@@ -42,9 +43,10 @@ function allowedOutcome(config: Config, who: Who, op: Op): 'ok' | 401 | 403 {
     case 'secret_key':
       return 'ok';
     case 'read_key':
-      return op === 'read' || op === 'list' || op === 'list_values' || anonymousAllows(op) ? 'ok' : 403;
+      // A rollback reveals what a listing with meta does and writes: the read key needs the write side open.
+      return reads(op) || (op === 'rollback' && writeOpen) || anonymousAllows(op) ? 'ok' : 403;
     case 'write_key':
-      return op === 'set' || op === 'counter' || op === 'delete' || op === 'txn' || anonymousAllows(op) ? 'ok' : 403;
+      return writes(op) || (op === 'rollback' && readOpen) || anonymousAllows(op) ? 'ok' : 403;
     case 'token':
       // The token below: prefix "k", permissions read, enumerate, write, delete; never management.
       return ['policy', 'patch', 'mint', 'delete_bucket'].includes(op) ? 403 : 'ok';
@@ -78,6 +80,10 @@ async function perform(bucket: string, op: Op, auth: Record<string, string>) {
       return call(`${base}/k1`, { method: 'DELETE', headers: auth });
     case 'txn':
       return call(base, { method: 'POST', ...json({ txn: [{ set: 'k3', value: 1 }] }, auth) });
+    case 'rollback_dry_run':
+      return call(`${base}?rollback=0&prefix=k&dry_run=true`, { method: 'POST', headers: auth });
+    case 'rollback':
+      return call(`${base}?rollback=0&prefix=k`, { method: 'POST', headers: auth });
     case 'policy':
       return call(base, { headers: auth });
     case 'patch':
@@ -89,7 +95,7 @@ async function perform(bucket: string, op: Op, auth: Record<string, string>) {
   }
 }
 
-const OPS: Op[] = ['read', 'list', 'list_values', 'set', 'counter', 'delete', 'txn', 'policy', 'patch', 'mint', 'delete_bucket'];
+const OPS: Op[] = ['read', 'list', 'list_values', 'set', 'counter', 'delete', 'txn', 'rollback_dry_run', 'rollback', 'policy', 'patch', 'mint', 'delete_bucket'];
 const WHO: Who[] = ['anonymous', 'read_key', 'write_key', 'secret_key', 'token'];
 
 /** A bucket of the given configuration with `k1` set, and the Authorization header for `who`. */
@@ -117,7 +123,7 @@ async function prepare(config: Config, who: Who): Promise<{ bucket: string; auth
  * own; the others share one per (configuration, caller), since creating a bucket hashes its keys
  * with scrypt and 275 of them made this the slowest file of the suite. PATCH only sets default_ttl.
  */
-const DESTRUCTIVE: Op[] = ['delete', 'delete_bucket'];
+const DESTRUCTIVE: Op[] = ['delete', 'rollback', 'delete_bucket'];
 const shared = new Map<string, ReturnType<typeof prepare>>();
 function bucketFor(config: Config, who: Who, op: Op) {
   if (DESTRUCTIVE.includes(op)) return prepare(config, who);

@@ -52,7 +52,7 @@ describe('values come back as what they are', () => {
     await kv.set('j', { a: [1, 'x', null], b: true });
     await kv.set('min', INT64_MIN);
     await kv.set('max', INT64_MAX);
-    await kv.set('f', 3);
+    await kv.set('f', 3, { type: 'float64' });
     await kv.set('f2', 0.1);
     await kv.set('num-as-json', 7, { type: 'json' });
     await kv.set('str-as-json', '"quoted"', { type: 'text' });
@@ -85,6 +85,67 @@ describe('values come back as what they are', () => {
     expect(listed.get('bytes')).toEqual(all);
     expect(listed.get('j')).toEqual({ a: [1, 'x', null], b: true });
     expect(listed.get('f')).toBe(3);
+  });
+
+  it('a number is typed as the CLI and the server type it: integral int64, fractional float64, in set and in atomic().set alike', async () => {
+    const kv = await newBucket();
+    expect(await kv.set('a', 100)).toMatchObject({ value: 100n, type: 'int64', text: '100' });
+    expect(await kv.set('neg', -7)).toMatchObject({ value: -7n, type: 'int64' });
+    expect(await kv.set('half', 1.5)).toMatchObject({ value: 1.5, type: 'float64', text: '1.5' });
+    // Past 2^53 a JS number is not an exact integer any more: float64, never a silently wrong int64.
+    expect(await kv.set('huge', 2 ** 60)).toMatchObject({ type: 'float64' });
+    const done = await kv
+      .atomic()
+      .set('t/int', 90)
+      .set('t/float', 2.5)
+      .set('t/three', 3, { type: 'float64' })
+      .set('t/big', INT64_MAX)
+      .set('t/text', '90')
+      .set('t/doc', { n: 90 })
+      .set('t/bytes', Uint8Array.from([0, 255]))
+      .set('t/quoted', 'q', { type: 'json' })
+      .commit();
+    expect(done.ok).toBe(true);
+    const { entries } = await kv.getMany(['t/int', 't/float', 't/three', 't/big', 't/text', 't/doc', 't/bytes', 't/quoted']);
+    expect(entries.map((e) => e && [e.key, e.type, e.value])).toEqual([
+      ['t/int', 'int64', 90n],
+      ['t/float', 'float64', 2.5],
+      ['t/three', 'float64', 3],
+      ['t/big', 'int64', INT64_MAX],
+      ['t/text', 'text', '90'],
+      ['t/doc', 'json', { n: 90 }],
+      ['t/bytes', 'bytes', Uint8Array.from([0, 255])],
+      ['t/quoted', 'json', 'q'],
+    ]);
+    expect((await kv.get('t/three'))?.text).toBe('3.0');
+  });
+
+  it('entry.text is the stored text exactly: a JSON integer past 2^53 and a float64 3.0 keep their digits', async () => {
+    const kv = await newBucket();
+    const big = '99999999999999999999';
+    await kv.http.set(kv.id, 'big', new TextEncoder().encode(big), {});
+    await kv.http.set(kv.id, 'doc', new TextEncoder().encode(`{"id": ${big}, "x": 1.50}`), { contentType: 'application/json' });
+    await kv.set('three', 3, { type: 'float64' });
+    await kv.set('bin', Uint8Array.from([1, 2]));
+    await kv.set('word', 'héllo');
+    const big1 = await kv.get('big');
+    expect(big1).toMatchObject({ type: 'json', text: big });
+    // value is JSON.parse's: a double, which is why text exists.
+    expect(big1?.value).toBe(1e20);
+    expect((await kv.get('doc'))?.text).toBe(`{"id": ${big}, "x": 1.50}`);
+    expect((await kv.get('three'))?.text).toBe('3.0');
+    expect((await kv.get('bin'))?.text).toBeNull();
+    expect((await kv.get('word'))?.text).toBe('héllo');
+    const listed = new Map<string, string | null>();
+    for await (const entry of kv.list({ values: true })) listed.set(entry.key, entry.text);
+    expect(Object.fromEntries(listed)).toEqual({ big, bin: null, doc: `{"id":${big},"x":1.50}`, three: '3.0', word: 'héllo' });
+  });
+
+  it('history gives an int64 exactly (it is a JSON number in the history lines)', async () => {
+    const kv = await newBucket();
+    await kv.set('max', INT64_MAX);
+    await kv.set('max', INT64_MIN);
+    expect((await kv.history('max', { values: true })).map((h) => h.value)).toEqual([INT64_MIN, INT64_MAX]);
   });
 
   it('refuses values it cannot store exactly, before sending anything', async () => {
@@ -154,7 +215,7 @@ describe('list follows cursors', () => {
 
     let withValues = 0;
     for await (const entry of kv.list({ prefix: 'item/1', values: true })) {
-      expect(entry).toMatchObject({ type: 'json', value: 10, size: 2, expiresAt: null });
+      expect(entry).toMatchObject({ type: 'int64', value: 10n, size: 2, expiresAt: null });
       withValues++;
     }
     expect(withValues).toBe(10_000);
@@ -174,13 +235,14 @@ describe('atomic and update', () => {
     expect(done.ok).toBe(true);
     if (!done.ok) return;
     expect(done.revision).toBeGreaterThan(b.revision);
-    expect(await kv.get('a')).toMatchObject({ value: 90, type: 'json', revision: done.revision });
+    expect(await kv.get('a')).toMatchObject({ value: 90n, type: 'int64', revision: done.revision });
     expect(await kv.get('b')).toBeNull();
 
     const refused = await kv.atomic().check('a', a.revision).checkExists('new', true).check('new', null).set('a', 1).commit();
     expect(refused).toEqual({ ok: false, failedChecks: [{ index: 0, key: 'a' }, { index: 2, key: 'new' }] });
-    expect((await kv.get('a'))?.value).toBe(90);
-    expect(() => kv.atomic().set('k', 1n as unknown as string)).toThrow(TypeError);
+    expect((await kv.get('a'))?.value).toBe(90n);
+    expect(() => kv.atomic().set('k', null)).toThrow(TypeError);
+    expect(() => kv.atomic().set('k', 5, { type: 'text' })).toThrow(TypeError);
   });
 
   it('update under 16-way contention loses nothing', { timeout: 120_000 }, async () => {

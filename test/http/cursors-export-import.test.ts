@@ -172,6 +172,22 @@ const EDGE: Array<{ key: string; body: Buffer; contentType?: string; type: strin
   { key: 'ключ/日本語/🔑', body: Buffer.from('multi'), contentType: 'text/plain', type: 'text', ttl: 7200 },
 ];
 
+describe('Import and the bucket default TTL', () => {
+  it('an entry line without expires_at gets the bucket\'s default TTL; "expires_at": null keeps it without expiry', async () => {
+    const bucket = await createBucket(server.api, { default_ttl: '3600' });
+    const header = `{"kvb":"export","version":1,"bucket":"x","exported_at":"${new Date().toISOString()}"}\n`;
+    const lines = `${header}{"key":"absent","type":"text","value":"a"}\n{"key":"never","type":"text","value":"b","expires_at":null}\n`;
+    const { createHash } = await import('node:crypto');
+    const body = `${lines}{"kvb":"end","count":2,"sha256":"${createHash('sha256').update(lines).digest('hex')}"}\n`;
+    const before = Date.now();
+    const res = await importInto(bucket, body);
+    expect(res.status, res.text).toBe(200);
+    const absent = (await call(`${server.api}/${bucket}/absent`)).headers.get('kvb-expires-at');
+    expect(Date.parse(absent ?? '') - before).toBeGreaterThanOrEqual(3600_000 - 1000);
+    expect((await call(`${server.api}/${bucket}/never`)).headers.get('kvb-expires-at')).toBeNull();
+  });
+});
+
 describe('Export and import', () => {
   let source: string;
   beforeAll(async () => {

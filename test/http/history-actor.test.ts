@@ -71,12 +71,17 @@ describe('history records who made each change (the actor)', () => {
       ['counter', at('write')],
       ['counter', at('write')],
     ]);
-    // An import starts history at its own revision: its line is the key's first.
+    // An import is history like any write: its change to the key is recorded on top, with the importer as actor.
     const exported = await call(`${plain.api}/${keyed}/?export=true`, { token: 'actor-secret2' });
     expect(exported.status).toBe(200);
     const imported = await call(`${plain.api}/${keyed}`, { method: 'POST', body: exported.body, headers: { 'content-type': 'application/x-ndjson', authorization: 'Bearer actor-write' } });
     expect(imported.status, imported.text).toBe(200);
-    expect((await history(plain.api, keyed, 'n', 'actor-secret2')).map((l) => [l.operation, l.actor])).toEqual([['import', at('write')]]);
+    expect((await history(plain.api, keyed, 'n', 'actor-secret2')).map((l) => [l.operation, l.actor])).toEqual([
+      ['import', at('write')],
+      ['rollback', at('secret')],
+      ['counter', at('write')],
+      ['counter', at('write')],
+    ]);
   });
 
   it("a token's id is the one minting answered; neither the token nor any credential appears in history or the logs", async () => {

@@ -53,18 +53,21 @@ describe(`kvb/client history (${TEST_BACKEND})`, () => {
     expect((await kv.history('app/mode', { limit: 1 }))[0]!.operation).toBe('rollback');
   });
 
-  it('a revision older than the history is a GoneError that names the floor', async () => {
-    const id = await createBucket({ url: server.url }, { email: 'h@example.com', secret_key: SECRET, default_ttl: 0 });
-    const kv = connect({ url: server.url, bucket: id, token: SECRET });
-    await kv.set('k', 'v');
-    // An import starts the bucket's history at its revision.
-    const exported: Uint8Array[] = [];
-    for await (const chunk of await kv.export()) exported.push(chunk);
-    const { revision } = await kv.import(Buffer.concat(exported));
-    const err = await kv.get('k', { revision: revision - 1 }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(GoneError);
-    expect((err as GoneError).status).toBe(410);
-    expect((err as GoneError).floor).toBe(revision);
-    expect((await kv.get('k', { revision }))?.value).toBe('v');
+  it('a revision older than the history is a GoneError that names the floor', { timeout: 60_000 }, async () => {
+    // History bounded to one byte and compacted every second: the floor soon rises to the bucket's revision.
+    const bounded = await startServer({ args: ['--max-history-bytes-per-bucket', '1', '--sweep-interval', '1'] });
+    try {
+      const id = await createBucket({ url: bounded.url }, { email: 'h@example.com', secret_key: SECRET, default_ttl: 0 });
+      const kv = connect({ url: bounded.url, bucket: id, token: SECRET });
+      await kv.set('k', 'old');
+      const { revision } = await kv.set('k', 'v');
+      await expect.poll(async () => (await kv.get('k', { revision: revision - 1 }).catch((e: unknown) => e)) instanceof GoneError, { timeout: 20_000 }).toBe(true);
+      const err = await kv.get('k', { revision: revision - 1 }).catch((e: unknown) => e);
+      expect((err as GoneError).status).toBe(410);
+      expect((err as GoneError).floor).toBe(revision);
+      expect((await kv.get('k', { revision }))?.value).toBe('v');
+    } finally {
+      await bounded.stop();
+    }
   });
 });

@@ -110,4 +110,28 @@ describe('kvb lock: one holder at a time', () => {
     expect(missing.stderr).toContain('ENOENT');
     expect((await execa('node', [KVB_BIN, 'get', 'lock/code'], { env, reject: false })).exitCode).toBe(2);
   });
+
+  it('--timeout gives up waiting for a lock another holder keeps: exit 4 naming it, the command never runs', async () => {
+    const env = { KVB_URL: a.url, KVB_BUCKET: bucket, KVB_TOKEN: SECRET, XDG_CONFIG_HOME: tempConfigHome() };
+    // Another holder, for an hour.
+    const held = await execa('node', [KVB_BIN, 'set', 'lock/busy', 'someone-else', '--ttl', '3600'], { env, reject: false });
+    expect(held.exitCode, held.stderr).toBe(0);
+    const dir = mkdtempSync(join(tmpdir(), 'kvb-lock-timeout-'));
+    const marker = join(dir, 'ran');
+    const [after, before] = await Promise.all([
+      execa('node', [KVB_BIN, 'lock', '--timeout', '1', 'lock/busy', '--', 'touch', marker], { env, reject: false, timeout: 60_000 }),
+      execa('node', [KVB_BIN, '--timeout', '1', 'lock', 'lock/busy', '--', 'touch', marker], { env, reject: false, timeout: 60_000 }),
+    ]);
+    for (const gaveUp of [after, before]) {
+      expect(gaveUp.exitCode, gaveUp.stderr).toBe(4);
+      expect(gaveUp.stderr).toBe('kvb: gave up waiting for lock "lock/busy" after 1 s (--timeout): another holder still has it; nothing was run');
+    }
+    expect(existsSync(marker)).toBe(false);
+    expect((await execa('node', [KVB_BIN, 'get', 'lock/busy'], { env, reject: false })).stdout).toBe('someone-else');
+    // A free lock within the timeout: taken and run as usual.
+    const free = await execa('node', [KVB_BIN, 'lock', '--timeout', '30', 'lock/free', '--', 'touch', marker], { env, reject: false, timeout: 60_000 });
+    expect(free.exitCode, free.stderr).toBe(0);
+    expect(existsSync(marker)).toBe(true);
+    rmSync(dir, { recursive: true, force: true });
+  });
 });

@@ -22,6 +22,21 @@ describe('Error envelope', () => {
   });
 });
 
+describe('GET / (not in the API)', () => {
+  it('a browser (Accept: text/html) is redirected to the console; an API client keeps the JSON 404 envelope', async () => {
+    const browser = await call(`${server.url}/`, { headers: { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' }, redirect: 'manual' });
+    expect(browser.status).toBe(302);
+    expect(browser.headers.get('location')).toBe('console/');
+    expect(browser.headers.get('vary')).toContain('Accept');
+    const followed = await call(`${server.url}/`, { headers: { accept: 'text/html' } });
+    expect(followed.status).toBe(200);
+    expect(followed.headers.get('content-type')).toMatch(/^text\/html/);
+    expectError(await call(`${server.url}/`), 404, 'not_found');
+    expectError(await call(`${server.url}/`, { headers: { accept: 'application/json' } }), 404, 'not_found');
+    expectError(await call(`${server.url}/`, { method: 'POST', body: 'x' }), 404, 'not_found');
+  });
+});
+
 describe('Operational endpoints (root)', () => {
   it('GET /health is always ok with the version', async () => {
     const res = await call(`${server.url}/health`);

@@ -292,7 +292,10 @@ describe('OpenAPI document', () => {
     };
     const key = doc.paths['/api/v1/{bucket}/{key}']!;
     const headerParams = (method: string) => key[method]!.parameters!.filter((p) => p.in === 'header').map((p) => p.name).sort();
-    for (const method of ['post', 'put', 'patch', 'delete', 'get']) expect(headerParams(method)).toEqual(['if-match', 'if-none-match']);
+    for (const method of ['post', 'put', 'patch', 'delete']) expect(headerParams(method)).toEqual(['if-match', 'if-none-match']);
+    // A read may also ask for the key's create revision (a lock's fencing token).
+    expect(headerParams('get')).toEqual(['if-match', 'if-none-match', 'kvb-include']);
+    expect(Object.keys(key.get!.responses['200']!.headers!)).toContain('Kvb-Create-Revision');
     for (const method of ['post', 'put', 'patch', 'delete', 'get']) expect(Object.keys(key[method]!.responses)).toContain('412');
     expect(Object.keys(key.get!.responses)).toContain('304');
     expect(Object.keys(key.get!.responses['200']!.headers!)).toEqual(expect.arrayContaining(['ETag', 'Kvb-Revision']));

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exportFile, manyKeys } from '../helpers/export-file.js';
 import { call, createBucket, expectError, json } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -176,5 +177,47 @@ describe('Transaction delete_prefix: every live key under a prefix in one revisi
     await call(`${server.api}/${other}/k`, { method: 'POST', body: '1' });
     expect((await call(`${server.api}/${other}/`, { method: 'DELETE' })).status).toBe(204);
     expect((await call(`${server.api}/${other}/k`)).status).toBe(404);
+  });
+});
+
+describe('Transaction delete_prefix: the work of a whole transaction is bounded', () => {
+  const keysUnder = async (id: string, prefix: string) =>
+    (JSON.parse((await call(`${server.api}/${id}/?format=json&limit=30000&prefix=${encodeURIComponent(prefix)}`, { headers: admin })).text) as string[]).length;
+
+  it('prefix deletes that repeat or overlap are refused with a 400 naming both, before anything is deleted', async () => {
+    await txn(Array.from({ length: 30 }, (_, i) => ({ set: `r/${i}`, value: i })));
+    // The attack: one prefix delete a thousand times over, each one listing and deleting again.
+    const repeated = await txn(Array.from({ length: 1000 }, () => ({ delete_prefix: 'r/' })));
+    expectError(repeated, 400, 'bad_request');
+    expect(repeated.json()).toMatchObject({ error: { detail: expect.stringMatching(/txn\[1\]: prefix "r\/" repeats txn\[0\]'s prefix "r\/"/) } });
+    const overlapping = await txn([{ delete_prefix: 'r/1' }, { set: 'q', value: 1 }, { delete_prefix: 'r/' }]);
+    expectError(overlapping, 400, 'bad_request');
+    expect(overlapping.json()).toMatchObject({ error: { detail: expect.stringMatching(/txn\[2\]: prefix "r\/" overlaps txn\[0\]'s prefix "r\/1"/) } });
+    expect(await keysUnder(bucket, 'r/')).toBe(30);
+    expect((await get('q')).status).toBe(404);
+    // Prefixes side by side are fine, and so is writing under a prefix being cleared.
+    const apart = await txn([{ delete_prefix: 'r/1' }, { delete_prefix: 'r/2' }, { set: 'r/1', value: 'new' }]);
+    expect(apart.status, apart.text).toBe(200);
+    expect((JSON.parse(apart.text) as Results).results).toEqual([{ deleted: 11 }, { deleted: 11 }, null]);
+    expect(await keysUnder(bucket, 'r/')).toBe(9);
+  });
+
+  it('the prefix deletes of one transaction remove at most 50,000 keys together; one past it is refused whole', { timeout: 120_000 }, async () => {
+    const big = await createBucket(server.api, { secret_key: 'admin-secret' });
+    const imported = await call(`${server.api}/${big}`, {
+      method: 'POST',
+      body: exportFile([...manyKeys(25_000, 'a/'), ...manyKeys(25_001, 'b/')]),
+      headers: { ...admin, 'content-type': 'application/x-ndjson' },
+    });
+    expect(imported.status, imported.text).toBe(200);
+    const both = await call(`${server.api}/${big}`, { method: 'POST', ...json({ txn: [{ delete_prefix: 'a/' }, { delete_prefix: 'b/' }] }, admin) });
+    expectError(both, 400, 'bad_request');
+    expect(both.json()).toMatchObject({ error: { detail: expect.stringContaining('txn[1]: the prefix deletes up to this one') } });
+    expect(both.json()).toMatchObject({ error: { detail: expect.stringContaining('more than 50000 keys') } });
+    expect(await keysUnder(big, 'a/')).toBe(25_000);
+    expect(await keysUnder(big, 'b/')).toBe(25_001);
+    // Each alone is within the bound.
+    const one = await call(`${server.api}/${big}`, { method: 'POST', ...json({ txn: [{ delete_prefix: 'b/' }] }, admin) });
+    expect((JSON.parse(one.text) as Results).results).toEqual([{ deleted: 25_001 }]);
   });
 });

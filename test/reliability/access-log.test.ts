@@ -94,9 +94,17 @@ describe('access log', () => {
     const pretty = await startServer({ args: ['--log-format', 'pretty'] });
     try {
       await call(`${pretty.url}/health`);
-      await expect.poll(() => pretty.logs()).toMatch(/INFO.*request/);
+      await call(`${pretty.url}/api/v1/no-such-bucket/k?key=secret-in-query`);
+      await expect.poll(() => pretty.logs()).toMatch(/INFO.*request GET \/api\/v1\/no-such-bucket/);
       expect(pretty.logs()).toMatch(/INFO.*kvb \d+\.\d+\.\d+ listening on http:\/\//);
       expect(pretty.logs()).not.toContain('"level":30');
+      // One line per request, as a person reads them at a terminal: method, path, status, time.
+      const lines = pretty.logs().split('\n');
+      expect(lines.filter((line) => /INFO.*request GET \/health 200 [\d.]+ ms$/.test(line))).toHaveLength(1);
+      expect(lines.find((line) => line.includes('no-such-bucket'))).toMatch(/request GET \/api\/v1\/no-such-bucket\/k\?key=\S+ 404 [\d.]+ ms$/);
+      expect(pretty.logs()).not.toContain('secret-in-query');
+      // No field on a line of its own (pino-pretty's default: nine lines for one request).
+      expect(lines.filter((line) => /^\s+\w+: /.test(line))).toEqual([]);
     } finally {
       await pretty.stop();
     }

@@ -3,6 +3,7 @@ import { connect } from 'node:net';
 import { Client } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { call, createBucket } from '../helpers/http.js';
+import { rawSocket, readUntilEnd } from '../helpers/raw-socket.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
@@ -124,5 +125,39 @@ describe('SIGTERM drains: every request received is answered, none is reset', ()
     const result = await server.process;
     expect(result.exitCode, `${result.signal} ${server.logs()}`).toBe(0);
     await server.stop();
+  });
+
+  it('a request pipelined behind the drain\'s last answer is neither answered nor applied', { timeout: 60_000 }, async () => {
+    const server = await startServer();
+    const bucket = await createBucket(server.api);
+    const socket = await rawSocket(server);
+    const ended = readUntilEnd(socket, 30_000);
+    let received = '';
+    socket.on('data', (chunk: string) => (received += chunk));
+    // A PUT with half its body. `Expect: 100-continue` makes the server say when it has the
+    // request (the handler is waiting for the rest of the body), instead of a guess.
+    socket.write(`PUT /api/v1/${bucket}/put HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\nhello`);
+    await expect.poll(() => received, { timeout: 20_000 }).toContain('HTTP/1.1 100 Continue');
+    process.kill(server.process.pid!, 'SIGTERM');
+    await logged(server, /received SIGTERM, draining/);
+    // The rest of the body, and a counter increment pipelined behind it in the same write.
+    socket.write(`worldPATCH /api/v1/${bucket}/ctr HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n+1`);
+    const answer = await ended;
+    socket.destroy();
+    const result = await server.process;
+    expect(result.exitCode, `${result.signal} ${server.logs().slice(-2000)}`).toBe(0);
+    const statuses = [...answer.matchAll(/^HTTP\/1\.1 (\d{3}) /gm)].map((m) => m[1]);
+    // The PUT is answered, with Connection: close; the PATCH behind it gets no answer.
+    expect(statuses).toEqual(['100', '200']);
+    expect(answer.toLowerCase()).toContain('connection: close');
+    const again = await startServer({ db: server.db, dataDir: server.dataDir });
+    try {
+      expect((await call(`${again.api}/${bucket}/put`)).text).toBe('helloworld');
+      // Unanswered, so never applied: a client retrying it does not count twice.
+      expect((await call(`${again.api}/${bucket}/ctr`)).status).toBe(404);
+    } finally {
+      await again.stop();
+      await server.stop();
+    }
   });
 });

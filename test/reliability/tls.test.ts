@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect as tcpConnect } from 'node:net';
 import { type TLSSocket, connect as tlsConnect } from 'node:tls';
 import { execa } from 'execa';
 import { Agent, fetch as undiciFetch } from 'undici';
@@ -105,8 +106,10 @@ describe('kvb serve --tls-cert/--tls-key', () => {
     const got = await kvb(['get', 'greeting', '--url', server.url, '--bucket', bucket, '--ca', path('ca.pem')]);
     expect(got.out).toBe('hello');
     const untrusted = await kvb(['get', 'greeting', '--url', server.url, '--bucket', bucket]);
-    expect(untrusted.exitCode).not.toBe(0);
-    expect(untrusted.stderr).toMatch(/certificate/i);
+    expect(untrusted.exitCode, untrusted.stderr).toBe(4);
+    expect(untrusted.stderr).toContain(`cannot reach ${server.url} (TLS: the server's certificate is signed by an unknown CA)`);
+    expect(untrusted.stderr).toContain('--ca FILE or KVB_CA');
+    expect(untrusted.stderr).not.toContain('unexpected error');
     const missing = await kvb(['get', 'greeting', '--url', server.url, '--bucket', bucket, '--ca', path('nope.pem')]);
     expect(missing.exitCode).toBe(1);
     expect(missing.stderr).toContain('cannot read the CA file');
@@ -147,6 +150,92 @@ describe('kvb serve --tls-cert/--tls-key', () => {
     expect(after.getPeerCertificate().serialNumber).toBe('2002');
     after.destroy();
     expect(server.process.exitCode).toBeNull();
+  });
+});
+
+describe('a certificate the CLI does not trust is a network failure (exit 4), not an unexpected error', () => {
+  let server: RunningServer;
+  beforeAll(async () => {
+    // Self-signed: the certificate is its own issuer, as `openssl req -x509` makes one for a quick set-up.
+    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'self.key', '-out', 'self.pem', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1');
+    server = await startServer({ args: ['--tls-cert', path('self.pem'), '--tls-key', path('self.key')] });
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('kvb get against a self-signed server without --ca exits 4 with the URL and a hint to use --ca or KVB_CA', async () => {
+    const got = await kvb(['get', 'k', '--url', server.url, '--bucket', 'b']);
+    expect(got.exitCode, got.stderr).toBe(4);
+    expect(got.stderr).toContain(`kvb: cannot reach ${server.url} (TLS: the server's certificate is self-signed)`);
+    expect(got.stderr).toContain('--ca FILE or KVB_CA');
+    expect(got.stderr.trim().split('\n')).toHaveLength(1);
+    const trusted = await kvb(['create-bucket', '--email', 'ops@example.com', '--url', server.url, '--ca', path('self.pem')]);
+    expect(trusted.exitCode, trusted.stderr).toBe(0);
+  });
+
+  it('kvb version prints its own version and exits 4 when the certificate is not trusted', async () => {
+    const result = await kvb(['version', '--url', server.url]);
+    expect(result.exitCode, result.stderr).toBe(4);
+    expect(result.out).toMatch(/^client \S+\n$/);
+    expect(result.stderr).toContain('self-signed');
+  });
+});
+
+/**
+ * Resolves true once the server closes a TCP connection that sent `bytes` (maybe none) and then
+ * nothing more, or false if it is still open after `ms`.
+ */
+function closedByServer(port: number, bytes: Buffer, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = tcpConnect(port, '127.0.0.1', () => {
+      if (bytes.length > 0) socket.write(bytes);
+    });
+    socket.resume();
+    const guard = setTimeout(() => {
+      socket.destroy();
+      resolve(false);
+    }, ms);
+    const done = () => {
+      clearTimeout(guard);
+      resolve(true);
+    };
+    socket.once('close', done);
+    socket.once('error', () => socket.destroy());
+  });
+}
+
+describe('the TLS port closes half-open handshakes at the header timeout', () => {
+  // The bound is the plain port's header timeout (15 s by default), shortened here to 1 s. Node's
+  // own handshake timeout is 120 s: without the bound both connections are still open at 10 s.
+  let server: RunningServer;
+  beforeAll(async () => {
+    // (Not cert.pem/key.pem: the SIGHUP test above leaves them a mismatched pair.)
+    server = await startServer({ args: ['--tls-cert', path('first.pem'), '--tls-key', path('first.key')], env: { KVB_HEADERS_TIMEOUT_MS: '1000' } });
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('a connection that sends nothing, or 7 bytes of a ClientHello, is closed; a full handshake still works', { timeout: 40_000 }, async () => {
+    const port = Number(new URL(server.url).port);
+    // The first 7 bytes of a TLS 1.2+ ClientHello record: handshake type, version, length, type.
+    const partialHello = Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00]);
+    const [silent, partial] = await Promise.all([closedByServer(port, Buffer.alloc(0), 10_000), closedByServer(port, partialHello, 10_000)]);
+    expect({ silent, partial }).toEqual({ silent: true, partial: true });
+    const socket = await handshake(port);
+    expect(await httpOn(socket, '/health')).toMatch(/^HTTP\/1\.1 200 /);
+    socket.destroy();
+  });
+
+  it('the plain port follows the same setting: headers that never finish are cut off', { timeout: 40_000 }, async () => {
+    const plain = await startServer({ env: { KVB_HEADERS_TIMEOUT_MS: '1000' } });
+    try {
+      const port = Number(new URL(plain.url).port);
+      expect(await closedByServer(port, Buffer.from('GET /health HTTP/1.1\r\nHost: x\r\n'), 10_000)).toBe(true);
+    } finally {
+      await plain.stop();
+    }
   });
 });
 

@@ -20,9 +20,17 @@ export type RegisterInput =
   | { f: 'cas'; rev: number; value: string }
   /** Write only if absent (`If-None-Match: *`). */
   | { f: 'create'; value: string }
+  /**
+   * A plain DELETE is ok only if the key was live (404 otherwise). A delete inside a multi-key
+   * request (an `Op` with `group`) is ok on an absent key too (a transaction's delete of an absent
+   * key is not an error and changes nothing), so the checkers accept both for it.
+   */
   | { f: 'delete' };
 
-/** What an ok register operation returned: the value read (null = absent) and the revision seen or written. */
+/**
+ * What an ok register operation returned: the value read (null = absent) and the revision seen or
+ * written. A read of an absent key has no revision (undefined or 0): a 404 names none.
+ */
 export interface RegisterOutput {
   value?: string | null;
   revision?: number;
@@ -59,6 +67,14 @@ export interface Op<I = RegisterInput | CounterInput, O = RegisterOutput | Count
   output?: O;
   /** Operations of one multi-key request share this id. */
   group?: number;
+  /**
+   * The HTTP status of the answer, when there was one. A 'fail' of a conditional operation (cas,
+   * create, delete) tells the checkers its condition did not hold only when the refusal came from
+   * that condition: 412, 409 (a transaction's check) or 404 (a delete). Any other refusal (429, a
+   * connection refused before sending, another 4xx) only says it had no effect. Without `status`
+   * every 'fail' of a conditional operation is taken as its condition's refusal.
+   */
+  status?: number;
 }
 
 /** One event a watcher received (the `change` events of the watch feed). */
@@ -75,6 +91,14 @@ export interface WatchEvent {
 /** What one watcher saw: the feed it followed, every event in arrival order, and where it resumed. */
 export interface WatchLog {
   watcher: number;
+  /** The prefix it watched; absent = the whole bucket. Only keys under it are expected in its feed. */
+  prefix?: string;
+  /**
+   * The revision up to which it is known to have received every change (a `progress` event's or
+   * the final listing's revision once it caught up). The reliability rule then covers up to it,
+   * not only up to the last event it received.
+   */
+  caughtUpTo?: number;
   /** The instance it was connected to for each segment; a resume may move to another instance. */
   segments: Array<{ instance: string; since: number; events: WatchEvent[] }>;
 }
@@ -115,6 +139,12 @@ export interface RecordedHistory {
   ops: Op[];
   watches: WatchLog[];
   /** The bank workload: its snapshots and the total every snapshot must sum to. */
-  bank?: { reads: BankRead[]; total: number; accounts: string[] };
+  bank?: {
+    reads: BankRead[];
+    total: number;
+    accounts: string[];
+    /** Set when every transfer checks the balance it takes from: then a negative balance is an anomaly. */
+    nonNegative?: boolean;
+  };
   fenced?: FencedWrite[];
 }

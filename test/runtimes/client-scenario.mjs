@@ -1,18 +1,14 @@
 // kvb/client as an app uses it, in whichever runtime runs this file (Node, Deno, Bun): it imports
-// the built package (dist/client), talks to the server named by KVB_URL, and prints one JSON
-// object describing what it saw. test/http/client-runtimes.test.ts runs it under each runtime and
-// expects the same object from all of them. Plain JavaScript, no runtime-specific API, except
+// the built package (KVB_CLIENT_MODULE: `kvb-client` as installed from its tarball, or by default
+// the workspace's packages/client build), talks to the server named by KVB_URL, and prints one
+// JSON object describing what it saw. test/http/client-runtimes.test.ts and
+// test/packaging/client-package.test.ts run it under each runtime and expect the same object from
+// all of them (test/helpers/client-scenario.ts). Plain JavaScript, no runtime-specific API, except
 // reading the environment (through connectFromEnv, which knows process.env and Deno.env).
-import {
-  KvbNetworkError,
-  NotFoundError,
-  PreconditionFailedError,
-  connect,
-  connectFromEnv,
-  createBucket,
-} from '../../dist/client/index.js';
-
 const env = globalThis.process?.env ?? globalThis.Deno?.env.toObject() ?? {};
+const { KvbNetworkError, NotFoundError, PreconditionFailedError, connect, connectFromEnv, createBucket } = await import(
+  env.KVB_CLIENT_MODULE ?? '../../packages/client/dist/client/index.js'
+);
 const url = env.KVB_URL;
 const bucket = await createBucket({ url }, { email: 'runtime@example.com', secret_key: 'S', default_ttl: 0 });
 const kv = connectFromEnv({ ...env, KVB_BUCKET: bucket, KVB_TOKEN: 'S' });
@@ -32,6 +28,9 @@ for await (const { key } of kv.list({ pageSize: 2 })) keys.push(key);
 const listed = [];
 for await (const e of kv.list({ values: true, prefix: 'f' })) listed.push(`${e.key}=${e.value}:${e.type}`);
 const updated = await kv.update('visits', (n) => n + 1n);
+// One number rule with the CLI and the server: 90 is int64; a value's exact text is kept.
+const ninety = await kv.set('ninety', 90);
+const three = await kv.set('three', 3, { type: 'float64' });
 
 // Consistent multi-read, expiry change, prefix delete.
 const many = await kv.getMany(['max', 'text', 'none']);
@@ -79,6 +78,8 @@ const result = {
   bytesType: readBytes?.type,
   count: `${typeof count.value}:${String(count.value)}`,
   updated: String(updated.value),
+  numberRule: `${ninety.type}:${typeof ninety.value}`,
+  exactText: three.text,
   stale: stale instanceof PreconditionFailedError ? `412 current ${stale.currentRevision === max.revision}` : String(stale),
   keys,
   listed,

@@ -125,10 +125,11 @@ describeEachBackend('import/export revisions', (backend, url) => {
       text_ += chunk;
     }, NOW);
     const lines = text_.split('\n');
-    expect(JSON.parse(lines[0]!)).toMatchObject({ kvb: 'dump', version: 2 });
+    expect(JSON.parse(lines[0]!)).toMatchObject({ kvb: 'dump', version: 3 });
     const bucketLine = lines.map((l) => JSON.parse(l || 'null') as Record<string, unknown> | null).find((l) => l?.kvb === 'bucket' && l.id === b);
     expect(bucketLine).toMatchObject({ revision: 5, signing_key_generation: 3 });
-    expect(lines).toContain(`{"key":"one","type":"text","value":"1b","expires_at":null,"rev":3}`);
+    // `created`: the create revision (set at 1, overwritten while live at 3), a lock's fencing token.
+    expect(lines).toContain(`{"key":"one","type":"text","value":"1b","expires_at":null,"rev":3,"created":1}`);
 
     // Into a fresh store of the same backend, and into SQLite (a move between backends).
     for (const target of [await openRevisionsStore(backend, url), await openRevisionsStore('sqlite', 'sqlite')]) {
@@ -139,6 +140,7 @@ describeEachBackend('import/export revisions', (backend, url) => {
         const restored = await restoreDump(target.store, chunks(), { force: false, now: NOW });
         expect(restored.entries).toBeGreaterThanOrEqual(2);
         expect(await readAll(target.store, b)).toEqual(dumped);
+        expect(await target.store.getEntry(b, 'one', NOW)).toMatchObject({ revision: 3, createRevision: 1 });
         expect(await target.store.getBucket(b)).toEqual(record(b));
         expect(await target.store.setEntry(b, 'four', text('4'), null, NOW)).toEqual({ revision: 6 });
         // A conditional write with the ETag revision read before the move still matches.

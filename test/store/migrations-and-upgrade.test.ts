@@ -97,7 +97,7 @@ describe('migrations, SQLite (issue 19 items 5 and 6)', () => {
     // Replacing "hello" with "hi" frees 3 bytes.
     expect(await store.bucketUsage(id)).toEqual({ ...(counted as object), bytes: (counted as { bytes: number }).bytes - 3 });
     // 0007 (history): every key's state at the upgrade is history's base, and history starts there.
-    expect(await store.changeLogBounds(id)).toEqual({ floor: 0, revision: 1 });
+    expect(await store.changeLogBounds(id)).toEqual({ floor: 0, watchFloor: 0, revision: 1 });
     const before = await store.readAt(id, 'greeting', 0);
     expect(before.outcome === 'ok' && before.value).toMatchObject({ type: 'text', data: Buffer.from('hello'), revision: 0 });
     expect((await store.keyHistory(id, 'greeting', Number.MAX_SAFE_INTEGER, 10)).map((h) => [h.revision, h.operation])).toEqual([
@@ -130,11 +130,15 @@ describe('migrations, SQLite (issue 19 items 5 and 6)', () => {
     raw.close();
 
     const store = await openStore(path, { durability: 'normal', poolSize: 1 });
-    expect(await store.getEntry('b', 'k7', 0)).toEqual({ type: 'text', data: Buffer.from('v7'), expiresAt: null, revision: 8 });
+    // 0009 gives rows from before create revisions their revision as their create revision.
+    expect(await store.getEntry('b', 'k7', 0)).toEqual({ type: 'text', data: Buffer.from('v7'), expiresAt: null, revision: 8, createRevision: 8 });
     await store.close();
     const check = new BetterSqlite3(path, { readonly: true });
     expect((check.prepare("select sql from sqlite_master where name = 'entries'").get() as { sql: string }).sql).toMatch(/without rowid$/i);
-    expect(check.prepare('select * from entries order by bucket_id, key').all()).toEqual(before);
+    // Every row and column kept; 0009 added the create revision, each row's revision.
+    expect(check.prepare('select * from entries order by bucket_id, key').all()).toEqual(
+      (before as Array<{ revision: number }>).map((row) => ({ ...row, create_revision: row.revision })),
+    );
     expect(check.prepare("select name from sqlite_master where type = 'index' and tbl_name = 'entries' and sql is not null").all()).toEqual([
       { name: 'entries_expires_at' },
     ]);

@@ -3,6 +3,7 @@ import { type BucketRecord, type Entry, type NewEntry, type Refusal, type Store,
 import type { StoredValue } from '../../src/values/stored-value.js';
 import type { ValueType } from '../../src/values/value-type.js';
 import { type StoreBackend, describeEachBackend, openTestStore } from '../helpers/store-backends.js';
+import { createRevisionCases } from './create-revision-cases.js';
 
 const NOW = 1_800_000_000_000;
 /** The entry a counter update answered (failing the test if it was refused). */
@@ -395,4 +396,6 @@ function conformance(backend: StoreBackend, url: string) {
       }
     });
   });
+
+  createRevisionCases(() => store, newBucket, NOW);
 }

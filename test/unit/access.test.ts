@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type Principal, allows, anonymousAccess, parsePermissions } from '../../src/auth/access.js';
+import { type Principal, allows, anonymousAccess, parsePermissions, rollbackOperations } from '../../src/auth/access.js';
 
 const none = { hasSecretKey: false, hasReadKey: false, hasWriteKey: false };
 const locked = { hasSecretKey: true, hasReadKey: true, hasWriteKey: true };
@@ -52,5 +52,23 @@ describe('access matrix', () => {
     expect(parsePermissions(['read,admin'])).toBeUndefined();
     expect(parsePermissions([''])).toBeUndefined();
     expect(parsePermissions([])).toBeUndefined();
+  });
+});
+
+describe('rollback: needs what its answer reveals (a listing with meta) and what it does (write, delete)', () => {
+  const mayRollBack = (p: Principal, policy: typeof none, dryRun = false) => rollbackOperations(dryRun).every((op) => allows(p, op, policy, 'a/'));
+  it('the write key only where reads are public; a token only with read, write and delete', () => {
+    expect(mayRollBack(key('write'), locked)).toBe(false);
+    expect(mayRollBack(key('write'), { ...locked, hasReadKey: false })).toBe(true);
+    expect(mayRollBack(key('read'), locked)).toBe(false);
+    expect(mayRollBack(key('admin'), locked)).toBe(true);
+    expect(mayRollBack(token('a/', 'write', 'delete'), none)).toBe(false);
+    expect(mayRollBack(token('a/', 'enumerate', 'write', 'delete'), none)).toBe(false);
+    expect(mayRollBack(token('a/', 'read', 'write', 'delete'), none)).toBe(true);
+  });
+  it('a dry run needs read only', () => {
+    expect(mayRollBack(key('read'), locked, true)).toBe(true);
+    expect(mayRollBack(key('write'), locked, true)).toBe(false);
+    expect(mayRollBack(token('a/', 'read'), none, true)).toBe(true);
   });
 });

@@ -42,6 +42,15 @@ describe('console: value display and checks', () => {
   it('JSON is indented for display only; invalid JSON is shown as it is', () => {
     expect(prettyJson('{"a":[1,2]}')).toBe('{\n  "a": [\n    1,\n    2\n  ]\n}');
     expect(prettyJson('{oops')).toBe('{oops');
+    expect(prettyJson(' { "s" : "a,b:{\\"c\\"}" , "e" : { } , "l" : [ ] } ')).toBe('{\n  "s": "a,b:{\\"c\\"}",\n  "e": {},\n  "l": []\n}');
+  });
+
+  it('JSON is shown with its numbers as stored: no rounding past 2^53, 1.50 stays 1.50', () => {
+    expect(prettyJson('99999999999999999999')).toBe('99999999999999999999');
+    expect(prettyJson('{"id":12345678901234567890,"x":[1.50,-0,1e400]}')).toBe('{\n  "id": 12345678901234567890,\n  "x": [\n    1.50,\n    -0,\n    1e400\n  ]\n}');
+    // As JSON.stringify indents, for JSON whose numbers are already short.
+    const doc = '{"a":[1,{"b":null,"c":true}],"d":"x"}';
+    expect(prettyJson(doc)).toBe(JSON.stringify(JSON.parse(doc), null, 2));
   });
 
   it('checks a value against its type before saving, keeping JSON bytes as typed', () => {

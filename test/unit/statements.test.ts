@@ -42,20 +42,21 @@ describe('statements compile once per dialect, with named parameters', () => {
     ['deleteBucketEntries', 'delete from "entries" where "bucket_id" = ?', 'delete from "kvb"."entries" where "bucket_id" = $1', ['bucket']],
     [
       'getEntry',
-      'select "type", "value", "expires_at", "revision" from "entries" where "bucket_id" = ? and "key" = ?',
-      'select "type", "value", "expires_at", "revision" from "kvb"."entries" where "bucket_id" = $1 and "key" = $2',
+      'select "type", "value", "expires_at", "revision", "create_revision" from "entries" where "bucket_id" = ? and "key" = ?',
+      'select "type", "value", "expires_at", "revision", "create_revision" from "kvb"."entries" where "bucket_id" = $1 and "key" = $2',
       ['bucket', 'key'],
     ],
     [
       'putEntry',
-      'insert into "entries" ("bucket_id", "key", "type", "value", "expires_at", "revision") values (?, ?, ?, ?, ?, ?) on conflict ("bucket_id", "key") do update set "type" = "excluded"."type", "value" = "excluded"."value", "expires_at" = "excluded"."expires_at", "revision" = "excluded"."revision"',
-      'insert into "kvb"."entries" ("bucket_id", "key", "type", "value", "expires_at", "revision") values ($1, $2, $3, $4, $5, $6) on conflict ("bucket_id", "key") do update set "type" = "excluded"."type", "value" = "excluded"."value", "expires_at" = "excluded"."expires_at", "revision" = "excluded"."revision"',
-      ['bucket', 'key', 'type', 'value', 'expiresAt', 'revision'],
+      'insert into "entries" ("bucket_id", "key", "type", "value", "expires_at", "revision", "create_revision") values (?, ?, ?, ?, ?, ?, ?) on conflict ("bucket_id", "key") do update set "type" = "excluded"."type", "value" = "excluded"."value", "expires_at" = "excluded"."expires_at", "revision" = "excluded"."revision", "create_revision" = case when "entries"."expires_at" <= ? then "excluded"."create_revision" else "entries"."create_revision" end',
+      'insert into "kvb"."entries" ("bucket_id", "key", "type", "value", "expires_at", "revision", "create_revision") values ($1, $2, $3, $4, $5, $6, $7) on conflict ("bucket_id", "key") do update set "type" = "excluded"."type", "value" = "excluded"."value", "expires_at" = "excluded"."expires_at", "revision" = "excluded"."revision", "create_revision" = case when "kvb"."entries"."expires_at" <= $8 then "excluded"."create_revision" else "kvb"."entries"."create_revision" end',
+      // A new key is created at the write's revision; a replaced row keeps its create revision while live at `now`.
+      ['bucket', 'key', 'type', 'value', 'expiresAt', 'revision', 'revision', 'now'],
     ],
     [
       'removeEntry',
-      'delete from "entries" where "bucket_id" = ? and "key" = ? returning "type", "value", "expires_at", "revision"',
-      'delete from "kvb"."entries" where "bucket_id" = $1 and "key" = $2 returning "type", "value", "expires_at", "revision"',
+      'delete from "entries" where "bucket_id" = ? and "key" = ? returning "type", "value", "expires_at", "revision", "create_revision"',
+      'delete from "kvb"."entries" where "bucket_id" = $1 and "key" = $2 returning "type", "value", "expires_at", "revision", "create_revision"',
       ['bucket', 'key'],
     ],
     [
@@ -101,7 +102,7 @@ describe('statements compile once per dialect, with named parameters', () => {
     expect(pg.setsFresh.sql).toMatch(/and xmin = \(select xmin from s\) returning revision/);
     // Every write the statement makes depends on the guarded update's row.
     for (const name of ['applyBatch', 'setsFresh'] as const) {
-      expect(pg[name].sql).toMatch(/insert into "kvb"\."entries" .* from f, b /s);
+      expect(pg[name].sql).toMatch(/insert into "kvb"\."entries" .* from f(, b| cross join b) /s);
       expect(pg[name].sql).toMatch(/insert into "kvb"\."changes" .* from w, b\)/s);
     }
     expect(pg.applyBatch.sql).toMatch(/delete from "kvb"\."entries" .* and exists \(select 1 from b\)/s);
@@ -130,7 +131,7 @@ describe('statements compile once per dialect, with named parameters', () => {
       expect(b.sql.replace(/"kvb"\./g, '').replace(/\$\d+/g, '?')).toBe(a.sql);
     }
     expect(compileStatement('x', listStatement(queryBuilder('postgres', 'kvb'), { reverse: true, columns: 'values', upper: true, after: true })).sql).toBe(
-      'select "key", "type", "value", "expires_at", "revision" from "kvb"."entries" where "bucket_id" = $1 and "key" > $2 and ("expires_at" is null or "expires_at" > $3) and "key" < $4 order by "key" desc limit $5 offset $6',
+      'select "key", "type", "value", "expires_at", "revision", "create_revision" from "kvb"."entries" where "bucket_id" = $1 and "key" > $2 and ("expires_at" is null or "expires_at" > $3) and "key" < $4 order by "key" desc limit $5 offset $6',
     );
     // Metadata without the value: the value's length in bytes (BLOB on SQLite, bytea on PostgreSQL).
     expect(compileStatement('x', listStatement(queryBuilder('sqlite'), { reverse: false, columns: 'meta', upper: false, after: false })).sql).toBe(
@@ -151,13 +152,18 @@ describe('statements compile once per dialect, with named parameters', () => {
     const lite = compileAll(portabilityStatements(queryBuilder('sqlite'), 'kvb_import.staged'));
     const post = compileAll(portabilityStatements(queryBuilder('postgres', 'kvb'), 'pg_temp.kvb_import'));
     expect(lite.copyStaged.sql).toBe(
-      'insert into "entries" ("bucket_id", "key", "type", "value", "expires_at", "revision") select cast(? as text) as "bucket_id", "s"."key" as "key", "s"."type" as "type", "s"."value" as "value", "s"."expires_at" as "expires_at", cast(? as bigint) as "revision" from "kvb_import"."staged" as "s" where true on conflict ("bucket_id", "key") do update set "type" = "excluded"."type", "value" = "excluded"."value", "expires_at" = "excluded"."expires_at", "revision" = "excluded"."revision"',
+      'insert into "entries" ("bucket_id", "key", "type", "value", "expires_at", "revision", "create_revision") select cast(? as text) as "bucket_id", "s"."key" as "key", "s"."type" as "type", "s"."value" as "value", "s"."expires_at" as "expires_at", cast(? as bigint) as "revision", cast(? as bigint) as "create_revision" from "kvb_import"."staged" as "s" where true on conflict ("bucket_id", "key") do update set "type" = "excluded"."type", "value" = "excluded"."value", "expires_at" = "excluded"."expires_at", "revision" = "excluded"."revision", "create_revision" = case when "entries"."expires_at" <= ? then "excluded"."create_revision" else "entries"."create_revision" end',
     );
-    expect(post.copyStaged.params).toEqual(['bucket', 'revision']);
-    expect(post.copyStagedKeepRevisions.sql).toContain('"s"."revision" as "revision" from "pg_temp"."kvb_import" as "s"');
+    // An import is a write: a key live before it keeps its create revision.
+    expect(post.copyStaged.params).toEqual(['bucket', 'revision', 'revision', 'now']);
+    // A restore keeps each staged revision and create revision (a version 2 dump has none: its revision).
+    expect(post.copyStagedKeepRevisions.sql).toContain(
+      '"s"."revision" as "revision", coalesce("s"."create_revision", "s"."revision") as "create_revision" from "pg_temp"."kvb_import" as "s"',
+    );
+    expect(post.copyStagedKeepRevisions.sql).toContain('"create_revision" = "excluded"."create_revision"');
     expect(post.copyStagedKeepRevisions.params).toEqual(['bucket']);
     expect(post.snapshotEntriesUpper.sql).toBe(
-      'select "key", "type", "value", "expires_at", "revision" from "kvb"."entries" where "bucket_id" = $1 and "key" >= $2 and ("expires_at" is null or "expires_at" > $3) and "key" < $4 order by "key"',
+      'select "key", "type", "value", "expires_at", "revision", "create_revision" from "kvb"."entries" where "bucket_id" = $1 and "key" >= $2 and ("expires_at" is null or "expires_at" > $3) and "key" < $4 order by "key"',
     );
     expect(lite.clearRangeUpper.sql).toBe('delete from "entries" where "bucket_id" = ? and "key" >= ? and "key" < ?');
     expect(post.listBuckets.sql).toBe('select * from "kvb"."buckets" where "id" > $1 order by "id" limit $2');

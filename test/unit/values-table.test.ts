@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type MetaRow, displayWidth, expiresCell, renderValuesTable, truncate } from '../../src/cli/values-table.js';
+import { type MetaRow, displayWidth, eventValueCell, expiresCell, int64AsString, metaRowOf, renderColumns, renderValuesTable, truncate, valueCell } from '../../src/cli/values-table.js';
 
 const NOW = Date.parse('2026-01-01T00:00:00.000Z');
 const rows: MetaRow[] = [
@@ -71,5 +71,33 @@ describe('kvb ls --values table (pure renderer)', () => {
     expect(expiresCell('2026-01-01T00:00:42.000Z', NOW)).toBe('in 42s');
     expect(expiresCell('2026-01-01T00:05:00.000Z', NOW)).toBe('in 5m');
     expect(expiresCell('2025-12-31T00:00:00.000Z', NOW)).toBe('in 0s');
+  });
+});
+
+describe('one value rendering and one table style (pure)', () => {
+  it('a meta line keeps its value exactly: JSON past 2^53, float64 3.0, int64 at the top of its range', () => {
+    const big = metaRowOf('{"key":"big","type":"json","size":20,"expires_at":null,"rev":1,"value":99999999999999999999}');
+    const three = metaRowOf('{"key":"f","type":"float64","size":3,"expires_at":null,"rev":2,"value":3.0}');
+    const max = metaRowOf('{"key":"m","type":"int64","size":19,"expires_at":null,"rev":3,"value":9223372036854775807}');
+    expect([valueCell(big), valueCell(three), valueCell(max)]).toEqual(['99999999999999999999', '3.0', '9223372036854775807']);
+  });
+
+  it('an event or history value: bytes as <N bytes> from base64, int64 without quotes, JSON from its source', () => {
+    expect(eventValueCell('bytes', Buffer.alloc(3000).toString('base64'))).toBe('<3000 bytes>');
+    expect(eventValueCell('bytes', Buffer.alloc(4).toString('base64'))).toBe('<4 bytes>');
+    expect(eventValueCell('int64', '6')).toBe('6');
+    expect(eventValueCell('json', 1e20, '99999999999999999999')).toBe('99999999999999999999');
+    expect(eventValueCell('text', 'a\nb')).toBe('a\\nb');
+  });
+
+  it('int64AsString quotes only an int64 value, so no JSON reader rounds it', () => {
+    expect(int64AsString('{"rev":3,"type":"int64","value":9223372036854775807}')).toBe('{"rev":3,"type":"int64","value":"9223372036854775807"}');
+    expect(int64AsString('{"rev":3,"type":"json","value":99999999999999999999}')).toBe('{"rev":3,"type":"json","value":99999999999999999999}');
+  });
+
+  it('plain columns: a heading, cells padded by two spaces, no borders; no heading for name/value rows', () => {
+    expect(renderColumns(['key', 'action'], [['cfg', 'set'], ['a-longer-key', 'delete']])).toBe('key           action\ncfg           set\na-longer-key  delete\n');
+    expect(renderColumns([], [['secret key', 'yes'], ['bucket', 'B']])).toBe('secret key  yes\nbucket      B\n');
+    expect(renderColumns(['key'], [])).toBe('key\n');
   });
 });

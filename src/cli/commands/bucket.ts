@@ -1,7 +1,7 @@
 import { Option } from '@commander-js/extra-typings';
 import type { BucketChanges, BucketPolicy, BucketUsage } from '../../client/kvb-http.js';
 import { readConfig, saveProfile } from '../config.js';
-import { info, json, stdinIsTty, verticalTable } from '../output.js';
+import { info, json, stdinIsTty, stdoutIsTty, verticalTable } from '../output.js';
 import { MAX_TTL, defineCommand, defineGroup, examples, integer } from '../define-command.js';
 import { generateKey } from '../random-key.js';
 import { UsageError, withClient } from '../session.js';
@@ -77,14 +77,14 @@ const show = defineCommand({
     parent
       .command('show')
       .description('show the policy: which credentials are set, default TTL, anonymous access, keys and bytes stored')
-      .option('--json', "print the server's policy projection as JSON")
+      .option('--json', "print the server's policy projection as JSON (the default when piped)")
       .addHelpText('after', examples('kvb bucket show', 'kvb bucket show --json | jq .anonymous_access')),
   async run(options, command) {
     await withClient(command, async ({ client, bucket }) => {
       const id = bucket();
       const { policy, usage } = await client.policyAndUsage(id);
-      // --json stays the server's projection exactly; usage is shown in the table.
-      if (options.json) await json(policy);
+      // --json (the default in a pipe) stays the server's projection exactly; usage is shown in the table.
+      if (options.json || !stdoutIsTty()) await json(policy);
       else await verticalTable(policyRows(id, policy, usage));
     });
   },

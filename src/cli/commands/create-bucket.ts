@@ -1,7 +1,8 @@
 import { Option } from '@commander-js/extra-typings';
 import { MAX_TTL, defineCommand, examples, integer } from '../define-command.js';
 import { saveProfile } from '../config.js';
-import { info, line } from '../output.js';
+import { anonymousAccessLeft } from '../anonymous-access.js';
+import { info, line, warn } from '../output.js';
 import { withClient } from '../session.js';
 
 /** `kvb create-bucket`: creates a bucket and prints its id alone, for `B=$(kvb create-bucket …)`. */
@@ -24,7 +25,9 @@ export const createBucket = defineCommand({
       .addHelpText(
         'after',
         `
-Prints the bucket id alone on stdout. A --token (or KVB_TOKEN) given
+Prints the bucket id alone on stdout. A bucket left without a read or write
+key (or a secret key) is open to anonymous callers for that: a warning on
+stderr says so, as kvb init does. A --token (or KVB_TOKEN) given
 explicitly is sent as the server's bucket-creation key.
 ${examples(
   'B=$(kvb create-bucket --email me@example.com --secret-key "$S")',
@@ -45,6 +48,11 @@ ${examples(
           default_ttl: options.defaultTtl,
         });
         await line(id);
+        const set = Object.entries({ secret_key: options.secretKey, read_key: options.readKey, write_key: options.writeKey })
+          .filter(([, value]) => value !== undefined && value !== '')
+          .map(([name]) => name);
+        const left = anonymousAccessLeft(set);
+        if (left.length > 0) warn(`ANONYMOUS ACCESS to bucket ${id}: anyone who can reach the server can ${left.join('; ')}.`);
         if (options.save !== undefined) {
           const name = typeof options.save === 'string' ? options.save : connection.profileName;
           saveProfile(name, { url: connection.url, bucket: id, ...(options.secretKey ? { secret_key: options.secretKey } : {}) });

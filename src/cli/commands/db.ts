@@ -27,14 +27,15 @@ async function withStore<T>(
   url: string | undefined,
   access: 'own' | 'read',
   run: (store: import('../../store/store.js').Store) => Promise<T>,
+  options: { create?: boolean } = {},
 ): Promise<T> {
   const db = url ?? process.env.KVB_DB;
   if (!db) throw new DbError('no database given: pass --db (a SQLite file or a postgres:// URL) or set KVB_DB', 1);
-  const { openStore, isPostgresUrl } = await import('../../store/open-store.js');
-  if (!isPostgresUrl(db)) {
-    const { existsSync } = await import('node:fs');
-    if (!existsSync(db.replace(/^sqlite:(\/\/)?/, ''))) throw new DbError(`no database at ${db}`, 1);
-  }
+  const { openStore } = await import('../../store/open-store.js');
+  const missing = await missingSqliteFile(db);
+  // Reading a file that is not there is a typo; restoring or migrating into one makes it, as kvb serve does.
+  if (missing !== undefined && !options.create) throw new DbError(`no database at ${db}`, 1);
+  if (missing !== undefined) info(`creating a new SQLite database at ${missing}`);
   let store;
   try {
     store = await openStore(db, { durability: 'full', poolSize: 2, access });
@@ -52,6 +53,20 @@ async function withStore<T>(
   } finally {
     await store.close();
   }
+}
+
+/** The SQLite file a `--db` value names when it does not exist yet (undefined for PostgreSQL, :memory: or an existing file). */
+async function missingSqliteFile(db: string): Promise<string | undefined> {
+  const { parseDbTarget } = await import('../../store/open-store.js');
+  let target;
+  try {
+    target = parseDbTarget(db);
+  } catch (err) {
+    throw new DbError((err as Error).message, 1);
+  }
+  if (target.kind !== 'sqlite' || target.path === ':memory:') return undefined;
+  const { existsSync } = await import('node:fs');
+  return existsSync(target.path) ? undefined : target.path;
 }
 
 async function* linesOf(file: string): AsyncGenerator<string> {
@@ -152,16 +167,26 @@ ${examples('kvb db restore --db postgres://kvb@db/kvb kvb.dump', 'kvb db restore
   async run(file, options) {
     const { existsSync } = await import('node:fs');
     if (!existsSync(file)) throw new DbError(`cannot read ${file}`, 1);
-    await withStore(options.db, 'own', async (store) => {
-      const { restoreDump, storeIsEmpty, verifyDump } = await import('../../store/dump.js');
-      if (!options.force && !(await storeIsEmpty(store))) {
-        throw new DbError('the database already holds buckets or keys: restore into an empty one, or pass --force', 1);
-      }
-      // Checked whole before anything is written: a dump cut short or altered changes nothing.
+    const { restoreDump, storeIsEmpty, verifyDump } = await import('../../store/dump.js');
+    // Checked whole before anything is opened or written: a dump cut short or altered changes
+    // nothing, and creates no new database file either.
+    try {
       await verifyDump(linesOf(file));
-      const counts = await restoreDump(store, linesOf(file), { force: options.force === true });
-      info(`restored ${counts.buckets} buckets, ${counts.entries} keys (${counts.skipped} already expired were skipped)`);
-    });
+    } catch (err) {
+      throw new DbError((err as Error).message, (err as { kind?: unknown }).kind === 'bad_request' ? 1 : 5);
+    }
+    await withStore(
+      options.db,
+      'own',
+      async (store) => {
+        if (!options.force && !(await storeIsEmpty(store))) {
+          throw new DbError('the database already holds buckets or keys: restore into an empty one, or pass --force', 1);
+        }
+        const counts = await restoreDump(store, linesOf(file), { force: options.force === true });
+        info(`restored ${counts.buckets} buckets, ${counts.entries} keys (${counts.skipped} already expired were skipped)`);
+      },
+      { create: true },
+    );
   },
 });
 
@@ -286,14 +311,16 @@ ${examples('kvb db migrate --db /var/lib/kvb/kvb.db --dry-run', 'kvb db migrate 
   async run(options) {
     const url = options.db ?? process.env.KVB_DB;
     if (!url) throw new DbError('no database given: pass --db (a SQLite file or a postgres:// URL) or set KVB_DB', 1);
-    const { isPostgresUrl } = await import('../../store/open-store.js');
-    const { existsSync } = await import('node:fs');
-    if (!isPostgresUrl(url) && !existsSync(url.replace(/^(sqlite|file):(\/\/)?/, ''))) throw new DbError(`no database at ${url}`, 1);
     const { migrationStatus } = await import('../../store/migration-status.js');
     let pending: string[];
     try {
-      ({ pending } = await migrationStatus(url));
+      if ((await missingSqliteFile(url)) !== undefined) {
+        // A new file: every migration is pending, and running them creates it (as kvb serve does).
+        const { kvbMigrations } = await import('../../store/migrations.js');
+        pending = kvbMigrations('sqlite').map((step) => step.name);
+      } else ({ pending } = await migrationStatus(url));
     } catch (err) {
+      if (err instanceof DbError) throw err;
       const tooNew = (err as { code?: unknown }).code === 'KVB_DATABASE_TOO_NEW';
       throw new DbError(tooNew ? (err as Error).message : `cannot read ${url.replace(/\/\/[^@/]*@/, '//…@')}: ${(err as Error).message}`, tooNew ? 1 : 5);
     }
@@ -303,7 +330,7 @@ ${examples('kvb db migrate --db /var/lib/kvb/kvb.db --dry-run', 'kvb db migrate 
       return;
     }
     if (pending.length === 0) return info('up to date: no pending migrations');
-    await withStore(url, 'own', async () => undefined);
+    await withStore(url, 'own', async () => undefined, { create: true });
     info(`applied ${pending.length} migrations: ${pending.join(', ')}`);
   },
 });

@@ -38,6 +38,20 @@ export async function editedValue(type: EditableType, original: Buffer, edited: 
   return typedBody(Buffer.from(edited.trim()), type === 'int64' ? 'int' : 'float');
 }
 
+/**
+ * What to store for a new key from its edited file: typed as `kvb set KEY VALUE` types an
+ * argument (a number, a JSON object or array, otherwise text), without the one trailing newline an
+ * editor adds; JSON is checked and stored compact.
+ */
+export async function newValue(edited: string): Promise<{ body: Buffer; contentType?: string }> {
+  const { argumentType, typedBody } = await import('./set.js');
+  const text = edited.endsWith('\n') ? edited.slice(0, -1) : edited;
+  const type = argumentType(text.trim());
+  if (type === 'json') return editedValue('json', Buffer.alloc(0), text);
+  if (type === 'int' || type === 'float') return typedBody(Buffer.from(text.trim()), type);
+  return typedBody(Buffer.from(text), 'text');
+}
+
 /** An edited file that cannot be saved as its type: the file is kept and named. */
 export class InvalidEditError extends UsageError {}
 
@@ -90,7 +104,7 @@ export const edit = defineCommand({
     parent
       .command('edit')
       .description('edit a value in $VISUAL or $EDITOR; saved only if nobody changed it meanwhile')
-      .argument('<key>', 'the key (it must exist and hold json, text or a number)')
+      .argument('<key>', 'the key (holding json, text or a number; a new key is created)')
       .addHelpText(
         'after',
         `
@@ -101,6 +115,9 @@ nothing. The save carries If-Match with the revision that was opened: when the
 key changed meanwhile, kvb says so, keeps your version in a file and, at a
 terminal, offers to edit the fresh value (elsewhere it exits 6). Binary values
 are refused: use kvb get KEY -o FILE and kvb set KEY --file FILE.
+A key that does not exist opens empty, as an editor opens a new file; saving
+creates it (If-None-Match: *, typed as kvb set types an argument, with the
+bucket's default TTL); leaving the file empty creates nothing.
 ${examples('kvb edit config', 'EDITOR=nano kvb edit motd')}`,
       ),
   async run(key, _options, command) {
@@ -113,8 +130,46 @@ ${examples('kvb edit config', 'EDITOR=nano kvb edit motd')}`,
       const dir = await mkdtemp(join(tmpdir(), 'kvb-edit-'));
       let keep = false;
       try {
-        let current = await client.get(id, key);
+        let current = await client.get(id, key).catch((err: unknown) => {
+          // A key that does not exist yet is created, as an editor creates a file: the editor
+          // opens empty. Only the key is missing: a missing bucket is still exit 2.
+          if (err instanceof KvbHttpError && err.kind === 'not_found' && err.detail === 'no such key') return undefined;
+          throw err;
+        });
         for (;;) {
+          if (current === undefined) {
+            const file = join(dir, 'value.txt');
+            await writeFile(file, '', { mode: 0o600 });
+            await runEditor(file);
+            const edited = await readFile(file, 'utf8');
+            if (edited === '') {
+              info(`${JSON.stringify(key)} does not exist and the file was left empty; nothing created`);
+              return;
+            }
+            let typed: { body: Buffer; contentType?: string };
+            try {
+              typed = await newValue(edited);
+            } catch (err) {
+              if (!(err instanceof UsageError)) throw err;
+              keep = true;
+              throw new InvalidEditError(`${err.message}; your version is in ${file}`);
+            }
+            try {
+              // If-None-Match: * — a key someone else created meanwhile is never overwritten.
+              const saved = await client.set(id, key, typed.body, { contentType: typed.contentType, condition: { ifAbsent: true } });
+              info(`created${saved.revision !== undefined ? ` (revision ${saved.revision})` : ''}`);
+              return;
+            } catch (err) {
+              if (!(err instanceof KvbHttpError) || err.kind !== 'precondition_failed') throw err;
+              keep = true;
+              info(`${JSON.stringify(key)} was created while you were editing it; your version is in ${file}`);
+              if (!(await ask('Edit the current value instead?'))) throw err;
+              current = await client.get(id, key);
+              keep = false;
+              await rm(file, { force: true });
+              continue;
+            }
+          }
           const type = current.type;
           if (type === 'bytes' || type === undefined) {
             throw new UsageError(`${JSON.stringify(key)} holds binary data, which cannot be edited as text; use kvb get ${key} -o FILE and kvb set ${key} --file FILE`);

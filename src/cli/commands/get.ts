@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { writeFile } from 'node:fs/promises';
 import { Argument, Option } from '@commander-js/extra-typings';
-import { defineCommand, examples, integer } from '../define-command.js';
+import { defineCommand, examples, integer, withOptionHints } from '../define-command.js';
 import { data, line, stdoutIsTty } from '../output.js';
 import { UsageError, asBuffer, withClient } from '../session.js';
 import { MAX_TXN_OPS } from '../../values/keys.js';
@@ -9,25 +9,26 @@ import { MAX_TXN_OPS } from '../../values/keys.js';
 /** `kvb get KEY`: the value's exact bytes, or `--json` for `{key, type, value, expires_at}`; `kvb get A B …`: several keys at one revision. */
 export const get = defineCommand({
   define: (parent) =>
-    parent
-      .command('get')
-      .description("print a key's value (exact bytes), or with --json its type, expiry and revision too; several keys: read at one revision")
-      .addArgument(
-        new Argument('<keys...>', 'the key (several: read together, at one bucket revision)').argParser((value: string, previous: string[] | undefined) => {
-          if (value === '') throw new UsageError('a key must not be empty');
-          return [...(previous ?? []), value];
-        }),
-      )
-      .option('--json', 'print {"key","type","value","expires_at","revision"} (int64 as a decimal string, bytes as base64)')
-      .addOption(new Option('-o, --output <file>', 'write the exact bytes to FILE instead of stdout').conflicts('json'))
-      .addOption(
-        new Option('--rev <n>', 'the value the key had at revision N (history; exits 7 below the bucket\'s history floor)').argParser(
-          integer('--rev', 0, Number.MAX_SAFE_INTEGER),
-        ),
-      )
-      .addHelpText(
-        'after',
-        `
+    withOptionHints(
+      parent
+        .command('get')
+        .description("print a key's value (exact bytes), or with --json its type, expiry and revision too; several keys: read at one revision")
+        .addArgument(
+          new Argument('<keys...>', 'the key (several: read together, at one bucket revision)').argParser((value: string, previous: string[] | undefined) => {
+            if (value === '') throw new UsageError('a key must not be empty');
+            return [...(previous ?? []), value];
+          }),
+        )
+        .option('--json', 'print {"key","type","value","expires_at","revision"} (int64 as a decimal string, bytes as base64)')
+        .addOption(new Option('-o, --output <file>', 'write the exact bytes to FILE instead of stdout').conflicts('json'))
+        .addOption(
+          new Option('--rev <n>', 'the value the key had at revision N (history; exits 7 below the bucket\'s history floor)').argParser(
+            integer('--rev', 0, Number.MAX_SAFE_INTEGER),
+          ),
+        )
+        .addHelpText(
+          'after',
+          `
 Exits 2 when the key does not exist (or has expired), so scripts can write
   kvb get k || echo missing
 Binary data (type bytes) is not printed to a terminal, as with curl: redirect
@@ -39,7 +40,11 @@ the order given (type and value null for a key that does not exist; exits 2
 then, after printing all); with --json, one {"revision","entries":[…]} object.
 int64 values are decimal strings there, bytes base64.
 ${examples('kvb get greeting', 'kvb get icon -o icon.png', 'kvb get icon > icon.png', 'kvb get config --json | jq .value', 'kvb get from to --json', 'kvb get config --rev 41')}`,
-      ),
+        ),
+      {
+        '--prefix': 'kvb get reads keys by name; for every key under a prefix with its value, use kvb ls PREFIX --values (kvb ls user/ --values)',
+      },
+    ),
   async run(keys, options, command) {
     if (keys.length > 1 && options.rev !== undefined) throw new UsageError('--rev reads one key (several keys are read at the present revision)');
     if (keys.length > 1) return getMany(keys, options, command);

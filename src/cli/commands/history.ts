@@ -1,6 +1,7 @@
 import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer, keyArgument } from '../define-command.js';
 import { data, stdoutIsTty, table } from '../output.js';
+import { eventValueCell, expiresCell, int64AsString, truncate, valueSource } from '../values-table.js';
 import { withClient } from '../session.js';
 import type { HistoryLine } from '../../client/http-types.js';
 
@@ -29,7 +30,7 @@ export const history = defineCommand({
         'after',
         `
 Operations: set, delete, expire, counter, transaction, import, rollback.
-ACTOR: who made the change: secret, write, read, anonymous, token:ID (the id
+actor: who made the change: secret, write, read, anonymous, token:ID (the id
 kvb mint-token printed) or server (an expiry), @ the client's address. The
 server keeps history for --history-retention (default 1 h) and, before that,
 the state each key had at the bucket's history floor (kvb bucket show).
@@ -45,26 +46,29 @@ ${examples('kvb history config/app', 'kvb history config/app --values --limit 5'
       let shown = 0;
       do {
         const page = await client.history(bucket(), key, { values: options.values, limit: Math.min(PAGE, wanted - shown), cursor, actor: options.actor });
-        for (const line of page.lines) {
+        for (const [i, line] of page.lines.entries()) {
           shown++;
-          if (format === 'jsonl') await data(`${JSON.stringify(line)}\n`);
+          const text = page.texts[i]!;
+          // The server's line, int64 as a decimal string as in every JSON the CLI prints (JSON values exact).
+          if (format === 'jsonl') await data(`${int64AsString(text)}\n`);
           else {
-            const value = line.value === undefined || line.value === null ? '' : typeof line.value === 'string' ? line.value : JSON.stringify(line.value);
+            // The same rendering as ls and watch: bytes as <N bytes>, int64 a number, JSON as stored, expiry relative.
+            const value = line.value === undefined || line.value === null || line.type === null ? '' : eventValueCell(line.type, line.value, valueSource(text));
             rows.push([
               String(line.rev),
               line.operation,
               line.time,
               line.type ?? '-',
               line.size === null ? '-' : String(line.size),
-              line.expires_at ?? '-',
+              expiresCell(line.expires_at, Date.now()),
               actorText(line.actor),
-              ...(options.values ? [value.length > 60 ? `${value.slice(0, 57)}...` : value] : []),
+              ...(options.values ? [truncate(value, 60)] : []),
             ]);
           }
         }
         cursor = page.nextCursor;
       } while (cursor !== undefined && shown < wanted);
-      if (format === 'table') await table(['REV', 'OPERATION', 'TIME', 'TYPE', 'SIZE', 'EXPIRES', 'ACTOR', ...(options.values ? ['VALUE'] : [])], rows);
+      if (format === 'table') await table(['rev', 'operation', 'time', 'type', 'size', 'expires', 'actor', ...(options.values ? ['value'] : [])], rows);
     });
   },
 });

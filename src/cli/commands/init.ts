@@ -1,3 +1,4 @@
+import { anonymousAccessLeft } from '../anonymous-access.js';
 import { normalizeUrl, readConfig, resolveConnection, saveProfile } from '../config.js';
 import { stdinIsTty } from '../output.js';
 import { type RunningCommand, defineCommand } from '../define-command.js';
@@ -13,15 +14,6 @@ const CREDENTIALS = [
 type CredentialName = (typeof CREDENTIALS)[number]['value'];
 
 class Cancelled extends Error {}
-
-/** What anonymous callers may do on a bucket created with these credentials (nothing: []). */
-export function anonymousAccessLeft(chosen: readonly CredentialName[]): string[] {
-  const left: string[] = [];
-  if (!chosen.includes('read_key')) left.push('read and list every key');
-  if (!chosen.includes('write_key')) left.push('write and delete every key');
-  if (!chosen.includes('secret_key')) left.push('change the policy and delete the bucket');
-  return left;
-}
 
 /** Keys shorter than this get a warning and the offer of a generated one. */
 const MIN_KEY_LENGTH = 16;
@@ -97,18 +89,23 @@ async function wizard(command: RunningCommand): Promise<void> {
     // A private bucket by default: secret, read and write keys. A choice that leaves anonymous
     // access says so loudly and must be confirmed; "No" asks again.
     let chosen: CredentialName[] = ['secret_key', 'read_key', 'write_key'];
+    let cursorAt: CredentialName | undefined;
     for (;;) {
       chosen = ask(
         await p.multiselect<CredentialName>({
           message: 'Credentials to set (space toggles, enter confirms; all three access keys make a private bucket)',
           options: CREDENTIALS.map((c) => ({ ...c })),
           initialValues: chosen,
+          // Each time round is a new prompt, and clack starts a new one on its first row; asked
+          // again after "No", the cursor belongs on the key whose absence opened the bucket.
+          ...(cursorAt && { cursorAt }),
           required: false,
         }),
       );
       const left = anonymousAccessLeft(chosen);
       if (left.length === 0) break;
       p.log.warn(`ANONYMOUS ACCESS: anyone who can reach ${url} will be able to ${left.join('; ')}.`);
+      cursorAt = (['secret_key', 'read_key', 'write_key'] as const).find((name) => !chosen.includes(name));
       if (ask(await p.confirm({ message: 'Create the bucket open to anonymous callers like this?', initialValue: false }))) break;
     }
     const keys: Partial<Record<CredentialName, string>> = {};

@@ -1,8 +1,8 @@
 import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { Readable } from 'node:stream';
-import { data, pipe, progress, stdoutIsTty, table } from '../output.js';
-import { type MetaRow, renderLongTable, renderValuesTable } from '../values-table.js';
+import { data, pipe, progress, stdoutIsTty, table, warn } from '../output.js';
+import { type MetaRow, int64AsString, metaRowOf, renderLongTable, renderValuesTable } from '../values-table.js';
 import { KvbHttpError, networkErrorFor } from '../../client/client-errors.js';
 import { withClient } from '../session.js';
 
@@ -89,6 +89,7 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --
       const shown = progress('listed');
       let keys = 0;
       let bytes = 0;
+      let failed = false;
       const count = (chunk: Buffer) => {
         bytes += chunk.length;
         for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) keys++;
@@ -131,13 +132,20 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --
         }
         // A server without the meta extension answers [key, value] pairs: the older bordered table.
         if (options.values && (lines.length === 0 || lines[0]!.startsWith('{'))) {
-          await data(renderValuesTable(lines.map((lineText) => JSON.parse(int64AsString(lineText)) as MetaRow), process.stdout.columns || 80, Date.now()));
+          await data(renderValuesTable(lines.map(metaRowOf), process.stdout.columns || 80, Date.now()));
           return;
         }
         const rows = lines.map((lineText) => (options.values ? splitPair(lineText) : [JSON.parse(lineText) as string]));
         await table(options.values ? ['key', 'value'] : ['key'], rows);
+      } catch (err) {
+        failed = true;
+        throw err;
       } finally {
         shown.done();
+        // `kvb ls 'user/*'` out of habit from shells and globs: an empty answer alone does not say why.
+        if (!failed && bytes === 0 && prefix !== undefined && /[*?]/.test(prefix)) {
+          warn(`no keys start with ${JSON.stringify(prefix)}: kvb ls lists by prefix, where * and ? are plain characters (kvb ls user/ lists every key starting with user/)`);
+        }
       }
     });
   },
@@ -216,10 +224,6 @@ async function* typedListing(body: AsyncIterable<Buffer>, format: 'text' | 'json
   if (format === 'json') yield Buffer.from(']\n');
 }
 
-/** A meta line with its int64 value (the last field) as a decimal string, so no JSON reader rounds it. */
-function int64AsString(lineText: string): string {
-  return (JSON.parse(lineText) as MetaRow).type === 'int64' ? lineText.replace(/,"value":(-?\d+)}$/, ',"value":"$1"}') : lineText;
-}
 
 /** The text format's escaping of a key: `\`, newline, carriage return and `=`. */
 const escapeText = (s: string, isKey: boolean) => s.replace(isKey ? /[\\\n\r=]/g : /[\\\n\r]/g, (c) => (c === '\n' ? '\\n' : c === '\r' ? '\\r' : `\\${c}`));

@@ -62,11 +62,11 @@ const show = defineCommand({
       .command('show')
       .description('show a profile: url, bucket and which credential it holds (never the credential)')
       .addArgument(profileArgument('the profile (default: the one in use)').argOptional())
-      .option('--json', 'print it as JSON'),
+      .option('--json', 'print it as JSON (the default when piped)'),
   async run(name, options, command) {
     const chosen = name ?? currentName(command);
     const shown = describe(chosen, existing(chosen));
-    if (options.json) await json(shown);
+    if (options.json || !stdoutIsTty()) await json(shown);
     else await verticalTable(Object.entries(shown).map(([k, v]) => [k, v ?? '-']));
   },
 });

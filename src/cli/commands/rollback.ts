@@ -4,10 +4,14 @@ import { info, json, stdinIsTty, stdoutIsTty, table } from '../output.js';
 import { UsageError, withClient } from '../session.js';
 import type { RollbackResult } from '../../client/kvb-http.js';
 
-async function show(result: RollbackResult, asJson: boolean): Promise<void> {
+async function show(result: RollbackResult, asJson: boolean, revision: number): Promise<void> {
   if (asJson || !stdoutIsTty()) return json(result);
+  if (result.changes.length === 0) {
+    info(`nothing to change: already as at revision ${revision}`);
+    return;
+  }
   await table(
-    ['KEY', 'ACTION', 'NOW', 'BECOMES'],
+    ['key', 'action', 'now', 'becomes'],
     result.changes.map((c) => [
       c.key,
       c.action,
@@ -42,13 +46,13 @@ ${examples('kvb rollback --to 1200 --dry-run', 'kvb rollback --to 1200 --prefix 
       const id = bucket();
       const scope = { prefix: options.prefix };
       if (options.dryRun) {
-        await show(await client.rollback(id, options.to, { ...scope, dryRun: true }), options.json === true);
+        await show(await client.rollback(id, options.to, { ...scope, dryRun: true }), options.json === true, options.to);
         return;
       }
       if (!options.yes) {
         if (!stdinIsTty()) throw new UsageError('refusing to roll back without confirmation: pass --yes (or --dry-run to see what would change)');
         const plan = await client.rollback(id, options.to, { ...scope, dryRun: true });
-        await show(plan, false);
+        await show(plan, false, options.to);
         const prompts = await import('@clack/prompts');
         const what = options.prefix ? `the keys under ${JSON.stringify(options.prefix)}` : `bucket ${id}`;
         const answer = await prompts.confirm({

@@ -190,6 +190,14 @@ export const serve = defineCommand({
           .argParser(integer(0, Number.MAX_SAFE_INTEGER)),
       )
       .addOption(
+        new Option(
+          '--max-history-bytes-per-bucket <bytes>',
+          "most bytes of history (keys + values of changes kept for --history-retention) one bucket keeps; past it the oldest go, each sweep (default: --max-bytes-per-bucket; 0 = no limit)",
+        )
+          .env('KVB_MAX_HISTORY_BYTES_PER_BUCKET')
+          .argParser(integer(0, Number.MAX_SAFE_INTEGER)),
+      )
+      .addOption(
         new Option('--bucket-creation-rate <N/WINDOW>', 'bucket creations per client address, e.g. 10/1h (default: no limit)')
           .env('KVB_BUCKET_CREATION_RATE')
           .argParser(rate),
@@ -247,6 +255,7 @@ Examples:
       maxBuckets: options.maxBuckets,
       maxKeysPerBucket: options.maxKeysPerBucket,
       maxBytesPerBucket: options.maxBytesPerBucket,
+      maxHistoryBytesPerBucket: options.maxHistoryBytesPerBucket,
       bucketCreationRate: options.bucketCreationRate,
       rateLimit: options.rateLimit,
       verificationWaitSeconds: options.verificationWait,
@@ -256,6 +265,8 @@ Examples:
       watchProgressMs: Number(process.env.KVB_WATCH_PROGRESS_MS) || d.watchProgressMs,
       // Not a flag either: tests lengthen the drain's grace for idle connections.
       drainIdleGraceMs: Number(process.env.KVB_DRAIN_IDLE_GRACE_MS) || d.drainIdleGraceMs,
+      // Not a flag: tests shorten the 15 s bound on request headers and TLS handshakes.
+      headersTimeoutMs: Number(process.env.KVB_HEADERS_TIMEOUT_MS) || d.headersTimeoutMs,
     };
     const { runServer } = await import('../../server/run-server.js');
     await runServer(config);

@@ -10,6 +10,7 @@ import { UsageError, readStdin, stdinIsPiped, withClient } from '../session.js';
 const collect = (value: string, previous: string[]) => [...previous, value];
 
 interface TxnOptions {
+  fence?: string;
   check: string[];
   set: string[];
   del: string[];
@@ -47,6 +48,16 @@ export function checkOperation(spec: string): string {
   throw new UsageError(`--check takes KEY@REVISION, KEY:present or KEY:absent, not ${JSON.stringify(spec)}`);
 }
 
+/**
+ * `--fence LOCK:TOKEN` (what `kvb lock` gives its command as $KVB_LOCK:$KVB_LOCK_REVISION): the
+ * lock key is live with that create revision, i.e. the holder that got the token still holds it.
+ */
+export function fenceOperation(spec: string): string {
+  const fence = /^(.+):(\d{1,15})$/s.exec(spec);
+  if (!fence) throw new UsageError(`--fence takes LOCK:TOKEN (e.g. "$KVB_LOCK:$KVB_LOCK_REVISION"), not ${JSON.stringify(spec)}`);
+  return `{"check":${JSON.stringify(fence[1])},"created":${Number(fence[2])}}`;
+}
+
 /** The operation that sets `key` to `value` typed by the one CLI rule (src/values/cli-value.ts), as `kvb set` would. */
 export function setOperation(key: string, value: string, ttl: number | undefined): string {
   const type = typeOfText(value);
@@ -58,10 +69,13 @@ export function setOperation(key: string, value: string, ttl: number | undefined
   return `{"set":${JSON.stringify(key)},"value":${written},"type":"${type}"${ttlField}}`;
 }
 
-/** The operations of --check, --set and --del. */
+/** The flags that become checks, in the order of their operations: --fence, then each --check. */
+const checkFlags = (options: TxnOptions): string[] => [...(options.fence === undefined ? [] : [`--fence ${options.fence}`]), ...options.check];
+
+/** The operations of --fence, --check, --set and --del. */
 export function flagOperations(options: TxnOptions): string[] {
-  // Checks first: the server names failed checks by their index, which is then the --check's position.
-  const ops: string[] = options.check.map(checkOperation);
+  // Checks first: the server names failed checks by their index, which is then the check flag's position.
+  const ops: string[] = [...(options.fence === undefined ? [] : [fenceOperation(options.fence)]), ...options.check.map(checkOperation)];
   for (const assignment of options.set) {
     const eq = assignment.indexOf('=');
     if (eq <= 0) throw new UsageError(`--set takes KEY=VALUE, not ${JSON.stringify(assignment)}`);
@@ -78,6 +92,7 @@ export const txn = defineCommand({
       .command('txn')
       .description('set and delete several keys atomically (all or nothing)')
       .argument('[file]', "a {\"txn\":[…]} document or JSONL operations; '-', or none with stdin piped, reads stdin")
+      .option('--fence <lock:token>', 'commit only while the lock is held with this fencing token (kvb lock: "$KVB_LOCK:$KVB_LOCK_REVISION")')
       .option('--check <key@rev|key:present|key:absent>', 'commit only if the key is live at that revision, exists, or is absent (repeatable)', collect, [])
       .option('--set <key=value>', 'set a key (repeatable); the value is typed as kvb set types an argument', collect, [])
       .option('--del <key>', 'delete a key (repeatable)', collect, [])
@@ -86,7 +101,8 @@ export const txn = defineCommand({
         'after',
         `
 Operations are {"set":"key","value":<json>,"ttl":S}, {"delete":"key"},
-{"check":"key","rev":N} and {"check":"key","exists":true|false}, and the
+{"check":"key","rev":N}, {"check":"key","exists":true|false} and
+{"check":"key","created":N} (live with that create revision), and the
 reading ones {"get":"key"}, {"expire":"key","ttl":S} (new expiry, same value;
 0: never) and {"delete_prefix":"P"}, which see the bucket as it was before the
 transaction's writes; with a get or a delete_prefix the server's
@@ -96,10 +112,15 @@ string), float64, text, json or bytes (base64), as in an export file. --set
 values follow kvb set's rule for an argument: 42 is int64, 1.5 float64,
 {"a":1} json, anything else text. When a check (or an expire of a key that is
 not live) fails, nothing is written and kvb exits 6 naming it.
+--fence LOCK:TOKEN makes the writes fenced: they commit only while the lock
+LOCK is still held by the holder that got TOKEN, its fencing token (a holder
+paused past its lock's TTL, whose lock another has taken, is refused). Inside
+kvb lock, that is --fence "$KVB_LOCK:$KVB_LOCK_REVISION".
 ${examples(
   'kvb txn --set a=1 --set b=hello --del c',
   'kvb txn --check from@12 --check to@40 --set from=90 --set to=60',
   'kvb txn --check lock:absent --set lock=me --set owner=me',
+  `kvb lock lock/report -- sh -c 'kvb txn --fence "$KVB_LOCK:$KVB_LOCK_REVISION" --set report=done'`,
   'kvb txn ops.json',
   `printf '%s\\n' '{"set":"a","value":1}' '{"delete":"b"}' | kvb txn -`,
 )}`,
@@ -118,6 +139,7 @@ ${examples(
       body = txnBody(input);
     } else {
       if (flagOps.length === 0) throw new UsageError('no operations: give FILE, pipe them on stdin, or use --set/--del');
+      if (options.fence !== undefined && options.set.length === 0 && options.del.length === 0) throw new UsageError('--fence guards writes: give --set or --del');
       body = `{"txn":[${flagOps.join(',')}]}`;
     }
     await withClient(command, async ({ client, bucket }) => {
@@ -125,7 +147,7 @@ ${examples(
       try {
         outcome = await client.txn(bucket(), body);
       } catch (err) {
-        throw flagOps.length > 0 ? nameFailedChecks(err, options.check) : err;
+        throw flagOps.length > 0 ? nameFailedChecks(err, checkFlags(options)) : err;
       }
       // Gets and prefix deletes report back: the server's {"revision","results":[…]}, as sent.
       if (outcome.ok && outcome.results !== undefined) await line(outcome.results);

@@ -1,6 +1,6 @@
 import { VERSION } from '../../version.js';
 import { defineCommand, examples } from '../define-command.js';
-import { json, line, warn } from '../output.js';
+import { json, line } from '../output.js';
 import { withClient } from '../session.js';
 
 /** `kvb version`: the client's version, and the server's from /health when one answers. */
@@ -13,18 +13,19 @@ export const version = defineCommand({
       .addHelpText(
         'after',
         `
-When no server answers, prints the client's version alone, with a note on
-stderr, and still exits 0. (kvb --version prints the client's version only.)
+When no server answers, prints the client's version alone, with the reason on
+stderr, and exits with the error's code (4 when the server is unreachable), so
+a script can tell. (kvb --version prints the client's version only, exit 0.)
 ${examples('kvb version', 'kvb --url https://kv.example.com version --json')}`,
       ),
   async run(options, command) {
     await withClient(command, async ({ client }) => {
       let server: string | null = null;
-      let why = '';
+      let failure: unknown;
       try {
         server = (await client.health()).version;
       } catch (err) {
-        why = (err as Error).message;
+        failure = err;
       }
       if (options.json) {
         await json({ client: VERSION, server, url: client.url });
@@ -32,7 +33,11 @@ ${examples('kvb version', 'kvb --url https://kv.example.com version --json')}`,
         await line(`client ${VERSION}`);
         if (server !== null) await line(`server ${server} (${client.url})`);
       }
-      if (server === null) warn(`no server version: ${why}`);
+      // The client's version is out; the failure, with its exit code, is main.ts's to report.
+      if (server === null) {
+        if (failure instanceof Error) failure.message = `no server version: ${failure.message}`;
+        throw failure;
+      }
     });
   },
 });

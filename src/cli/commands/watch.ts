@@ -3,6 +3,7 @@ import { ResumePoint } from '../../client/watch-feed.js';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { data, stdoutIsTty, warn } from '../output.js';
 import { withClient } from '../session.js';
+import { eventValueCell, expiresCell, valueSource } from '../values-table.js';
 import { type ExecEvent, runHandler } from '../watch-exec.js';
 
 /** `since` is older than the server's retained changes: the caller must re-list (exit code 7). */
@@ -20,9 +21,10 @@ interface WatchEvent extends ExecEvent {
   oldest?: number;
 }
 
-function readable(e: WatchEvent, withValues: boolean): string {
-  const value = withValues && e.type === 'set' ? ` = ${JSON.stringify(e.value)}` : '';
-  const expiry = e.type === 'set' && e.expires_at ? `  (expires ${e.expires_at})` : '';
+/** One event for a person: the value rendered as ls renders it (bytes as <N bytes>, int64 a number, JSON as stored), expiry relative. */
+function readable(e: WatchEvent, text: string, withValues: boolean): string {
+  const value = withValues && e.type === 'set' && e.value_type ? ` = ${eventValueCell(e.value_type, e.value, valueSource(text))}` : '';
+  const expiry = e.type === 'set' && e.expires_at ? `  (expires ${expiresCell(e.expires_at, Date.now())})` : '';
   return `${String(e.rev).padStart(6)}  ${e.type.padEnd(6)}  ${e.key}${value}${expiry}`;
 }
 
@@ -45,7 +47,10 @@ export const watch = defineCommand({
 Runs until Ctrl-C (exit 0). A server that cannot be reached at the start is an
 error (exit 4), as for every command. Once connected, after a dropped connection
 it reconnects with backoff and resumes after the last revision it printed
-(named on stderr), so nothing is missed or printed twice. When the server no longer holds
+(named on stderr), so nothing is missed or printed twice. A server that shuts
+down ends the feed with a closed event: kvb watch says so on stderr and
+reconnects the same way (behind a load balancer, another instance answers).
+When the server no longer holds
 the changes after that revision (--since too old, or down for longer than its
 --watch-retention), it says so on stderr and exits 7: list again (kvb ls) and
 watch from the revision the listing was taken at.
@@ -55,7 +60,10 @@ previous one exits), with the event (one JSON line, as --format jsonl prints it)
 on stdin and in its environment: KVB_OP (set, delete or expire), KVB_KEY,
 KVB_REVISION, KVB_EVENT (the JSON line), and for a set KVB_EXPIRES_AT (empty when
 it never expires) and KVB_VALUE_TYPE, and with --values KVB_VALUE (text as is,
-other types as JSON). A command that fails is reported on stderr; the watch goes on.
+other types as JSON). A key or value containing U+0000 cannot be put in the
+environment: that variable is left out, named in KVB_OMITTED (and on stderr);
+read the event from stdin or KVB_EVENT instead. A command that fails is
+reported on stderr; the watch goes on.
 ${examples(
   'kvb watch config/',
   'kvb watch --values --format jsonl | jq -c .',
@@ -74,10 +82,17 @@ ${examples(
       let connected = false;
       /** The revision of the last change printed: what "resuming after" names. */
       let printed: number | undefined;
-      const resuming = () =>
+      const resumingAfter = () =>
         printed !== undefined
-          ? `connection lost; reconnecting and resuming after revision ${printed}, the last change printed`
-          : `connection lost; reconnecting and resuming after revision ${resume.since ?? 'now'}`;
+          ? `reconnecting and resuming after revision ${printed}, the last change printed`
+          : `reconnecting and resuming after revision ${resume.since ?? 'now'}`;
+      const resuming = () => `connection lost; ${resumingAfter()}`;
+      /**
+       * Set when the server ended the feed with `closed` because it is shutting down, until a line
+       * flows again: reconnecting then (to the same URL: behind a balancer, another instance may
+       * answer) is expected, said once, and its failed attempts are no "connection lost".
+       */
+      let shutdown = false;
       for (;;) {
         let body;
         try {
@@ -90,15 +105,16 @@ ${examples(
           const status = (err as { status?: number }).status;
           if (status !== undefined && status !== 503) throw err;
           failures++;
-          if (failures === 1) warn(resuming());
+          if (failures === 1 && !shutdown) warn(resuming());
           await sleep(Math.min(10_000, 250 * 2 ** Math.min(failures, 6)) * (0.5 + Math.random() / 2));
           continue;
         }
         failures = 0;
         connected = true;
         let buffer = '';
+        let closing: string | undefined;
         try {
-          for await (const chunk of body) {
+          feed: for await (const chunk of body) {
             buffer += (chunk as Buffer).toString('utf8');
             let at: number;
             while ((at = buffer.indexOf('\n')) !== -1) {
@@ -111,9 +127,13 @@ ${examples(
                 );
               }
               if (e.type === 'closed') {
-                if (/shutting down/.test(e.reason ?? '')) break;
+                if (/shutting down/.test(e.reason ?? '')) {
+                  closing = e.reason;
+                  break feed;
+                }
                 throw new WatchClosedError(`the server ended the watch: ${e.reason}`);
               }
+              shutdown = false;
               if (e.type === 'sync' || e.type === 'progress') {
                 resume.reached(e.rev!);
                 if (format === 'jsonl' && e.type === 'sync' && options.since === undefined && options.exec === undefined) await data(`${text}\n`);
@@ -121,7 +141,7 @@ ${examples(
               }
               if (!resume.fresh(e.rev!, e.key!)) continue;
               if (options.exec !== undefined) await runHandler(options.exec, e, text);
-              else await data(format === 'jsonl' ? `${text}\n` : `${readable(e, options.values === true)}\n`);
+              else await data(format === 'jsonl' ? `${text}\n` : `${readable(e, text, options.values === true)}\n`);
               printed = e.rev;
             }
           }
@@ -130,7 +150,9 @@ ${examples(
           // A dropped connection: reconnect below.
         }
         resume.cut();
-        warn(resuming());
+        if (closing === undefined) warn(resuming());
+        else if (!shutdown) warn(`the server ended the watch: ${closing}; ${resumingAfter()}`);
+        shutdown ||= closing !== undefined;
         await sleep(250 + Math.random() * 250);
       }
     });

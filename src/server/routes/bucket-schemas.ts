@@ -152,14 +152,15 @@ export const bucketSchemas = {
     description:
       'Every operation is checked (shape, key, value size, permission) before anything is written; then all commit, or none. ' +
       'A string value is stored as text, any other JSON value as JSON exactly as written; null is 400. ' +
-      'Deleting an absent key is not an error. `{"check":K,"rev":N}` (K is live at revision N) and `{"check":K,"exists":bool}` ' +
+      'Deleting an absent key is not an error. `{"check":K,"rev":N}` (K is live at revision N), `{"check":K,"exists":bool}` ' +
+      'and (extension) `{"check":K,"created":N}` (K is live and its create revision, a fencing token, is N) ' +
       'are evaluated atomically with the writes and count toward the 1,000 operations; if any fails nothing is written and the ' +
       'answer is 409 with the failing indices in Kvb-Failed-Checks. A check needs read permission on its key. ' +
       'The whole transaction is one bucket revision. ' +
       'kvb extensions: `{"get":K}` reads K (read permission); `{"expire":K,"ttl":S}` gives the live key K a new expiry, S seconds ' +
       'from now (0: never), keeping its value (write permission; a key that is not live fails like a check); ' +
-      '`{"delete_prefix":P}` deletes every live key starting with the non-empty prefix P (delete permission on P; at most ' +
-      '50,000 keys, else 400). These read the bucket as it was before the transaction\'s writes. A transaction with a get or ' +
+      '`{"delete_prefix":P}` deletes every live key starting with the non-empty prefix P (delete permission on P; the prefix deletes ' +
+      'of one transaction at most 50,000 keys together, else 400; two that repeat or overlap, such as r/ and r/a: 400). These read the bucket as it was before the transaction\'s writes. A transaction with a get or ' +
       'a delete_prefix answers 200 with `{"revision":N,"results":[…]}`, one result per operation: a get\'s key as ' +
       '`{"key","type","value","expires_at","rev"}` (int64 values as decimal strings, bytes as base64) or null when absent, ' +
       '`{"deleted":N}` for a delete_prefix, null for the rest. Gets and checks alone write nothing: N is the revision read at. ' +
@@ -221,6 +222,11 @@ export const bucketSchemas = {
                   check: { type: 'string', description: 'the key' },
                   rev: { type: 'integer', minimum: 0, description: 'the key is live at this revision' },
                   exists: { type: 'boolean', description: 'the key is live (true) or absent/expired (false)' },
+                  created: {
+                    type: 'integer',
+                    minimum: 0,
+                    description: 'the key is live and was created (last became live from absent or expired) at this revision: a fencing token',
+                  },
                 },
                 required: ['check'],
                 additionalProperties: false,

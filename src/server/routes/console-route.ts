@@ -65,6 +65,14 @@ export async function consoleRoute(app: FastifyInstance, { dir = DEFAULT_CONSOLE
   const hidden = { schema: { hide: true } };
   // Relative, so it stays right when a reverse proxy mounts kvb under a path.
   app.get('/console', hidden, async (_request, reply) => reply.redirect('console/', 301));
+  // `/` is no API route (the spec defines none there): a browser opening the server's address is
+  // sent to the console, while an API client (curl, fetch, kvb) keeps the 404 envelope it had.
+  app.get('/', hidden, async (request, reply) => {
+    const vary = reply.getHeader('vary');
+    reply.header('vary', vary ? `${String(vary)}, Accept` : 'Accept');
+    if (request.headers.accept?.includes('text/html')) return reply.redirect('console/', 302);
+    return sendError(reply, 'not_found', 'no such route');
+  });
   app.get('/console/', hidden, async (_request, reply) => serve('index.html', reply));
   app.get<{ Params: { file: string } }>('/console/:file', hidden, async (request, reply) => serve(request.params.file, reply));
 }

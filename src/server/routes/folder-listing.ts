@@ -8,17 +8,23 @@
  * continues after the last item (after a folder: past all of it).
  */
 import type { FastifyReply } from 'fastify';
-import type { Entry, EntryMeta, ListColumns, ListedEntry, Store } from '../../store/store.js';
+import type { Entry, EntryMeta, ListColumns, ListedEntry } from '../../store/store.js';
 import { LIST_CONTENT_TYPES, type ListFormat } from '../../values/list-format.js';
 import { formatListMeta } from '../../values/list-meta.js';
 import { MAX_KEY_BYTES } from '../../values/keys.js';
 import type { BucketRecord } from '../../store/store.js';
 import { encodeCursor } from '../list-cursor.js';
+import { timeSlicer } from '../../store/time-slicer.js';
 
 /** Most items (keys and folders) in one answer; more follow by cursor. Bounded so the answer is built in memory. */
 export const MAX_FOLDER_ITEMS = 10_000;
-/** Keys read per storage read between seeks. */
+/**
+ * Keys read per storage read between seeks: FIRST_ROWS after a seek, doubling up to PAGE_ROWS
+ * while no folder turns up. (Always PAGE_ROWS, 10,000 one-key folders read 2.5 million rows to
+ * use 10,000 of them.)
+ */
 const PAGE_ROWS = 256;
+const FIRST_ROWS = 16;
 
 /**
  * A position after every key that starts with `folder` and before every key that does not: the
@@ -36,8 +42,11 @@ export function folderOf(key: string, prefix: string, delimiter: string): string
   return at < 0 ? undefined : key.slice(0, at + delimiter.length);
 }
 
+/** One page of the listing's keys after a position (the present, or a past revision's: the list route's read). */
+export type FolderRead = (after: string | undefined, rows: number) => Promise<ListedEntry[]>;
+
 export interface FolderQuery {
-  store: Store;
+  read: FolderRead;
   bucket: BucketRecord;
   prefix: string;
   delimiter: string;
@@ -61,19 +70,24 @@ function renderKey({ key, entry, meta }: ListedEntry): string {
 }
 
 /** Reads the items of one answer; `next` is the position to continue from when more follow. */
-export async function readFolderItems(q: Omit<FolderQuery, 'format' | 'query' | 'path'>, now: number): Promise<{ items: string[]; next: string | undefined }> {
+export async function readFolderItems(q: Omit<FolderQuery, 'format' | 'query' | 'path'>): Promise<{ items: string[]; next: string | undefined }> {
   const items: string[] = [];
   const limit = Math.min(q.limit, MAX_FOLDER_ITEMS);
   let after = q.after;
-  const read = (from: string | undefined, rows: number) =>
-    q.store.listEntries(q.bucket.id, { prefix: q.prefix, reverse: q.reverse, columns: q.columns, offset: 0, limit: rows, ...(from !== undefined && { after: from }) }, now);
+  let rows = FIRST_ROWS;
+  // One read per folder: between them, other requests get their turn (SQLite reads block; see timeSlicer).
+  const slice = timeSlicer();
+  const read: FolderRead = async (from, count) => {
+    await slice();
+    return q.read(from, count);
+  };
   for (;;) {
     if (items.length >= limit) {
       // Full: keys follow only if one more row exists past the position.
       const more = await read(after, 1);
       return { items, next: more.length > 0 ? after : undefined };
     }
-    const page = await read(after, PAGE_ROWS);
+    const page = await read(after, rows);
     let seeked = false;
     for (const row of page) {
       const folder = folderOf(row.key, q.prefix, q.delimiter);
@@ -89,13 +103,14 @@ export async function readFolderItems(q: Omit<FolderQuery, 'format' | 'query' | 
       }
       if (seeked || items.length >= limit) break;
     }
-    if (!seeked && page.length < PAGE_ROWS && items.length < limit) return { items, next: undefined };
+    if (!seeked && page.length < rows && items.length < limit) return { items, next: undefined };
+    rows = seeked ? FIRST_ROWS : Math.min(PAGE_ROWS, rows * 2);
   }
 }
 
 /** Answers a delimiter listing (the list route has checked the bucket, the credential and the parameters). */
 export async function folderListing(q: FolderQuery, reply: FastifyReply): Promise<FastifyReply> {
-  const { items, next } = await readFolderItems(q, Date.now());
+  const { items, next } = await readFolderItems(q);
   if (next !== undefined) {
     const cursor = encodeCursor(q.bucket, { prefix: q.prefix, reverse: q.reverse, lastKey: next });
     const params = new URLSearchParams();

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { type Principal, allows } from '../../auth/access.js';
+import { type Principal, allows, rollbackOperations } from '../../auth/access.js';
 import { KvbError, badRequest } from '../../errors.js';
 import { ACTOR_KINDS, type Actor, type ActorFilter, type ActorKind, type HistoryRecord, type PastRead } from '../../store/history-types.js';
 import { isTokenId } from '../../auth/tokens.js';
@@ -181,8 +181,8 @@ export function isRollbackRequest(request: FastifyRequest): boolean {
 
 /**
  * `POST /api/v1/{bucket}?rollback=N[&prefix=P][&dry_run=true]`: makes the bucket (or the prefix)
- * equal to its state at revision N as one new revision. Needs write and delete on the whole
- * range (the secret key, the write key, or a token whose prefix holds P). Answers JSON: the
+ * equal to its state at revision N as one new revision. Needs read, write and delete on the whole
+ * range (rollbackOperations; a token's prefix must hold P). Answers JSON: the
  * revision made (or, dry run, that would be rolled back from), and each key changed.
  */
 export async function rollbackRoute({ store, buckets }: ServerContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
@@ -193,9 +193,9 @@ export async function rollbackRoute({ store, buckets }: ServerContext, request: 
   const dryRun = booleanParam(query, 'dry_run');
   const { bucket, principal } = await openBucket(buckets, bucketIdOf(request), request);
   const prefix = rollbackPrefix(principal, requestedPrefix);
-  // A rollback writes and deletes anywhere under the prefix; a dry run tells what values would come back, so needs read.
-  // A token's reach is checked on the prefix itself (inside its own, see rollbackPrefix).
-  for (const op of dryRun ? (['read'] as const) : (['write', 'delete'] as const)) authorize(bucket, principal, op, principal.kind === 'token' ? prefix : undefined);
+  // What its answer reveals and what it does (access.ts); a token's reach is checked on the prefix
+  // itself (inside its own, see rollbackPrefix).
+  for (const op of rollbackOperations(dryRun)) authorize(bucket, principal, op, principal.kind === 'token' ? prefix : undefined);
   const now = Date.now();
   const bucketId = bucket.record.id;
   const outcome = dryRun ? await planRollback(store, bucketId, target, prefix, now) : await rollback(store, bucketId, target, prefix, now, actorOf(principal, request));

@@ -9,7 +9,7 @@ import { checkKey } from '../../values/keys.js';
 import { actorOf, authorize, openBucket } from '../access-control.js';
 import { ndjsonLines } from '../ndjson-lines.js';
 import type { ServerContext } from '../server-context.js';
-import { bucketIdOf, queryOf, singleParam } from '../request-input.js';
+import { bucketIdOf, expiryFor, queryOf, singleParam } from '../request-input.js';
 import { effectivePrefix } from './effective-prefix.js';
 
 export const IMPORT_MEDIA_TYPES = ['application/x-ndjson', 'application/jsonl', 'application/x-jsonlines'];
@@ -98,10 +98,12 @@ export async function importRoute(
             throw badRequest(`key is outside the prefix being ${mode === 'replace' ? 'replaced' : 'imported'}`);
           }
           authorize(bucket, principal, 'write', parsed.key);
-          if (parsed.expiresAt !== null && parsed.expiresAt <= now) skipped++;
+          // A line that states no expiry gets the bucket's default TTL, as every other write does.
+          const expiresAt = parsed.ownExpiry ? parsed.expiresAt : expiryFor(bucket.record.defaultTtl, now);
+          if (expiresAt !== null && expiresAt <= now) skipped++;
           else {
             imported++;
-            batch.push({ key: parsed.key, entry: { type: parsed.value.type, data: parsed.value.data, expiresAt: parsed.expiresAt } });
+            batch.push({ key: parsed.key, entry: { type: parsed.value.type, data: parsed.value.data, expiresAt } });
             if (batch.length >= STAGE_BATCH) {
               await staging.add(batch);
               batch = [];

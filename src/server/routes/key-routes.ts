@@ -70,9 +70,10 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
 
   function readOpened(request: FastifyRequest, reply: FastifyReply, bucket: CachedBucket, principal: Principal, key: string) {
     authorize(bucket, principal, 'read', key);
-    // Malformed condition headers are a 400 whether or not the key exists.
+    // Malformed condition headers are a 400 whether or not the key exists; so is an unknown Kvb-Include.
     const ifMatch = parseEntityTags(request.headers['if-match'], 'If-Match');
     parseEntityTags(request.headers['if-none-match'], 'If-None-Match');
+    wantsCreateRevision(request.headers['kvb-include']);
     // History (issue 25): `rev=N` or `history=true` reads the past; without them nothing changes.
     if (asksForPast(request)) return readPast(store, request, reply, bucket, principal, key, (entry) => answerRead(request, reply, ifMatch, entry));
     const now = Date.now();
@@ -93,6 +94,9 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
       return undefined;
     }
     describeValue(reply, entry);
+    if (entry.createRevision !== undefined && wantsCreateRevision(request.headers['kvb-include'])) {
+      reply.header('kvb-create-revision', String(entry.createRevision));
+    }
     return entry.data;
   }
 
@@ -161,6 +165,19 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     if (isRefusal(updated)) throw refusalError(updated);
     return describeValue(reply, updated).code(200).send(updated.data);
   });
+}
+
+/**
+ * `Kvb-Include: create-revision` on a GET or HEAD asks for the key's create revision (its fencing
+ * token) in `Kvb-Create-Revision`. Asked for rather than always sent: every other GET keeps its
+ * answer byte for byte (test/http/answer-headers.test.ts) and its cost. Anything else is a 400.
+ */
+function wantsCreateRevision(value: string | string[] | undefined): boolean {
+  if (value === undefined) return false;
+  const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((s) => s.trim().toLowerCase());
+  const unknown = names.find((name) => name !== 'create-revision');
+  if (unknown !== undefined) throw badRequest(`Kvb-Include takes create-revision, not ${JSON.stringify(unknown)}`);
+  return true;
 }
 
 /**

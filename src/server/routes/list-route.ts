@@ -82,6 +82,7 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
     const pageRows = withValues ? VALUE_PAGE_ROWS : KEY_PAGE_ROWS;
     // History (issue 25): `rev=N` lists the bucket as it was at revision N.
     const pastRevision = revisionParam(request);
+    const now = Date.now();
     const read = async (after: string | undefined, offset: number, rows: number, only: ListColumns = columns) => {
       const q = { prefix, reverse, columns: only, offset, limit: rows, ...(after !== undefined && { after }) };
       if (pastRevision === undefined) return store.listEntries(bucketId, q, now);
@@ -94,12 +95,13 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
     reply.header('kvb-revision', String(revision));
     if (delimiter !== undefined) {
       const path = request.url.split('?')[0]!;
-      const q = { store, bucket: bucket.record, prefix, delimiter, reverse, columns, format: format as 'json' | 'jsonl', limit, after: startAfter, query, path };
+      // The same read as a plain listing's: at `rev` the folders are those of that revision (400/410 as for any `rev`).
+      const folderRead = (after: string | undefined, rows: number) => read(after, 0, rows);
+      const q = { read: folderRead, bucket: bucket.record, prefix, delimiter, reverse, columns, format: format as 'json' | 'jsonl', limit, after: startAfter, query, path };
       return folderListing(q, reply);
     }
     // The first page is read before answering, so a storage error is still a clean error response.
     // One row more than asked for tells whether keys follow, so a last page is never empty.
-    const now = Date.now();
     const firstRows = Math.min(limit, pageRows);
     const firstPage = await read(startAfter, skip, firstRows + 1);
     /** The last key of this response, when keys follow it (then it is the cursor's position). */

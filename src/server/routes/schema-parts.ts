@@ -174,6 +174,10 @@ export const readConditions = {
   properties: {
     'if-none-match': { type: 'string', description: 'answer 304 (no body) when the live revision is listed (weak comparison), or any with `*`' },
     'if-match': { type: 'string', description: 'answer 412 unless the key is live at a listed revision' },
+    'kvb-include': {
+      type: 'string',
+      description: '`create-revision`: answer the key\'s create revision (a fencing token) in Kvb-Create-Revision; anything else is 400',
+    },
   },
 };
 export const preconditionFailed = {
@@ -189,6 +193,12 @@ export const valueHeaders = {
     type: 'string',
     format: 'date-time',
     description: 'when the key expires (RFC 3339 UTC); absent when it never does',
+  },
+  'Kvb-Create-Revision': {
+    type: 'integer',
+    description:
+      'GET and HEAD with `Kvb-Include: create-revision` only: the revision at which the key last became live from absent or expired ' +
+      '(a write over a live value keeps it): a lock\'s fencing token, checked by `{"check":K,"created":N}` in a transaction',
   },
 };
 export const typedValue = {

@@ -2,6 +2,7 @@ import { type Readable, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
 import type { OpResult, TxnRequestOp } from '../../store/store.js';
+import { checkPrefixDeletes } from '../../store/txn-resolution.js';
 import { entryLine, typedValue } from '../../values/export-format.js';
 import { type JsonLimits, JsonLimitError, type JsonNode, JsonSyntaxError, parseJsonSource } from '../../values/json-source.js';
 import { MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES, checkKey, valueTooLarge } from '../../values/keys.js';
@@ -91,14 +92,20 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
   };
   if (names.includes('check')) {
     const key = keyOf(field('check'));
-    const unknownField = names.find((n) => !['check', 'rev', 'exists'].includes(n));
+    const unknownField = names.find((n) => !['check', 'rev', 'exists', 'created'].includes(n));
     if (unknownField) throw badRequest(`${at}: unknown field ${unknownField}`);
     const rev = field('rev');
     const exists = field('exists');
-    if ((rev === undefined) === (exists === undefined)) throw badRequest(`${at}: a check takes exactly one of rev and exists`);
+    const created = field('created');
+    if ([rev, exists, created].filter((n) => n !== undefined).length !== 1) throw badRequest(`${at}: a check takes exactly one of rev, exists and created`);
     if (rev) {
       if (rev.kind !== 'number') throw badRequest(`${at}: rev must be an integer`);
       return { op: 'check', key, rev: parseInteger(rev.source, `${at} rev`, 0, Number.MAX_SAFE_INTEGER) };
+    }
+    // A fencing token: the key is live and was created (last became live) at this revision.
+    if (created) {
+      if (created.kind !== 'number') throw badRequest(`${at}: created must be an integer`);
+      return { op: 'check', key, created: parseInteger(created.source, `${at} created`, 0, Number.MAX_SAFE_INTEGER) };
     }
     if (exists?.kind !== 'boolean') throw badRequest(`${at}: exists must be true or false`);
     return { op: 'check', key, exists: exists.source === 'true' };
@@ -123,7 +130,7 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
     return { op: 'delete', key: keyOf(field('delete')) };
   }
   if (!names.includes('set')) {
-    throw badRequest(`${at} must be {"set":…,"value":…}, {"delete":…}, {"check":…,"rev"|"exists":…}, {"get":…}, {"expire":…,"ttl":…} or {"delete_prefix":…}`);
+    throw badRequest(`${at} must be {"set":…,"value":…}, {"delete":…}, {"check":…,"rev"|"exists"|"created":…}, {"get":…}, {"expire":…,"ttl":…} or {"delete_prefix":…}`);
   }
   const unknown = names.find((n) => !['set', 'value', 'ttl', 'type'].includes(n));
   if (unknown) throw badRequest(`${at}: unknown field ${unknown}`);
@@ -240,6 +247,8 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       if (list.items.length > MAX_TXN_OPS) throw badRequest(`txn has more than ${MAX_TXN_OPS} operations`);
       const now = Date.now();
       const ops = list.items.map((node, i) => parseOperation(node, `txn[${i}]`, bucket.record.defaultTtl, now, ctx.config.maxValueBytes));
+      // Before any work: prefix deletes that repeat or overlap would list the same keys again.
+      checkPrefixDeletes(ops);
       for (const op of ops) authorize(bucket, principal, PERMISSION[op.op], op.key);
       const outcome = await store.commit(bucket.record.id, ops, now, { actor: actorOf(principal, request) });
       if ('refused' in outcome) {

@@ -146,6 +146,8 @@ export async function watchStream(request: FastifyRequest, reply: FastifyReply, 
     return;
   }
   watch.register(watcher);
+  // Closed as it registered (the server is shutting down): no timers for a stream already ended.
+  if (ended) return;
   raw.on('close', () => {
     ended = true;
     cleanup();

@@ -1,0 +1,163 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The kvb instances of one scenario: the built `bin/kvb serve`, spawned the way
+ * test/helpers/server.ts spawns it, but on a fixed port chosen once, so an instance killed with
+ * SIGKILL comes back at the same URL and its clients follow it without being told.
+ */
+
+/** The kvb to run: this checkout's build, or another's (KVB_ROBUSTNESS_BIN=/path/to/bin/kvb) to check another build. */
+const KVB_BIN = process.env.KVB_ROBUSTNESS_BIN || fileURLToPath(new URL('../../bin/kvb', import.meta.url));
+
+/** Every child this process started, so an interrupted run can kill them all (see killAll). */
+const children = new Set<ChildProcess>();
+
+/** A free TCP port on 127.0.0.1 (the kernel's pick, released at once). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export class Instance {
+  readonly url: string;
+  private child: ChildProcess | undefined;
+  private output = '';
+  paused = false;
+  /** How many times it was started (1 after the first start). */
+  starts = 0;
+
+  constructor(
+    readonly name: string,
+    readonly port: number,
+    /** The `--db` value. */
+    readonly db: string,
+    readonly args: string[],
+  ) {
+    this.url = `http://127.0.0.1:${port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get running(): boolean {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** The last lines the process printed (for a report when something goes wrong). */
+  logTail(lines = 20): string {
+    return this.output.split('\n').slice(-lines).join('\n');
+  }
+
+  /** Starts `kvb serve` and resolves once it listens. */
+  async start(): Promise<void> {
+    const child = spawn(process.execPath, [KVB_BIN, 'serve', '--port', String(this.port), '--host', '127.0.0.1', '--db', this.db, ...this.args], {
+      env: { ...process.env, KVB_LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.add(child);
+    child.once('exit', () => children.delete(child));
+    this.child = child;
+    this.paused = false;
+    this.starts++;
+    // Keep only the tail: a long soak must not grow this without bound.
+    const keep = (chunk: Buffer) => {
+      this.output = (this.output + chunk.toString('utf8')).slice(-20_000);
+    };
+    child.stdout!.on('data', keep);
+    child.stderr!.on('data', keep);
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`instance ${this.name} did not start within 60 s:\n${this.logTail()}`));
+      }, 60_000);
+      const probe = setInterval(() => {
+        // KVB_LOG_LEVEL=warn hides the "listening on" line: ask /health instead.
+        fetch(`${this.url}/health`, { signal: AbortSignal.timeout(500) })
+          .then((res) => {
+            if (res.ok) {
+              clearInterval(probe);
+              clearTimeout(timer);
+              resolve();
+            }
+          })
+          .catch(() => {});
+      }, 50);
+      child.once('exit', (code, signal) => {
+        clearInterval(probe);
+        clearTimeout(timer);
+        reject(new Error(`instance ${this.name} exited while starting (${code ?? signal}):\n${this.logTail()}`));
+      });
+    });
+  }
+
+  /** kill -9, and wait until the process is gone. */
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (!child || !this.running) return;
+    const gone = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await gone;
+    this.paused = false;
+  }
+
+  pause(): void {
+    if (this.running && !this.paused) {
+      this.child!.kill('SIGSTOP');
+      this.paused = true;
+    }
+  }
+
+  resume(): void {
+    if (this.running && this.paused) {
+      this.child!.kill('SIGCONT');
+      this.paused = false;
+    }
+  }
+
+  /** SIGTERM (after SIGCONT, a stopped process cannot exit), SIGKILL after 10 s. */
+  async stop(): Promise<void> {
+    const child = this.child;
+    if (!child || !this.running) return;
+    this.resume();
+    const gone = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await gone;
+    clearTimeout(timer);
+  }
+}
+
+/** A temp directory for an instance's SQLite file, removed by removeDataDirs. */
+const dataDirs: string[] = [];
+export function makeDataDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'kvb-robust-'));
+  dataDirs.push(dir);
+  return dir;
+}
+export function removeDataDirs(): void {
+  for (const dir of dataDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
+/** SIGCONT then SIGKILL every child still alive: the exit path of an interrupted run. */
+export function killAll(): void {
+  for (const child of children) {
+    try {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  }
+}

@@ -1,0 +1,74 @@
+import { performance } from 'node:perf_hooks';
+import type { BankRead, CounterInput, CounterOutput, FencedWrite, Op, Outcome, RecordedHistory, RegisterInput, RegisterOutput, WatchLog } from './history.js';
+
+/** The one clock of a run: every call, return and event time comes from it. */
+export const now = (): number => performance.now();
+
+type OpDraft =
+  | { model: 'register'; key: string; input: RegisterInput; output?: RegisterOutput }
+  | { model: 'counter'; key: string; input: CounterInput; output?: CounterOutput };
+
+/**
+ * Collects what every client of one scenario saw, in the shape of RecordedHistory, and tallies
+ * operations by kind and outcome for the run's summary.
+ */
+export class Recorder {
+  readonly ops: Op[] = [];
+  readonly watches: WatchLog[] = [];
+  readonly bankReads: BankRead[] = [];
+  readonly fenced: FencedWrite[] = [];
+  /** `kind outcome` -> count, e.g. `cas fail` -> 31. Requests, not per-key ops. */
+  readonly tally = new Map<string, number>();
+  /** Why requests were not ok, e.g. `412`, `503`, `UND_ERR_HEADERS_TIMEOUT`. */
+  readonly reasons = new Map<string, number>();
+  private nextId = 0;
+  private nextGroup = 0;
+  private nextClient = 0;
+
+  constructor(readonly scenario: string) {}
+
+  newClient(): number {
+    return this.nextClient++;
+  }
+
+  count(kind: string, outcome: Outcome, reason?: string): void {
+    const k = `${kind} ${outcome}`;
+    this.tally.set(k, (this.tally.get(k) ?? 0) + 1);
+    if (reason && outcome !== 'ok') this.reasons.set(reason, (this.reasons.get(reason) ?? 0) + 1);
+  }
+
+  /**
+   * Records one request that touched `drafts.length` keys: one Op per key, sharing a group when
+   * there are several, with the same times and outcome. An unknown outcome gets `ret: Infinity`.
+   */
+  record(client: number, instance: string, call: number, ret: number, outcome: Outcome, drafts: OpDraft[], status?: number): void {
+    const group = drafts.length > 1 ? this.nextGroup++ : undefined;
+    for (const draft of drafts) {
+      const op = {
+        id: this.nextId++,
+        client,
+        instance,
+        model: draft.model,
+        key: draft.key,
+        input: draft.input,
+        call,
+        ret: outcome === 'unknown' ? Infinity : ret,
+        outcome,
+        ...(outcome === 'ok' && draft.output !== undefined && { output: draft.output }),
+        ...(group !== undefined && { group }),
+        ...(status !== undefined && { status }),
+      } as Op;
+      this.ops.push(op);
+    }
+  }
+
+  history(bank?: { total: number; accounts: string[]; nonNegative?: boolean }): RecordedHistory {
+    return {
+      scenario: this.scenario,
+      ops: this.ops,
+      watches: this.watches,
+      ...(bank && { bank: { reads: this.bankReads, ...bank } }),
+      ...(this.fenced.length > 0 && { fenced: this.fenced }),
+    };
+  }
+}
