@@ -50,16 +50,16 @@ describe('at a terminal: plain columns, one value rendering', () => {
     expect(lines(result.output)).toEqual(['key', 'max', 'w/big', 'w/bin', 'w/n']);
   });
 
-  it('history is plain lower-case columns: bytes as <N bytes>, int64 as a number, JSON as stored, expiry relative', async () => {
+  it('history is plain lower-case columns: bytes as <N bytes>, int64 as a number, JSON as stored, expiry relative, who made it', async () => {
     const results = await Promise.all(['w/bin', 'w/n', 'w/big'].map((key) => inTerminal(['history', key, '--values'], [], { ...env, PTY_COLUMNS: '200' })));
     for (const result of results) {
       expect(result.exitCode, result.output).toBe(0);
       expect(result.output).not.toMatch(/[─│┌└]/);
-      expect(lines(result.output)[0]).toMatch(/^rev\s+operation\s+time\s+type\s+size\s+expires\s+value$/);
+      expect(lines(result.output)[0]).toMatch(/^rev\s+operation\s+time\s+type\s+size\s+expires\s+actor\s+value$/);
     }
-    expect(lines(results[0]!.output)[1]).toMatch(/\sset\s+\S+\s+bytes\s+3000\s+-\s+<3000 bytes>$/);
-    expect(lines(results[1]!.output)[1]).toMatch(/\sset\s+\S+\s+int64\s+1\s+in (59|60)m\s+6$/);
-    expect(lines(results[2]!.output)[1]).toMatch(/\sjson\s+20\s+-\s+99999999999999999999$/);
+    expect(lines(results[0]!.output)[1]).toMatch(/\sset\s+\S+\s+bytes\s+3000\s+-\s+secret@127\.0\.0\.1\s+<3000 bytes>$/);
+    expect(lines(results[1]!.output)[1]).toMatch(/\sset\s+\S+\s+int64\s+1\s+in (59|60)m\s+secret@127\.0\.0\.1\s+6$/);
+    expect(lines(results[2]!.output)[1]).toMatch(/\sjson\s+20\s+-\s+secret@127\.0\.0\.1\s+99999999999999999999$/);
   });
 
   it('an empty rollback --dry-run says there is nothing to change', async () => {
