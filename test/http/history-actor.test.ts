@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVER_POSTGRES_URL, TEST_BACKEND, dropSchema, postgresUrl, uniqueName, withAdminClient } from '../helpers/backend.js';
+import { exportFile } from '../helpers/export-file.js';
 import { call, createBucket, expectError, json } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -120,6 +121,25 @@ describe('history records who made each change (the actor)', () => {
     for (const key of ['g/0', 'g/1', 'g/2', 'g/3']) {
       for (const line of await history(plain.api, bucket, key, 'g-secret')) expect(line.actor, `revision ${line.rev}`).toEqual(expected.get(line.rev));
     }
+  });
+
+  it("a token's replacing import records the token on the keys it sets and on the keys it removes", async () => {
+    const bucket = await createBucket(plain.api, { secret_key: 'actor-secret3', signing_key: 'actor-sign3' });
+    const u = (key: string) => `${plain.api}/${bucket}/${encodeURIComponent(key)}`;
+    expect((await call(u('imp/gone'), { method: 'POST', body: 'was here', token: 'actor-secret3' })).status).toBe(200);
+    const token = await mint(plain.api, bucket, 'actor-secret3', 'imp/');
+    const imported = await call(`${plain.api}/${bucket}?mode=replace&prefix=imp/`, {
+      method: 'POST',
+      body: exportFile([{ key: 'imp/k', type: 'text', value: '"imported"' }]),
+      headers: { 'content-type': 'application/x-ndjson', authorization: `Bearer ${token.access_token}` },
+    });
+    expect(imported.status, imported.text).toBe(200);
+    const byToken = { kind: 'token', token_id: token.id, address: '127.0.0.1' };
+    expect((await history(plain.api, bucket, 'imp/k', 'actor-secret3')).map((l) => [l.operation, l.actor])).toEqual([['import', byToken]]);
+    expect((await history(plain.api, bucket, 'imp/gone', 'actor-secret3')).map((l) => [l.operation, l.actor])).toEqual([
+      ['import', byToken],
+      ['set', { kind: 'secret', token_id: null, address: '127.0.0.1' }],
+    ]);
   });
 
   it('with --trust-proxy the address is the X-Forwarded-For client; without it, the socket address', async () => {
