@@ -7,19 +7,26 @@ import { KeyDetail } from './key-detail.js';
 import { KeyEditor } from './key-editor.js';
 import { KeyList } from './key-list.js';
 import { ConfirmDialog, Notice, download, errorText } from './ui.js';
+import { saveViewState, savedViewState } from './view-state.js';
 
 type Open = { mode: 'view'; key: string } | { mode: 'edit'; key: string } | { mode: 'new' } | undefined;
 
 /** Browse, view, edit and delete keys. */
 export function KeysView({ conn, caps }: { conn: Connection; caps: Capabilities }) {
-  const [prefix, setPrefix] = useState(caps.scope);
-  const [prefixInput, setPrefixInput] = useState(caps.scope);
+  // A reload or a shared link opens where the URL says, within what the credential may see.
+  const [initial] = useState(() => {
+    const saved = savedViewState();
+    const prefix = saved.prefix !== undefined && saved.prefix.startsWith(caps.scope) ? saved.prefix : caps.scope;
+    return { prefix, live: saved.live && caps.enumerate };
+  });
+  const [prefix, setPrefix] = useState(initial.prefix);
+  const [prefixInput, setPrefixInput] = useState(initial.prefix);
   const [folders, setFolders] = useState(true);
   const [open, setOpen] = useState<Open>(undefined);
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [confirmBulk, setConfirmBulk] = useState(false);
   const [notice, setNotice] = useState<{ error?: string; message?: string }>({});
-  const [live, setLive] = useState(false);
+  const [live, setLive] = useState(initial.live);
   const [importing, setImporting] = useState(false);
   const [reloads, setReloads] = useState(0);
   const reload = () => setReloads((n) => n + 1);
@@ -37,6 +44,8 @@ export function KeysView({ conn, caps }: { conn: Connection; caps: Capabilities 
     const timer = setTimeout(() => setPrefix(prefixInput), 250);
     return () => clearTimeout(timer);
   }, [prefixInput]);
+
+  useEffect(() => saveViewState({ prefix, live }), [prefix, live]);
 
   const goTo = (next: string) => {
     setPrefixInput(next);

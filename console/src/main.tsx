@@ -6,6 +6,7 @@ import { type Capabilities, detectCapabilities } from './capabilities.js';
 import { generateKey } from './format.js';
 import { KeysView } from './keys-view.js';
 import { saveConnection, savedConnection } from './session.js';
+import { saveViewState } from './view-state.js';
 import { Notice, errorText } from './ui.js';
 
 type Screen = 'keys' | 'admin';
@@ -48,6 +49,8 @@ function App() {
 
   const disconnect = (message?: string) => {
     saveConnection(undefined);
+    // The next bucket opened in this tab starts at its top, not at this one's prefix.
+    saveViewState({ live: false });
     setConn(undefined);
     setCaps(undefined);
     setNotice(message ? { message } : {});

@@ -312,9 +312,10 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     await expect.poll(() => keyRow('many/05000').locator('.badge').allInnerTexts()).toEqual(['json', '4 B', expect.stringMatching(/^in (23 h|1 d)$/)]);
     expect(pendingApi.size).toBe(0);
     // A fresh load of the whole console on this bucket: the session is restored from sessionStorage,
-    // and the root's folder view gets its 6 rows from one folder listing.
+    // and the root's folder view gets its 6 rows from one folder listing. (A reload would stay under
+    // many/, which the URL's fragment keeps: the console's own address has none.)
     const loadStarted = Date.now();
-    await page.reload();
+    await page.goto(`${server.url}/console/`);
     await expect.poll(() => page.locator('.list-summary').innerText(), { interval: 20 }).toBe('6 rows');
     const loadMs = Date.now() - loadStarted;
     console.log(`console: first rows of a ${MANY}-key prefix (flat) in ${firstRowsMs} ms; full page load to the root's folders in ${loadMs} ms`);
@@ -769,6 +770,39 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     await txn([{ set: 'live/after', value: 1 }]);
     expect(await rows()).not.toContain('live/after');
     expect(watches().length).toBe(after);
+    expect(problems).toEqual([]);
+  }, 60_000);
+
+  it('a reload keeps the prefix and Live, which the URL fragment holds without the bucket or the credential', async (t) => {
+    screenshotsOnFailure(t, 'view-state');
+    await browse('live/', 'Flat');
+    const live = page.getByRole('switch', { name: 'Live' });
+    await live.check();
+    await expect.poll(() => new URL(page.url()).hash).toBe('#prefix=live%2F&live=1');
+    expect(page.url()).not.toContain(secret);
+    expect(page.url()).not.toContain(bucket);
+    const watches = () => apiRequests.filter((r) => r.includes('watch=true'));
+    await expect.poll(() => watches().at(-1)).toMatch(/prefix=live%2F/);
+    // Nothing but the watch stream in flight, so the reload aborts no listing.
+    await expect.poll(() => pendingApi.size - [...pendingApi].filter((r) => /watch=true/.test((r as { url(): string }).url())).length).toBe(0);
+    const before = watches().length;
+
+    await page.reload();
+    await expect.poll(() => field('Prefix').inputValue()).toBe('live/');
+    await expect.poll(() => live.isChecked()).toBe(true);
+    await expect.poll(() => page.locator('.list-summary').innerText()).toMatch(/ under "live\/"/);
+    // Live is really on again: it watches the prefix, and a new key shows without a refresh.
+    await expect.poll(() => watches().length).toBeGreaterThan(before);
+    expect(watches().at(-1)).toMatch(/prefix=live%2F/);
+    expect((await call(api('/live%2Freloaded?ttl=0'), { method: 'PUT', body: 'r', token: secret, headers: { 'content-type': 'text/plain' } })).status).toBe(200);
+    await expect.poll(() => page.locator('.viewport li .key-text').allInnerTexts()).toContain('live/reloaded');
+
+    // Live off and back to the top: the fragment follows.
+    await live.uncheck();
+    await expect.poll(() => new URL(page.url()).hash).toBe('#prefix=live%2F');
+    await field('Prefix').fill('');
+    await expect.poll(() => new URL(page.url()).hash).toBe('');
+    await expect.poll(() => page.locator('.list-summary').innerText()).toMatch(/^\d+\+? rows?$/);
     expect(problems).toEqual([]);
   }, 60_000);
 
