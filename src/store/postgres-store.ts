@@ -821,12 +821,17 @@ export class PostgresStore implements Store {
   }
 }
 
-/** Ignores the error a concurrent `CREATE … IF NOT EXISTS` can still raise when another instance created it first. */
+/**
+ * Ignores the error a concurrent `CREATE … IF NOT EXISTS` can still raise when another instance
+ * created it first: a unique violation on the catalog (23505), or, for a table's row type, 42710
+ * "type already exists" (seen about once in fifteen races of six creators), besides the schema
+ * (42P06) and relation (42P07) duplicates.
+ */
 async function createConcurrently(run: () => Promise<unknown>): Promise<void> {
   try {
     await run();
   } catch (err) {
-    if (!['23505', '42P06', '42P07'].includes(String(errorCode(err)))) throw err;
+    if (!['23505', '42710', '42P06', '42P07'].includes(String(errorCode(err)))) throw err;
   }
 }
 
