@@ -1,4 +1,4 @@
-import { type Server, type Socket, createConnection, createServer } from 'node:net';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
 import { POSTGRES_URL, THROUGH_PGBOUNCER, dropSchema, postgresUrl, terminateBackends, uniqueName } from '../helpers/backend.js';
@@ -14,44 +14,6 @@ async function eventually(probe: () => Promise<boolean>, ms = 10_000): Promise<v
   while (!(await probe())) {
     if (Date.now() - start > ms) throw new Error(`condition not met within ${ms} ms`);
     await sleep(100);
-  }
-}
-
-/**
- * A TCP proxy in front of the shared PostgreSQL, so one test can take "the database" away from
- * its own server (and only its own) and give it back, without touching the real server.
- */
-class Outage {
-  private server: Server | undefined;
-  private readonly sockets = new Set<Socket>();
-  port = 0;
-
-  constructor(
-    private readonly host: string,
-    private readonly targetPort: number,
-  ) {}
-
-  async up(): Promise<void> {
-    this.server = createServer((client) => {
-      const upstream = createConnection(this.targetPort, this.host);
-      for (const s of [client, upstream]) {
-        this.sockets.add(s);
-        s.on('error', () => {});
-        s.on('close', () => this.sockets.delete(s));
-      }
-      client.pipe(upstream).pipe(client);
-    });
-    await new Promise<void>((resolve) => this.server!.listen(this.port, '127.0.0.1', resolve));
-    const address = this.server.address();
-    if (address && typeof address === 'object') this.port = address.port;
-  }
-
-  /** New connections are refused and open ones are cut, as when PostgreSQL goes away. */
-  async down(): Promise<void> {
-    const closed = new Promise((resolve) => this.server?.close(resolve));
-    for (const s of this.sockets) s.destroy();
-    await closed;
-    this.server = undefined;
   }
 }
 
@@ -143,8 +105,8 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
 
     it('while PostgreSQL is unreachable /ready is 503 degraded and requests get 503 envelopes; it recovers without a restart', { timeout: 60_000 }, async () => {
       const target = new URL(POSTGRES_URL!);
-      const outage = new Outage(target.hostname, Number(target.port || 5432));
-      await outage.up();
+      const outage = new TcpProxy(target.hostname, Number(target.port || 5432));
+      await outage.open();
       const schema = uniqueName('kvb_outage');
       schemas.push(schema);
       const viaProxy = new URL(postgresUrl({ schema }));
@@ -156,7 +118,7 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
       const base = `${server.api}/${bucket}`;
       expect((await call(`${base}/k`, { method: 'PUT', body: 'before' })).status).toBe(200);
 
-      await outage.down();
+      await outage.refuse();
       const ready = await call(`${server.url}/ready`);
       expect(ready.status).toBe(503);
       expect(ready.json()).toMatchObject({ status: 'degraded', storage: 'error' });
@@ -172,20 +134,20 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
         expect(isEnvelope503(answer), `${answer.status} ${answer.text}`).toBe(true);
       }
 
-      await outage.up();
+      await outage.open();
       await eventually(async () => (await call(`${server.url}/ready`)).status === 200);
       expect((await call(`${base}/k`)).text).toBe('before');
       expect((await call(`${base}/k`, { method: 'PUT', body: 'after' })).status).toBe(200);
       expect(server.process.exitCode).toBeNull();
-      await outage.down();
-      await outage.up(); // leave it up so stop() can close the pool cleanly
+      await outage.refuse();
+      await outage.open(); // leave it up so stop() can close the pool cleanly
     });
 
     it('starting while PostgreSQL is unreachable fails with one clear line and a non-zero exit', async () => {
-      const outage = new Outage('127.0.0.1', 5432);
-      await outage.up();
+      const outage = new TcpProxy('127.0.0.1', 5432);
+      await outage.open();
       const port = outage.port;
-      await outage.down(); // nothing listens on `port` now
+      await outage.refuse(); // nothing listens on `port` now
       const result = await execa('node', [KVB_BIN, 'serve', '--port', '0', '--db', `postgres://kvb@127.0.0.1:${port}/kvb`], { reject: false, timeout: 20_000 });
       expect(result.exitCode).toBe(1);
       expect(result.stdout).toBe('');

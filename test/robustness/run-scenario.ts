@@ -9,7 +9,7 @@ import { Random } from './random.js';
 import { Recorder, now } from './recorder.js';
 import type { Scenario } from './scenarios.js';
 import { send } from './send.js';
-import { TcpProxy } from './tcp-proxy.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { type WatchControl, type WatchStats, watcher } from './watchers.js';
 import { type WorkloadContext, finalReads, registerClient, sleep } from './workload.js';
 

@@ -2,7 +2,7 @@ import { type Server, type Socket, connect, createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Recorder } from '../robustness/recorder.js';
 import { type Exchange, outcomeOf } from '../robustness/send.js';
-import { TcpProxy } from '../robustness/tcp-proxy.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
 
 /**
  * The robustness suite's recording rules (test/robustness/README.md): how an answer counts, how a
