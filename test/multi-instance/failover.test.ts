@@ -1,8 +1,9 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type WatchEvent, connect } from '../../src/client/index.js';
+import { lockCluster } from '../helpers/ha-cluster-lock.js';
 import { THROUGH_PGBOUNCER, postgresUrl, uniqueName, withClient } from '../helpers/backend.js';
 import { type Answer, call, createBucket, json } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
@@ -74,39 +75,6 @@ async function waitHealthy(ms = 60_000): Promise<{ leader: ClusterNode; standby:
 
 /** How long a run may take, and so how long another run waits for the cluster. */
 const RUN_TIMEOUT_MS = 240_000;
-
-/**
- * Only one run at a time may switch the cluster over (the postgres and pgbouncer projects run in
- * parallel): a lock directory holding the owner's pid; a lock whose owner is gone is taken over.
- */
-async function lockCluster(): Promise<() => void> {
-  const lock = join(HA_DIR!, 'failover-test.lock');
-  const ownerAlive = () => {
-    try {
-      process.kill(Number(readFileSync(join(lock, 'pid'), 'utf8')), 0);
-      return true;
-    } catch (err) {
-      return (err as NodeJS.ErrnoException).code === 'EPERM';
-    }
-  };
-  await until(
-    'the cluster lock (another failover test run holds it)',
-    () => {
-      try {
-        mkdirSync(lock);
-        writeFileSync(join(lock, 'pid'), String(process.pid));
-        return true;
-      } catch {
-        // A lock left by a killed run (no pid file yet means it is being taken right now).
-        if (existsSync(join(lock, 'pid')) && !ownerAlive()) rmSync(lock, { recursive: true, force: true });
-        return false;
-      }
-    },
-    RUN_TIMEOUT_MS + 10_000,
-    200,
-  );
-  return () => rmSync(lock, { recursive: true, force: true });
-}
 
 /** A plain connection to the current primary (for setup and clean-up only). */
 async function onPrimary<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -254,7 +222,7 @@ describe.skipIf(skipped || STALE_READS_THROUGH_PINNED_PGBOUNCER)(
       // Its own run takes about 30 s; the bound also covers waiting for the other project's run.
       { timeout: 2 * RUN_TIMEOUT_MS + 10_000 },
       async () => {
-        const unlock = await lockCluster();
+        const unlock = await lockCluster(HA_DIR!, RUN_TIMEOUT_MS + 10_000);
         const stop = new AbortController();
         let running = true;
         let writing: Promise<unknown> = Promise.resolve();

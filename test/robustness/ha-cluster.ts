@@ -1,6 +1,7 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { withClient } from '../helpers/backend.js';
+import { lockCluster as lockClusterIn } from '../helpers/ha-cluster-lock.js';
 import { sleep } from './workload.js';
 
 /**
@@ -94,31 +95,5 @@ export async function onPrimary<T>(work: (client: import('pg').Client) => Promis
   return withClient({ host: '127.0.0.1', port: leader.port, user: 'postgres', database: 'postgres' }, work);
 }
 
-/** Takes the cluster lock failover.test.ts takes (a directory holding the owner's pid); returns its release. */
-export async function lockCluster(ms = 300_000): Promise<() => void> {
-  const lock = join(haDir(), 'failover-test.lock');
-  const ownerAlive = () => {
-    try {
-      process.kill(Number(readFileSync(join(lock, 'pid'), 'utf8')), 0);
-      return true;
-    } catch (err) {
-      return (err as NodeJS.ErrnoException).code === 'EPERM';
-    }
-  };
-  await until(
-    'the HA cluster lock (a failover test holds it)',
-    async () => {
-      try {
-        mkdirSync(lock);
-        writeFileSync(join(lock, 'pid'), String(process.pid));
-        return true;
-      } catch {
-        if (existsSync(join(lock, 'pid')) && !ownerAlive()) rmSync(lock, { recursive: true, force: true });
-        return undefined;
-      }
-    },
-    ms,
-    200,
-  );
-  return () => rmSync(lock, { recursive: true, force: true });
-}
+/** Takes the cluster lock the failover test takes; returns its release. */
+export const lockCluster = (ms = 300_000): Promise<() => void> => lockClusterIn(haDir(), ms);
