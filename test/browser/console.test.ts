@@ -65,6 +65,8 @@ function watch(p: Page): void {
     if (request.url().startsWith('blob:')) return;
     // Switching Live off (or a new prefix) closes the watch stream by aborting its request.
     if (/[?&]watch=true/.test(request.url()) && error === 'net::ERR_ABORTED') return;
+    // The browser fetches the favicon on its own schedule; a reload or navigation may abort it.
+    if (new URL(request.url()).pathname.endsWith('/favicon.svg') && error === 'net::ERR_ABORTED') return;
     problems.push(`request failed: ${request.url()} ${error}`);
   });
   p.on('request', (request) => {
