@@ -4,9 +4,9 @@
  */
 
 import type { BucketPolicy } from '../../src/client/bucket-policy.js';
-import { type Permission, PERMISSIONS, type ValueType, VALUE_TYPES } from './types.js';
+import { MAX_TXN_OPS, type Permission, PERMISSIONS, type ValueType, VALUE_TYPES } from '../../src/limits.js';
 
-export { type Permission, PERMISSIONS, type ValueType, VALUE_TYPES };
+export { MAX_TXN_OPS, type Permission, PERMISSIONS, type ValueType, VALUE_TYPES };
 
 export interface Connection {
   bucket: string;
@@ -289,9 +289,6 @@ export async function addToCounter(c: Connection, key: string, delta: number): P
 export async function deleteEntry(c: Connection, key: string): Promise<void> {
   await call(path(c, key), { method: 'DELETE', credential: c.credential });
 }
-
-/** The server's limit on operations in one transaction. */
-export const MAX_TXN_OPS = 1000;
 
 /** POST /api/v1/{bucket} {"txn": [...]}: deletes every key in one transaction (at most MAX_TXN_OPS). */
 export async function deleteEntries(c: Connection, keys: string[]): Promise<void> {

@@ -1,5 +1,5 @@
 /** Pure helpers of the console: no DOM, no fetch (unit-tested in test/unit/console-format.test.ts). */
-import type { Permission, ValueType } from './types.js';
+import type { Permission, ValueType } from '../../src/limits.js';
 
 /** "in 6 d", "in 3 h", "in 12 min", "in 40 s", "expired". */
 export function relativeExpiry(expiresAt: number, now: number): string {

@@ -1,4 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
+import { MAX_KEY_BYTES } from '../../src/limits.js';
 import { ApiError, type Connection, VALUE_TYPES, type ValueType, getEntry, setEntry } from './api.js';
 import type { Capabilities } from './capabilities.js';
 import { editableText, encodeValue, toBase64 } from './format.js';
@@ -77,7 +78,7 @@ export function KeyEditor(props: {
     setValueError(undefined);
     const trimmedKey = key;
     if (trimmedKey === '') return setError('The key is empty');
-    if (new TextEncoder().encode(trimmedKey).length > 128) return setError('The key is longer than 128 bytes');
+    if (new TextEncoder().encode(trimmedKey).length > MAX_KEY_BYTES) return setError(`The key is longer than ${MAX_KEY_BYTES} bytes`);
     if (props.caps.scope && !trimmedKey.startsWith(props.caps.scope)) return setError(`The key must start with "${props.caps.scope}"`);
     const checked = encodeValue(type, value);
     if (!checked.ok) return setValueError(checked.error);

@@ -1,7 +1,8 @@
 /** Who may do what: the access matrix of docs/http-api.md as one pure function. */
 
-export const PERMISSIONS = ['read', 'write', 'enumerate', 'delete'] as const;
-export type Permission = (typeof PERMISSIONS)[number];
+import { PERMISSIONS, type Permission } from '../limits.js';
+
+export type { Permission };
 
 export type KeyRole = 'admin' | 'read' | 'write';
 

@@ -1,6 +1,6 @@
 import { hkdfSync, randomBytes } from 'node:crypto';
 import { SignJWT, errors, jwtVerify } from 'jose';
-import { PERMISSIONS, type Permission } from './access.js';
+import { PERMISSIONS, type Permission } from '../limits.js';
 
 /** The claims kvb puts in a temporary token (besides iat and exp). */
 export interface TokenClaims {

@@ -2,6 +2,7 @@ import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync }
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_URL } from '../client/kvb-http.js';
+import { EXIT_CODES } from '../errors.js';
 
 export { DEFAULT_URL };
 export const DEFAULT_PROFILE = 'default';
@@ -48,7 +49,7 @@ export function configPath(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 export class ConfigError extends Error {
-  readonly exitCode = 1;
+  readonly exitCode = EXIT_CODES.usage;
 }
 
 export function readConfig(path = configPath()): ConfigFile {

@@ -115,9 +115,6 @@ export function keyArgument(description: string) {
 /** The "Examples:" block that ends most help texts. */
 export const examples = (...lines: string[]): string => `\nExamples:\n${lines.map((l) => `  ${l}`).join('\n')}`;
 
-/** The largest TTL the server accepts, in seconds. */
-export const MAX_TTL = 2147483647;
-
 /**
  * The compare-and-set flags of `kvb set`, `del` and `incr`: the write applies only at a revision
  * (`If-Match: "N"`), only to an absent key (`If-None-Match: *`) or only to a live one (`If-Match: *`).

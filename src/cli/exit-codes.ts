@@ -1,20 +1,26 @@
-import { ERRORS } from '../errors.js';
+import { ERRORS, EXIT_CODES, type ExitOutcome } from '../errors.js';
 
 /*
- * The client's exit codes, the one source for `kvb --help`, the man page's EXIT STATUS and the
- * docs/cli.md's table (`npm run docs` rewrites the two; test/cli/docs-and-structure.test.ts checks
- * they match). The HTTP statuses behind each code come from the ERRORS table, so a new error
- * kind shows up in all three by itself. Meanings use `backticks` for literal text.
+ * Renders the exit codes of the error table (src/errors.ts) for `kvb --help`, the man page's EXIT
+ * STATUS and docs/cli.md's table (`npm run docs` rewrites the two; test/cli/docs-and-structure.test.ts
+ * checks they match). The HTTP statuses behind each code come from the ERRORS table, so a new error
+ * kind shows up in all three by itself.
  */
-const MEANINGS: Record<number, string> = {
-  0: 'success',
-  1: 'usage or configuration error: bad flags or input, a value over the size limit, a server URL that does not answer as kvb, a bucket without a signing key for `kvb mint-token`, a cancelled wizard',
-  2: 'key or bucket not found, so `kvb get k || echo missing` works',
-  3: 'authentication or permission refused',
-  4: 'server or network unreachable: connection refused, DNS failure, no answer within `--timeout`, or `kvb lock --timeout` gave up waiting for the lock; the message names the URL tried and where it came from',
-  5: 'server error, or the server refusing for now (storage full, rate limited); try again later',
-  6: 'precondition failed or conflict: an `--if-rev`/`--if-absent`/`--if-exists` write, a `kvb txn --check` or a `kvb edit` save found the key in another state; nothing was written',
-  7: 'older than the history the server keeps (`--history-retention`): `kvb watch` cannot resume (list again and watch from there), or `kvb get --rev`, `kvb ls --rev` or `kvb rollback` named a revision below the bucket\'s history floor',
+
+/** What each exit code means, in the help's words (`backticks` mark literal text); here, not in errors.ts, which the client package ships. */
+const MEANINGS: Record<ExitOutcome, string> = {
+  success: 'success',
+  usage:
+    'usage or configuration error: bad flags or input, a value over the size limit, a server URL that does not answer as kvb, a bucket without a signing key for `kvb mint-token`, a cancelled wizard',
+  notFound: 'key or bucket not found, so `kvb get k || echo missing` works',
+  refused: 'authentication or permission refused',
+  unreachable:
+    'server or network unreachable: connection refused, DNS failure, no answer within `--timeout`, or `kvb lock --timeout` gave up waiting for the lock; the message names the URL tried and where it came from',
+  serverError: 'server error, or the server refusing for now (storage full, rate limited); try again later',
+  conflict:
+    'precondition failed or conflict: an `--if-rev`/`--if-absent`/`--if-exists` write, a `kvb txn --check` or a `kvb edit` save found the key in another state; nothing was written',
+  tooOld:
+    "older than the history the server keeps (`--history-retention`): `kvb watch` cannot resume (list again and watch from there), or `kvb get --rev`, `kvb ls --rev` or `kvb rollback` named a revision below the bucket's history floor",
 };
 
 export interface ExitCodeRow {
@@ -25,14 +31,16 @@ export interface ExitCodeRow {
 }
 
 export function exitCodeRows(): ExitCodeRow[] {
-  return Object.entries(MEANINGS).map(([code, meaning]) => ({
-    code: Number(code),
-    meaning,
-    statuses: Object.values(ERRORS)
-      .filter((e) => e.exitCode === Number(code))
-      .map((e) => e.status)
-      .sort((a, b) => a - b),
-  }));
+  return (Object.entries(EXIT_CODES) as Array<[ExitOutcome, number]>)
+    .sort(([, a], [, b]) => a - b)
+    .map(([outcome, code]) => ({
+      code,
+      meaning: MEANINGS[outcome],
+      statuses: Object.values(ERRORS)
+        .filter((e) => e.exitCode === code)
+        .map((e) => e.status)
+        .sort((a, b) => a - b),
+    }));
 }
 
 const withStatuses = (row: ExitCodeRow, meaning: string) => (row.statuses.length > 0 ? `${meaning} (HTTP ${row.statuses.join(', ')})` : meaning);

@@ -1,10 +1,11 @@
 /** `kvb get A B …`: several keys read at one revision, as JSON rows (int64 as decimal strings). */
 import type { KvbHttp } from '../client/kvb-http.js';
 import { type JsonNode, parseJsonSource } from '../values/json-source.js';
+import { EXIT_CODES } from '../errors.js';
 
 /** Some keys were absent (exit code 2, like `kvb get` of one missing key), after every row was printed. */
 export class MissingKeysError extends Error {
-  readonly exitCode = 2;
+  readonly exitCode = EXIT_CODES.notFound;
   constructor(keys: string[]) {
     super(`no such key: ${keys.map((k) => JSON.stringify(k)).join(', ')}`);
   }

@@ -1,4 +1,4 @@
-import { ERRORS, type ErrorMessage, messageForStatus } from '../errors.js';
+import { ERRORS, EXIT_CODES, type ErrorMessage, type ExitCode, messageForStatus } from '../errors.js';
 
 /**
  * The server answered with an error: its envelope message (`kind`), HTTP status and `detail` (the
@@ -8,7 +8,7 @@ import { ERRORS, type ErrorMessage, messageForStatus } from '../errors.js';
 export class KvbHttpError extends Error {
   readonly kind: ErrorMessage;
   /** The CLI's exit code for this kind of failure (one table: src/errors.ts). */
-  readonly exitCode: number;
+  readonly exitCode: ExitCode;
   constructor(
     readonly status: number,
     kind: string | undefined,
@@ -98,7 +98,7 @@ export function httpErrorFor(
 
 /** No HTTP answer at all: connection refused, DNS failure, timeout, reset. */
 export class KvbNetworkError extends Error {
-  readonly exitCode = 4;
+  readonly exitCode = EXIT_CODES.unreachable;
   constructor(
     readonly url: string,
     readonly reason: string,

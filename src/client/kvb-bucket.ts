@@ -1,3 +1,4 @@
+import { HISTORY_PAGE_MAX, type Permission } from '../limits.js';
 import { ConflictError, NotFoundError, PreconditionFailedError } from './client-errors.js';
 import {
   type BucketChanges,
@@ -136,7 +137,7 @@ export interface UpdateOptions extends CallOptions {
 export interface TokenOptions extends CallOptions {
   /** The key prefix the token is limited to (1 to 128 bytes). */
   prefix: string;
-  permissions: Array<'read' | 'write' | 'enumerate' | 'delete'>;
+  permissions: Permission[];
   /** Seconds the token is valid. */
   ttl: number;
 }
@@ -317,7 +318,7 @@ export class KvbBucket {
     const wanted = options.limit ?? Number.POSITIVE_INFINITY;
     let cursor: string | undefined;
     do {
-      const page = await this.http.history(this.id, key, { values: options.values, limit: Math.min(1000, wanted - entries.length), cursor, actor: options.actor }, options);
+      const page = await this.http.history(this.id, key, { values: options.values, limit: Math.min(HISTORY_PAGE_MAX, wanted - entries.length), cursor, actor: options.actor }, options);
       for (const [i, line] of page.lines.entries()) {
         const int64 = line.type === 'int64' ? VALUE_AT_END.exec(page.texts[i]!)?.[1] : undefined;
         entries.push({

@@ -1,9 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../errors.js';
 
-/** Largest TTL in seconds: fits a signed 32-bit integer, about 68 years. */
-export const MAX_TTL_SECONDS = 2147483647;
-
 type Query = Record<string, string | string[] | undefined>;
 
 export function queryOf(request: FastifyRequest): Query {

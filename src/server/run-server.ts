@@ -1,5 +1,6 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { storageFailureOf } from '../errors.js';
 import { VERSION } from '../version.js';
 import { type DbTarget, openStore, parseDbTarget, postgresLocation } from '../store/open-store.js';
 import { describeError, readOnlyReason, storageFullReason } from '../store/storage-errors.js';
@@ -65,7 +66,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
     // One line a person can act on, not a stack trace.
     const code = (err as { code?: unknown }).code;
     // KVB_DATABASE_IN_USE: another process holds the file's sidecar lock (store/sqlite-lock.ts).
-    if (target.kind === 'sqlite' && (code === 'KVB_DATABASE_IN_USE' || code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED')) {
+    if (target.kind === 'sqlite' && (storageFailureOf(err) === 'KVB_DATABASE_IN_USE' || code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED')) {
       return fail(`cannot open ${storage}: another process (another kvb serve?) has it open; one server per SQLite file`);
     }
     const readOnly = target.kind === 'sqlite' && target.path !== ':memory:' ? readOnlyReason(target.path) : undefined;

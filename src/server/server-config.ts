@@ -1,4 +1,4 @@
-import { MAX_VALUE_BYTES } from '../values/keys.js';
+import { DEFAULT_BUCKET_TTL_SECONDS, MAX_VALUE_BYTES } from '../limits.js';
 /** Everything `kvb serve` can be told, after flags and environment are merged. */
 export interface ServerConfig {
   port: number;
@@ -98,7 +98,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   tlsKey: undefined,
   db: './kvb.db',
   logLevel: 'info',
-  defaultTtl: 604800,
+  defaultTtl: DEFAULT_BUCKET_TTL_SECONDS,
   bucketCreationKey: undefined,
   requireSecretKey: false,
   corsOrigin: '*',

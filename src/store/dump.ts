@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { badRequest } from '../errors.js';
 import { entryLine, parseExportLine } from '../values/export-format.js';
-import { MAX_VALUE_BYTES_CEILING } from '../values/keys.js';
+import { MAX_VALUE_BYTES_CEILING } from '../limits.js';
 import type { BucketRecord, KeyedEntry, Store } from './store.js';
 
 /**

@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import type { StorageFailureCode } from '../errors.js';
 import { VERSION } from '../version.js';
 import type { Dialect } from './dialect.js';
 
@@ -268,7 +269,7 @@ export async function appliedMigrations(db: AnyDb, schema?: string): Promise<Set
 
 /** A database migrated by a newer kvb than this one: refused before anything is read or written. */
 export class DatabaseTooNewError extends Error {
-  readonly code = 'KVB_DATABASE_TOO_NEW';
+  readonly code = 'KVB_DATABASE_TOO_NEW' satisfies StorageFailureCode;
 }
 
 /**

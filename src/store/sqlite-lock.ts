@@ -1,9 +1,10 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { closeSync, constants, openSync, statSync } from 'node:fs';
+import type { StorageFailureCode } from '../errors.js';
 
 /** Another process (a running `kvb serve`, a `kvb db restore`) holds the database's lock. */
 export class DatabaseInUseError extends Error {
-  readonly code = 'KVB_DATABASE_IN_USE';
+  readonly code = 'KVB_DATABASE_IN_USE' satisfies StorageFailureCode;
 }
 
 /** The sidecar file whose lock says "a kvb process owns this SQLite database". */

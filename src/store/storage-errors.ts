@@ -1,5 +1,6 @@
 import { accessSync, constants } from 'node:fs';
 import { dirname } from 'node:path';
+import type { StorageFailureCode } from '../errors.js';
 
 /** Codes that mean the storage cannot be reached right now (SQLite lock contention, PostgreSQL connection loss). */
 const UNAVAILABLE_CODES = new Set([
@@ -43,7 +44,7 @@ export const STORAGE_RETRY_AFTER_SECONDS = '2';
 
 /** The storage cannot be reached; the server answers 503 `service_unavailable`. */
 export class StorageUnavailableError extends Error {
-  readonly code = 'KVB_STORAGE_UNAVAILABLE';
+  readonly code = 'KVB_STORAGE_UNAVAILABLE' satisfies StorageFailureCode;
   /** The connection was lost after COMMIT was sent: the write may or may not have been applied. */
   readonly outcomeUnknown: boolean;
   constructor(cause: unknown, options: { outcomeUnknown?: boolean } = {}) {

@@ -6,14 +6,11 @@
  * operations the same meaning.
  */
 import { KvbError } from '../errors.js';
+import { MAX_PREFIX_DELETE_KEYS } from '../limits.js';
 import { type Entry, type OpResult, type TxnOp, type TxnRequestOp, checkHolds } from './store.js';
 
-/**
- * Most keys the prefix deletes of one transaction remove together, in its one revision; past it
- * the transaction is refused (400), nothing written. The bound is the transaction's, not each
- * operation's: 1,000 prefix deletes of 50,000 keys each would otherwise be 50 million deletes.
- */
-export const MAX_PREFIX_DELETE_KEYS = 50_000;
+// The stores import the bound from here, beside the rule that applies it.
+export { MAX_PREFIX_DELETE_KEYS };
 
 /**
  * Refuses (400) a transaction whose prefix deletes repeat or overlap: one prefix equal to, or a

@@ -5,7 +5,8 @@
  */
 import { badRequest } from '../errors.js';
 import { type JsonNode, JsonSyntaxError, minifyJson, parseJsonSource } from './json-source.js';
-import { MAX_VALUE_BYTES, checkKey, valueTooLarge } from './keys.js';
+import { MAX_VALUE_BYTES } from '../limits.js';
+import { checkKey, valueTooLarge } from './keys.js';
 import { formatFloat, parseNumber } from './numbers.js';
 import type { StoredValue } from './stored-value.js';
 import { type ValueType, isValueType } from './value-type.js';

@@ -1,12 +1,5 @@
 import { badRequest } from '../errors.js';
-
-export const MAX_KEY_BYTES = 128;
-/** The spec's value limit (16 KiB): the default of `kvb serve --max-value-bytes`, which may raise it. */
-export const MAX_VALUE_BYTES = 16 * 1024;
-/** Most operations in one transaction (and so keys in one `kvb get A B …`). */
-export const MAX_TXN_OPS = 1000;
-/** The most `--max-value-bytes` may be: a value is held whole in memory, and a transaction holds many. */
-export const MAX_VALUE_BYTES_CEILING = 16 * 1024 * 1024;
+import { MAX_KEY_BYTES } from '../limits.js';
 
 /** The words every refusal of a too-large value uses, naming the limit and how it is set. */
 export function valueTooLarge(size: number | undefined, limit: number): string {

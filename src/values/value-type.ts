@@ -1,6 +1,6 @@
-/** The five stored value types, as named in the Kvb-Type header and the database. */
-export const VALUE_TYPES = ['json', 'text', 'int64', 'float64', 'bytes'] as const;
-export type ValueType = (typeof VALUE_TYPES)[number];
+import { VALUE_TYPES, type ValueType } from '../limits.js';
+
+export type { ValueType };
 
 export const CONTENT_TYPES: Record<ValueType, string> = {
   json: 'application/json',

@@ -2,6 +2,7 @@ import { compileErrors, validate } from '@readme/openapi-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningServer, startServer } from '../helpers/server.js';
 import { call, createBucket } from '../helpers/http.js';
+import { DEFAULT_BUCKET_TTL_SECONDS, DEFAULT_LIST_LIMIT, MAX_KEY_BYTES, MAX_LIST_LIMIT, MAX_TTL_SECONDS, PERMISSIONS, VALUE_TYPES } from '../../src/limits.js';
 
 interface Operation {
   operationId?: string;
@@ -104,6 +105,31 @@ describe('the OpenAPI document', () => {
     expect(names(op('get', '/api/v1/{bucket}/')).sort()).toEqual(['cursor', 'delimiter', 'export', 'format', 'limit', 'meta', 'prefix', 'rev', 'reverse', 'since', 'skip', 'values', 'watch']);
     expect(names(op('post', '/api/v1/{bucket}/{key}'))).toEqual(['ttl']);
     expect(names(op('patch', '/api/v1/{bucket}/{key}'))).toEqual(['ttl']);
+  });
+
+  it('states the limits and vocabularies of src/limits.ts', () => {
+    const param = (method: string, path: string, name: string) =>
+      (op(method, path).parameters ?? []).find((p) => p.name === name) as { description?: string } | undefined;
+    expect(param('get', '/api/v1/{bucket}/', 'limit')?.description).toBe(`at most this many, 0 to ${MAX_LIST_LIMIT} (default ${DEFAULT_LIST_LIMIT})`);
+    expect(param('post', '/api/v1/{bucket}/{key}', 'ttl')?.description).toContain(`0 to ${MAX_TTL_SECONDS}`);
+    expect(param('get', '/api/v1/{bucket}/{key}', 'key')?.description).toContain(`1 to ${MAX_KEY_BYTES} bytes`);
+    const token = JSON.stringify(op('post', '/api/v1/{bucket}/tokens/').requestBody);
+    expect(token).toContain(`1 to ${MAX_TTL_SECONDS}`);
+    expect(token).toContain(`from ${PERMISSIONS.join(', ')}`);
+    const create = JSON.stringify(op('post', '/api/v1/').requestBody);
+    expect(create).toContain(`default ${DEFAULT_BUCKET_TTL_SECONDS}`);
+    // Every enum of value types in the document (Kvb-Type, list and watch rows) is the one list.
+    const enums: unknown[][] = [];
+    const walk = (node: unknown): void => {
+      if (Array.isArray(node)) return node.forEach(walk);
+      if (typeof node !== 'object' || node === null) return;
+      const { enum: values } = node as { enum?: unknown };
+      if (Array.isArray(values) && values.includes('int64')) enums.push(values);
+      Object.values(node).forEach(walk);
+    };
+    walk(doc);
+    expect(enums.length).toBeGreaterThanOrEqual(3);
+    for (const values of enums) expect(values).toEqual([...VALUE_TYPES]);
   });
 
   it('has a request body for each content type the routes take', () => {

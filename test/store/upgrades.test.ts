@@ -52,8 +52,10 @@ describe('Upgrading: an older kvb refuses a database a newer kvb upgraded', () =
     const dry = await kvbDb(['migrate', '--db', path, '--dry-run']);
     expect(dry.exitCode).toBe(1);
     expect(dry.stderr).toContain('kvb 9.9.9');
-    // The read-beside commands refuse it too.
-    expect((await kvbDb(['check', '--db', path])).stderr).toContain('kvb 9.9.9');
+    // The read-beside commands refuse it too, with the same exit code (the error table's, not "try again later").
+    const check = await kvbDb(['check', '--db', path]);
+    expect(check.stderr).toContain('kvb 9.9.9');
+    expect(check.exitCode).toBe(1);
   });
 
   it.skipIf(!POSTGRES_URL)('kvb serve (PostgreSQL) exits 1 naming both versions', async () => {

@@ -102,12 +102,18 @@ describe('import direction', () => {
     expect(ALL.some((i) => i.dynamic && i.to === 'server/run-server.ts')).toBe(true);
   });
 
-  it('values and errors depend on nothing but themselves', () => {
-    expect(violations((i) => ['values', 'errors'].includes(layer(i.from)) && !['values', 'errors'].includes(layer(i.to)))).toEqual([]);
+  it('limits (the one source of each limit and vocabulary) imports nothing', () => {
+    expect(ALL.some((i) => i.to === 'limits.ts')).toBe(true);
+    expect(violations((i) => layer(i.from) === 'limits')).toEqual([]);
   });
 
-  it('auth depends only on values and errors', () => {
-    expect(violations((i) => layer(i.from) === 'auth' && !['auth', 'values', 'errors'].includes(layer(i.to)))).toEqual([]);
+  it('values and errors depend on nothing but themselves and limits', () => {
+    const base = ['values', 'errors', 'limits'];
+    expect(violations((i) => ['values', 'errors'].includes(layer(i.from)) && !base.includes(layer(i.to)))).toEqual([]);
+  });
+
+  it('auth depends only on values, errors and limits', () => {
+    expect(violations((i) => layer(i.from) === 'auth' && !['auth', 'values', 'errors', 'limits'].includes(layer(i.to)))).toEqual([]);
   });
 
   it('store never reaches up into server, client, cli or auth', () => {

@@ -2,9 +2,11 @@ import { Option } from '@commander-js/extra-typings';
 import type { BucketChanges, BucketPolicy, BucketUsage } from '../../client/kvb-http.js';
 import { readConfig, saveProfile } from '../config.js';
 import { info, json, stdinIsTty, stdoutIsTty, verticalTable } from '../output.js';
-import { MAX_TTL, defineCommand, defineGroup, examples, integer } from '../define-command.js';
+import { defineCommand, defineGroup, examples, integer } from '../define-command.js';
 import { generateKey } from '../random-key.js';
 import { UsageError, withClient } from '../session.js';
+import { MAX_TTL_SECONDS } from '../../limits.js';
+import { EXIT_CODES } from '../../errors.js';
 
 interface UpdateOptions {
   secretKey?: string;
@@ -104,7 +106,7 @@ const update = defineCommand({
       .option('--signing-key <key>', 'set the token signing key (invalidates earlier tokens)')
       .option('--rotate-signing-key', 'generate a new random signing key (invalidates earlier tokens)')
       .option('--clear-signing-key', 'remove the signing key (no more tokens)')
-      .addOption(new Option('--default-ttl <seconds>', 'TTL of keys set without one (0 = no expiry)').argParser(integer('--default-ttl', 0, MAX_TTL)))
+      .addOption(new Option('--default-ttl <seconds>', 'TTL of keys set without one (0 = no expiry)').argParser(integer('--default-ttl', 0, MAX_TTL_SECONDS)))
       .addHelpText(
         'after',
         examples('kvb bucket update --read-key "$R"', 'kvb bucket update --clear-read-key --default-ttl 0', 'kvb bucket update --rotate-signing-key'),
@@ -159,7 +161,7 @@ const exists = defineCommand({
       .addHelpText('after', examples('kvb bucket exists && echo ok', 'kvb --bucket "$B" bucket exists || echo "no such bucket"')),
   async run(_options, command) {
     await withClient(command, async ({ client, bucket }) => {
-      if (!(await client.bucketExists(bucket()))) process.exitCode = 2;
+      if (!(await client.bucketExists(bucket()))) process.exitCode = EXIT_CODES.notFound;
     });
   },
 });

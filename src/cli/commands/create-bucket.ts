@@ -1,9 +1,10 @@
 import { Option } from '@commander-js/extra-typings';
-import { MAX_TTL, defineCommand, examples, integer } from '../define-command.js';
+import { defineCommand, examples, integer } from '../define-command.js';
 import { saveProfile } from '../config.js';
 import { anonymousAccessLeft } from '../anonymous-access.js';
 import { info, line, warn } from '../output.js';
 import { withClient } from '../session.js';
+import { DEFAULT_BUCKET_TTL_SECONDS, MAX_TTL_SECONDS } from '../../limits.js';
 
 /** `kvb create-bucket`: creates a bucket and prints its id alone, for `B=$(kvb create-bucket …)`. */
 export const createBucket = defineCommand({
@@ -17,8 +18,8 @@ export const createBucket = defineCommand({
       .option('--write-key <key>', 'credential for writing')
       .option('--signing-key <key>', 'key the server signs temporary tokens with')
       .addOption(
-        new Option('--default-ttl <seconds>', 'TTL of keys set without one (0 = no expiry; server default 604800)').argParser(
-          integer('--default-ttl', 0, MAX_TTL),
+        new Option('--default-ttl <seconds>', `TTL of keys set without one (0 = no expiry; server default ${DEFAULT_BUCKET_TTL_SECONDS})`).argParser(
+          integer('--default-ttl', 0, MAX_TTL_SECONDS),
         ),
       )
       .option('--save [profile]', 'save url, bucket and secret key as a profile (default: --profile, or "default")')

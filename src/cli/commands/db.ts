@@ -1,3 +1,4 @@
+import { EXIT_CODES, type ExitCode, STORAGE_FAILURES, storageFailureOf } from '../../errors.js';
 import { defineCommand, defineGroup, examples } from '../define-command.js';
 import { data, info } from '../output.js';
 
@@ -7,11 +8,11 @@ import { data, info } from '../output.js';
  * cli -> store imports, allowed for this file by test/unit/import-direction.test.ts.
  */
 
-/** A failure of an operator command, with its exit code (1: refused or bad input, 5: storage). */
+/** A failure of an operator command, with its exit code (usage: refused or bad input, serverError: storage). */
 class DbError extends Error {
   constructor(
     message: string,
-    readonly exitCode: number,
+    readonly exitCode: ExitCode,
   ) {
     super(message);
   }
@@ -30,26 +31,28 @@ async function withStore<T>(
   options: { create?: boolean } = {},
 ): Promise<T> {
   const db = url ?? process.env.KVB_DB;
-  if (!db) throw new DbError('no database given: pass --db (a SQLite file or a postgres:// URL) or set KVB_DB', 1);
+  if (!db) throw new DbError('no database given: pass --db (a SQLite file or a postgres:// URL) or set KVB_DB', EXIT_CODES.usage);
   const { openStore } = await import('../../store/open-store.js');
   const missing = await missingSqliteFile(db);
   // Reading a file that is not there is a typo; restoring or migrating into one makes it, as kvb serve does.
-  if (missing !== undefined && !options.create) throw new DbError(`no database at ${db}`, 1);
+  if (missing !== undefined && !options.create) throw new DbError(`no database at ${db}`, EXIT_CODES.usage);
   if (missing !== undefined) info(`creating a new SQLite database at ${missing}`);
   let store;
   try {
     store = await openStore(db, { durability: 'full', poolSize: 2, access });
   } catch (err) {
     const message = (err as Error).message;
-    const locked = (err as { code?: unknown }).code === 'KVB_DATABASE_IN_USE' || /locked|busy/i.test(message);
-    throw new DbError(`cannot open ${db.replace(/\/\/[^@/]*@/, '//…@')}: ${message}${locked ? ' (stop the kvb serve that holds it first)' : ''}`, locked ? 1 : 5);
+    const failure = storageFailureOf(err);
+    const locked = failure === 'KVB_DATABASE_IN_USE' || /locked|busy/i.test(message);
+    const exitCode = locked ? EXIT_CODES.usage : failure !== undefined ? STORAGE_FAILURES[failure].exitCode : EXIT_CODES.serverError;
+    throw new DbError(`cannot open ${db.replace(/\/\/[^@/]*@/, '//…@')}: ${message}${locked ? ' (stop the kvb serve that holds it first)' : ''}`, exitCode);
   }
   try {
     return await run(store);
   } catch (err) {
     if (err instanceof DbError) throw err;
     const kind = (err as { kind?: unknown }).kind;
-    throw new DbError((err as Error).message, kind === 'bad_request' ? 1 : 5);
+    throw new DbError((err as Error).message, kind === 'bad_request' ? EXIT_CODES.usage : EXIT_CODES.serverError);
   } finally {
     await store.close();
   }
@@ -62,7 +65,7 @@ async function missingSqliteFile(db: string): Promise<string | undefined> {
   try {
     target = parseDbTarget(db);
   } catch (err) {
-    throw new DbError((err as Error).message, 1);
+    throw new DbError((err as Error).message, EXIT_CODES.usage);
   }
   if (target.kind !== 'sqlite' || target.path === ':memory:') return undefined;
   const { existsSync } = await import('node:fs');
@@ -91,16 +94,16 @@ async function createPrivateFile(path: string, force: boolean) {
   const { constants } = await import('node:fs');
   const { lstat, open, unlink } = await import('node:fs/promises');
   const existing = await lstat(path).catch(() => undefined);
-  if (existing?.isSymbolicLink()) throw new DbError(`${path} is a symbolic link; refusing to write a dump through it`, 1);
-  if (existing && !force) throw new DbError(`${path} already exists (pass --force to replace a regular file)`, 1);
-  if (existing && !existing.isFile()) throw new DbError(`${path} is not a regular file; refusing to replace it`, 1);
+  if (existing?.isSymbolicLink()) throw new DbError(`${path} is a symbolic link; refusing to write a dump through it`, EXIT_CODES.usage);
+  if (existing && !force) throw new DbError(`${path} already exists (pass --force to replace a regular file)`, EXIT_CODES.usage);
+  if (existing && !existing.isFile()) throw new DbError(`${path} is not a regular file; refusing to replace it`, EXIT_CODES.usage);
   if (existing) await unlink(path);
   try {
     return await open(path, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW, 0o600);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST' || code === 'ELOOP') throw new DbError(`${path} appeared while the dump started (a file or symlink); refusing it`, 1);
-    throw new DbError(`cannot create ${path}: ${(err as Error).message}`, 1);
+    if (code === 'EEXIST' || code === 'ELOOP') throw new DbError(`${path} appeared while the dump started (a file or symlink); refusing it`, EXIT_CODES.usage);
+    throw new DbError(`cannot create ${path}: ${(err as Error).message}`, EXIT_CODES.usage);
   }
 }
 
@@ -166,21 +169,21 @@ A SQLite file is refused while a kvb serve holds it (stop the server first).
 ${examples('kvb db restore --db postgres://kvb@db/kvb kvb.dump', 'kvb db restore --db ./kvb.db kvb.dump --force')}`),
   async run(file, options) {
     const { existsSync } = await import('node:fs');
-    if (!existsSync(file)) throw new DbError(`cannot read ${file}`, 1);
+    if (!existsSync(file)) throw new DbError(`cannot read ${file}`, EXIT_CODES.usage);
     const { restoreDump, storeIsEmpty, verifyDump } = await import('../../store/dump.js');
     // Checked whole before anything is opened or written: a dump cut short or altered changes
     // nothing, and creates no new database file either.
     try {
       await verifyDump(linesOf(file));
     } catch (err) {
-      throw new DbError((err as Error).message, (err as { kind?: unknown }).kind === 'bad_request' ? 1 : 5);
+      throw new DbError((err as Error).message, (err as { kind?: unknown }).kind === 'bad_request' ? EXIT_CODES.usage : EXIT_CODES.serverError);
     }
     await withStore(
       options.db,
       'own',
       async (store) => {
         if (!options.force && !(await storeIsEmpty(store))) {
-          throw new DbError('the database already holds buckets or keys: restore into an empty one, or pass --force', 1);
+          throw new DbError('the database already holds buckets or keys: restore into an empty one, or pass --force', EXIT_CODES.usage);
         }
         const counts = await restoreDump(store, linesOf(file), { force: options.force === true });
         info(`restored ${counts.buckets} buckets, ${counts.entries} keys (${counts.skipped} already expired were skipped)`);
@@ -202,7 +205,7 @@ const check = defineCommand({
       const problems = await store.checkIntegrity();
       const buckets = (await store.listBuckets(undefined, 1_000_000)).length;
       const entries = await store.countEntries();
-      if (problems.length > 0) throw new DbError(`check failed (${store.backend}): ${problems.join('; ')}`, 1);
+      if (problems.length > 0) throw new DbError(`check failed (${store.backend}): ${problems.join('; ')}`, EXIT_CODES.usage);
       info(`ok (${store.backend}): ${buckets} buckets, ${entries} keys, no problems found`);
     });
   },
@@ -226,12 +229,12 @@ ${examples('kvb db backup --db /var/lib/kvb/kvb.db --out /backup/kvb-$(date +%F)
       ),
   async run(options) {
     const db = options.db ?? process.env.KVB_DB;
-    if (!db) throw new DbError('no database given: pass --db or set KVB_DB', 1);
+    if (!db) throw new DbError('no database given: pass --db or set KVB_DB', EXIT_CODES.usage);
     const { isPostgresUrl } = await import('../../store/open-store.js');
-    if (isPostgresUrl(db)) throw new DbError('kvb db backup copies SQLite files; for PostgreSQL use pg_dump, or kvb db dump', 1);
+    if (isPostgresUrl(db)) throw new DbError('kvb db backup copies SQLite files; for PostgreSQL use pg_dump, or kvb db dump', EXIT_CODES.usage);
     const path = db.replace(/^sqlite:(\/\/)?/, '');
     const { closeSync, constants, existsSync, openSync, rmSync } = await import('node:fs');
-    if (!existsSync(path)) throw new DbError(`no database at ${path}`, 1);
+    if (!existsSync(path)) throw new DbError(`no database at ${path}`, EXIT_CODES.usage);
     const { default: Database } = await import('better-sqlite3');
     let source;
     try {
@@ -243,7 +246,7 @@ ${examples('kvb db backup --db /var/lib/kvb/kvb.db --out /backup/kvb-$(date +%F)
       source.prepare('select count(*) from sqlite_master').get();
     } catch (err) {
       source?.close();
-      throw new DbError(`cannot read ${path}: ${(err as Error).message}`, 1);
+      throw new DbError(`cannot read ${path}: ${(err as Error).message}`, EXIT_CODES.usage);
     }
     // Created 0600 before any byte is written (a chmod afterwards would leave a window under a lax umask).
     try {
@@ -251,7 +254,7 @@ ${examples('kvb db backup --db /var/lib/kvb/kvb.db --out /backup/kvb-$(date +%F)
     } catch (err) {
       source.close();
       const code = (err as NodeJS.ErrnoException).code;
-      throw new DbError(code === 'EEXIST' ? `${options.out} already exists` : `cannot create ${options.out}: ${(err as Error).message}`, 1);
+      throw new DbError(code === 'EEXIST' ? `${options.out} already exists` : `cannot create ${options.out}: ${(err as Error).message}`, EXIT_CODES.usage);
     }
     const removeCopy = () => {
       for (const suffix of ['', '-journal', '-wal', '-shm']) rmSync(`${options.out}${suffix}`, { force: true });
@@ -279,14 +282,14 @@ ${examples('kvb db backup --db /var/lib/kvb/kvb.db --out /backup/kvb-$(date +%F)
       } finally {
         copy.close();
       }
-      if (problems.join() !== 'ok') throw new DbError(`the copy failed integrity_check: ${problems.join('; ')}`, 5);
+      if (problems.join() !== 'ok') throw new DbError(`the copy failed integrity_check: ${problems.join('; ')}`, EXIT_CODES.serverError);
       const mib = ((result.totalPages * pageSize) / (1 << 20)).toFixed(1);
       info(`backed up ${path} to ${options.out} (${result.totalPages} pages, ${mib} MiB, integrity_check ok)`);
     } catch (err) {
       shown.done();
       removeCopy();
       if (err instanceof DbError) throw err;
-      throw new DbError(`backup failed: ${(err as Error).message}`, 5);
+      throw new DbError(`backup failed: ${(err as Error).message}`, EXIT_CODES.serverError);
     } finally {
       source.close();
     }
@@ -310,7 +313,7 @@ ${examples('kvb db migrate --db /var/lib/kvb/kvb.db --dry-run', 'kvb db migrate 
       ),
   async run(options) {
     const url = options.db ?? process.env.KVB_DB;
-    if (!url) throw new DbError('no database given: pass --db (a SQLite file or a postgres:// URL) or set KVB_DB', 1);
+    if (!url) throw new DbError('no database given: pass --db (a SQLite file or a postgres:// URL) or set KVB_DB', EXIT_CODES.usage);
     const { migrationStatus } = await import('../../store/migration-status.js');
     let pending: string[];
     try {
@@ -321,8 +324,9 @@ ${examples('kvb db migrate --db /var/lib/kvb/kvb.db --dry-run', 'kvb db migrate 
       } else ({ pending } = await migrationStatus(url));
     } catch (err) {
       if (err instanceof DbError) throw err;
-      const tooNew = (err as { code?: unknown }).code === 'KVB_DATABASE_TOO_NEW';
-      throw new DbError(tooNew ? (err as Error).message : `cannot read ${url.replace(/\/\/[^@/]*@/, '//…@')}: ${(err as Error).message}`, tooNew ? 1 : 5);
+      const message = (err as Error).message;
+      if (storageFailureOf(err) === 'KVB_DATABASE_TOO_NEW') throw new DbError(message, STORAGE_FAILURES.KVB_DATABASE_TOO_NEW.exitCode);
+      throw new DbError(`cannot read ${url.replace(/\/\/[^@/]*@/, '//…@')}: ${message}`, EXIT_CODES.serverError);
     }
     if (options.dryRun) {
       for (const name of pending) await data(`${name}\n`);

@@ -1,11 +1,13 @@
 import { Argument } from '@commander-js/extra-typings';
-import { MAX_TTL, defineCommand, examples, integer, keyArgument } from '../define-command.js';
+import { defineCommand, examples, integer, keyArgument } from '../define-command.js';
 import { info } from '../output.js';
 import { withClient } from '../session.js';
+import { MAX_TTL_SECONDS } from '../../limits.js';
+import { EXIT_CODES } from '../../errors.js';
 
 /** Not live: exit 2, like `kvb get` of a missing key. */
 class NoSuchKeyError extends Error {
-  readonly exitCode = 2;
+  readonly exitCode = EXIT_CODES.notFound;
 }
 
 /** `kvb expire KEY SECONDS`: a new expiry without rewriting the value (one revision); 0 removes the expiry. */
@@ -15,7 +17,7 @@ export const expire = defineCommand({
       .command('expire')
       .description("change a key's expiry without rewriting its value (0: never expires)")
       .addArgument(keyArgument('the key'))
-      .addArgument(new Argument('<seconds>', 'seconds from now until it expires; 0 removes the expiry').argParser(integer('SECONDS', 0, MAX_TTL)))
+      .addArgument(new Argument('<seconds>', 'seconds from now until it expires; 0 removes the expiry').argParser(integer('SECONDS', 0, MAX_TTL_SECONDS)))
       .addHelpText(
         'after',
         `

@@ -4,7 +4,7 @@ import { Argument, Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer, withOptionHints } from '../define-command.js';
 import { data, line, stdoutIsTty } from '../output.js';
 import { UsageError, asBuffer, withClient } from '../session.js';
-import { MAX_TXN_OPS } from '../../values/keys.js';
+import { MAX_TXN_OPS } from '../../limits.js';
 
 /** `kvb get KEY`: the value's exact bytes, or `--json` for `{key, type, value, expires_at}`; `kvb get A B …`: several keys at one revision. */
 export const get = defineCommand({

@@ -1,8 +1,9 @@
 import { Option } from '@commander-js/extra-typings';
 import { parseDelta } from '../../values/numbers.js';
-import { MAX_TTL, defineCommand, examples, integer, keyArgument, withConditionOptions, writeCondition } from '../define-command.js';
+import { defineCommand, examples, integer, keyArgument, withConditionOptions, writeCondition } from '../define-command.js';
 import { line } from '../output.js';
 import { UsageError, withClient } from '../session.js';
+import { MAX_TTL_SECONDS } from '../../limits.js';
 
 /** `5` means `+5`; `-1` and `+2.5` are kept; anything else is a usage error. */
 export function normaliseDelta(delta: string): string {
@@ -20,7 +21,7 @@ export const incr = defineCommand({
       .description('add a signed delta to a numeric key (default +1) and print the new value')
       .addArgument(keyArgument('the key (created with the delta as its value if missing)'))
       .argument('[delta]', 'a number: 5 or +5 adds, -1 subtracts, 0.5 makes it a float', '+1')
-      .addOption(new Option('--ttl <seconds>', 'set the expiry (default: keep it; new keys get the bucket default)').argParser(integer('--ttl', 0, MAX_TTL))),
+      .addOption(new Option('--ttl <seconds>', 'set the expiry (default: keep it; new keys get the bucket default)').argParser(integer('--ttl', 0, MAX_TTL_SECONDS))),
     ).addHelpText('after', examples('kvb incr visits', 'kvb incr stock -1', 'kvb incr score 5 --ttl 3600', 'kvb incr stock -1 --if-exists')),
   async run(key, delta, options, command) {
     const signed = normaliseDelta(delta);

@@ -4,6 +4,8 @@ import { stdinIsTty } from '../output.js';
 import { type RunningCommand, defineCommand } from '../define-command.js';
 import { generateKey } from '../random-key.js';
 import { UsageError, globalFlags, openClient } from '../session.js';
+import { DEFAULT_BUCKET_TTL_SECONDS, MAX_TTL_SECONDS } from '../../limits.js';
+import { EXIT_CODES } from '../../errors.js';
 
 const CREDENTIALS = [
   { value: 'secret_key', label: 'secret key', hint: 'admin: policy, tokens, everything' },
@@ -149,8 +151,8 @@ async function wizard(command: RunningCommand): Promise<void> {
     const ttlText = ask(
       await p.text({
         message: 'Default TTL of keys, in seconds (0 = never expire)',
-        initialValue: '604800',
-        validate: (v) => (v && /^\d+$/.test(v) && Number(v) <= 2147483647 ? undefined : 'an integer from 0 to 2147483647'),
+        initialValue: String(DEFAULT_BUCKET_TTL_SECONDS),
+        validate: (v) => (v && /^\d+$/.test(v) && Number(v) <= MAX_TTL_SECONDS ? undefined : `an integer from 0 to ${MAX_TTL_SECONDS}`),
       }),
     );
     // Answering "No" to replacing a profile asks for another name (Ctrl-C still cancels).
@@ -203,7 +205,7 @@ async function wizard(command: RunningCommand): Promise<void> {
   } catch (err) {
     if (err instanceof Cancelled) {
       p.cancel('Cancelled: nothing was created or saved.');
-      process.exitCode = 1;
+      process.exitCode = EXIT_CODES.usage;
       return;
     }
     throw err;

@@ -1,16 +1,18 @@
 import { Argument, Option } from '@commander-js/extra-typings';
-import { MAX_TTL, defineCommand, examples, integer, keyArgument } from '../define-command.js';
+import { defineCommand, examples, integer, keyArgument } from '../define-command.js';
 import { info, warn } from '../output.js';
 import { UsageError, globalFlags, withClient } from '../session.js';
+import { MAX_TTL_SECONDS } from '../../limits.js';
+import { EXIT_CODES } from '../../errors.js';
 
 /** The lock was lost while the command ran (another holder has it now): exit 6, like a failed condition. */
 class LockLostError extends Error {
-  readonly exitCode = 6;
+  readonly exitCode = EXIT_CODES.conflict;
 }
 
 /** `--timeout` passed while another holder still had the lock: exit 4, the table's code for a timeout. */
 class LockTimeoutError extends Error {
-  readonly exitCode = 4;
+  readonly exitCode = EXIT_CODES.unreachable;
 }
 
 /** Shell convention: a command ended by a signal exits 128 + its number. */
@@ -24,7 +26,7 @@ export const lock = defineCommand({
       .description('run a command while holding a lock (a key), waiting while another holder has it')
       .addArgument(keyArgument('the lock: a key name, e.g. lock/backup'))
       .addArgument(new Argument('<command...>', 'the command and its arguments (after --)'))
-      .addOption(new Option('--ttl <seconds>', 'how long the lock outlives a holder that stops renewing (killed, cut off)').default(15).argParser(integer('--ttl', 1, MAX_TTL)))
+      .addOption(new Option('--ttl <seconds>', 'how long the lock outlives a holder that stops renewing (killed, cut off)').default(15).argParser(integer('--ttl', 1, MAX_TTL_SECONDS)))
       .addHelpText(
         'after',
         `

@@ -5,6 +5,7 @@ import { data, pipe, progress, stdoutIsTty, table, warn } from '../output.js';
 import { type MetaRow, int64AsString, metaRowOf, renderLongTable, renderValuesTable } from '../values-table.js';
 import { KvbHttpError, networkErrorFor } from '../../client/client-errors.js';
 import { withClient } from '../session.js';
+import { MAX_LIST_LIMIT } from '../../limits.js';
 
 /** Splits one jsonl line `["key",value]` into the key and the value's exact JSON text. */
 function splitPair(lineText: string): [string, string] {
@@ -21,7 +22,7 @@ export const ls = defineCommand({
       .command('ls')
       .description('list keys (and values) in byte order')
       .argument('[prefix]', 'only keys starting with this')
-      .addOption(new Option('--limit <n>', 'at most this many keys (default: every key; ls follows the pages)').argParser(integer('--limit', 0, 1_000_000)))
+      .addOption(new Option('--limit <n>', 'at most this many keys (default: every key; ls follows the pages)').argParser(integer('--limit', 0, MAX_LIST_LIMIT)))
       .addOption(new Option('--skip <n>', 'skip this many keys first').argParser(integer('--skip', 0, Number.MAX_SAFE_INTEGER)))
       .option('--reverse', 'reverse byte order')
       .option('--values', 'include the values')
@@ -223,7 +224,6 @@ async function* typedListing(body: AsyncIterable<Buffer>, format: 'text' | 'json
   if (pending !== '') yield Buffer.from(emit(pending));
   if (format === 'json') yield Buffer.from(']\n');
 }
-
 
 /** The text format's escaping of a key: `\`, newline, carriage return and `=`. */
 const escapeText = (s: string, isKey: boolean) => s.replace(isKey ? /[\\\n\r=]/g : /[\\\n\r]/g, (c) => (c === '\n' ? '\\n' : c === '\r' ? '\\r' : `\\${c}`));

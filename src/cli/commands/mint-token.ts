@@ -1,16 +1,15 @@
 import { InvalidArgumentError, Option } from '@commander-js/extra-typings';
-import { MAX_TTL, defineCommand, examples, integer } from '../define-command.js';
+import { defineCommand, examples, integer } from '../define-command.js';
 import { info, json, line } from '../output.js';
 import { UsageError, withClient } from '../session.js';
-
-const PERMISSIONS = ['read', 'write', 'enumerate', 'delete'];
+import { MAX_TTL_SECONDS, PERMISSIONS } from '../../limits.js';
 
 function permissionList(value: string): string[] {
   const list = value
     .split(',')
     .map((p) => p.trim())
     .filter(Boolean);
-  if (list.length === 0 || list.some((p) => !PERMISSIONS.includes(p))) {
+  if (list.length === 0 || list.some((p) => !(PERMISSIONS as readonly string[]).includes(p))) {
     throw new InvalidArgumentError(`permissions are a comma-separated list of ${PERMISSIONS.join(', ')}`);
   }
   return list;
@@ -23,8 +22,8 @@ export const mintToken = defineCommand({
       .command('mint-token')
       .description('mint a temporary token limited to a key prefix and permissions (needs the secret key)')
       .requiredOption('--prefix <prefix>', 'keys the token may reach')
-      .addOption(new Option('--permissions <list>', 'comma-separated: read, write, enumerate, delete').argParser(permissionList).makeOptionMandatory())
-      .addOption(new Option('--ttl <seconds>', 'lifetime in seconds').argParser(integer('--ttl', 1, MAX_TTL)).makeOptionMandatory())
+      .addOption(new Option('--permissions <list>', `comma-separated: ${PERMISSIONS.join(', ')}`).argParser(permissionList).makeOptionMandatory())
+      .addOption(new Option('--ttl <seconds>', 'lifetime in seconds').argParser(integer('--ttl', 1, MAX_TTL_SECONDS)).makeOptionMandatory())
       .option('--json', 'print the whole response, {"access_token": …, "id": …}')
       .addHelpText(
         'after',

@@ -1,7 +1,7 @@
 import { InvalidArgumentError, Option } from '@commander-js/extra-typings';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig, parseListenAddress, parseRateLimit } from '../../server/server-config.js';
 import { parseBooleanSetting } from '../../values/boolean-setting.js';
-import { MAX_VALUE_BYTES, MAX_VALUE_BYTES_CEILING } from '../../values/keys.js';
+import { MAX_TTL_SECONDS, MAX_VALUE_BYTES, MAX_VALUE_BYTES_CEILING } from '../../limits.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../session.js';
 
@@ -57,7 +57,7 @@ export const serve = defineCommand({
         new Option('--default-ttl <seconds>', 'TTL of buckets created without default_ttl (0 = no expiry)')
           .env('KVB_DEFAULT_TTL')
           .default(d.defaultTtl)
-          .argParser(integer(0, 2147483647)),
+          .argParser(integer(0, MAX_TTL_SECONDS)),
       )
       .addOption(new Option('--bucket-creation-key <key>', 'require this Bearer credential to create buckets').env('KVB_BUCKET_CREATION_KEY'))
       .option('--require-secret-key', 'refuse to create buckets without a secret_key (env: KVB_REQUIRE_SECRET_KEY=1/0, true/false, yes/no, on/off)')

@@ -1,12 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import { Option } from '@commander-js/extra-typings';
 import { type CliValueType, typeOfStream, typeOfText } from '../../values/cli-value.js';
-import { MAX_VALUE_BYTES, valueTooLarge } from '../../values/keys.js';
+import { valueTooLarge } from '../../values/keys.js';
 import type { KvbHttp } from '../../client/kvb-http.js';
 import { parseNumber } from '../../values/numbers.js';
 import { CONTENT_TYPES } from '../../values/value-type.js';
-import { MAX_TTL, defineCommand, examples, integer, keyArgument, withConditionOptions, writeCondition } from '../define-command.js';
+import { defineCommand, examples, integer, keyArgument, withConditionOptions, writeCondition } from '../define-command.js';
 import { UsageError, readStdin, stdinIsPiped, withClient } from '../session.js';
+import { MAX_TTL_SECONDS, MAX_VALUE_BYTES } from '../../limits.js';
 
 const TYPES = ['json', 'text', 'int', 'float', 'bytes'] as const;
 type SetType = (typeof TYPES)[number];
@@ -85,7 +86,7 @@ export const set = defineCommand({
       .addArgument(keyArgument('the key (1 to 128 bytes)'))
       .argument('[value]', "the value; '-', or none with stdin piped, reads stdin (binary-safe)")
       .addOption(
-        new Option('--ttl <seconds>', 'expire after this many seconds (0 = never; default: the bucket default)').argParser(integer('--ttl', 0, MAX_TTL)),
+        new Option('--ttl <seconds>', 'expire after this many seconds (0 = never; default: the bucket default)').argParser(integer('--ttl', 0, MAX_TTL_SECONDS)),
       )
       .addOption(new Option('--type <type>', 'store as this type (default: inferred, see below)').choices(TYPES))
       .option('--file <path>', 'read the value from a file')

@@ -1,11 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import { Option } from '@commander-js/extra-typings';
-import { MAX_TTL, defineCommand, examples, integer } from '../define-command.js';
+import { defineCommand, examples, integer } from '../define-command.js';
 import { info, line } from '../output.js';
 import { KvbHttpError } from '../../client/client-errors.js';
 import { isValidJson } from '../../values/infer-value.js';
 import { typeOfText } from '../../values/cli-value.js';
 import { UsageError, readStdin, stdinIsPiped, withClient } from '../session.js';
+import { MAX_TTL_SECONDS } from '../../limits.js';
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -96,7 +97,7 @@ export const txn = defineCommand({
       .option('--check <key@rev|key:present|key:absent>', 'commit only if the key is live at that revision, exists, or is absent (repeatable)', collect, [])
       .option('--set <key=value>', 'set a key (repeatable); the value is typed as kvb set types an argument', collect, [])
       .option('--del <key>', 'delete a key (repeatable)', collect, [])
-      .addOption(new Option('--ttl <seconds>', 'TTL of every --set (default: the bucket default)').argParser(integer('--ttl', 0, MAX_TTL)))
+      .addOption(new Option('--ttl <seconds>', 'TTL of every --set (default: the bucket default)').argParser(integer('--ttl', 0, MAX_TTL_SECONDS)))
       .addHelpText(
         'after',
         `

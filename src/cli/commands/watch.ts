@@ -5,15 +5,16 @@ import { data, stdoutIsTty, warn } from '../output.js';
 import { withClient } from '../session.js';
 import { eventValueCell, expiresCell, valueSource } from '../values-table.js';
 import { type ExecEvent, runHandler } from '../watch-exec.js';
+import { EXIT_CODES } from '../../errors.js';
 
 /** `since` is older than the server's retained changes: the caller must re-list (exit code 7). */
 export class WatchResetError extends Error {
-  readonly exitCode = 7;
+  readonly exitCode = EXIT_CODES.tooOld;
 }
 
 /** The credential stopped being valid, or the bucket was deleted, while watching (exit code 3). */
 class WatchClosedError extends Error {
-  readonly exitCode = 3;
+  readonly exitCode = EXIT_CODES.refused;
 }
 
 interface WatchEvent extends ExecEvent {

@@ -9,8 +9,9 @@ import { authorize, openBucket, principalFor } from '../access-control.js';
 import { credentialMatches } from '../operator-key.js';
 import type { CreationLimiter } from '../plugins/rate-limits.js';
 import type { ServerContext } from '../server-context.js';
-import { MAX_TTL_SECONDS, bucketIdOf, formBody, formField, parseInteger } from '../request-input.js';
+import { bucketIdOf, formBody, formField, parseInteger } from '../request-input.js';
 import { bucketSchemas } from './bucket-schemas.js';
+import { MAX_TTL_SECONDS } from '../../limits.js';
 
 const FORM_LIMIT = 16 * 1024;
 const CREATE_FIELDS = ['email', 'secret_key', 'read_key', 'write_key', 'signing_key', 'default_ttl'] as const;

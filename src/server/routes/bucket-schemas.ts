@@ -1,5 +1,6 @@
 /** Schemas of the bucket routes (bucket, list, transaction, token routes); shared pieces in schema-parts.ts. */
 import { adminCredential, anyCredential, badRequest, bucketErrors, bucketParams, bucketRevision, bucketUsage, commitRevision, creationCredential, errorResponse, KEY, keyErrors, noBody, noBucket, storageFull, tooMany, unauthorized, unavailable } from './schema-parts.js';
+import { DEFAULT_BUCKET_TTL_SECONDS, DEFAULT_LIST_LIMIT, MAX_FOLDER_ITEMS, MAX_KEY_BYTES, MAX_LIST_LIMIT, MAX_TTL_SECONDS, PERMISSIONS, VALUE_TYPES } from '../../limits.js';
 
 const BUCKETS = 'buckets';
 const credentialPatch = (description: string, nullable: boolean) => ({
@@ -30,7 +31,7 @@ const policyResponse = {
   },
   examples: [
     {
-      default_ttl: 604800,
+      default_ttl: DEFAULT_BUCKET_TTL_SECONDS,
       has_secret_key: true,
       has_read_key: false,
       has_write_key: false,
@@ -75,7 +76,7 @@ export const bucketSchemas = {
         read_key: { type: 'string', description: 'read and list credential', examples: [''] },
         write_key: { type: 'string', description: 'write credential', examples: [''] },
         signing_key: { type: 'string', description: 'signs temporary tokens', examples: [''] },
-        default_ttl: { type: 'string', pattern: '^[0-9]*$', description: 'seconds; 0 = no expiry; default 604800', examples: [''] },
+        default_ttl: { type: 'string', pattern: '^[0-9]*$', description: `seconds; 0 = no expiry; default ${DEFAULT_BUCKET_TTL_SECONDS}`, examples: [''] },
       },
       required: ['email'],
     },
@@ -281,7 +282,7 @@ export const bucketSchemas = {
                   description: 'a get: the key, its type, its value (int64 as a decimal string, bytes as base64), expiry and revision',
                   properties: {
                     key: { type: 'string' },
-                    type: { type: 'string', enum: ['json', 'text', 'int64', 'float64', 'bytes'] },
+                    type: { type: 'string', enum: [...VALUE_TYPES] },
                     value: {},
                     expires_at: { type: ['string', 'null'], format: 'date-time' },
                     rev: { type: 'integer' },
@@ -322,7 +323,7 @@ export const bucketSchemas = {
       type: 'object',
       properties: {
         prefix: { type: 'string', description: 'only keys starting with this' },
-        limit: { type: 'string', pattern: '^[0-9]+$', description: 'at most this many, 0 to 1000000 (default 10000)' },
+        limit: { type: 'string', pattern: '^[0-9]+$', description: `at most this many, 0 to ${MAX_LIST_LIMIT} (default ${DEFAULT_LIST_LIMIT})` },
         skip: { type: 'string', pattern: '^[0-9]+$', description: 'skip this many first (default 0)' },
         reverse: booleanQuery('reverse byte order'),
         values: booleanQuery('include the values'),
@@ -345,7 +346,7 @@ export const bucketSchemas = {
             'kvb extension, format json or jsonl only (text: 400; skip: 400): S3-style common prefixes. Lists the keys directly under ' +
             '`prefix` as `{"key":K}` (the meta object with meta=true or values=true) and, for deeper keys, each folder once as ' +
             '`{"prefix":F}` (F = the prefix up to and including the first delimiter after it), in key order, without reading the ' +
-            'folders\' contents (one index seek past each). `limit` counts items (at most 10000 per answer); Kvb-Next-Cursor continues.',
+            `folders' contents (one index seek past each). \`limit\` counts items (at most ${MAX_FOLDER_ITEMS} per answer); Kvb-Next-Cursor continues.`,
           examples: ['/'],
         },
         export: booleanQuery('export every live key with its type, value and expiry as NDJSON (takes only `prefix`)'),
@@ -380,7 +381,7 @@ export const bucketSchemas = {
                     required: ['key', 'type', 'size', 'expires_at', 'rev'],
                     properties: {
                       key: { type: 'string' },
-                      type: { type: 'string', enum: ['text', 'json', 'int64', 'float64', 'bytes'] },
+                      type: { type: 'string', enum: [...VALUE_TYPES] },
                       size: { type: 'integer', description: 'the stored value in bytes' },
                       expires_at: { type: 'string', nullable: true, format: 'date-time' },
                       rev: { type: 'integer', description: "the key's revision (its ETag)" },
@@ -420,13 +421,13 @@ export const bucketSchemas = {
     body: {
       type: 'object',
       properties: {
-        prefix: { type: 'string', description: 'non-empty key prefix (1 to 128 bytes)', examples: ['user/'] },
+        prefix: { type: 'string', description: `non-empty key prefix (1 to ${MAX_KEY_BYTES} bytes)`, examples: ['user/'] },
         permissions: {
           anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }],
-          description: 'comma-separated (or repeated) from read, write, enumerate, delete',
+          description: `comma-separated (or repeated) from ${PERMISSIONS.join(', ')}`,
           examples: ['read,enumerate'],
         },
-        ttl: { type: 'string', pattern: '^[0-9]+$', description: 'lifetime in seconds, 1 to 2147483647', examples: ['600'] },
+        ttl: { type: 'string', pattern: '^[0-9]+$', description: `lifetime in seconds, 1 to ${MAX_TTL_SECONDS}`, examples: ['600'] },
       },
       required: ['prefix', 'permissions', 'ttl'],
     },

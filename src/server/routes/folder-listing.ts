@@ -11,13 +11,11 @@ import type { FastifyReply } from 'fastify';
 import type { Entry, EntryMeta, ListColumns, ListedEntry } from '../../store/store.js';
 import { LIST_CONTENT_TYPES, type ListFormat } from '../../values/list-format.js';
 import { formatListMeta } from '../../values/list-meta.js';
-import { MAX_KEY_BYTES } from '../../values/keys.js';
+import { MAX_FOLDER_ITEMS, MAX_KEY_BYTES } from '../../limits.js';
 import type { BucketRecord } from '../../store/store.js';
 import { encodeCursor } from '../list-cursor.js';
 import { timeSlicer } from '../../store/time-slicer.js';
 
-/** Most items (keys and folders) in one answer; more follow by cursor. Bounded so the answer is built in memory. */
-export const MAX_FOLDER_ITEMS = 10_000;
 /**
  * Keys read per storage read between seeks: FIRST_ROWS after a seek, doubling up to PAGE_ROWS
  * while no folder turns up. (Always PAGE_ROWS, 10,000 one-key folders read 2.5 million rows to

@@ -11,15 +11,13 @@ import { actorOf, authorize, openBucket } from '../access-control.js';
 import type { CachedBucket } from '../bucket-cache.js';
 import type { ServerContext } from '../server-context.js';
 import { booleanParam, bucketIdOf, optionalInteger, queryOf, singleParam } from '../request-input.js';
+import { HISTORY_PAGE_DEFAULT, HISTORY_PAGE_MAX } from '../../limits.js';
 
 /**
- * History (issue 25): reads of a key or listing as of a past revision (`rev=N`), a key's changes
+ * History: reads of a key or listing as of a past revision (`rev=N`), a key's changes
  * (`history=true`), and rollback (`POST /api/v1/{bucket}?rollback=N`). Every parameter here is
  * an extension: a request without them is answered exactly as before.
  */
-
-export const HISTORY_PAGE_DEFAULT = 100;
-export const HISTORY_PAGE_MAX = 1000;
 
 /** `rev=N` of a request, when given (a non-negative integer, else 400). */
 export function revisionParam(request: FastifyRequest): number | undefined {

@@ -10,10 +10,11 @@ import type { CachedBucket } from '../bucket-cache.js';
 import type { Principal } from '../../auth/access.js';
 import { parseEntityTags, readOutcome, refusalError, revisionHeaders, writeCondition } from '../conditions.js';
 import type { ServerContext } from '../server-context.js';
-import { MAX_TTL_SECONDS, expiryFor, methodNotAllowed, optionalInteger, queryOf, splitKeyPath } from '../request-input.js';
+import { expiryFor, methodNotAllowed, optionalInteger, queryOf, splitKeyPath } from '../request-input.js';
 import { describeValue } from './values-reply.js';
 import { keySchemas } from './key-schemas.js';
 import { asksForPast, readPast } from './history-routes.js';
+import { MAX_TTL_SECONDS } from '../../limits.js';
 
 /** The numeric value of a stored entry, for the counter; undefined when it is not a number. */
 function numericValue(entry: Entry): ParsedNumber | undefined {

@@ -2,7 +2,8 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Entry, EntryMeta, ListColumns, ListedEntry } from '../../store/store.js';
 import { KvbError } from '../../errors.js';
-import { MAX_KEY_BYTES, checkKey } from '../../values/keys.js';
+import { DEFAULT_LIST_LIMIT, MAX_KEY_BYTES, MAX_LIST_LIMIT } from '../../limits.js';
+import { checkKey } from '../../values/keys.js';
 import {
   LIST_CONTENT_TYPES,
   LIST_FORMATS,
@@ -29,7 +30,6 @@ import { pastValue, revisionParam } from './history-routes.js';
  */
 const KEY_PAGE_ROWS = 1000;
 const VALUE_PAGE_ROWS = 128;
-export const MAX_LIST_LIMIT = 1_000_000;
 
 const metaOf = (entry: Entry): EntryMeta => ({ type: entry.type, size: entry.data.length, expiresAt: entry.expiresAt, revision: entry.revision });
 
@@ -55,7 +55,7 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
     }
     const requestedPrefix = singleParam(query, 'prefix') ?? '';
     if (requestedPrefix !== '') checkKey(requestedPrefix, 'prefix');
-    const limit = optionalInteger(query, 'limit', 0, MAX_LIST_LIMIT) ?? 10000;
+    const limit = optionalInteger(query, 'limit', 0, MAX_LIST_LIMIT) ?? DEFAULT_LIST_LIMIT;
     const skip = optionalInteger(query, 'skip', 0, Number.MAX_SAFE_INTEGER) ?? 0;
     const reverse = booleanParam(query, 'reverse');
     const withValues = booleanParam(query, 'values');

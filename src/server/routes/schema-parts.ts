@@ -9,6 +9,7 @@
  */
 
 import { ERRORS, type ErrorMessage, envelope } from '../../errors.js';
+import { MAX_KEY_BYTES, MAX_TTL_SECONDS, VALUE_TYPES } from '../../limits.js';
 
 export const ERROR_SCHEMA_ID = 'ErrorEnvelope';
 
@@ -49,7 +50,7 @@ export function errorResponse(kind: ErrorMessage, description: string, detail: s
 /** A response without a body (204, and every HEAD answer). */
 export const noBody = (description: string, headers?: object) => ({ description, type: 'null', ...(headers ? { headers } : {}) });
 
-export const badRequest = errorResponse('bad_request', 'Malformed input (see Kvb-Error-Detail)', 'key is longer than 128 bytes');
+export const badRequest = errorResponse('bad_request', 'Malformed input (see Kvb-Error-Detail)', `key is longer than ${MAX_KEY_BYTES} bytes`);
 export const unauthorized = errorResponse(
   'unauthorized',
   'A credential is needed, or the one presented is not valid',
@@ -116,7 +117,7 @@ export const keyParams = {
     '*': {
       type: 'string',
       description:
-        'the key, 1 to 128 bytes of UTF-8. It is sent percent-encoded as one path segment, so `user/42` travels as `user%2F42` ' +
+        `the key, 1 to ${MAX_KEY_BYTES} bytes of UTF-8. It is sent percent-encoded as one path segment, so \`user/42\` travels as \`user%2F42\` ` +
         '(the explorer encodes it for you; with curl, encode it yourself).',
       examples: ['user/42'],
     },
@@ -129,7 +130,7 @@ export const ttlQuery = {
     ttl: {
       type: 'string',
       pattern: '^[0-9]+$',
-      description: 'seconds until expiry, 0 to 2147483647; 0 = never (default: the bucket default_ttl)',
+      description: `seconds until expiry, 0 to ${MAX_TTL_SECONDS}; 0 = never (default: the bucket default_ttl)`,
     },
   },
 };
@@ -188,7 +189,7 @@ export const notModified = noBody('Not modified: the live revision is one the cl
 
 export const valueHeaders = {
   ...REVISION_HEADERS,
-  'Kvb-Type': { type: 'string', enum: ['json', 'text', 'int64', 'float64', 'bytes'], description: 'the stored type' },
+  'Kvb-Type': { type: 'string', enum: [...VALUE_TYPES], description: 'the stored type' },
   'Kvb-Expires-At': {
     type: 'string',
     format: 'date-time',

@@ -6,8 +6,9 @@ import { KvbError, badRequest } from '../../errors.js';
 import { checkKey } from '../../values/keys.js';
 import { authorize, openBucket } from '../access-control.js';
 import type { ServerContext } from '../server-context.js';
-import { MAX_TTL_SECONDS, bucketIdOf, formBody, formField, parseInteger } from '../request-input.js';
+import { bucketIdOf, formBody, formField, parseInteger } from '../request-input.js';
 import { bucketSchemas } from './bucket-schemas.js';
+import { MAX_TTL_SECONDS, PERMISSIONS } from '../../limits.js';
 
 /** `POST /api/v1/{bucket}/tokens/` (form): mints a JWT limited to a prefix and permissions. */
 export async function tokenRoute(app: FastifyInstance, { buckets }: ServerContext): Promise<void> {
@@ -23,7 +24,7 @@ export async function tokenRoute(app: FastifyInstance, { buckets }: ServerContex
     const permissions = parsePermissions(
       typeof rawPermissions === 'string' ? [rawPermissions] : Array.isArray(rawPermissions) ? rawPermissions : [],
     );
-    if (!permissions) throw badRequest('permissions must list one or more of read, write, enumerate, delete');
+    if (!permissions) throw badRequest(`permissions must list one or more of ${PERMISSIONS.join(', ')}`);
     const ttlText = formField(body, 'ttl');
     if (ttlText === undefined) throw badRequest('ttl is required');
     const ttl = parseInteger(ttlText, 'ttl', 1, MAX_TTL_SECONDS);

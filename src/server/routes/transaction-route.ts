@@ -5,18 +5,17 @@ import type { OpResult, TxnRequestOp } from '../../store/store.js';
 import { checkPrefixDeletes } from '../../store/txn-resolution.js';
 import { entryLine, typedValue } from '../../values/export-format.js';
 import { type JsonLimits, JsonLimitError, type JsonNode, JsonSyntaxError, parseJsonSource } from '../../values/json-source.js';
-import { MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES, checkKey, valueTooLarge } from '../../values/keys.js';
+import { checkKey, valueTooLarge } from '../../values/keys.js';
 import { type ValueType, isValueType } from '../../values/value-type.js';
 import { mediaType } from '../../values/infer-value.js';
 import { allows } from '../../auth/access.js';
 import { actorOf, authorize, openBucket } from '../access-control.js';
 import type { ServerContext } from '../server-context.js';
-import { MAX_TTL_SECONDS, bucketIdOf, expiryFor, parseInteger } from '../request-input.js';
+import { bucketIdOf, expiryFor, parseInteger } from '../request-input.js';
 import { bucketSchemas } from './bucket-schemas.js';
 import { IMPORT_MEDIA_TYPES, importRoute, isImportRequest } from './import-route.js';
 import { isRollbackRequest, rollbackRoute } from './history-routes.js';
-
-export { MAX_TXN_OPS };
+import { MAX_KEY_BYTES, MAX_TTL_SECONDS, MAX_TXN_OPS, MAX_VALUE_BYTES } from '../../limits.js';
 
 /**
  * Room per operation besides its key and value: `{"set":"","value":,"ttl":2147483647},` is 37
