@@ -1,11 +1,11 @@
 // Bundles the CLI and the server into CommonJS files that bin/kvb runs with a V8 code cache
 // (src/bundle/load-bundle.ts): one file each instead of ~900 modules, and no parsing on a cached run.
-//   dist/load-bundle.cjs  the loader
+//   dist/load-bundle.cjs  the loader, and COMMAND_NAMES: the program's commands, for bin/kvb to choose a code cache by
 //   dist/kvb-cli.cjs      src/cli/main.ts; `kvb serve` loads the next one through the loader
 //   dist/kvb-server.cjs   src/server/run-server.ts and the stores (see SERVER_MODULES)
 import { build } from 'esbuild';
 import { readFile, rm } from 'node:fs/promises';
-import { builtinModules } from 'node:module';
+import { builtinModules, createRequire } from 'node:module';
 import { dirname, relative, resolve, sep } from 'node:path';
 
 const SRC = resolve('src');
@@ -122,14 +122,36 @@ const sourceTransforms = {
   },
 };
 
+/**
+ * The names bin/kvb keys code caches by, read off the commander program itself (src/cli/program.ts,
+ * bundled in memory and run without parsing any argv) so that a new command gets its own cache
+ * without a list to keep by hand. `help` is commander's implicit command (`kvb help get`). They are
+ * appended to the loader bin/kvb requires anyway, so choosing a cache reads no extra file.
+ */
+async function commandNames() {
+  const { outputFiles } = await build({ ...common, entryPoints: ['src/cli/program.ts'], packages: 'external', write: false, plugins: [sourceTransforms] });
+  const module = { exports: {} };
+  // Run as if from dist/, where source-transforms points each module's import.meta.url.
+  const dir = resolve('dist');
+  new Function('module', 'exports', 'require', '__dirname', outputFiles[0].text)(module, module.exports, createRequire(`${dir}/kvb-cli.cjs`), dir);
+  return [...module.exports.buildProgram().commands.map((command) => command.name()), 'help'];
+}
+
 // `--outdir DIR` builds elsewhere (test/unit/build-bundle.test.ts checks a build prints no warning without touching dist/).
 const at = process.argv.indexOf('--outdir');
 const OUT = at === -1 ? 'dist' : process.argv[at + 1];
 
+const commands = await commandNames();
 // Caches of the previous build would never match again.
 await rm(`${OUT}/.code-cache`, { recursive: true, force: true });
 await Promise.all([
-  build({ ...common, entryPoints: ['src/bundle/load-bundle.ts'], outfile: `${OUT}/load-bundle.cjs` }),
+  build({
+    ...common,
+    entryPoints: ['src/bundle/load-bundle.ts'],
+    outfile: `${OUT}/load-bundle.cjs`,
+    footer: { js: `module.exports.COMMAND_NAMES = ${JSON.stringify(commands)};` },
+  }),
   build({ ...common, entryPoints: ['src/cli/main.ts'], outfile: `${OUT}/kvb-cli.cjs`, plugins: [throughServerBundle, dynamicImportAsRequire, sourceTransforms] }),
   build({ ...common, stdin: serverBundleEntry, outfile: `${OUT}/kvb-server.cjs`, plugins: [dynamicImportAsRequire, ownFiles, sourceTransforms] }),
 ]);
+

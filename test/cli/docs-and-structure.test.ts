@@ -1,6 +1,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { CommandUnknownOpts as Command } from '@commander-js/extra-typings';
@@ -154,6 +155,16 @@ describe('man page', () => {
     const result = spawnSync('groff', ['-man', '-Tutf8', '-ww', '-z', join(ROOT, 'man/kvb.1')], { encoding: 'utf8' });
     expect(result.status).toBe(0);
     expect(result.stderr).toBe('');
+  });
+});
+
+describe('bin/kvb', () => {
+  it('chooses a code cache by the program\'s own command names, which the build appends to its loader (no copied list)', () => {
+    const { COMMAND_NAMES } = createRequire(import.meta.url)(join(ROOT, 'dist/load-bundle.cjs')) as { COMMAND_NAMES: string[] };
+    expect(COMMAND_NAMES).toEqual([...program.commands.map((c) => c.name()), 'help']);
+    expect(COMMAND_NAMES).toEqual(expect.arrayContaining(['history', 'rollback', 'serve']));
+    expect(read('bin/kvb')).toMatch(/COMMAND_NAMES\.includes/);
+    expect(read('bin/kvb')).not.toMatch(/'serve', 'get'/);
   });
 });
 
