@@ -71,6 +71,11 @@ describe('migrations, SQLite (issue 19 items 5 and 6)', () => {
     expect(sha256(path)).toBe(before);
     // Nothing beside it either: no lock file, no WAL.
     expect(readdirSync(dirname(path))).toEqual(['other.db']);
+    // The operator commands refuse it with the error table's exit code (a configuration error, not "try again later").
+    const dbCheck = await execa('node', [KVB_BIN, 'db', 'check', '--db', path], { reject: false, env: { KVB_DB: '' } });
+    expect(dbCheck.stderr).toContain('is not a kvb database');
+    expect(dbCheck.exitCode).toBe(1);
+    expect(sha256(path)).toBe(before);
   });
 
   it('a database written by kvb 0.1.0 opens, migrates and keeps every key and credential', async () => {
