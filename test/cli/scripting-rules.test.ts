@@ -10,7 +10,7 @@ import { call, createBucket, expectError } from '../helpers/http.js';
 import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
 
 /*
- * Where scripts and people tripped (issue 27, items 1-4 and 6-11), each through the real CLI
+ * Where scripts and people tripped, each through the real CLI
  * against a spawned server: the one typing rule for values, int64 as strings in JSON output,
  * typed listings and `ls -l`, the value limit, credentials and connections, import of plain JSONL.
  */

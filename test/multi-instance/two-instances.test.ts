@@ -209,7 +209,7 @@ describe.skipIf(!POSTGRES_URL)(
       expect([Number(x.text), Number(y.text)]).toEqual([500 - 7 * 30, 500 + 7 * 30]);
     });
 
-    it('a bucket deleted on A while both instances write to it leaves no entries (issue 19 item 7)', { timeout: 60_000 }, async () => {
+    it('a bucket deleted on A while both instances write to it leaves no entries', { timeout: 60_000 }, async () => {
       for (let round = 0; round < 4; round++) {
         const bucket = await createBucket(a.api);
         const writes = Array.from({ length: 60 }, (_, i) => {

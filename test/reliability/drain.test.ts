@@ -7,7 +7,7 @@ import { rawSocket, readUntilEnd } from '../helpers/raw-socket.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
- * Issue 26: a drain that drops nothing. On SIGTERM `/ready` answers 503, new connections are
+ * A drain that drops nothing. On SIGTERM `/ready` answers 503, new connections are
  * refused, every request already received is answered (with `Connection: close`), idle
  * connections close, and the process exits. Runs on SQLite and PostgreSQL (and PgBouncer).
  */

@@ -36,7 +36,7 @@ function readResponses(socket: Socket, count: number, ms = 10_000): Promise<Arra
 
 const rssBytes = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
 
-describe('hardening: what an attacker found (issue 19)', () => {
+describe('hardening: what an attacker found', () => {
   let server: RunningServer;
   let host: string;
   beforeAll(async () => {

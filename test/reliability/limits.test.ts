@@ -6,7 +6,7 @@ import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
 
 const create = (api: string) => call(`${api}/`, { method: 'POST', body: new URLSearchParams({ email: 'a@b.c' }) });
 
-describe('limits on what anyone can consume (issue 19), all off by default', () => {
+describe('limits on what anyone can consume, all off by default', () => {
   it('serve --help documents every limit with its environment variable; a bad rate is refused', async () => {
     const { stdout } = await execa('node', [KVB_BIN, 'serve', '--help']);
     for (const [flag, env] of [

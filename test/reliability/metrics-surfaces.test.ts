@@ -6,7 +6,7 @@ import { call, createBucket, expectError } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
- * Issue 26: /metrics kept off the API port (--metrics-listen) and/or behind a bearer token
+ * /metrics kept off the API port (--metrics-listen) and/or behind a bearer token
  * (--metrics-token); the real scrape and the shipped alert rules checked by Prometheus's own
  * promtool (Debian package `prometheus`). Runs on SQLite and PostgreSQL.
  */

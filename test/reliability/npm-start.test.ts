@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 /**
- * Issue 26: `npm start` runs the built server without building first (the build runs once, at
+ * `npm start` runs the built server without building first (the build runs once, at
  * `npm ci`/`npm install` through `prepare`, and in `npm test`), and SIGTERM to npm stops the
  * server: the script `exec`s node, so no shell is left between npm's signal and the server.
  */

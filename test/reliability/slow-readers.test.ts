@@ -13,7 +13,7 @@ const STALL_SECONDS = 3;
 const READERS = 12;
 const STALLED_READERS = fileURLToPath(new URL('../helpers/stalled-readers.py', import.meta.url));
 
-describe('readers that stop reading (issue 19, item 2)', () => {
+describe('readers that stop reading', () => {
   let server: RunningServer;
   let bucket: string;
   let path: string;

@@ -11,7 +11,7 @@ import { connect as connectBucket, createBucket as createBucketWith } from '../.
 import { kvb } from '../helpers/cli.js';
 import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
 
-/** Issue 26: TLS in the binary, with certificates made by the real `openssl` into a temp dir. */
+/** TLS in the binary, with certificates made by the real `openssl` into a temp dir. */
 let dir: string;
 const path = (name: string) => join(dir, name);
 const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });

@@ -6,7 +6,7 @@ import { call, createBucket } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';
 
 /**
- * Issue 23: on SQLite, WAL checkpoints run on a worker thread beside the server, shortly after
+ * On SQLite, WAL checkpoints run on a worker thread beside the server, shortly after
  * commits; the server's own auto-checkpoint waits until the WAL holds 10,000 pages (about 40 MiB).
  * About 4 MiB of writes stay far below that, so pages that reach `kvb.db` while the server runs
  * were copied there by the worker. A clean stop still checkpoints and truncates the WAL.

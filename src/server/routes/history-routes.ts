@@ -13,7 +13,7 @@ import type { ServerContext } from '../server-context.js';
 import { booleanParam, bucketIdOf, optionalInteger, queryOf, singleParam } from '../request-input.js';
 
 /**
- * History (issue 25): reads of a key or listing as of a past revision (`rev=N`), a key's changes
+ * History: reads of a key or listing as of a past revision (`rev=N`), a key's changes
  * (`history=true`), and rollback (`POST /api/v1/{bucket}?rollback=N`). Every parameter here is
  * an extension: a request without them is answered exactly as before.
  */
