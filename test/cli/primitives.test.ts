@@ -59,24 +59,30 @@ describe('kvb get A B …: several keys at one revision', () => {
 });
 
 describe('kvb expire and kvb ttl', () => {
+  // Each step is one CLI process; the setup goes over HTTP and the refusals run beside the main
+  // sequence, so a loaded machine pays for five processes in a row rather than eleven.
   it('changes the expiry, keeps the value and type, and 0 removes it; a missing key exits 2', async () => {
-    await run(['set', 'e/k', 'value', '--type', 'text', '--ttl', '0']);
+    const refusals = Promise.all([run(['expire', 'e/missing', '5']), run(['ttl', 'e/missing']), run(['expire', 'e/k', '-1'])]);
+    const put = await call(`${server.api}/${bucket}/e/k?ttl=0`, { method: 'PUT', body: 'value', token: SECRET, headers: { 'content-type': 'text/plain' } });
+    expect(put.status, put.text).toBe(200);
     expect((await run(['ttl', 'e/k'])).out).toBe('none\n');
     const expired = await run(['expire', 'e/k', '600']);
     expect(expired.exitCode).toBe(0);
-    const left = Number((await run(['ttl', 'e/k'])).out);
+    const [plain, asJson] = await Promise.all([run(['ttl', 'e/k']), run(['ttl', 'e/k', '--json'])]);
+    const left = Number(plain.out);
     expect(left).toBeGreaterThan(500);
     expect(left).toBeLessThanOrEqual(600);
-    const json = JSON.parse((await run(['ttl', 'e/k', '--json'])).out) as { ttl: number; expires_at: string };
+    const json = JSON.parse(asJson.out) as { ttl: number; expires_at: string };
     expect(Date.parse(json.expires_at)).toBeGreaterThan(Date.now());
     const res = await read('e/k');
     expect(res.text).toBe('value');
     expect(res.headers.get('kvb-type')).toBe('text');
     expect((await run(['expire', 'e/k', '0'])).exitCode).toBe(0);
     expect((await run(['ttl', 'e/k'])).out).toBe('none\n');
-    expect((await run(['expire', 'e/missing', '5'])).exitCode).toBe(2);
-    expect((await run(['ttl', 'e/missing'])).exitCode).toBe(2);
-    expect((await run(['expire', 'e/k', '-1'])).exitCode).toBe(1);
+    const [missingExpire, missingTtl, negative] = await refusals;
+    expect(missingExpire.exitCode).toBe(2);
+    expect(missingTtl.exitCode).toBe(2);
+    expect(negative.exitCode).toBe(1);
   });
 });
 
@@ -146,17 +152,23 @@ describe('kvb watch --exec', () => {
           return [];
         }
       };
-      for (let i = 0; lines().length === 0; i++) {
-        await run(['set', 'x/probe', String(i)]);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      const base = lines().length;
-      await run(['set', 'x/a', 'hello', '--type', 'text']);
+      // The writes that set it up go over HTTP: the CLI under test here is the watcher.
+      let probe = 0;
+      await expect
+        .poll(async () => {
+          await call(`${server.api}/${bucket}/x/probe`, { method: 'PUT', body: String(probe++), token: SECRET });
+          return lines().length;
+        }, { timeout: 20_000, interval: 200 })
+        .toBeGreaterThan(0);
+      // A probe's event can still arrive after the poll ends: count only the changes made below.
+      const changes = () => lines().filter((l) => l.split('|')[1] !== 'x/probe');
+      await call(`${server.api}/${bucket}/x/a`, { method: 'PUT', body: 'hello', token: SECRET, headers: { 'content-type': 'text/plain' } });
+      // Outside the prefix, and before the last two: once they are handled, it was passed over.
+      await call(`${server.api}/${bucket}/y/other`, { method: 'PUT', body: '1', token: SECRET });
       await run(['set', 'x/n', '9223372036854775807']);
       await run(['del', 'x/a']);
-      await run(['set', 'y/other', '1']);
-      while (lines().length < base + 3) await new Promise((resolve) => setTimeout(resolve, 50));
-      const [set, int, del] = lines().slice(base).map((l) => l.split('|'));
+      await expect.poll(() => changes().length, { timeout: 20_000 }).toBe(3);
+      const [set, int, del] = changes().map((l) => l.split('|'));
       expect(set!.slice(0, 2)).toEqual(['set', 'x/a']);
       expect(set![3]).toBe('text');
       expect(set![4]).toBe('hello');
