@@ -1,11 +1,9 @@
-import { execFile } from 'node:child_process';
 import { type ResultPromise, execa } from 'execa';
 import { mkdtempSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { KVB_BIN } from './server.js';
 import type { StreamEvent } from './watch-stream.js';
 
@@ -145,10 +143,24 @@ export interface TerminalResult {
  * Runs the real `bin/kvb` in a pseudo-terminal (python3's pty module), typing each step's keys
  * when its text appears. stdin, stdout and stderr are all the terminal.
  */
-export async function inTerminal(args: string[], steps: TerminalStep[], env: Record<string, string>): Promise<TerminalResult> {
-  const { stdout } = await promisify(execFile)('python3', [PTY_SESSION, JSON.stringify(steps), '--', 'node', KVB_BIN, ...args], {
+export async function inTerminal(
+  args: string[],
+  steps: TerminalStep[],
+  env: Record<string, string>,
+  /** Called once step N's keys are typed into the terminal. */
+  onSent?: (step: number) => void,
+): Promise<TerminalResult> {
+  const child = execa('python3', [PTY_SESSION, JSON.stringify(steps), '--', 'node', KVB_BIN, ...args], {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', TERM: 'xterm-256color', ...env },
+    extendEnv: false,
     timeout: 60_000,
   });
+  let pending = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    const lines = (pending + chunk).split('\n');
+    pending = lines.pop()!;
+    for (const line of lines) if (line.startsWith('sent ')) onSent?.(Number(line.slice(5)));
+  });
+  const { stdout } = await child;
   return JSON.parse(stdout) as TerminalResult;
 }
