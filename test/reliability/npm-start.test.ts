@@ -54,11 +54,11 @@ describe('npm start', () => {
     npm.kill('SIGTERM');
     await npmExited;
     // The server ends its drain and exits; wait for that (an event), bounded.
-    const start = Date.now();
-    while (alive(serverPid) && Date.now() - start < 20_000) await new Promise((resolve) => setTimeout(resolve, 50));
-    const leftRunning = alive(serverPid);
-    if (leftRunning) process.kill(serverPid, 'SIGKILL');
-    expect(leftRunning).toBe(false);
+    try {
+      await expect.poll(() => alive(serverPid), { timeout: 20_000, interval: 50 }).toBe(false);
+    } finally {
+      if (alive(serverPid)) process.kill(serverPid, 'SIGKILL');
+    }
     expect(output).toContain('"msg":"stopped"');
   });
 });
