@@ -117,6 +117,7 @@ describe(`fuzz (seed ${SEED})`, { timeout: 90_000 }, () => {
       });
       socket.on('error', () => undefined);
       socket.on('close', () => resolve(received));
+      // A guard: the server's own answer or close ends this long before; it only bounds a hang.
       setTimeout(() => socket.destroy(), 3000);
       const head = chunked ? 'Transfer-Encoding: chunked' : `Content-Length: ${megabytes * chunk.length}`;
       socket.write(`${method} ${path} HTTP/1.1\r\nHost: x\r\n${head}\r\n\r\n`);
