@@ -49,7 +49,9 @@ def main():
                 break
         if timed_out:
             break
-        time.sleep(0.15)  # let the prompt finish rendering and enter raw mode
+        # Let the prompt finish rendering and enter raw mode: the prompt text is the event waited
+        # for above; nothing is asserted on this pause, it only orders the keys after the redraw.
+        time.sleep(0.15)
         os.write(fd, step['send'].encode('utf8'))
         # Tells the caller the keys are in the terminal, for a test that must act only after them.
         sys.stderr.write('sent %d\n' % index)

@@ -19,6 +19,7 @@ export function readUntilEnd(socket: Socket, ms = 10_000): Promise<string> {
     const done = () => resolve(text);
     socket.once('end', done);
     socket.once('close', done);
+    // A guard: the server's end of the connection is the event; this only bounds a hang.
     setTimeout(done, ms);
   });
 }

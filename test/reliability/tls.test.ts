@@ -185,6 +185,7 @@ function closedByServer(port: number, bytes: Buffer, ms: number): Promise<boolea
       if (bytes.length > 0) socket.write(bytes);
     });
     socket.resume();
+    // A guard that only bounds a hang: the close is the event waited for.
     const guard = setTimeout(() => {
       socket.destroy();
       resolve(false);
