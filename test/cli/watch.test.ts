@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { connect as connectBucket } from '../../src/client/index.js';
 import { kvb, kvbRunning } from '../helpers/cli.js';
 import { call, createBucket } from '../helpers/http.js';
-import { startServer } from '../helpers/server.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -20,48 +20,51 @@ async function freePort(): Promise<number> {
 const historyFloor = async (api: string, bucket: string) => Number((await call(`${api}/${bucket}`)).headers.get('kvb-history-floor'));
 
 describe('kvb watch', () => {
-  it('prints each change once, reconnects after the server restarts and resumes where it left off; Ctrl-C exits 0; reset exits 7', { timeout: 60_000 }, async () => {
-    const port = await freePort();
-    // A second server keeps changes for 1 s only, for the reset case.
-    const [first, brief] = await Promise.all([
-      startServer({ args: ['--port', String(port)] }),
-      startServer({ args: ['--history-retention', '1', '--sweep-interval', '1'] }),
-    ]);
-    const bucket = await createBucket(first.api);
-    const old = await createBucket(brief.api);
-    await call(`${brief.api}/${old}/gone`, { method: 'PUT', body: 'x' });
-    const watch = kvbRunning(['watch', 'k', '--format', 'jsonl', '--values'], { env: { KVB_URL: first.url, KVB_BUCKET: bucket } });
-    const sets = () => watch.events().filter((e) => e.type === 'set');
-    const poll = { timeout: 20_000 };
-    await expect.poll(() => watch.events().some((e) => e.type === 'sync'), poll).toBe(true);
-    for (let i = 1; i <= 5; i++) expect((await call(`${first.api}/${bucket}/k${i}`, { method: 'PUT', body: `v${i}` })).status).toBe(200);
-    await call(`${first.api}/${bucket}/other`, { method: 'PUT', body: 'not under k' });
-    await expect.poll(() => sets().length, poll).toBe(5);
-
-    // `since` older than what the server keeps: exit 7 and what to do. The sweep raises the floor
-    // past revision 0 once the change is older than the 1 s retention.
-    await expect.poll(() => historyFloor(brief.api, old), { timeout: 20_000, interval: 250 }).toBeGreaterThan(0);
-    const reset = await kvb(['watch', '--since', '0'], { env: { KVB_URL: brief.url, KVB_BUCKET: old } });
-    await brief.stop();
-    expect(reset.exitCode, reset.stderr).toBe(7);
-    expect(reset.stderr).toContain('kvb ls');
-
-    const lastPrinted = sets().at(-1)!.rev;
-    await first.stop({ keepData: true });
-    const second = await startServer({ dataDir: first.dataDir, args: ['--port', String(port)] });
+  it('a since older than what the server keeps exits 7 and says what to do', { timeout: 60_000 }, async () => {
+    // This server keeps changes for 1 s only.
+    const brief = await startServer({ args: ['--history-retention', '1', '--sweep-interval', '1'] });
     try {
+      const old = await createBucket(brief.api);
+      await call(`${brief.api}/${old}/gone`, { method: 'PUT', body: 'x' });
+      // The sweep raises the floor past revision 0 once the change is older than the retention.
+      await expect.poll(() => historyFloor(brief.api, old), { timeout: 20_000, interval: 250 }).toBeGreaterThan(0);
+      const reset = await kvb(['watch', '--since', '0'], { env: { KVB_URL: brief.url, KVB_BUCKET: old } });
+      expect(reset.exitCode, reset.stderr).toBe(7);
+      expect(reset.stderr).toContain('kvb ls');
+      expect((await kvb(['watch', '--help'])).out).toContain('exits 7');
+    } finally {
+      await brief.stop();
+    }
+  });
+
+  it('prints each change once, reconnects after the server restarts and resumes where it left off; Ctrl-C exits 0', { timeout: 60_000 }, async () => {
+    const port = await freePort();
+    const first = await startServer({ args: ['--port', String(port)] });
+    const bucket = await createBucket(first.api);
+    const watch = kvbRunning(['watch', 'k', '--format', 'jsonl', '--values'], { env: { KVB_URL: first.url, KVB_BUCKET: bucket } });
+    let second: RunningServer | undefined;
+    try {
+      const sets = () => watch.events().filter((e) => e.type === 'set');
+      const poll = { timeout: 20_000 };
+      await expect.poll(() => watch.events().some((e) => e.type === 'sync'), poll).toBe(true);
+      for (let i = 1; i <= 5; i++) expect((await call(`${first.api}/${bucket}/k${i}`, { method: 'PUT', body: `v${i}` })).status).toBe(200);
+      await call(`${first.api}/${bucket}/other`, { method: 'PUT', body: 'not under k' });
+      await expect.poll(() => sets().length, poll).toBe(5);
+
+      const lastPrinted = sets().at(-1)!.rev;
+      await first.stop({ keepData: true });
+      second = await startServer({ dataDir: first.dataDir, args: ['--port', String(port)] });
       for (let i = 6; i <= 11; i++) await call(`${second.api}/${bucket}/k${i}`, { method: 'PUT', body: `v${i}` });
       // Changes arrive in revision order: once k11 is printed, a repeated k1..k10 would have been too.
       await expect.poll(() => sets().some((e) => e.key === 'k11'), poll).toBe(true);
       expect(sets().map((e) => [e.key, e.value])).toEqual(Array.from({ length: 11 }, (_, i) => [`k${i + 1}`, `v${i + 1}`]));
       expect(watch.err()).toContain(`reconnecting and resuming after revision ${lastPrinted}, the last change printed`);
       expect(await watch.stop('SIGINT')).toBe(0);
-
-      const help = await kvb(['watch', '--help']);
-      expect(help.out).toContain('exits 7');
     } finally {
       watch.child.kill('SIGKILL');
-      await second.stop();
+      // The restarted server runs on the first one's data directory, which the first stop() removes.
+      await second?.stop();
+      await first.stop();
     }
   });
 });
