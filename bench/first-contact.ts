@@ -1,6 +1,6 @@
 /**
  * First contacts a second: how fast a fresh `kvb serve` answers the first use of fresh, valid keys
- * arriving all at once (issue 22). Each of N buckets has a secret, a read and a write key; every
+ * arriving all at once, as after a restart or a deploy. Each of N buckets has a secret, a read and a write key; every
  * client writes one key with its bucket's write key (the last of the three an old server tried). A client
  * refused with 429 waits its Retry-After and tries again, as a well-behaved client does, so the
  * figure is the rate at which first contacts are actually served.

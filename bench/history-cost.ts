@@ -1,5 +1,5 @@
 /**
- * `npm run bench:history`: what history (issue 25) costs a SET, and what a change costs in storage.
+ * `npm run bench:history`: what history costs a SET, and what a change costs in storage.
  * Two kvb servers on SQLite in one run, measured in alternating rounds: "on" as shipped, and "off"
  * with the history index (changes_key on bucket, key, revision) dropped, i.e. the change log as
  * the watch feed alone needed it. Reported: server CPU µs per SET (user + system, /proc) for each

@@ -3,7 +3,7 @@ import { type CompiledStatement, compileAll, compileStatement, param } from './s
 import { type Database, replaceChangeOnConflict } from './schema.js';
 
 /**
- * History (issue 25): reads of a bucket as of a past revision, a key's changes, and the
+ * History: reads of a bucket as of a past revision, a key's changes, and the
  * compaction that keeps the state at the floor rebuildable. Every statement is written once for
  * both dialects, like statements.ts; the change log's meaning is unchanged (one row per key per
  * revision, the key's state after it). A read at revision N takes, per key, the newest row at or

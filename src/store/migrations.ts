@@ -67,8 +67,9 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
       },
     },
     {
-      // Issue 19: every existing bucket gets its own random token salt (64 hex digits from the
-      // database's CSPRNG). Tokens minted before the upgrade were signed without one and are refused.
+      // Every existing bucket gets its own random token salt (64 hex digits from the database's
+      // CSPRNG), so a token gives nothing to test guesses of a short signing key against.
+      // Tokens minted before the upgrade were signed without one and are refused.
       name: '0003_token_salt',
       async up(db) {
         await db.schema.alterTable('buckets').addColumn('token_salt', 'text').execute();
@@ -107,7 +108,7 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
       },
     },
     {
-      // Issue 19, per-bucket quotas: each bucket's stored keys and bytes (key + value lengths),
+      // Per-bucket quotas: each bucket's stored keys and bytes (key + value lengths),
       // kept exact by every write from now on, counted here from what is already stored.
       name: '0005_bucket_usage',
       async up(db) {
@@ -146,7 +147,7 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
       },
     },
     {
-      // Issue 25, history: reads as of a past revision find each key's newest change at or below
+      // History: reads as of a past revision find each key's newest change at or below
       // it through (bucket_id, key, revision); `revision_ops` says what made a revision when it is
       // not a plain set, delete or expiry. The log becomes history: every live key gets a row for
       // its current state, rows that a newer row of their key replaces go (etcd-style compaction),

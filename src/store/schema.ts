@@ -58,7 +58,7 @@ export interface LeasesTable {
   expires_at: number;
 }
 
-/** History (issue 25): what made a revision, for the ones that are not a plain set, delete or expiry. */
+/** History: what made a revision, for the ones that are not a plain set, delete or expiry. */
 export interface RevisionOpsTable {
   bucket_id: string;
   revision: number;

@@ -293,7 +293,7 @@ export interface Store {
   commit(bucket: string, ops: TxnRequestOp[], now: number, options?: CommitOptions): Promise<CommitOutcome>;
 
   /*
-   * History (issue 25, history-reader.ts): the change log read as of a past revision. Each read
+   * History (history-reader.ts): the change log read as of a past revision. Each read
    * says when the revision is below the bucket's floor or beyond its revision.
    */
   readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>>;

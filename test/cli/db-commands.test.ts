@@ -204,14 +204,14 @@ describe('kvb db on a running SQLite server', () => {
         }
       };
       const writers = Array.from({ length: 6 }, (_, w) => writer(w));
-      while (acknowledged.size < 300) await new Promise((r) => setTimeout(r, 20));
+      await expect.poll(() => acknowledged.size, { timeout: 20_000, interval: 20 }).toBeGreaterThanOrEqual(300);
       const before = new Map(acknowledged);
       const out = join(live, 'copy.db');
       const backup = await db(['backup', '--db', file, '--out', out]);
       const duringBackup = acknowledged.size - before.size;
       // A few more writes after the backup: the server kept writing throughout.
       const after = acknowledged.size;
-      while (acknowledged.size < after + 50) await new Promise((r) => setTimeout(r, 20));
+      await expect.poll(() => acknowledged.size, { timeout: 20_000, interval: 20 }).toBeGreaterThanOrEqual(after + 50);
       writing = false;
       await Promise.all(writers);
       expect(backup.exitCode, backup.stderr).toBe(0);

@@ -8,7 +8,7 @@ import { call } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 const { down: DOWN, up: UP, backspace: BACKSPACE, ctrlC: CTRL_C } = KEYS;
-const wizard = (steps: TerminalStep[], env: Record<string, string>) => inTerminal(['init'], steps, env);
+const wizard = (steps: TerminalStep[], env: Record<string, string>, onSent?: (step: number) => void) => inTerminal(['init'], steps, env, onSent);
 
 let server: RunningServer;
 beforeAll(async () => {
@@ -178,12 +178,15 @@ describe('kvb init', () => {
   });
 
   it('Ctrl-C while the bucket is being created finishes the bucket and its profile: nothing half-written', async () => {
-    // A front for the real server that holds bucket creation for 1.5 s, so the interruption lands mid-request.
+    // A front for the real server that holds bucket creation until Ctrl-C is in the terminal, so
+    // the interruption lands mid-request however slowly the machine runs.
+    let interrupt!: () => void;
+    const interrupted = new Promise<void>((resolve) => (interrupt = resolve));
     const slow = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', async () => {
-        if (req.method === 'POST' && req.url === '/api/v1/') await new Promise((r) => setTimeout(r, 1500));
+        if (req.method === 'POST' && req.url === '/api/v1/') await interrupted;
         const answer = await fetch(`${server.url}${req.url}`, {
           method: req.method,
           headers: { 'content-type': req.headers['content-type'] ?? 'text/plain' },
@@ -210,6 +213,7 @@ describe('kvb init', () => {
           { expect: 'Creating the bucket', send: CTRL_C },
         ],
         { KVB_URL: slowUrl, XDG_CONFIG_HOME: home },
+        (step) => step === 8 && interrupt(),
       );
       expect(result.timedOut, result.output).toBeNull();
       expect(result.output).toMatch(/Bucket [0-9a-f-]{36} was created and its profile saved despite the interruption/);

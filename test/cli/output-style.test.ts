@@ -1,8 +1,7 @@
-import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inTerminal, kvb, tempConfigHome } from '../helpers/cli.js';
+import { inTerminal, kvb, kvbRunning, tempConfigHome } from '../helpers/cli.js';
 import { call, createBucket } from '../helpers/http.js';
-import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
  * One table style and one value rendering for people, whatever the command: plain columns under a
@@ -81,37 +80,31 @@ describe('in a pipe: JSON exact', () => {
 
 describe('kvb watch --values renders values as ls does', () => {
   it('text format: a 3,000-byte value is <3000 bytes>, int64 6 is 6 (not "6"), expiry relative', { timeout: 30_000 }, async () => {
-    const child = execa('node', [KVB_BIN, 'watch', 'w/', '--since', '0', '--values', '--format', 'text'], { env, reject: false, buffer: false, stdin: 'ignore' });
-    let out = '';
-    child.stdout?.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    const watch = kvbRunning(['watch', 'w/', '--since', '0', '--values', '--format', 'text'], { env });
     try {
-      await expect.poll(() => out.split('\n').filter(Boolean).length, { timeout: 20_000 }).toBe(3);
-      const [bin, n, big] = out.split('\n');
+      await expect.poll(() => watch.out().split('\n').filter(Boolean).length, { timeout: 20_000 }).toBe(3);
+      const [bin, n, big] = watch.out().split('\n');
       expect(bin).toMatch(/^\s*\d+\s+set\s+w\/bin = <3000 bytes>$/);
       expect(n).toMatch(/^\s*\d+\s+set\s+w\/n = 6 {2}\(expires in (59|60)m\)$/);
       expect(big).toMatch(/^\s*\d+\s+set\s+w\/big = 99999999999999999999$/);
     } finally {
-      child.kill('SIGINT');
-      await child;
+      await watch.stop();
     }
   });
 
   it('in a pipe, JSONL with int64 as a decimal string and bytes as base64', { timeout: 30_000 }, async () => {
-    const child = execa('node', [KVB_BIN, 'watch', 'w/', '--since', '0', '--values'], { env, reject: false, buffer: false, stdin: 'ignore' });
-    let out = '';
-    child.stdout?.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    const watch = kvbRunning(['watch', 'w/', '--since', '0', '--values'], { env });
     try {
-      await expect.poll(() => out.split('\n').filter(Boolean).length, { timeout: 20_000 }).toBe(3);
-      const events = out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { key: string; value: unknown });
+      await expect.poll(() => watch.events().length, { timeout: 20_000 }).toBe(3);
+      const events = watch.events();
       expect(events.map((e) => [e.key, e.value])).toEqual([
         ['w/bin', BINARY.toString('base64')],
         ['w/n', '6'],
         ['w/big', 1e20],
       ]);
-      expect(out).toContain('"value":99999999999999999999}');
+      expect(watch.out()).toContain('"value":99999999999999999999}');
     } finally {
-      child.kill('SIGINT');
-      await child;
+      await watch.stop();
     }
   });
 });

@@ -1,11 +1,10 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CliOptions, inTerminal, kvb, tempConfigHome } from '../helpers/cli.js';
+import { type CliOptions, inTerminal, kvb, kvbRunning, tempConfigHome } from '../helpers/cli.js';
 import { call, createBucket, json } from '../helpers/http.js';
-import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
 
 let server: RunningServer;
 let bucket: string;
@@ -59,24 +58,29 @@ describe('kvb get A B …: several keys at one revision', () => {
 });
 
 describe('kvb expire and kvb ttl', () => {
+  // Each step is one CLI process; the setup goes over HTTP and the refusals run beside the main
+  // sequence, so a loaded machine pays for four processes in a row rather than eleven.
   it('changes the expiry, keeps the value and type, and 0 removes it; a missing key exits 2', async () => {
-    await run(['set', 'e/k', 'value', '--type', 'text', '--ttl', '0']);
-    expect((await run(['ttl', 'e/k'])).out).toBe('none\n');
+    const refusals = Promise.all([run(['expire', 'e/missing', '5']), run(['ttl', 'e/missing']), run(['expire', 'e/k', '-1'])]);
+    const put = await call(`${server.api}/${bucket}/e/k?ttl=0`, { method: 'PUT', body: 'value', token: SECRET, headers: { 'content-type': 'text/plain' } });
+    expect(put.status, put.text).toBe(200);
     const expired = await run(['expire', 'e/k', '600']);
     expect(expired.exitCode).toBe(0);
-    const left = Number((await run(['ttl', 'e/k'])).out);
+    const [plain, asJson] = await Promise.all([run(['ttl', 'e/k']), run(['ttl', 'e/k', '--json'])]);
+    const left = Number(plain.out);
     expect(left).toBeGreaterThan(500);
     expect(left).toBeLessThanOrEqual(600);
-    const json = JSON.parse((await run(['ttl', 'e/k', '--json'])).out) as { ttl: number; expires_at: string };
+    const json = JSON.parse(asJson.out) as { ttl: number; expires_at: string };
     expect(Date.parse(json.expires_at)).toBeGreaterThan(Date.now());
     const res = await read('e/k');
     expect(res.text).toBe('value');
     expect(res.headers.get('kvb-type')).toBe('text');
     expect((await run(['expire', 'e/k', '0'])).exitCode).toBe(0);
     expect((await run(['ttl', 'e/k'])).out).toBe('none\n');
-    expect((await run(['expire', 'e/missing', '5'])).exitCode).toBe(2);
-    expect((await run(['ttl', 'e/missing'])).exitCode).toBe(2);
-    expect((await run(['expire', 'e/k', '-1'])).exitCode).toBe(1);
+    const [missingExpire, missingTtl, negative] = await refusals;
+    expect(missingExpire.exitCode).toBe(2);
+    expect(missingTtl.exitCode).toBe(2);
+    expect(negative.exitCode).toBe(1);
   });
 });
 
@@ -131,12 +135,7 @@ describe('kvb watch --exec', () => {
     const out = join(dir, 'events');
     const handler = join(dir, 'handler.sh');
     writeFileSync(handler, `printf '%s|%s|%s|%s|%s|' "$KVB_OP" "$KVB_KEY" "$KVB_REVISION" "$KVB_VALUE_TYPE" "$KVB_VALUE" >> ${out}\ncat >> ${out}\n`);
-    const child = spawn('node', [KVB_BIN, 'watch', 'x/', '--values', '--exec', `sh ${handler}`], {
-      env: { ...process.env, ...env(), XDG_CONFIG_HOME: tempConfigHome() },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    const watch = kvbRunning(['watch', 'x/', '--values', '--exec', `sh ${handler}`], { env: env() });
     try {
       // The watch is live once a write made after it started shows up: write until one does.
       const lines = () => {
@@ -146,17 +145,23 @@ describe('kvb watch --exec', () => {
           return [];
         }
       };
-      for (let i = 0; lines().length === 0; i++) {
-        await run(['set', 'x/probe', String(i)]);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      const base = lines().length;
-      await run(['set', 'x/a', 'hello', '--type', 'text']);
+      // The writes that set it up go over HTTP: the CLI under test here is the watcher.
+      let probe = 0;
+      await expect
+        .poll(async () => {
+          await call(`${server.api}/${bucket}/x/probe`, { method: 'PUT', body: String(probe++), token: SECRET });
+          return lines().length;
+        }, { timeout: 20_000, interval: 200 })
+        .toBeGreaterThan(0);
+      // A probe's event can still arrive after the poll ends: count only the changes made below.
+      const changes = () => lines().filter((l) => l.split('|')[1] !== 'x/probe');
+      await call(`${server.api}/${bucket}/x/a`, { method: 'PUT', body: 'hello', token: SECRET, headers: { 'content-type': 'text/plain' } });
+      // Outside the prefix, and before the last two: once they are handled, it was passed over.
+      await call(`${server.api}/${bucket}/y/other`, { method: 'PUT', body: '1', token: SECRET });
       await run(['set', 'x/n', '9223372036854775807']);
       await run(['del', 'x/a']);
-      await run(['set', 'y/other', '1']);
-      while (lines().length < base + 3) await new Promise((resolve) => setTimeout(resolve, 50));
-      const [set, int, del] = lines().slice(base).map((l) => l.split('|'));
+      await expect.poll(() => changes().length, { timeout: 20_000 }).toBe(3);
+      const [set, int, del] = changes().map((l) => l.split('|'));
       expect(set!.slice(0, 2)).toEqual(['set', 'x/a']);
       expect(set![3]).toBe('text');
       expect(set![4]).toBe('hello');
@@ -165,9 +170,9 @@ describe('kvb watch --exec', () => {
       expect(del!.slice(0, 2)).toEqual(['delete', 'x/a']);
       expect(Number(del![2])).toBeGreaterThan(Number(int![2]));
       expect(readFileSync(out, 'utf8')).not.toContain('y/other');
-      expect(stdout).toBe('');
+      expect(watch.out()).toBe('');
     } finally {
-      child.kill('SIGINT');
+      await watch.stop();
     }
   });
 });

@@ -1,12 +1,11 @@
-import { execFile } from 'node:child_process';
-import { execa } from 'execa';
+import { type ResultPromise, execa } from 'execa';
 import { mkdtempSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { KVB_BIN } from './server.js';
+import type { StreamEvent } from './watch-stream.js';
 
 export interface CliResult {
   exitCode: number;
@@ -31,10 +30,12 @@ export const tempConfigHome = (): string => mkdtempSync(join(tmpdir(), 'kvb-cli-
 
 const CLEARED = Object.fromEntries(Object.keys(process.env).filter((k) => k.startsWith('KVB_')).map((k) => [k, undefined]));
 
+const childEnv = (options: CliOptions) => ({ ...CLEARED, NO_COLOR: undefined, XDG_CONFIG_HOME: options.configHome ?? tempConfigHome(), ...options.env });
+
 /** Runs the real `bin/kvb` as a child process (`node bin/kvb …`) and collects bytes, text and exit code. */
 export async function kvb(args: string[], options: CliOptions = {}): Promise<CliResult> {
   const result = await execa('node', [KVB_BIN, ...args], {
-    env: { ...CLEARED, NO_COLOR: undefined, XDG_CONFIG_HOME: options.configHome ?? tempConfigHome(), ...options.env },
+    env: childEnv(options),
     extendEnv: true,
     reject: false,
     encoding: 'buffer',
@@ -48,6 +49,38 @@ export async function kvb(args: string[], options: CliOptions = {}): Promise<Cli
     stdout,
     out: stdout.toString('utf8'),
     stderr: Buffer.from(result.stderr as Uint8Array).toString('utf8'),
+  };
+}
+
+export interface RunningCli {
+  child: ResultPromise;
+  /** stdout so far, as UTF-8. */
+  out(): string;
+  /** stderr so far. */
+  err(): string;
+  /** stdout's complete lines so far, each parsed as JSON (for `--format jsonl` and pipes). */
+  events(): StreamEvent[];
+  /** Sends `signal` (SIGINT by default, Ctrl-C) and waits for the exit; returns the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | undefined>;
+}
+
+/** Starts a long-running `bin/kvb` command (`watch`, `lock`) and collects its output as it comes. */
+export function kvbRunning(args: string[], options: Omit<CliOptions, 'input'> = {}): RunningCli {
+  const child = execa('node', [KVB_BIN, ...args], { env: childEnv(options), extendEnv: true, reject: false, buffer: false, stdin: 'ignore' });
+  let out = '';
+  let err = '';
+  child.stdout?.setEncoding('utf8').on('data', (c: string) => (out += c));
+  child.stderr?.setEncoding('utf8').on('data', (c: string) => (err += c));
+  return {
+    child,
+    out: () => out,
+    err: () => err,
+    // A line is complete once its newline arrived; the text after the last one may be half a line.
+    events: () => out.split('\n').slice(0, -1).filter(Boolean).map((line) => JSON.parse(line) as StreamEvent),
+    async stop(signal = 'SIGINT') {
+      child.kill(signal);
+      return (await child).exitCode;
+    },
   };
 }
 
@@ -110,10 +143,24 @@ export interface TerminalResult {
  * Runs the real `bin/kvb` in a pseudo-terminal (python3's pty module), typing each step's keys
  * when its text appears. stdin, stdout and stderr are all the terminal.
  */
-export async function inTerminal(args: string[], steps: TerminalStep[], env: Record<string, string>): Promise<TerminalResult> {
-  const { stdout } = await promisify(execFile)('python3', [PTY_SESSION, JSON.stringify(steps), '--', 'node', KVB_BIN, ...args], {
+export async function inTerminal(
+  args: string[],
+  steps: TerminalStep[],
+  env: Record<string, string>,
+  /** Called once step N's keys are typed into the terminal. */
+  onSent?: (step: number) => void,
+): Promise<TerminalResult> {
+  const child = execa('python3', [PTY_SESSION, JSON.stringify(steps), '--', 'node', KVB_BIN, ...args], {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', TERM: 'xterm-256color', ...env },
+    extendEnv: false,
     timeout: 60_000,
   });
+  let pending = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    const lines = (pending + chunk).split('\n');
+    pending = lines.pop()!;
+    for (const line of lines) if (line.startsWith('sent ')) onSent?.(Number(line.slice(5)));
+  });
+  const { stdout } = await child;
   return JSON.parse(stdout) as TerminalResult;
 }

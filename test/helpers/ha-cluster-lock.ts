@@ -27,6 +27,7 @@ export async function lockCluster(haDir: string, ms: number): Promise<() => void
       if (existsSync(join(lock, 'pid')) && !ownerAlive()) rmSync(lock, { recursive: true, force: true });
     }
     if (Date.now() > deadline) throw new Error(`the HA cluster lock was not free within ${ms} ms (another failover run holds it)`);
+    // Polling for the lock to be freed (an event), within the deadline above.
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }

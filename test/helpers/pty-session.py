@@ -4,7 +4,7 @@ Usage: python3 pty-session.py STEPS_JSON -- COMMAND ARGS...
 STEPS_JSON is a list of {"expect": text, "send": keys}: wait until `text` has appeared in the
 output (ANSI escapes removed), then type `keys`. Prints one JSON object on stdout:
 {"exitCode": n, "output": all output with escapes removed, "raw": all output as written,
-"timedOut": text or null}.
+"timedOut": text or null}. Writes "sent N" on stderr once step N's keys are typed.
 """
 import fcntl, json, os, pty, re, select, signal, struct, sys, termios, time
 
@@ -40,7 +40,7 @@ def main():
         raw += chunk
         return True
 
-    for step in steps:
+    for index, step in enumerate(steps):
         deadline = time.time() + 15
         start = len(ANSI.sub('', raw.decode('utf8', 'replace')))
         while step['expect'] not in ANSI.sub('', raw.decode('utf8', 'replace'))[max(0, start - 200):]:
@@ -49,8 +49,13 @@ def main():
                 break
         if timed_out:
             break
-        time.sleep(0.15)  # let the prompt finish rendering and enter raw mode
+        # Let the prompt finish rendering and enter raw mode: the prompt text is the event waited
+        # for above; nothing is asserted on this pause, it only orders the keys after the redraw.
+        time.sleep(0.15)
         os.write(fd, step['send'].encode('utf8'))
+        # Tells the caller the keys are in the terminal, for a test that must act only after them.
+        sys.stderr.write('sent %d\n' % index)
+        sys.stderr.flush()
     # Read until the child closes the terminal (or 20 s pass), then collect its exit status.
     deadline = time.time() + 20
     while time.time() < deadline and read(0.2):

@@ -19,6 +19,7 @@ for s in socks:
     s.recv(1, socket.MSG_PEEK)
     s.settimeout(None)
 print("stalled", flush=True)
+# The stall is the scenario itself (readers that stop reading), not a wait for a result.
 time.sleep(pause)
 # Every socket is read at once, so draining one does not give another more time to be cut.
 import selectors

@@ -4,7 +4,7 @@ import { call, createBucket } from '../helpers/http.js';
 import { type RunningServer, startServer, storedKeys } from '../helpers/server.js';
 
 /**
- * Issue 19, item 15 across instances: every write checks the quota against the usage it reads
+ * Per-bucket quotas across instances: every write checks the quota against the usage it reads
  * under the bucket row lock, so writers racing on two instances can never overshoot it.
  */
 describe.skipIf(!POSTGRES_URL)(

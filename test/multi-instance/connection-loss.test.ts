@@ -5,17 +5,9 @@ import { POSTGRES_URL, THROUGH_PGBOUNCER, dropSchema, postgresUrl, terminateBack
 import { type Answer, call, createBucket, json } from '../helpers/http.js';
 import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
 
+/** Pacing of the connection cuts below; no assertion depends on how long a pause lasts. */
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const SERVICE_UNAVAILABLE = { error: { code: 503, message: 'service_unavailable' } };
-
-/** Polls until `probe` holds; fails the test after `ms`. */
-async function eventually(probe: () => Promise<boolean>, ms = 10_000): Promise<void> {
-  const start = Date.now();
-  while (!(await probe())) {
-    if (Date.now() - start > ms) throw new Error(`condition not met within ${ms} ms`);
-    await sleep(100);
-  }
-}
 
 /** The envelope's code and message; its `detail` (the reason in words) may vary with where the storage failed. */
 const isEnvelope503 = (r: Answer) => {
@@ -77,6 +69,7 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
       const workers = Array.from({ length: 8 }, (_, i) => guarded(i));
       let killed = 0;
       const readiness: number[] = [];
+      // Pacing, not a wait for a result: ten cuts spread over the load, each checked by what follows.
       for (let round = 0; round < 10; round++) {
         await sleep(200);
         killed += await terminateBackends(server.applicationName!);
@@ -97,7 +90,7 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
 
       // Still the same process, and healthy again without a restart.
       expect(server.process.exitCode).toBeNull();
-      await eventually(async () => (await call(`${server.url}/ready`)).status === 200);
+      await expect.poll(async () => (await call(`${server.url}/ready`)).status, { timeout: 10_000, interval: 100 }).toBe(200);
       expect((await call(`${base}/after`, { method: 'PUT', body: 'ok' })).status).toBe(200);
       expect((await call(`${base}/after`)).text).toBe('ok');
       expect(server.logs()).not.toContain('unexpected error');
@@ -135,7 +128,7 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
       }
 
       await outage.open();
-      await eventually(async () => (await call(`${server.url}/ready`)).status === 200);
+      await expect.poll(async () => (await call(`${server.url}/ready`)).status, { timeout: 10_000, interval: 100 }).toBe(200);
       expect((await call(`${base}/k`)).text).toBe('before');
       expect((await call(`${base}/k`, { method: 'PUT', body: 'after' })).status).toBe(200);
       expect(server.process.exitCode).toBeNull();

@@ -18,9 +18,10 @@ const HA_URL = THROUGH_PGBOUNCER ? process.env.KVB_TEST_HA_PGBOUNCER_URL : proce
 const HA_DIR = process.env.KVB_TEST_HA_DIR;
 const skipped = !HA_URL || !HA_DIR;
 
+/** A client's back-off between retries during a failover, and the polling interval below: no assertion depends on how long one lasts. */
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Waits for `probe` to hold, checking every `every` ms; fails after `ms`. */
+/** Waits for `probe` to hold (an event, polled every `every` ms); fails after `ms`. */
 async function until(what: string, probe: () => Promise<boolean> | boolean, ms: number, every = 100): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await probe())) {

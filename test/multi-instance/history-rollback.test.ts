@@ -2,40 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POSTGRES_URL, SERVER_POSTGRES_URL, THROUGH_PGBOUNCER, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
 import { call, createBucket, json } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
-
-/** Reads a JSONL watch stream into events as they arrive. */
-async function watch(url: string) {
-  const controller = new AbortController();
-  const res = await fetch(url, { signal: controller.signal });
-  const events: Array<Record<string, unknown>> = [];
-  void (async () => {
-    let buffer = '';
-    const decoder = new TextDecoder();
-    try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buffer += decoder.decode(chunk, { stream: true });
-        let at: number;
-        while ((at = buffer.indexOf('\n')) !== -1) {
-          events.push(JSON.parse(buffer.slice(0, at)) as Record<string, unknown>);
-          buffer = buffer.slice(at + 1);
-        }
-      }
-    } catch {
-      // aborted
-    }
-  })();
-  return {
-    events,
-    abort: () => controller.abort(),
-    async waitFor(predicate: (e: Array<Record<string, unknown>>) => boolean, ms = 30_000) {
-      const start = Date.now();
-      while (!predicate(events)) {
-        if (Date.now() - start > ms) throw new Error(`timed out; last events: ${JSON.stringify(events.slice(-5))}`);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    },
-  };
-}
+import { watchStream } from '../helpers/watch-stream.js';
 
 describe.skipIf(!POSTGRES_URL)(
   `history across two instances on one PostgreSQL schema${THROUGH_PGBOUNCER ? ' through PgBouncer' : ''}${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`,
@@ -60,12 +27,12 @@ describe.skipIf(!POSTGRES_URL)(
       const good = Number((await call(`${a.api}/${bucket}/?format=json`)).headers.get('kvb-revision'));
       expect((await txn([{ set: 'cfg/a', value: 'a2' }, { delete: 'cfg/b' }, { set: 'cfg/c', value: 'c2' }, { set: 'other', value: 'o2' }])).status).toBe(204);
 
-      const watcher = await watch(`${b.api}/${bucket}/?watch=true&format=jsonl&values=true`);
-      await watcher.waitFor((e) => e.some((x) => x.type === 'sync'));
+      const watcher = await watchStream(`${b.api}/${bucket}/?watch=true&format=jsonl&values=true`);
+      await expect.poll(() => watcher.events.some((x) => x.type === 'sync'), { timeout: 30_000 }).toBe(true);
       const rolled = await call(`${a.api}/${bucket}?rollback=${good}&prefix=cfg/`, { method: 'POST' });
       expect(rolled.status, rolled.text).toBe(200);
       const revision = (rolled.json() as { revision: number }).revision;
-      await watcher.waitFor((e) => e.filter((x) => x.rev === revision && x.type !== 'progress').length === 3);
+      await expect.poll(() => watcher.events.filter((x) => x.rev === revision && x.type !== 'progress').length, { timeout: 30_000 }).toBe(3);
       const seen = watcher.events
         .filter((x) => x.rev === revision && ['set', 'delete'].includes(String(x.type)))
         .map((x) => [x.type, x.key, x.value ?? null])
@@ -75,7 +42,7 @@ describe.skipIf(!POSTGRES_URL)(
         ['set', 'cfg/b', 'b1'],
         ['delete', 'cfg/c', null],
       ]);
-      watcher.abort();
+      watcher.stop();
       // Instance B reads the same history: the key's rollback change, and the state before it.
       const history = await call(`${b.api}/${bucket}/cfg/a?history=true`);
       expect(history.text.split('\n')[0]).toContain(`"rev":${revision},"operation":"rollback"`);

@@ -2,47 +2,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POSTGRES_URL, SERVER_POSTGRES_URL, THROUGH_PGBOUNCER, dropSchema, postgresUrl, uniqueName, withAdminClient } from '../helpers/backend.js';
 import { call, createBucket, json } from '../helpers/http.js';
 import { type RunningServer, startServer, storedKeys } from '../helpers/server.js';
-
-/** The documented bound: a credential change on one instance is seen by the others within 1 s. */
-const BOUND_MS = 1000;
-/** What the tests allow for it, with scheduling slack on a busy machine. */
-const ALLOWED_MS = 1500;
+import { watchStream } from '../helpers/watch-stream.js';
 
 const bearer = (credential: string) => ({ authorization: `Bearer ${credential}` });
 
-/** Calls `probe` every 25 ms until it returns true; returns how long that took. */
-async function msUntil(probe: () => Promise<boolean>, giveUpMs = 5000): Promise<number> {
-  const start = performance.now();
-  while (!(await probe())) {
-    if (performance.now() - start > giveUpMs) return Number.POSITIVE_INFINITY;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  return performance.now() - start;
-}
-
-/** A JSONL watch of a bucket: every line it has received, parsed; `stop` ends it. */
-async function watchLines(url: string): Promise<{ lines: Array<{ type: string; rev?: number; key?: string; value?: string }>; stop(): void }> {
-  const controller = new AbortController();
-  const res = await fetch(`${url}?watch=true&values=true&format=jsonl`, { signal: controller.signal });
-  const lines: Array<{ type: string; rev?: number; key?: string; value?: string }> = [];
-  void (async () => {
-    let buffer = '';
-    const decoder = new TextDecoder();
-    try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buffer += decoder.decode(chunk, { stream: true });
-        let at: number;
-        while ((at = buffer.indexOf('\n')) !== -1) {
-          lines.push(JSON.parse(buffer.slice(0, at)));
-          buffer = buffer.slice(at + 1);
-        }
-      }
-    } catch {
-      // stopped
-    }
-  })();
-  return { lines, stop: () => controller.abort() };
-}
+/**
+ * How long another instance's change can go unseen is the bucket cache's max age, pinned on a
+ * faked clock in test/unit/bucket-cache.test.ts. Here, across two real instances, the change is
+ * seen (polled, with room for a loaded machine) and, once seen, stays seen.
+ */
+const SEEN = { timeout: 15_000, interval: 50 };
 
 describe.skipIf(!POSTGRES_URL)(
   `two kvb serve instances on one PostgreSQL schema${THROUGH_PGBOUNCER ? ' through PgBouncer' : ''}${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`,
@@ -132,9 +101,9 @@ describe.skipIf(!POSTGRES_URL)(
         );
         for (const w of written) expect(w.status, w.text).toBe(204);
         await call(`${sweepers[0]!.api}/${bucket}/kept?ttl=0`, { method: 'PUT', body: 'x' });
-        await new Promise((resolve) => setTimeout(resolve, 3500));
+        const stored = () => storedKeys({ ...sweepers[0]!, db: postgresUrl({ schema: sweepSchema }) });
+        await expect.poll(stored, { timeout: 20_000, interval: 250 }).toEqual(['kept']);
         await Promise.all(sweepers.map((s) => s.stop({ keepData: true })));
-        expect(await storedKeys({ ...sweepers[0]!, db: postgresUrl({ schema: sweepSchema }) })).toEqual(['kept']);
         for (const s of sweepers) expect(s.logs()).not.toContain('sweep failed');
       } finally {
         await Promise.all(sweepers.map((s) => s.stop()));
@@ -145,7 +114,7 @@ describe.skipIf(!POSTGRES_URL)(
     it('16 clients split across both instances doing GET + If-Match value+1: final value = acknowledged writes, revisions never shared; watchers on both see each revision once', { timeout: 120_000 }, async () => {
       const bucket = await createBucket(a.api);
       // Open before the first write (the stream's headers come once its start revision is fixed).
-      const watchers = [await watchLines(`${a.api}/${bucket}/`), await watchLines(`${b.api}/${bucket}/`)];
+      const watchers = [await watchStream(`${a.api}/${bucket}/?watch=true&values=true&format=jsonl`), await watchStream(`${b.api}/${bucket}/?watch=true&values=true&format=jsonl`)];
       await call(`${a.api}/${bucket}/n`, { method: 'PUT', body: '0' });
       const acknowledged: number[] = [];
       await Promise.all(
@@ -168,10 +137,9 @@ describe.skipIf(!POSTGRES_URL)(
       expect((await call(`${b.api}/${bucket}/n`)).text).toBe('48');
       expect(new Set(acknowledged).size).toBe(48);
       // Revision 1 is the PUT of 0; each acknowledged write's revision then carries the value it wrote.
-      const changes = (w: (typeof watchers)[number]) => w.lines.filter((l) => l.type === 'set');
+      const changes = (w: (typeof watchers)[number]) => w.events.filter((l) => l.type === 'set');
       for (const w of watchers) {
-        const start = Date.now();
-        while (changes(w).length < 49 && Date.now() - start < 30_000) await new Promise((resolve) => setTimeout(resolve, 50));
+        await expect.poll(() => changes(w).length, { timeout: 30_000 }).toBeGreaterThanOrEqual(49);
         w.stop();
         const seen = changes(w);
         expect(seen.map((l) => l.rev)).toEqual(Array.from({ length: 49 }, (_, i) => i + 1));
@@ -209,7 +177,7 @@ describe.skipIf(!POSTGRES_URL)(
       expect([Number(x.text), Number(y.text)]).toEqual([500 - 7 * 30, 500 + 7 * 30]);
     });
 
-    it('a bucket deleted on A while both instances write to it leaves no entries (issue 19 item 7)', { timeout: 60_000 }, async () => {
+    it('a bucket deleted on A while both instances write to it leaves no entries', { timeout: 60_000 }, async () => {
       for (let round = 0; round < 4; round++) {
         const bucket = await createBucket(a.api);
         const writes = Array.from({ length: 60 }, (_, i) => {
@@ -227,7 +195,7 @@ describe.skipIf(!POSTGRES_URL)(
       }
     });
 
-    it(`a token minted on A stops working on B within ${BOUND_MS} ms of a signing-key rotation on A`, async () => {
+    it('a token minted on A stops working on B after a signing-key rotation on A, and stays refused', async () => {
       const bucket = await createBucket(a.api, { secret_key: 'admin', signing_key: 'k1' });
       const mint = await call(`${a.api}/${bucket}/tokens/`, {
         method: 'POST',
@@ -239,24 +207,21 @@ describe.skipIf(!POSTGRES_URL)(
       // B has verified (and cached) the token before the rotation.
       expect((await call(`${b.api}/${bucket}/p1`, { headers: bearer(token) })).status).toBe(200);
       expect((await call(`${a.api}/${bucket}`, { method: 'PATCH', ...json({ signing_key: 'k2' }, bearer('admin')) })).status).toBe(204);
-      const ms = await msUntil(async () => (await call(`${b.api}/${bucket}/p1`, { headers: bearer(token) })).status === 401);
-      console.log(`${expect.getState().currentTestName}: refused after ${Math.round(ms)} ms`);
-      expect(ms).toBeLessThanOrEqual(ALLOWED_MS);
+      await expect.poll(async () => (await call(`${b.api}/${bucket}/p1`, { headers: bearer(token) })).status, SEEN).toBe(401);
       // Once refused, it stays refused.
       expect((await call(`${b.api}/${bucket}/p1`, { headers: bearer(token) })).status).toBe(401);
     });
 
-    it(`an old key stops working on B within ${BOUND_MS} ms of a key change on A`, async () => {
+    it('an old key stops working on B after a key change on A, and the new one works there', async () => {
       const bucket = await createBucket(a.api, { secret_key: 'admin', read_key: 'old-read' });
       expect((await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('old-read') })).status).toBe(200);
       expect((await call(`${a.api}/${bucket}`, { method: 'PATCH', ...json({ read_key: 'new-read' }, bearer('admin')) })).status).toBe(204);
-      const ms = await msUntil(async () => (await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('old-read') })).status === 401);
-      console.log(`${expect.getState().currentTestName}: refused after ${Math.round(ms)} ms`);
-      expect(ms).toBeLessThanOrEqual(ALLOWED_MS);
+      await expect.poll(async () => (await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('old-read') })).status, SEEN).toBe(401);
+      expect((await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('old-read') })).status).toBe(401);
       expect((await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('new-read') })).status).toBe(200);
     });
 
-    it(`a bucket deleted on A is gone on B within ${BOUND_MS} ms`, async () => {
+    it('a bucket deleted on A is gone on B: its keys at once, its cached policy soon after', async () => {
       const bucket = await createBucket(a.api, { secret_key: 'admin' });
       await call(`${a.api}/${bucket}/k`, { method: 'PUT', headers: bearer('admin'), body: 'x' });
       // B has the bucket's policy cached.
@@ -264,10 +229,10 @@ describe.skipIf(!POSTGRES_URL)(
       expect((await call(`${a.api}/${bucket}`, { method: 'DELETE', headers: bearer('admin') })).status).toBe(204);
       // Its keys went with it, on every instance, at once.
       expect((await call(`${b.api}/${bucket}/k`, { headers: bearer('admin') })).status).toBe(404);
-      // B's cached policy lets the admin key list the (now empty) bucket for at most the bound.
-      const ms = await msUntil(async () => [401, 404].includes((await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('admin') })).status));
-      console.log(`${expect.getState().currentTestName}: refused after ${Math.round(ms)} ms`);
-      expect(ms).toBeLessThanOrEqual(ALLOWED_MS);
+      // B's cached policy lets the admin key list the (now empty) bucket until its max age passes.
+      const listing = async () => (await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('admin') })).status;
+      await expect.poll(async () => [401, 404].includes(await listing()), SEEN).toBe(true);
+      expect([401, 404]).toContain(await listing());
     });
   },
 );

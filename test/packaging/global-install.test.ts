@@ -45,12 +45,10 @@ describe('packaging', () => {
         const port = 20000 + Math.floor(Math.random() * 20000);
         const server = execa(join(prefix, 'bin', 'kvb'), ['serve', '--port', String(port), '--host', '127.0.0.1', '--db', join(dir, 'kvb.db')], { reject: false });
         try {
-          let health: Response | undefined;
-          for (let i = 0; i < 200 && !health; i++) {
-            health = await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined);
-            if (!health) await new Promise((resolve) => setTimeout(resolve, 100));
-          }
-          expect(health?.status).toBe(200);
+          // Listening once /health answers (an event, polled).
+          await expect
+            .poll(async () => (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.status, { timeout: 20_000, interval: 100 })
+            .toBe(200);
           expect((await fetch(`http://127.0.0.1:${port}/swagger-ui/static/swagger-ui.css`)).status).toBe(200);
         } finally {
           server.kill('SIGTERM');

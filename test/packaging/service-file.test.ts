@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { KVB_BIN } from '../helpers/server.js';
 
 /**
- * Issue 26: contrib/kvb.service is a unit systemd accepts (`systemd-analyze verify`, the real
+ * contrib/kvb.service is a unit systemd accepts (`systemd-analyze verify`, the real
  * tool), hardened, and the one docs/operations.md points to (the README's old inline unit had two ExecStart=).
  */
 const UNIT = new URL('../../contrib/kvb.service', import.meta.url).pathname;

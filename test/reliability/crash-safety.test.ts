@@ -57,7 +57,9 @@ describe('crash safety (kill -9 under write load)', () => {
         }
       };
       const workers = Array.from({ length: 16 }, (_, i) => worker(i));
-      await new Promise((resolve) => setTimeout(resolve, 1500));
+      // Killed once this round has had writes acknowledged, however slowly the machine runs.
+      const ackedBefore = ackedSets.size + ackedTxns.length + ackedIncrements;
+      await expect.poll(() => ackedSets.size + ackedTxns.length + ackedIncrements - ackedBefore, { timeout: 20_000, interval: 20 }).toBeGreaterThanOrEqual(100);
       await current.stop({ keepData: true, signal: 'SIGKILL' });
       running = false;
       await Promise.all(workers);

@@ -4,22 +4,14 @@ import { Client } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { call, createBucket } from '../helpers/http.js';
 import { rawSocket, readUntilEnd } from '../helpers/raw-socket.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { startServer } from '../helpers/server.js';
+import { logged } from '../helpers/logged.js';
 
 /**
- * Issue 26: a drain that drops nothing. On SIGTERM `/ready` answers 503, new connections are
+ * A drain that drops nothing. On SIGTERM `/ready` answers 503, new connections are
  * refused, every request already received is answered (with `Connection: close`), idle
  * connections close, and the process exits. Runs on SQLite and PostgreSQL (and PgBouncer).
  */
-
-/** Resolves once the server's output matches, or fails after `ms` (an event, not a sleep). */
-async function logged(server: RunningServer, pattern: RegExp, ms = 20_000): Promise<void> {
-  const start = Date.now();
-  while (!pattern.test(server.logs())) {
-    if (Date.now() - start > ms) throw new Error(`not logged: ${pattern}\n${server.logs()}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 interface WriterLog {
   acknowledged: Map<string, string>;
@@ -64,11 +56,7 @@ describe('SIGTERM drains: every request received is answered, none is reset', ()
     };
     const writers = Array.from({ length: 32 }, (_, w) => writer(w));
     // Every writer under way (a few answers each) before the signal.
-    const start = Date.now();
-    while (logs.length < 32 || logs.some((l) => l.acknowledged.size < 3)) {
-      if (Date.now() - start > 30_000) throw new Error('writers did not get going');
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    await expect.poll(() => logs.length === 32 && logs.every((l) => l.acknowledged.size >= 3), { timeout: 30_000, interval: 10 }).toBe(true);
     signalled = true;
     // process.kill, not the helper's stop(): execa would SIGKILL after 5 s, and on a loaded
     // machine the drain may take longer (its own deadline, --shutdown-timeout, bounds it).

@@ -10,7 +10,7 @@ import { type RunningServer, startServer } from '../helpers/server.js';
  * Set KVB_FUZZ_SEED to replay a run.
  */
 const SEED = Number(process.env.KVB_FUZZ_SEED ?? 20261122);
-// 429: 25 unseen credentials at once pass the bound on slow credential checks (issue 19, item 13).
+// 429: 25 unseen credentials at once pass the bound on slow credential checks.
 const MESSAGES = ['bad_request', 'unauthorized', 'forbidden', 'not_found', 'method_not_allowed', 'not_acceptable', 'too_many_requests'];
 
 function prng(seed: number) {
@@ -117,6 +117,7 @@ describe(`fuzz (seed ${SEED})`, { timeout: 90_000 }, () => {
       });
       socket.on('error', () => undefined);
       socket.on('close', () => resolve(received));
+      // A guard: the server's own answer or close ends this long before; it only bounds a hang.
       setTimeout(() => socket.destroy(), 3000);
       const head = chunked ? 'Transfer-Encoding: chunked' : `Content-Length: ${megabytes * chunk.length}`;
       socket.write(`${method} ${path} HTTP/1.1\r\nHost: x\r\n${head}\r\n\r\n`);

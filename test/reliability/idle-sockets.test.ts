@@ -42,6 +42,7 @@ describe('slow and idle clients', () => {
       socket.resume(); // read (and drop) the 400 so that 'close' can fire
       socket.on('close', () => resolve(true));
       socket.on('error', () => resolve(true));
+      // A guard, not the measure: the close is the event; without a headers timeout none would come.
       setTimeout(() => {
         socket.destroy();
         resolve(false);

@@ -2,11 +2,12 @@ import { execa } from 'execa';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket, expectError } from '../helpers/http.js';
+import { startRequest } from '../helpers/raw-socket.js';
 import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
 
 const create = (api: string) => call(`${api}/`, { method: 'POST', body: new URLSearchParams({ email: 'a@b.c' }) });
 
-describe('limits on what anyone can consume (issue 19), all off by default', () => {
+describe('limits on what anyone can consume, all off by default', () => {
   it('serve --help documents every limit with its environment variable; a bad rate is refused', async () => {
     const { stdout } = await execa('node', [KVB_BIN, 'serve', '--help']);
     for (const [flag, env] of [
@@ -88,19 +89,20 @@ describe('limits on what anyone can consume (issue 19), all off by default', () 
   });
 
   describe('4. graceful shutdown has a deadline', () => {
-    it('SIGTERM with a client stuck mid-request exits 0 within --shutdown-timeout', async () => {
+    it('SIGTERM with a client stuck mid-request cuts it at --shutdown-timeout and exits 0', async () => {
       const server = await startServer({ args: ['--shutdown-timeout', '1'] });
       const bucket = await createBucket(server.api);
       const { hostname, port } = new URL(server.url);
+      // Not half-open: the socket closes when the server ends its side.
       const socket = connect(Number(port), hostname);
       const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
       socket.on('error', () => undefined);
       // The body never arrives in full: the request stays open until the 30 s request timeout.
-      socket.write(`PUT /api/v1/${bucket}/k HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc`);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      const started = Date.now();
+      await startRequest(socket, `PUT /api/v1/${bucket}/k HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n`);
+      socket.write('abc');
+      // The deadline, not the request, ends the drain: it says so, and the exit is clean (the helper
+      // would have to kill a server that hung, which is not exit 0).
       const code = await server.stop();
-      expect(Date.now() - started).toBeLessThan(8000);
       expect(code).toBe(0);
       await closed;
       expect(server.logs()).toMatch(/did not finish within 1 s/);

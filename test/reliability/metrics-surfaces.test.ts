@@ -4,25 +4,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_BACKEND } from '../helpers/backend.js';
 import { call, createBucket, expectError } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
+import { logged } from '../helpers/logged.js';
 
 /**
- * Issue 26: /metrics kept off the API port (--metrics-listen) and/or behind a bearer token
+ * /metrics kept off the API port (--metrics-listen) and/or behind a bearer token
  * (--metrics-token); the real scrape and the shipped alert rules checked by Prometheus's own
  * promtool (Debian package `prometheus`). Runs on SQLite and PostgreSQL.
  */
 const RULES = new URL('../../contrib/prometheus/kvb-alerts.yml', import.meta.url).pathname;
 const promtool = spawnSync('promtool', ['--version'], { stdio: 'pipe' }).status === 0;
 const noPromtool = promtool ? '' : ': SKIPPED, promtool is not installed (apt-get install prometheus)';
-
-async function logged(server: RunningServer, pattern: RegExp): Promise<RegExpExecArray> {
-  const start = Date.now();
-  for (;;) {
-    const match = pattern.exec(server.logs());
-    if (match) return match;
-    if (Date.now() - start > 20_000) throw new Error(`not logged: ${pattern}\n${server.logs()}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 describe('--metrics-listen and --metrics-token', () => {
   let server: RunningServer;

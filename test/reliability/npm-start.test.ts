@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 /**
- * Issue 26: `npm start` runs the built server without building first (the build runs once, at
+ * `npm start` runs the built server without building first (the build runs once, at
  * `npm ci`/`npm install` through `prepare`, and in `npm test`), and SIGTERM to npm stops the
  * server: the script `exec`s node, so no shell is left between npm's signal and the server.
  */
@@ -54,11 +54,11 @@ describe('npm start', () => {
     npm.kill('SIGTERM');
     await npmExited;
     // The server ends its drain and exits; wait for that (an event), bounded.
-    const start = Date.now();
-    while (alive(serverPid) && Date.now() - start < 20_000) await new Promise((resolve) => setTimeout(resolve, 50));
-    const leftRunning = alive(serverPid);
-    if (leftRunning) process.kill(serverPid, 'SIGKILL');
-    expect(leftRunning).toBe(false);
+    try {
+      await expect.poll(() => alive(serverPid), { timeout: 20_000, interval: 50 }).toBe(false);
+    } finally {
+      if (alive(serverPid)) process.kill(serverPid, 'SIGKILL');
+    }
     expect(output).toContain('"msg":"stopped"');
   });
 });

@@ -8,6 +8,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { call, createBucket } from '../helpers/http.js';
 import { KVB_BIN, startServer } from '../helpers/server.js';
 import { VERSION } from '../../src/version.js';
+import { logged } from '../helpers/logged.js';
+import { startRequest } from '../helpers/raw-socket.js';
 
 const dirs: string[] = [];
 const tempDir = () => {
@@ -79,11 +81,12 @@ describe('kvb serve: options, start-up and shutdown', () => {
     let response = '';
     socket.setEncoding('utf8').on('data', (chunk: string) => (response += chunk));
     await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-    socket.write(`POST /api/v1/${id}/in-flight HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n\r\nhello`);
-    await new Promise((r) => setTimeout(r, 200));
+    await startRequest(socket, `POST /api/v1/${id}/in-flight HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n`);
+    response = '';
+    socket.write('hello');
     server.process.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 300));
-    expect(server.process.exitCode).toBeNull(); // still waiting for the request to finish
+    await logged(server, /received SIGTERM, draining/);
+    expect(server.process.exitCode).toBeNull(); // draining, and still waiting for the request to finish
     const answered = new Promise<void>((resolve) => socket.on('data', () => response.includes('helloworld') && resolve()));
     socket.write('world');
     await answered;

@@ -10,8 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect as connectBucket, createBucket as createBucketWith } from '../../src/client/index.js';
 import { kvb } from '../helpers/cli.js';
 import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
+import { logged } from '../helpers/logged.js';
 
-/** Issue 26: TLS in the binary, with certificates made by the real `openssl` into a temp dir. */
+/** TLS in the binary, with certificates made by the real `openssl` into a temp dir. */
 let dir: string;
 const path = (name: string) => join(dir, name);
 const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
@@ -64,14 +65,6 @@ function httpOn(socket: TLSSocket, target: string): Promise<string> {
     socket.once('error', reject);
     socket.write(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
   });
-}
-
-async function logged(server: RunningServer, pattern: RegExp): Promise<void> {
-  const start = Date.now();
-  while (!pattern.test(server.logs())) {
-    if (Date.now() - start > 20_000) throw new Error(`not logged: ${pattern}\n${server.logs()}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 const serveOnce = (args: string[]) => execa('node', [KVB_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--db', ':memory:', ...args], { reject: false, timeout: 20_000 });
@@ -192,6 +185,7 @@ function closedByServer(port: number, bytes: Buffer, ms: number): Promise<boolea
       if (bytes.length > 0) socket.write(bytes);
     });
     socket.resume();
+    // A guard that only bounds a hang: the close is the event waited for.
     const guard = setTimeout(() => {
       socket.destroy();
       resolve(false);

@@ -6,7 +6,7 @@ import { call, createBucket } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';
 
 /**
- * Issue 23: on SQLite, WAL checkpoints run on a worker thread beside the server, shortly after
+ * On SQLite, WAL checkpoints run on a worker thread beside the server, shortly after
  * commits; the server's own auto-checkpoint waits until the WAL holds 10,000 pages (about 40 MiB).
  * About 4 MiB of writes stay far below that, so pages that reach `kvb.db` while the server runs
  * were copied there by the worker. A clean stop still checkpoints and truncates the WAL.
@@ -28,9 +28,7 @@ describe('SQLite WAL checkpoints beside the server', () => {
         for (const answer of answers) expect(answer.status, answer.text).toBe(200);
       }
       // 400 values of 10 kB: 4 MB in the WAL, about 1,000 pages; the worker copies them within 50 ms of the last commit.
-      const deadline = Date.now() + 10_000;
-      while (statSync(file).size < before + 3_000_000 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(statSync(file).size).toBeGreaterThan(before + 3_000_000);
+      await expect.poll(() => statSync(file).size, { timeout: 10_000, interval: 50 }).toBeGreaterThan(before + 3_000_000);
       expect(statSync(`${file}-wal`).size).toBeGreaterThan(0);
       const read = await call(`${server.api}/${bucket}/k399`, { headers: { authorization: 'Bearer admin' } });
       expect(read.text).toBe(value);

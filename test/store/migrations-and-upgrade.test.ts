@@ -35,7 +35,7 @@ const failing: MigrationStep = {
 
 const sha256 = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
 
-describe('migrations, SQLite (issue 19 items 5 and 6)', () => {
+describe('migrations, SQLite', () => {
   it('each migration runs in its own transaction: a failed one leaves nothing, and the next start completes', async () => {
     const path = join(tempDir(), 'kvb.db');
     const raw = new BetterSqlite3(path);

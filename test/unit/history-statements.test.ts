@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { LIST_AT_SHAPES, compileHistory, listAtShapeName } from '../../src/store/history-statements.js';
 import { compileAll, queryBuilder, sharedStatements } from '../../src/store/statements.js';
 
-/** History's statements (issue 25), spelled out per dialect like statements.test.ts: written once, compiled twice. */
+/** History's statements, spelled out per dialect like statements.test.ts: written once, compiled twice. */
 describe('history statements compile once per dialect, with named parameters', () => {
   const sqlite = compileHistory(queryBuilder('sqlite'), 'kvb_import.staged');
   const pg = compileHistory(queryBuilder('postgres', 'kvb'), 'pg_temp.kvb_import');

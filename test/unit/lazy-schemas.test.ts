@@ -1,5 +1,5 @@
 import Fastify from 'fastify';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { lazySchemaCompilers } from '../../src/server/lazy-schemas.js';
 
 function app() {
@@ -25,8 +25,15 @@ describe('route schemas compiled after start-up', () => {
       );
       await fastify.ready();
       if (warmFirst) {
-        schemas.warm();
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        // warm() compiles one schema per setImmediate turn: run every turn now, so each request
+        // below finds its schemas compiled by warm() rather than on first use.
+        vi.useFakeTimers({ toFake: ['setImmediate'] });
+        try {
+          schemas.warm();
+          vi.runAllTimers();
+        } finally {
+          vi.useRealTimers();
+        }
       }
       const ok = await fastify.inject({ url: '/n?n=42' });
       expect(ok.statusCode).toBe(200);

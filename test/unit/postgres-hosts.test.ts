@@ -94,7 +94,8 @@ describe('choosing the host', () => {
     let checks = 0;
     const selector = new HostSelector([a, b], 'read-write', async () => {
       checks++;
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      // A check that takes a turn of the event loop, so every pick below arrives while it runs.
+      await new Promise((resolve) => setImmediate(resolve));
       return undefined;
     });
     const picked = await Promise.all(Array.from({ length: 20 }, () => selector.pick()));

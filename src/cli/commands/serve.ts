@@ -158,7 +158,7 @@ export const serve = defineCommand({
           .env('KVB_WATCH_RETENTION')
           .argParser(integer(1, 31_536_000)),
       )
-      // Limits on what one client can consume (issue 19), all off by default.
+      // Limits on what one client can consume, all off by default: a single-user install needs none.
       .addOption(
         new Option('--shutdown-timeout <seconds>', 'on SIGTERM, seconds to finish open requests before closing their connections')
           .env('KVB_SHUTDOWN_TIMEOUT')

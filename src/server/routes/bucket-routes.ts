@@ -108,7 +108,7 @@ export async function bucketRoutes(
     const revision = await store.bucketRevision(record.id);
     if (revision === undefined) throw new KvbError('not_found', 'no such bucket');
     reply.header('kvb-revision', String(revision));
-    // History (issue 25): the oldest revision that can still be read, listed or rolled back to.
+    // History: the oldest revision that can still be read, listed or rolled back to.
     const bounds = await store.changeLogBounds(record.id);
     if (bounds) reply.header('kvb-history-floor', String(bounds.floor));
     // Usage, and the quotas when set, as headers: the spec's policy body keeps its shape.

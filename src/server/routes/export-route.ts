@@ -50,7 +50,7 @@ export async function exportBucket(
   reply.raw.once('close', () => running.set(store, (running.get(store) ?? 1) - 1));
 
   const now = Date.now();
-  // `rev=N` (issue 25): the bucket as it was at revision N, read from history.
+  // `rev=N`: the bucket as it was at revision N, read from history.
   const opened = pastRevision === undefined ? await store.openSnapshot(bucket.record.id, prefix, now) : await pastSnapshot(store, bucket.record.id, prefix, pastRevision);
   if (!opened) throw new KvbError('not_found', 'no such bucket');
   const snapshot = opened;

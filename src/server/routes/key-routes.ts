@@ -75,7 +75,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     const ifMatch = parseEntityTags(request.headers['if-match'], 'If-Match');
     parseEntityTags(request.headers['if-none-match'], 'If-None-Match');
     wantsCreateRevision(request.headers['kvb-include']);
-    // History (issue 25): `rev=N` or `history=true` reads the past; without them nothing changes.
+    // History: `rev=N` or `history=true` reads the past; without them nothing changes.
     if (asksForPast(request)) return readPast(store, request, reply, bucket, principal, key, (entry) => answerRead(request, reply, ifMatch, entry));
     const now = Date.now();
     if (store.getEntryNow) return answerRead(request, reply, ifMatch, store.getEntryNow(bucket.record.id, key, now));

@@ -80,7 +80,7 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
     const bucketId = bucket.record.id;
     const startAfter = cursor === undefined ? undefined : decodeCursor(bucket.record, cursor, { prefix, reverse });
     const pageRows = withValues ? VALUE_PAGE_ROWS : KEY_PAGE_ROWS;
-    // History (issue 25): `rev=N` lists the bucket as it was at revision N.
+    // History: `rev=N` lists the bucket as it was at revision N.
     const pastRevision = revisionParam(request);
     const now = Date.now();
     const read = async (after: string | undefined, offset: number, rows: number, only: ListColumns = columns) => {

@@ -14,7 +14,7 @@ import { effectivePrefix } from './effective-prefix.js';
 export const MAX_WATCH_BUFFER_BYTES = 1024 * 1024;
 /** How often an open stream re-checks its credential (the bound for other credential changes on a shared store). */
 const RECHECK_MS = 1000;
-/** The reason a stream ends with when its credential lapses (an expired token included; unchanged since issue 21). */
+/** The reason a stream ends with when its credential lapses (an expired token included); clients match on this text, so it stays as it is. */
 const EXPIRED = 'the credential is no longer valid';
 
 function changeEvent(c: Change, withValues: boolean): string {
