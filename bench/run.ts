@@ -71,7 +71,8 @@ if (flags.help) {
   --warmup S            seconds of unmeasured load before each measurement (default 1)
   --repeats N           rounds; every case runs once per round (default 3)
   --connections N       autocannon connections (default 50); --pipelining N (default 1)
-  --cases a,b           only these cases (${Object.keys(CASES).join(', ')}, full, size, portability, watch, postgres)
+  --cases a,b           only these cases (${Object.keys(CASES).join(', ')}, full, size, portability, watch, postgres,
+                        startup, cli_get)
   --sizes N,M           stored-key counts for the size series (default 10000,1000000)
   --backend B --db URL  run kvb against another backend (postgres://...); env KVB_BENCH_BACKEND, KVB_BENCH_DB
   --pg URL              also run GET, SET and counter on one kvb on this PostgreSQL (compared with SQLite in the
@@ -307,8 +308,8 @@ async function main() {
 
   let startup: { kvbMs: number; baselineMs: number; ratio: number } | undefined;
   let cli: { label: string; kvbMs: number; nodeMs: number; ratio: number } | undefined;
-  if (!flags['no-startup']) {
-    log('timing start-up and the CLI round trip');
+  if (!flags['no-startup'] && wanted('startup')) {
+    log('timing start-up');
     const kvbTimes: number[] = [];
     const baseTimes: number[] = [];
     for (let i = 0; i < 5; i++) {
@@ -316,6 +317,9 @@ async function main() {
       baseTimes.push(await timeStartup([process.execPath, baselineScript, '{port}'], '/health'));
     }
     startup = { kvbMs: median(kvbTimes), baselineMs: median(baseTimes), ratio: median(kvbTimes) / median(baseTimes) };
+  }
+  if (!flags['no-startup'] && wanted('cli_get')) {
+    log('timing the CLI round trip');
     const cliTimes: number[] = [];
     const nodeTimes: number[] = [];
     // One run first, untimed: it writes the command's V8 code cache, as the first run after an install does.

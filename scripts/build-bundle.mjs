@@ -35,12 +35,12 @@ const ownFiles = {
 };
 
 /**
- * What the CLI reaches in the server bundle instead of bundling it again: the server, and the two
- * stores (with Kysely, pg and the SQLite driver) that `kvb db` commands open. The server bundle's
- * entry maps each to a function that initialises that module on first use, so pg is evaluated only
- * by a process that opens PostgreSQL.
+ * What the CLI reaches in the server bundle instead of bundling it again: the server, and what
+ * `kvb db` commands use of the stores (with Kysely, pg and the SQLite driver). None of it is in the
+ * CLI's bundle, which every `kvb get` reads. The server bundle's entry maps each to a function that
+ * initialises that module on first use, so pg is evaluated only by a process that opens PostgreSQL.
  */
-const SERVER_MODULES = ['server/run-server', 'store/postgres-store', 'store/sqlite-store'];
+const SERVER_MODULES = ['server/run-server', 'store/postgres-store', 'store/sqlite-store', 'store/migration-status', 'store/migrations'];
 
 const serverBundleEntry = {
   contents: `module.exports = {\n${SERVER_MODULES.map((m) => `  ${JSON.stringify(m)}: () => require('./${m}.ts'),`).join('\n')}\n};\n`,
@@ -52,11 +52,11 @@ const serverBundleEntry = {
 const throughServerBundle = {
   name: 'through-server-bundle',
   setup(b) {
-    // Matched by file name: open-store.ts imports `./sqlite-store.js`, serve.ts `../../server/run-server.js`.
+    // Matched by the file imported: open-store.ts imports `./sqlite-store.js`, serve.ts `../../server/run-server.js`.
     const names = SERVER_MODULES.map((m) => m.split('/')[1]);
     b.onResolve({ filter: new RegExp(`/(${names.join('|')})\\.js$`) }, (args) => {
-      const name = SERVER_MODULES.find((m) => args.path.endsWith(`/${m.split('/')[1]}.js`));
-      return { path: name, namespace: 'server-bundle' };
+      const name = SERVER_MODULES.find((m) => resolve(args.resolveDir, args.path) === resolve(SRC, `${m}.js`));
+      return name === undefined ? undefined : { path: name, namespace: 'server-bundle' };
     });
     b.onResolve({ filter: /^\.\/load-bundle\.cjs$/ }, () => ({ path: './load-bundle.cjs', external: true }));
     b.onLoad({ filter: /.*/, namespace: 'server-bundle' }, (args) => ({
@@ -79,6 +79,24 @@ const dynamicImportAsRequire = {
       return outside ? { path: args.path, namespace: 'required' } : undefined;
     });
     b.onLoad({ filter: /.*/, namespace: 'required' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
+  },
+};
+
+/**
+ * Commander requires node:child_process when it loads, for subcommands that are separate executables,
+ * which kvb has none of; loading it costs every `kvb` run several milliseconds (with dgram, pipes,
+ * spawn_sync). Here it is required when first used instead.
+ */
+const lazyChildProcessInCommander = {
+  name: 'lazy-child-process-in-commander',
+  setup(b) {
+    b.onLoad({ filter: /\/node_modules\/commander\/lib\/command\.js$/ }, async (args) => {
+      const eager = "const childProcess = require('node:child_process');";
+      const contents = await readFile(args.path, 'utf8');
+      if (!contents.includes(eager)) throw new Error(`${args.path} no longer has ${eager}: update the lazy-child-process-in-commander plugin`);
+      const lazy = "const childProcess = { get spawn() { return require('node:child_process').spawn; } };";
+      return { contents: contents.replace(eager, lazy), loader: 'js' };
+    });
   },
 };
 
@@ -151,7 +169,7 @@ await Promise.all([
     outfile: `${OUT}/load-bundle.cjs`,
     footer: { js: `module.exports.COMMAND_NAMES = ${JSON.stringify(commands)};` },
   }),
-  build({ ...common, entryPoints: ['src/cli/main.ts'], outfile: `${OUT}/kvb-cli.cjs`, plugins: [throughServerBundle, dynamicImportAsRequire, sourceTransforms] }),
+  build({ ...common, entryPoints: ['src/cli/main.ts'], outfile: `${OUT}/kvb-cli.cjs`, plugins: [throughServerBundle, dynamicImportAsRequire, sourceTransforms, lazyChildProcessInCommander] }),
   build({ ...common, stdin: serverBundleEntry, outfile: `${OUT}/kvb-server.cjs`, plugins: [dynamicImportAsRequire, ownFiles, sourceTransforms] }),
 ]);
 

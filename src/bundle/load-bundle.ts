@@ -4,16 +4,21 @@
  *
  * The cache is produced lazily, by the first run that finds it missing or rejected, and keyed by the
  * bundle (size and mtime: V8 itself only checks the source length) and the running Node and
- * architecture. V8 rejects a cache made under other V8 flags, so it is written before the first flag
- * change (kvb-client sets --liftoff-only) or at exit, whichever comes first. A cache that cannot be
- * read, written or is rejected only costs the time it would have saved.
+ * architecture, and written when a run exits successfully. A cache that cannot be read, written or is
+ * rejected only costs the time it would have saved.
  */
 import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import Module, { createRequire } from 'node:module';
+import type ModuleLoader from 'node:module';
 import { homedir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import v8 from 'node:v8';
 import { Script } from 'node:vm';
+
+/**
+ * Node's CommonJS loader, reached through this file's own module object (the loader is itself a
+ * CommonJS bundle): importing node:module would also load Node's source-map and ES module loader
+ * support, a tenth of a `kvb get`'s start-up.
+ */
+const Module = module.constructor as typeof ModuleLoader;
 
 /** Where caches go: beside the bundle when that is writable, else the user's cache directory. */
 function cacheDirs(bundleDir: string): string[] {
@@ -26,7 +31,7 @@ let lastVariant = 'main';
 const loaded = new Map<string, unknown>();
 let hooked = false;
 
-/** Writes every pending cache now (before V8's flags change, or at exit); later calls do nothing. */
+/** Writes every pending cache now (at exit); later calls do nothing. */
 function flushCaches(): void {
   for (const write of pending.splice(0)) write();
 }
@@ -38,13 +43,6 @@ function hookFlushPoints(): void {
   process.once('exit', (code) => {
     if (code === 0) flushCaches();
   });
-  // Bundled code calls v8.setFlagsFromString through this module object (CommonJS), so the cache
-  // is written just before the first flag change, while V8 would still accept it.
-  const original = v8.setFlagsFromString;
-  v8.setFlagsFromString = (flags: string) => {
-    flushCaches();
-    original(flags);
-  };
 }
 
 /** A short hash of a string (FNV-1a), for cache file names. */
@@ -93,7 +91,7 @@ export function loadBundle(file: string, variant = lastVariant): unknown {
   const module = { exports: {} as unknown, filename: file, id: file };
   const run = script.runInThisContext() as (exports: unknown, require: NodeJS.Require, module: unknown, filename: string, dirname: string) => void;
   loaded.set(file, module.exports);
-  run.call(module.exports, module.exports, createRequire(file), module, file, dirname(file));
+  run.call(module.exports, module.exports, Module.createRequire(file), module, file, dirname(file));
   loaded.set(file, module.exports);
   return module.exports;
 }

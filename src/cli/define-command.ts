@@ -9,7 +9,7 @@ import { UsageError } from './usage-error.js';
  * fail to compile.
  *
  * A command module is loaded at start-up (for `--help` and completion), so it imports only light
- * modules statically; whatever is heavy (undici via the client, @clack/prompts, the
+ * modules statically; whatever is heavy (the HTTP client, @clack/prompts, the
  * server) is reached with `await import()` inside `run`, or through session.ts / output.ts, which
  * already load them lazily.
  */

@@ -1,10 +1,8 @@
 import { fstatSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { setFlagsFromString } from 'node:v8';
-import type { Dispatcher } from 'undici';
-import type { FetchInit, FetchResponse, KvbHttp } from '../client/kvb-http.js';
+import type { KvbHttp } from '../client/kvb-http.js';
 import { type Connection, resolveConnection } from './config.js';
 import type { GlobalOptions, RunningCommand } from './define-command.js';
+import { cliFetch } from './http-fetch.js';
 import { setQuiet } from './output.js';
 import { UsageError } from './usage-error.js';
 
@@ -21,7 +19,7 @@ export function globalFlags(command: RunningCommand): GlobalOptions {
 }
 
 export interface Session {
-  /** The shared client (src/client), over the CLI's undici transport; it never retries on its own. */
+  /** The shared client (src/client), over the CLI's own fetch (http-fetch.ts); it never retries on its own. */
   client: KvbHttp;
   connection: Connection;
   /** The bucket to act on; a usage error when none is configured. */
@@ -35,60 +33,14 @@ interface OpenedClient {
 
 /**
  * The shared client (KvbHttp, src/client/kvb-http.ts, the one class that knows the HTTP API) over the
- * CLI's undici transport. undici enforces the timeout (connect, headers, idle body), so its error
- * codes and the CLI's messages stay as they were, and the CLI never retries on its own.
+ * CLI's own fetch (http-fetch.ts), which enforces the timeout (connect, headers, idle body), so the
+ * CLI never retries on its own.
  */
 export async function openClient(url: string, token: string | undefined, timeoutMs: number, caFile?: string): Promise<OpenedClient> {
   const { KvbHttp } = await import('../client/kvb-http.js');
   const ca = readCa(caFile || process.env.KVB_CA || undefined);
-  const transport = undiciFetch(new URL(url).origin, timeoutMs, ca);
+  const transport = await cliFetch(new URL(url).origin, timeoutMs, ca);
   return { client: new KvbHttp({ url, token, fetch: transport.fetch, timeoutMs: 0, retries: 0 }), close: transport.close };
-}
-
-/**
- * A fetch for `origin` over undici's request(). Start-up time is a feature of a CLI, so: only
- * undici's HTTP/1.1 Client and its request() are loaded, not the package index (fetch, WebSocket,
- * caches, mocks, proxies…) nor Node's own fetch, and through require(), which is cheaper than the
- * ESM loader's CommonJS translation. And since the process lives for milliseconds, optimising
- * llhttp's WebAssembly in the background only delays exit. Bodies stay Node streams of Buffers.
- */
-function undiciFetch(origin: string, timeoutMs: number, ca: Buffer | undefined): { fetch: (url: string, init: FetchInit) => Promise<FetchResponse>; close(): Promise<void> } {
-  const require = createRequire(import.meta.url);
-  const UndiciClient = require('undici/lib/dispatcher/client.js') as typeof import('undici').Client;
-  const undiciRequest = require('undici/lib/api/api-request.js') as (this: Dispatcher, options: Dispatcher.RequestOptions) => Promise<Dispatcher.ResponseData>;
-  // After undici has loaded: set before, it stops Node using its built-in code cache for the
-  // modules undici pulls in (http, tls, crypto), and a V8 flag change makes V8 reject kvb's own cache.
-  setFlagsFromString('--liftoff-only');
-  const dispatcher = new UndiciClient(origin, {
-    // A private CA is trusted in place of the system's for this connection (as curl --cacert).
-    connect: { timeout: Math.min(timeoutMs, 10_000), ...(ca && { ca }) },
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
-  });
-  const fetch = async (url: string, init: FetchInit): Promise<FetchResponse> => {
-    const target = new URL(url);
-    const response = await undiciRequest.call(dispatcher, {
-      method: init.method as Dispatcher.HttpMethod,
-      path: `${target.pathname}${target.search}`,
-      headers: init.headers,
-      body: (init.body ?? null) as Dispatcher.DispatchOptions['body'],
-      signal: init.signal,
-    });
-    const headers = response.headers;
-    return {
-      status: response.statusCode,
-      headers: {
-        get(name) {
-          const value = headers[name];
-          return (Array.isArray(value) ? value[0] : value) ?? null;
-        },
-      },
-      body: response.body,
-      text: () => response.body.text(),
-      arrayBuffer: () => response.body.arrayBuffer(),
-    };
-  };
-  return { fetch, close: () => dispatcher.destroy().catch(() => undefined) };
 }
 
 /** The `--ca` / KVB_CA file, read once; unreadable is a usage error naming it. */

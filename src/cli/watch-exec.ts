@@ -3,7 +3,7 @@
  * exited (like `consul watch -type=keyprefix <handler>`). The event is the command's stdin (one
  * JSON line, as `--format jsonl` prints it) and is also in its environment.
  */
-import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { warn } from './output.js';
 
 export interface ExecEvent {
@@ -36,13 +36,14 @@ export function eventEnvironment(e: ExecEvent, line: string): Record<string, str
 }
 
 /** Runs the handler for one event through `sh -c` and waits for it; a failing handler is reported, never fatal. */
-export function runHandler(command: string, e: ExecEvent, line: string): Promise<void> {
+export async function runHandler(command: string, e: ExecEvent, line: string): Promise<void> {
+  const { spawn } = await import('node:child_process');
   return new Promise((resolve) => {
     const env = eventEnvironment(e, line);
     if (env.KVB_OMITTED !== undefined) {
       warn(`--exec: ${env.KVB_OMITTED} of ${e.type} ${JSON.stringify(e.key)} at revision ${e.rev} contains U+0000, which the environment cannot carry; left out (the event on stdin and in KVB_EVENT has it)`);
     }
-    let child: ReturnType<typeof spawn>;
+    let child: ChildProcess;
     try {
       child = spawn('/bin/sh', ['-c', command], { stdio: ['pipe', 'inherit', 'inherit'], env: { ...process.env, ...env } });
     } catch (err) {

@@ -3,7 +3,7 @@ import type { BodyStream, CallOptions, FetchLike, FetchResponse, HttpOptions, Re
 
 // The request core of kvb's HTTP client: URLs, the Bearer credential, deadlines, retries of
 // idempotent calls, streamed answers, and every error answer turned into a typed error. It needs
-// nothing but a fetch (the platform's, or the CLI's undici transport) and runs unchanged in Node,
+// nothing but a fetch (the platform's, or the CLI's own on Node's http) and runs unchanged in Node,
 // browsers, Deno and Bun: no node: imports, no Buffer. The routes are in key-, listing- and
 // bucket-requests.ts, which extend this class one after the other into KvbHttp (kvb-http.ts).
 

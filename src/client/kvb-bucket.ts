@@ -24,7 +24,7 @@ export interface ConnectOptions {
   bucket: string;
   /** A bucket key (secret, read or write) or a temporary token; sent as `Authorization: Bearer`. */
   token?: string | undefined;
-  /** A fetch to use instead of `globalThis.fetch` (a proxy agent, a test double, the CLI's undici). */
+  /** A fetch to use instead of `globalThis.fetch` (a proxy agent, a test double, the CLI's own). */
   fetch?: FetchLike | undefined;
   /** Milliseconds each call may take; 0 = no limit. Default 30000. */
   timeoutMs?: number | undefined;

@@ -238,6 +238,36 @@ describe('exit codes and failure messages', () => {
     }
   });
 
+  it('a body that stops mid-way is a timeout, a connection the server drops is named so: exit 4 either way', async () => {
+    // Headers and half the promised body, then nothing; or the connection closed without an answer.
+    const stalling = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': '10', 'kvb-type': 'binary' });
+      res.write('12345');
+    });
+    const dropping = createServer((req) => req.socket.destroy());
+    const urls: string[] = [];
+    for (const s of [stalling, dropping]) {
+      await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+      urls.push(`http://127.0.0.1:${(s.address() as { port: number }).port}`);
+    }
+    try {
+      const [stalled, dropped] = await Promise.all([
+        kvb(['get', 'k', '--bucket', 'b', '--url', urls[0]!, '--timeout', '0.5']),
+        kvb(['get', 'k', '--bucket', 'b', '--url', urls[1]!]),
+      ]);
+      expect(stalled.exitCode).toBe(4);
+      expect(stalled.stdout.length).toBe(0);
+      expect(stalled.stderr).toMatch(new RegExp(`^kvb: cannot reach ${urls[0]} \\(timed out reading the response\\) after 0.5 s`));
+      expect(dropped.exitCode).toBe(4);
+      expect(dropped.stderr).toMatch(new RegExp(`^kvb: cannot reach ${urls[1]} \\(connection closed by the server\\);`));
+    } finally {
+      for (const s of [stalling, dropping]) {
+        s.closeAllConnections();
+        await new Promise((resolve) => s.close(resolve));
+      }
+    }
+  });
+
   it('colour is never used when stderr is not a terminal', async () => {
     const result = await kvb(['get', 'k', '--bucket', 'b', '--url', failing.url]);
     expect(result.stderr).not.toContain('\u001b[');

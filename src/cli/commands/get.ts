@@ -1,5 +1,4 @@
 import { isUtf8 } from 'node:buffer';
-import { writeFile } from 'node:fs/promises';
 import { Argument, Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer, withOptionHints } from '../define-command.js';
 import { data, line, stdoutIsTty } from '../output.js';
@@ -66,6 +65,7 @@ ${examples('kvb get greeting', 'kvb get icon -o icon.png', 'kvb get icon > icon.
       }
       if (options.output !== undefined) {
         try {
+          const { writeFile } = await import('node:fs/promises');
           await writeFile(options.output, value.data);
         } catch (err) {
           throw new UsageError(`cannot write ${options.output}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);

@@ -1,6 +1,5 @@
 import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer } from '../define-command.js';
-import { Readable } from 'node:stream';
 import { data, pipe, progress, stdoutIsTty, table, warn } from '../output.js';
 import { type MetaRow, int64AsString, metaRowOf, renderLongTable, renderValuesTable } from '../values-table.js';
 import { KvbHttpError, networkErrorFor } from '../../client/client-errors.js';
@@ -61,6 +60,7 @@ print names, folders ending in /.
 ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --format jsonl --values | jq -r 'select(.type==\"int64\") | .key'", 'kvb ls --format json | jq length', 'kvb ls --folders', 'kvb ls --folders photos/2024/')}`,
       ),
   async run(prefix, options, command) {
+    const { Readable } = await import('node:stream');
     await withClient(command, async ({ client, bucket }) => {
       const format = options.format ?? (stdoutIsTty() ? 'table' : 'text');
       const id = bucket();

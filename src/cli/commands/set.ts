@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { Option } from '@commander-js/extra-typings';
 import { type CliValueType, typeOfStream, typeOfText } from '../../values/cli-value.js';
 import { valueTooLarge } from '../../values/keys.js';
@@ -30,6 +29,7 @@ async function valueBytes(value: string | undefined, options: SetOptions): Promi
   if (options.file !== undefined) {
     if (value !== undefined) throw new UsageError('give the value as an argument or with --file, not both');
     try {
+      const { readFile } = await import('node:fs/promises');
       return { data: await readFile(options.file), fromArgument: false };
     } catch (err) {
       throw new UsageError(`cannot read ${options.file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);

@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { info, line } from '../output.js';
@@ -133,6 +132,7 @@ ${examples(
       if (flagOps.length > 0) throw new UsageError('give operations in a file (or stdin) or as flags, not both');
       let input: string;
       try {
+        const { readFile } = await import('node:fs/promises');
         input = file === undefined || file === '-' ? (await readStdin()).toString('utf8') : await readFile(file, 'utf8');
       } catch (err) {
         throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
