@@ -1,134 +1,34 @@
 import type pg from 'pg';
-import { type EntryRow, isLive, toEntry } from './entry-row.js';
-import { type Quota, type Usage, checkQuota, entrySize } from './quota.js';
-import type { Change, Entry } from './store.js';
-import type { Actor } from './history-types.js';
+import { NO_BUCKET, applyBatch } from './core/apply-batch.js';
+import type { OpOutcome, WriteOp } from './core/write-ops.js';
+import type { WriteView } from './core/write-view.js';
+import type { EntryRow } from './entry-row.js';
+import { type Quota, quotaSet } from './quota.js';
 
 /**
- * PostgreSQL writes, batched per bucket (the store's `write`). Each write is a synchronous
- * function over a `BatchView`: the bucket's revision and usage and the rows of the keys the
- * batch touches, read in one statement. The writes run in memory in their order of arrival, each
- * checking its condition, its quota and its own logic before it changes the view, so a refused
- * or failed write leaves nothing behind. What they did is then written in one statement
- * (`applyBatch`: one bump of the bucket row, the entries, the change log and the usage) guarded
- * by the bucket row's version (with the revision_ops rows history keeps): if another instance wrote to the bucket in between, nothing is
- * changed and the batch runs again under the bucket row's lock. Unconditional SETs without a
- * quota skip the read: one statement for the whole batch (`setsFresh`).
+ * PostgreSQL writes, batched per bucket (the store's `write`). A batch reads, in one statement,
+ * the bucket's revision and usage and the rows of every key its writes touch (a `WriteView`),
+ * runs the write rules (core/apply-batch.ts) over it in memory, and writes what they did in one
+ * statement (`applyBatch`: one bump of the bucket row, the entries, the change log, the usage and
+ * the revision_ops rows history keeps) guarded by the bucket row's version: if another instance
+ * wrote to the bucket in between, nothing is changed and the batch runs again under the bucket
+ * row's lock. Unconditional SETs without a quota skip the read: one statement for the whole batch
+ * (`setsFresh`), whose revisions are those the rules would give (one each, in order).
  */
 
-/** One change-log row of the batch. */
-interface LoggedChange {
-  key: Buffer;
-  kind: Change['kind'];
-  type: string | null;
-  value: Buffer | null;
-  expiresAt: number | null;
-  revision: number;
-  /** For `set`: the key's create revision after it (kept from a live row it replaces). */
-  createRevision: number | null;
-  actor: Actor | undefined;
-}
-
-/** The bucket as one batch sees it: read once, changed in memory. */
-export class BatchView {
-  /** The revision last handed out (the bucket's, until a write takes the next). */
-  revision: number;
-  readonly changes: LoggedChange[] = [];
-  /** What made a revision when it is not a plain set or delete (counter, transaction, rollback): revision_ops rows, in the batch's statement. */
-  readonly operations: Array<{ revision: number; operation: string }> = [];
-  readonly delta: Usage = { keys: 0, bytes: 0 };
-  /** The running write's actor (set before each write runs), recorded on the rows it logs. */
-  actor: Actor | undefined;
-
-  constructor(
-    readonly now: number,
-    revision: number,
-    private readonly usage: Usage,
-    /** Every key the batch touches: its row, or absent. Raw rows: expired ones too (they count toward usage). */
-    private readonly rows: Map<string, EntryRow | undefined>,
-    private readonly quota: Quota,
-  ) {
-    this.revision = revision;
-  }
-
-  row(key: string): EntryRow | undefined {
-    if (!this.rows.has(key)) throw new Error(`batch view: key ${JSON.stringify(key)} was not read`);
-    return this.rows.get(key);
-  }
-
-  /** The key's entry if it is live at `now` (the write's own clock, as the store was given it). */
-  live(key: string, now: number): Entry | undefined {
-    const row = this.row(key);
-    return row && isLive(row, now) ? toEntry(row) : undefined;
-  }
-
-  /** The bytes the key counts now (undefined: absent). */
-  size(key: string): number | undefined {
-    const row = this.row(key);
-    return row && entrySize(Buffer.from(key), row.value);
-  }
-
-  /** Refuses (507) a usage change over the quota; call before changing anything. */
-  check(delta: Usage): void {
-    checkQuota(this.quota, { keys: this.usage.keys + this.delta.keys, bytes: this.usage.bytes + this.delta.bytes }, delta);
-  }
-
-  next(): number {
-    return ++this.revision;
-  }
-
-  /**
-   * Sets a key at `revision` (after `check`), counting its usage and logging the change. A row
-   * live at `now` (the write's clock, as its condition saw it) keeps its create revision; returns
-   * the key's create revision after the set.
-   */
-  set(key: string, type: string, value: Buffer, expiresAt: number | null, revision: number, now: number): number {
-    const keyBytes = Buffer.from(key);
-    const old = this.size(key);
-    const before = this.row(key);
-    const createRevision = before && isLive(before, now) ? Number(before.create_revision) : revision;
-    this.delta.keys += old === undefined ? 1 : 0;
-    this.delta.bytes += entrySize(keyBytes, value) - (old ?? 0);
-    this.rows.set(key, { type, value, expires_at: expiresAt, revision, create_revision: createRevision });
-    this.changes.push({ key: keyBytes, kind: 'set', type, value, expiresAt, revision, createRevision, actor: this.actor });
-    return createRevision;
-  }
-
-  /** Records what made `revision` (history's `operation`); call after its changes. */
-  operation(revision: number, operation: string): void {
-    this.operations.push({ revision, operation });
-  }
-
-  /** Removes a key at `revision`; false (nothing logged) when it was not there. */
-  remove(key: string, revision: number): boolean {
-    const old = this.size(key);
-    if (old === undefined) return false;
-    this.delta.keys -= 1;
-    this.delta.bytes -= old;
-    this.rows.set(key, undefined);
-    this.changes.push({ key: Buffer.from(key), kind: 'delete', type: null, value: null, expiresAt: null, revision, createRevision: null, actor: this.actor });
-    return true;
-  }
-}
-
-/** A refusal for every write of a batch whose bucket is gone. */
-export const NO_BUCKET = { refused: 'no_bucket' } as const;
+export { NO_BUCKET };
 
 /** A write waiting for its bucket's next batch. */
 export interface QueuedWrite {
+  op: WriteOp;
   /** The keys it reads or writes (the batch reads them all in one statement). */
   keys: string[];
-  /** Runs in memory against the view; throws (quota, bad input) before changing it. */
-  run: (view: BatchView) => unknown;
-  /** An unconditional SET with no quota set: batches of only these need no read. */
-  plainSet?: { key: string; type: string; value: Buffer; expiresAt: number | null; now: number };
-  /** Who makes it: recorded on the change rows it logs. */
-  actor: Actor | undefined;
-  resolve(value: unknown): void;
+  resolve(outcome: OpOutcome): void;
   reject(err: unknown): void;
 }
 
-type Outcome = { ok: true; value: unknown } | { ok: false; err: unknown };
+/** An unconditional SET: with no quota set, batches of only these need no read. */
+const isPlainSet = (op: WriteOp): op is Extract<WriteOp, { op: 'set' }> => op.op === 'set' && op.condition === undefined;
 
 /** What the batch runner needs from the store. */
 export interface BatchBackend {
@@ -156,15 +56,16 @@ interface BatchRow {
 /** Runs one bucket's batch of writes; resolves or rejects each. */
 export async function runBatch(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<void> {
   try {
-    settle(batch, await backend.retrying(() => attempt(backend, bucket, batch)));
+    const outcomes = await backend.retrying(() => attempt(backend, bucket, batch));
+    batch.forEach((write, i) => write.resolve(outcomes[i]!));
   } catch (err) {
     for (const write of batch) write.reject(err);
   }
 }
 
 /** One try of a batch; every statement of it is re-runnable (each is one statement, or inside one transaction). */
-async function attempt(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<Outcome[]> {
-  if (!backend.quota.maxKeys && !backend.quota.maxBytes && batch.every((w) => w.plainSet)) {
+async function attempt(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<OpOutcome[]> {
+  if (!quotaSet(backend.quota) && batch.every((w) => isPlainSet(w.op))) {
     const outcomes = await setsInOneStatement(backend, bucket, batch);
     if (outcomes) return outcomes;
   } else {
@@ -181,28 +82,20 @@ async function attempt(backend: BatchBackend, bucket: string, batch: QueuedWrite
   });
 }
 
-function settle(batch: QueuedWrite[], outcomes: Outcome[]): void {
-  batch.forEach((write, i) => {
-    const outcome = outcomes[i]!;
-    if (outcome.ok) write.resolve(outcome.value);
-    else write.reject(outcome.err);
-  });
-}
-
 /** Unconditional SETs only: one statement; undefined when another writer got in between (nothing written). */
-async function setsInOneStatement(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<Outcome[] | undefined> {
-  const sets = batch.map((w) => w.plainSet!);
+async function setsInOneStatement(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<OpOutcome[] | undefined> {
+  const sets = batch.map((w) => w.op as Extract<WriteOp, { op: 'set' }>);
   const { rows } = await backend.query<{ base: number | null; found: boolean }>('setsFresh', {
     bucket,
     keys: sets.map((s) => Buffer.from(s.key)),
-    types: sets.map((s) => s.type),
-    values: sets.map((s) => s.value),
+    types: sets.map((s) => s.value.type),
+    values: sets.map((s) => s.value.data),
     expiresAts: sets.map((s) => (s.expiresAt === null ? null : String(s.expiresAt))),
     steps: sets.map((_, i) => i + 1),
     nows: sets.map((s) => s.now),
-    actorKinds: batch.map((w) => w.actor?.kind ?? null),
-    actorTokens: batch.map((w) => w.actor?.tokenId ?? null),
-    actorAddresses: batch.map((w) => w.actor?.address ?? null),
+    actorKinds: sets.map((s) => s.actor?.kind ?? null),
+    actorTokens: sets.map((s) => s.actor?.tokenId ?? null),
+    actorAddresses: sets.map((s) => s.actor?.address ?? null),
     count: sets.length,
     now: Date.now(),
   });
@@ -212,16 +105,9 @@ async function setsInOneStatement(backend: BatchBackend, bucket: string, batch: 
   return batch.map((_, i) => ({ ok: true, value: { revision: Number(base) + i + 1 } }));
 }
 
-/**
- * Reads the batch's view, runs its writes in memory and applies them in one guarded statement.
- * Undefined when the bucket row changed since the read (nothing was written).
- */
-async function readRunApply(backend: BatchBackend, bucket: string, batch: QueuedWrite[], client?: pg.PoolClient): Promise<Outcome[] | undefined> {
-  const keys = [...new Set(batch.flatMap((w) => w.keys))];
-  const now = Date.now();
-  const { rows } = await backend.query<BatchRow>('readBatch', { bucket, keys: keys.map((k) => Buffer.from(k)) }, client);
+/** The batch's rows as one statement read them: every key it touches, and the bucket's revision and usage. */
+function batchView(keys: string[], rows: BatchRow[]): WriteView {
   const first = rows[0];
-  if (!first) return batch.map(() => ({ ok: true, value: NO_BUCKET }));
   const entries = new Map<string, EntryRow | undefined>(keys.map((k) => [k, undefined]));
   for (const row of rows) {
     if (row.key === null) continue;
@@ -233,41 +119,55 @@ async function readRunApply(backend: BatchBackend, bucket: string, batch: Queued
       create_revision: row.entry_create_revision!,
     });
   }
-  const start = Number(first.revision);
-  const view = new BatchView(now, start, { keys: Number(first.usage_keys), bytes: Number(first.usage_bytes) }, entries, backend.quota);
-  const outcomes: Outcome[] = batch.map((write) => {
-    view.actor = write.actor;
-    try {
-      return { ok: true, value: write.run(view) };
-    } catch (err) {
-      return { ok: false, err };
-    }
-  });
-  if (view.revision === start) return outcomes;
-  const changes = view.changes;
+  return {
+    revision: first && Number(first.revision),
+    usage: () => ({ keys: Number(first!.usage_keys), bytes: Number(first!.usage_bytes) }),
+    row: (key) => {
+      if (!entries.has(key)) throw new Error(`batch view: key ${JSON.stringify(key)} was not read`);
+      return entries.get(key);
+    },
+    liveKeys: () => {
+      // The store lists a transaction's prefixes before it queues it (CommitOp.listed).
+      throw new Error('batch view: prefixes are listed before the batch');
+    },
+  };
+}
+
+/**
+ * Reads the batch's view, runs its writes and applies what they did in one guarded statement.
+ * Undefined when the bucket row changed since the read (nothing was written).
+ */
+async function readRunApply(backend: BatchBackend, bucket: string, batch: QueuedWrite[], client?: pg.PoolClient): Promise<OpOutcome[] | undefined> {
+  const keys = [...new Set(batch.flatMap((w) => w.keys))];
+  const now = Date.now();
+  const { rows } = await backend.query<BatchRow>('readBatch', { bucket, keys: keys.map((k) => Buffer.from(k)) }, client);
+  const view = batchView(keys, rows);
+  const result = applyBatch(view, batch.map((w) => w.op), backend.quota);
+  if (result.revision === view.revision) return result.outcomes;
+  const { changes, operations } = result;
   const applied = await backend.query<{ revision: number }>(
     'applyBatch',
     {
       bucket,
-      version: first.version,
-      revision: view.revision,
-      usageKeys: view.delta.keys,
-      usageBytes: view.delta.bytes,
-      keys: changes.map((c) => c.key),
+      version: rows[0]!.version,
+      revision: result.revision,
+      usageKeys: result.usage.keys,
+      usageBytes: result.usage.bytes,
+      keys: changes.map((c) => Buffer.from(c.key)),
       kinds: changes.map((c) => c.kind),
-      types: changes.map((c) => c.type),
-      values: changes.map((c) => c.value),
+      types: changes.map((c) => c.value?.type ?? null),
+      values: changes.map((c) => c.value?.data ?? null),
       expiresAts: changes.map((c) => (c.expiresAt === null ? null : String(c.expiresAt))),
       revisions: changes.map((c) => c.revision),
       createRevisions: changes.map((c) => c.createRevision),
       actorKinds: changes.map((c) => c.actor?.kind ?? null),
       actorTokens: changes.map((c) => c.actor?.tokenId ?? null),
       actorAddresses: changes.map((c) => c.actor?.address ?? null),
-      opRevisions: view.operations.map((o) => o.revision),
-      operations: view.operations.map((o) => o.operation),
+      opRevisions: operations.map((o) => o.revision),
+      operations: operations.map((o) => o.operation),
       now,
     },
     client,
   );
-  return applied.rows.length > 0 ? outcomes : undefined;
+  return applied.rows.length > 0 ? result.outcomes : undefined;
 }

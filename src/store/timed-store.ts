@@ -1,4 +1,5 @@
-import type { BucketChanges, BucketRecord, CommitOptions, Condition, EntryUpdate, ListQuery, PoolStats, Store, StoreStats, TxnRequestOp } from './store.js';
+import type { CounterUpdate } from './core/write-ops.js';
+import type { BucketChanges, BucketRecord, CommitOptions, Condition, ListQuery, PoolStats, Store, StoreStats, TxnRequestOp } from './store.js';
 import type { StoredValue } from '../values/stored-value.js';
 import type { Actor, ActorFilter } from './history-types.js';
 
@@ -88,7 +89,7 @@ export class TimedStore implements Store {
   deleteEntry(bucket: string, key: string, now: number, condition?: Condition, actor?: Actor) {
     return this.timed('delete', () => this.inner.deleteEntry(bucket, key, now, condition, actor));
   }
-  updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition, actor?: Actor) {
+  updateEntry(bucket: string, key: string, now: number, update: CounterUpdate, condition?: Condition, actor?: Actor) {
     return this.timed('update', () => this.inner.updateEntry(bucket, key, now, update, condition, actor));
   }
   listEntries(bucket: string, query: ListQuery, now: number) {

@@ -5,8 +5,9 @@
  * `resolveTransaction` decides the outcome from those reads. Every store thus gives these
  * operations the same meaning.
  */
-import { KvbError } from '../errors.js';
-import { type Entry, type OpResult, type TxnOp, type TxnRequestOp, checkHolds } from './store.js';
+import { KvbError } from '../../errors.js';
+import type { Entry, OpResult, TxnOp, TxnRequestOp } from './write-types.js';
+import { checkHolds } from './conditions.js';
 
 /**
  * Most keys the prefix deletes of one transaction remove together, in its one revision; past it
