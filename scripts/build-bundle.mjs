@@ -40,7 +40,8 @@ const ownFiles = {
  * entry maps each to a function that initialises that module on first use, so pg is evaluated only
  * by a process that opens PostgreSQL.
  */
-const SERVER_MODULES = ['server/run-server', 'store/postgres-store', 'store/sqlite-store'];
+const SERVER_MODULES = ['server/run-server', 'store/postgres/postgres-store', 'store/sqlite/sqlite-store'];
+const fileName = (m) => m.split('/').pop();
 
 const serverBundleEntry = {
   contents: `module.exports = {\n${SERVER_MODULES.map((m) => `  ${JSON.stringify(m)}: () => require('./${m}.ts'),`).join('\n')}\n};\n`,
@@ -53,9 +54,9 @@ const throughServerBundle = {
   name: 'through-server-bundle',
   setup(b) {
     // Matched by file name: open-store.ts imports `./sqlite-store.js`, serve.ts `../../server/run-server.js`.
-    const names = SERVER_MODULES.map((m) => m.split('/')[1]);
+    const names = SERVER_MODULES.map(fileName);
     b.onResolve({ filter: new RegExp(`/(${names.join('|')})\\.js$`) }, (args) => {
-      const name = SERVER_MODULES.find((m) => args.path.endsWith(`/${m.split('/')[1]}.js`));
+      const name = SERVER_MODULES.find((m) => args.path.endsWith(`/${fileName(m)}.js`));
       return { path: name, namespace: 'server-bundle' };
     });
     b.onResolve({ filter: /^\.\/load-bundle\.cjs$/ }, () => ({ path: './load-bundle.cjs', external: true }));

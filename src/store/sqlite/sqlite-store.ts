@@ -4,21 +4,21 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { prefixUpperBound } from '../values/keys.js';
-import type { StoredValue } from '../values/stored-value.js';
-import { EntryCache } from './entry-cache.js';
-import { compileHistory } from './history-statements.js';
-import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
-import { floorWithin } from './floor-within.js';
-import { type Actor, type ActorFilter, type HistoryRecord, type PastRead, SERVER_ACTOR } from './history-types.js';
-import { type ChangeRow, actorFields, toChange, wholeRevisions } from './change-row.js';
-import { type EntryRow, toEntry, toMeta } from './entry-row.js';
-import { listBounds } from './list-bounds.js';
-import { applyBatch } from './core/apply-batch.js';
-import type { CounterUpdate, ResultOf, WriteOp } from './core/write-ops.js';
-import type { BatchResult, WriteView } from './core/write-view.js';
-import { MIGRATION_TABLE, appliedMigrations, kvbMigrations, migrateToLatest, refuseNewerDatabase } from './migrations.js';
-import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
+import { prefixUpperBound } from '../../values/keys.js';
+import type { StoredValue } from '../../values/stored-value.js';
+import { EntryCache } from '../entry-cache.js';
+import { compileHistory } from '../history-statements.js';
+import { HistoryReader, PRUNE_OVERLAP_MS } from '../history-reader.js';
+import { floorWithin } from '../floor-within.js';
+import { type Actor, type ActorFilter, type HistoryRecord, type PastRead, SERVER_ACTOR } from '../history-types.js';
+import { type ChangeRow, actorFields, toChange, wholeRevisions } from '../change-row.js';
+import { type EntryRow, toEntry, toMeta } from '../entry-row.js';
+import { listBounds } from '../list-bounds.js';
+import { applyBatch } from '../core/apply-batch.js';
+import type { CounterUpdate, ResultOf, WriteOp } from '../core/write-ops.js';
+import type { BatchResult, WriteView } from '../core/write-view.js';
+import { MIGRATION_TABLE, appliedMigrations, kvbMigrations, migrateToLatest, refuseNewerDatabase } from '../migrations.js';
+import { type Database, bucketFromRow, bucketUpdate } from '../schema.js';
 import {
   type CompiledStatement,
   CHANGE_ROW_CHUNKS,
@@ -33,8 +33,8 @@ import {
   queryBuilder,
   sharedStatements,
   sqliteStatements,
-} from './statements.js';
-import { type Quota, type Usage, NO_QUOTA, checkQuota, quotaSet } from './quota.js';
+} from '../statements.js';
+import { type Quota, type Usage, NO_QUOTA, checkQuota, quotaSet } from '../quota.js';
 import { type HeldLock, DatabaseInUseError, lockFileOf, takeSqliteLock } from './sqlite-lock.js';
 import { Checkpointer, SERVER_AUTOCHECKPOINT_PAGES } from './sqlite-checkpointer.js';
 import { openSqliteSnapshot, privateTempDir } from './sqlite-snapshot.js';
@@ -58,7 +58,7 @@ import {
   type TxnRequestOp,
   type Written,
   type StoreStats,
-} from './store.js';
+} from '../store.js';
 
 export interface SqliteOptions {
   /** A file path, or ':memory:'. */

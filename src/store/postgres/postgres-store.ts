@@ -3,21 +3,21 @@
 import { randomUUID } from 'node:crypto';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import type { StoredValue } from '../values/stored-value.js';
-import { type ChangeRow, actorFields, toChange, wholeRevisions } from './change-row.js';
-import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from './entry-row.js';
-import { compileHistory } from './history-statements.js';
-import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
-import { floorWithin } from './floor-within.js';
-import { type Actor, type ActorFilter, type HistoryRecord, type PastRead, SERVER_ACTOR } from './history-types.js';
-import { listBounds } from './list-bounds.js';
-import { MAX_PREFIX_DELETE_KEYS, prefixListLimit, readsOf } from './core/txn-resolution.js';
-import type { CommitOp, CounterOp, CounterUpdate, DeleteOp, OpOutcome, ResultOf, SetOp, WriteOp } from './core/write-ops.js';
-import { appliedMigrations, kvbMigrations, refuseNewerDatabase, runMigrations } from './migrations.js';
+import type { StoredValue } from '../../values/stored-value.js';
+import { type ChangeRow, actorFields, toChange, wholeRevisions } from '../change-row.js';
+import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from '../entry-row.js';
+import { compileHistory } from '../history-statements.js';
+import { HistoryReader, PRUNE_OVERLAP_MS } from '../history-reader.js';
+import { floorWithin } from '../floor-within.js';
+import { type Actor, type ActorFilter, type HistoryRecord, type PastRead, SERVER_ACTOR } from '../history-types.js';
+import { listBounds } from '../list-bounds.js';
+import { MAX_PREFIX_DELETE_KEYS, prefixListLimit, readsOf } from '../core/txn-resolution.js';
+import type { CommitOp, CounterOp, CounterUpdate, DeleteOp, OpOutcome, ResultOf, SetOp, WriteOp } from '../core/write-ops.js';
+import { appliedMigrations, kvbMigrations, refuseNewerDatabase, runMigrations } from '../migrations.js';
 import { type QueuedWrite, NO_BUCKET, runBatch } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
-import { type Quota, type Usage, NO_QUOTA } from './quota.js';
-import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
+import { type Quota, type Usage, NO_QUOTA } from '../quota.js';
+import { type Database, bucketFromRow, bucketUpdate } from '../schema.js';
 import {
   type CompiledStatement,
   LIST_SHAPES,
@@ -31,10 +31,10 @@ import {
   postgresStatements,
   queryBuilder,
   sharedStatements,
-} from './statements.js';
+} from '../statements.js';
 import { hostSelection } from './postgres-host-client.js';
 import { type HostSelector, type PostgresHosts, describeHosts, needsSelection, parsePostgresHosts } from './postgres-hosts.js';
-import { StorageUnavailableError, isPostgresConnectionError, mayHaveReachedServer } from './storage-errors.js';
+import { StorageUnavailableError, isPostgresConnectionError, mayHaveReachedServer } from '../storage-errors.js';
 import {
   type BucketChanges,
   type Change,
@@ -55,7 +55,7 @@ import {
   type Written,
   type PoolStats,
   type StoreStats,
-} from './store.js';
+} from '../store.js';
 
 /** Whether to use named (server-side, per-connection) prepared statements. */
 export type PgPrepare = 'on' | 'off' | 'auto';

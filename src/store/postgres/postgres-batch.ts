@@ -1,9 +1,9 @@
 import type pg from 'pg';
-import { NO_BUCKET, applyBatch } from './core/apply-batch.js';
-import type { OpOutcome, WriteOp } from './core/write-ops.js';
-import type { WriteView } from './core/write-view.js';
-import type { EntryRow } from './entry-row.js';
-import { type Quota, quotaSet } from './quota.js';
+import { NO_BUCKET, applyBatch } from '../core/apply-batch.js';
+import type { OpOutcome, WriteOp } from '../core/write-ops.js';
+import type { WriteView } from '../core/write-view.js';
+import type { EntryRow } from '../entry-row.js';
+import { type Quota, quotaSet } from '../quota.js';
 
 /**
  * PostgreSQL writes, batched per bucket (the store's `write`). A batch reads, in one statement,
