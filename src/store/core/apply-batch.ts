@@ -27,8 +27,10 @@ class BatchState {
   readonly usage: Usage = { keys: 0, bytes: 0 };
   readonly changes: ChangeRecord[] = [];
   readonly operations: Array<{ revision: number; operation: HistoryOperation }> = [];
-  /** Rows the batch wrote (undefined: removed). */
-  private readonly written = new Map<string, EntryRow | undefined>();
+  /** Rows as the batch sees them: read from the view once, then as the batch wrote them (undefined: absent). */
+  private readonly rows = new Map<string, EntryRow | undefined>();
+  /** Keys the batch wrote. */
+  private readonly written = new Set<string>();
 
   constructor(
     private readonly view: WriteView,
@@ -38,7 +40,10 @@ class BatchState {
   }
 
   row(key: string): EntryRow | undefined {
-    return this.written.has(key) ? this.written.get(key) : this.view.row(key);
+    if (this.rows.has(key)) return this.rows.get(key);
+    const row = this.view.row(key);
+    this.rows.set(key, row);
+    return row;
   }
 
   /** The key's entry if it is live at `now` (the write's clock). */
@@ -83,7 +88,8 @@ class BatchState {
     const createRevision = before && isLive(before, now) ? Number(before.create_revision) : revision;
     this.usage.keys += delta.keys;
     this.usage.bytes += delta.bytes;
-    this.written.set(key, { type: value, value: data, expires_at: expiresAt, revision, create_revision: createRevision });
+    this.rows.set(key, { type: value, value: data, expires_at: expiresAt, revision, create_revision: createRevision });
+    this.written.add(key);
     this.changes.push({ key, kind: 'set', value: { type: value, data }, expiresAt, revision, createRevision, actor: op.actor });
     return createRevision;
   }
@@ -94,7 +100,8 @@ class BatchState {
     if (old === undefined) return false;
     this.usage.keys -= 1;
     this.usage.bytes -= old;
-    this.written.set(op.key, undefined);
+    this.rows.set(op.key, undefined);
+    this.written.add(op.key);
     this.changes.push({ key: op.key, kind: 'delete', value: undefined, expiresAt: null, revision, createRevision: null, actor: op.actor });
     return true;
   }
@@ -104,7 +111,7 @@ class BatchState {
    * left them (asked for enough extra keys to make up for the ones those writes removed).
    */
   liveKeys(prefix: string, now: number, limit: number): string[] {
-    const mine = [...this.written.keys()].filter((key) => key.startsWith(prefix));
+    const mine = [...this.written].filter((key) => key.startsWith(prefix));
     if (mine.length === 0) return this.view.liveKeys(prefix, now, limit);
     const keys = new Set(this.view.liveKeys(prefix, now, limit + mine.length));
     for (const key of mine) {
