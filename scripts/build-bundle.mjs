@@ -40,7 +40,8 @@ const ownFiles = {
  * CLI's bundle, which every `kvb get` reads. The server bundle's entry maps each to a function that
  * initialises that module on first use, so pg is evaluated only by a process that opens PostgreSQL.
  */
-const SERVER_MODULES = ['server/run-server', 'store/postgres-store', 'store/sqlite-store', 'store/migration-status', 'store/migrations'];
+const SERVER_MODULES = ['server/run-server', 'store/postgres/postgres-store', 'store/sqlite/sqlite-store', 'store/migration-status', 'store/migrations'];
+const fileName = (m) => m.split('/').pop();
 
 const serverBundleEntry = {
   contents: `module.exports = {\n${SERVER_MODULES.map((m) => `  ${JSON.stringify(m)}: () => require('./${m}.ts'),`).join('\n')}\n};\n`,
@@ -52,8 +53,8 @@ const serverBundleEntry = {
 const throughServerBundle = {
   name: 'through-server-bundle',
   setup(b) {
-    // Matched by the file imported: open-store.ts imports `./sqlite-store.js`, serve.ts `../../server/run-server.js`.
-    const names = SERVER_MODULES.map((m) => m.split('/')[1]);
+    // Matched by the file imported: open-store.ts imports `./sqlite/sqlite-store.js`, serve.ts `../../server/run-server.js`.
+    const names = SERVER_MODULES.map(fileName);
     b.onResolve({ filter: new RegExp(`/(${names.join('|')})\\.js$`) }, (args) => {
       const name = SERVER_MODULES.find((m) => resolve(args.resolveDir, args.path) === resolve(SRC, `${m}.js`));
       return name === undefined ? undefined : { path: name, namespace: 'server-bundle' };

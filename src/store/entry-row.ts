@@ -1,5 +1,5 @@
 import { isValueType } from '../values/value-type.js';
-import type { Entry, EntryMeta } from './store.js';
+import type { Entry, EntryMeta } from './core/write-types.js';
 
 /** An entry as both SQL backends read it back (value and key columns are bytes). */
 export interface EntryRow {

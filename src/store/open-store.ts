@@ -1,4 +1,4 @@
-import { describeHosts, parsePostgresHosts } from './postgres-hosts.js';
+import { describeHosts, parsePostgresHosts } from './postgres/postgres-hosts.js';
 import type { Quota } from './quota.js';
 import type { Store } from './store.js';
 
@@ -60,7 +60,7 @@ export function parseDbTarget(value: string): DbTarget {
  */
 export async function openStore(url: string, options: OpenStoreOptions): Promise<Store> {
   if (isPostgresUrl(url)) {
-    const { PostgresStore } = await import('./postgres-store.js');
+    const { PostgresStore } = await import('./postgres/postgres-store.js');
     return PostgresStore.open({
       url,
       poolSize: options.poolSize,
@@ -72,7 +72,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
   }
   const target = parseDbTarget(url);
   const path = target.kind === 'sqlite' ? target.path : url;
-  const { SqliteStore } = await import('./sqlite-store.js');
+  const { SqliteStore } = await import('./sqlite/sqlite-store.js');
   return SqliteStore.open({
     path,
     durability: options.durability,

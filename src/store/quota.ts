@@ -17,6 +17,9 @@ export interface Usage {
 
 export const NO_QUOTA: Quota = { maxKeys: 0, maxBytes: 0 };
 
+/** Whether any limit is set: without one a write need not know its bucket's usage. */
+export const quotaSet = (quota: Quota): boolean => quota.maxKeys > 0 || quota.maxBytes > 0;
+
 /** The bytes one stored key counts: its key and its value (the statements' ENTRY_SIZE). */
 export const entrySize = (key: Buffer, value: Buffer): number => key.length + value.length;
 

@@ -1,7 +1,24 @@
 import type { Usage } from './quota.js';
 import type { Actor, ActorFilter, ChangeLogBounds, HistoryRecord, PastRead } from './history-types.js';
 import type { StoredValue } from '../values/stored-value.js';
-import type { ValueType } from '../values/value-type.js';
+import type { CommitOutcome, Condition, Deleted, Entry, EntryMeta, NewEntry, Refusal, TxnRequestOp, Written } from './core/write-types.js';
+import type { CounterUpdate } from './core/write-ops.js';
+
+export {
+  type CommitOutcome,
+  type Condition,
+  type Deleted,
+  type Entry,
+  type EntryMeta,
+  type NewEntry,
+  type OpResult,
+  type ReadingOp,
+  type Refusal,
+  type TxnOp,
+  type TxnRequestOp,
+  type Written,
+  isRefusal,
+} from './core/write-types.js';
 
 /** A bucket as stored. Credentials are hashes; the signing key is kept as is because it signs. */
 export interface BucketRecord {
@@ -34,63 +51,6 @@ export interface BucketChanges {
   defaultTtl?: number;
 }
 
-export interface Entry {
-  type: ValueType;
-  data: Buffer;
-  /** Milliseconds since the epoch, or null for no expiry. */
-  expiresAt: number | null;
-  /** The bucket revision of the key's last change. */
-  revision: number;
-  /**
-   * The revision at which the key last became live from absent or expired (etcd's CreateRevision):
-   * a write that replaces a live value keeps it. A lock's fencing token. Undefined on history reads.
-   */
-  createRevision?: number;
-}
-
-/** A value as a write stores it (the revisions are assigned by the store). */
-export type NewEntry = Omit<Entry, 'revision' | 'createRevision'>;
-
-/**
- * A write's precondition (RFC 9110 section 13). `ifMatch`: the key must be live, and (unless
- * '*') at one of these revisions. `ifNoneMatch`: the key must not be live ('*'), or not at any
- * of these revisions. Both may be given; both must hold.
- */
-export interface Condition {
-  ifMatch?: '*' | number[];
-  ifNoneMatch?: '*' | number[];
-}
-
-/** Whether `condition` holds for the key's live entry (undefined when absent or expired). */
-export function conditionHolds(condition: Condition | undefined, current: Entry | undefined): boolean {
-  if (!condition) return true;
-  const { ifMatch, ifNoneMatch } = condition;
-  if (ifMatch !== undefined) {
-    if (!current) return false;
-    if (ifMatch !== '*' && !ifMatch.includes(current.revision)) return false;
-  }
-  if (ifNoneMatch !== undefined && current) {
-    if (ifNoneMatch === '*' || ifNoneMatch.includes(current.revision)) return false;
-  }
-  return true;
-}
-
-/** Why a write changed nothing: its condition failed (with the key's live entry), or the bucket is gone. */
-export type Refusal = { refused: 'precondition'; current: Entry | undefined } | { refused: 'no_bucket' };
-
-export const isRefusal = (outcome: object): outcome is Refusal => 'refused' in outcome;
-
-/** A committed write: the bucket revision it got. */
-export interface Written {
-  revision: number;
-}
-
-/** A delete: whether a live key was removed (false = 404), and the revision of its commit when one was made. */
-export interface Deleted {
-  deleted: boolean;
-  revision?: number;
-}
-
 /**
  * What a listing reads per key: the key only, its metadata without the value (type, size,
  * expiry, revision), or the whole entry.
@@ -108,15 +68,6 @@ export interface ListQuery {
   after?: string;
 }
 
-/** A key's metadata as a `meta` listing reads it: everything but the value, and the value's length. */
-export interface EntryMeta {
-  type: ValueType;
-  /** The stored value's length in bytes. */
-  size: number;
-  expiresAt: number | null;
-  revision: number;
-}
-
 export interface ListedEntry {
   key: string;
   /** With columns 'values'. */
@@ -124,32 +75,6 @@ export interface ListedEntry {
   /** With columns 'meta'. */
   meta?: EntryMeta;
 }
-
-export type TxnOp =
-  | { op: 'set'; key: string; value: StoredValue; expiresAt: number | null }
-  | { op: 'delete'; key: string }
-  /**
-   * The key is live at revision `rev`, or (with `exists`) is live / is absent, or (with `created`)
-   * is live with that create revision (a fencing token). Writes nothing.
-   */
-  | { op: 'check'; key: string; rev?: number; exists?: boolean; created?: number };
-
-/** Operations a transaction may carry beyond the stores' plain ones. */
-export type ReadingOp =
-  /** Reads the key as it was before this transaction's writes. Writes nothing. */
-  | { op: 'get'; key: string }
-  /** Gives the live key a new expiry (null: never), keeping its value. Fails like a check when the key is not live. */
-  | { op: 'expire'; key: string; expiresAt: number | null }
-  /** Deletes every live key under the prefix. */
-  | { op: 'delete_prefix'; key: string };
-
-export type TxnRequestOp = TxnOp | ReadingOp;
-
-/** What an operation reports back: a get's entry (undefined when absent), a prefix delete's count. */
-export type OpResult = { op: 'get'; key: string; entry: Entry | undefined } | { op: 'delete_prefix'; deleted: number } | undefined;
-
-/** A transaction's outcome: its one revision, the indices (in `ops`) of the checks that failed, or a missing bucket. */
-export type CommitOutcome = (Written & { results?: OpResult[] }) | { refused: 'checks'; failed: number[] } | { refused: 'no_bucket' } | { refused: 'moved' };
 
 /**
  * A transaction's extras. `expectRevision`: commit only if the bucket is still at this revision
@@ -161,13 +86,6 @@ export interface CommitOptions {
   operation?: 'transaction' | 'rollback';
   /** Who commits it, recorded on its change rows. */
   actor?: Actor;
-}
-
-/** Whether a transaction check holds for the key's live entry. */
-export function checkHolds(op: Extract<TxnOp, { op: 'check' }>, current: Entry | undefined): boolean {
-  if (op.rev !== undefined) return current !== undefined && current.revision === op.rev;
-  if (op.created !== undefined) return current !== undefined && current.createRevision === op.created;
-  return op.exists === (current !== undefined);
 }
 
 /**
@@ -225,9 +143,6 @@ export interface PoolStats {
   waiting: number;
 }
 
-/** What a counter update computes from the current live entry (undefined when absent or expired). */
-export type EntryUpdate = (current: Entry | undefined) => NewEntry;
-
 /** One key's change in the watch feed's log: the key's state after its revision committed. */
 export interface Change {
   revision: number;
@@ -282,7 +197,7 @@ export interface Store {
   setEntry(bucket: string, key: string, value: StoredValue, expiresAt: number | null, now: number, condition?: Condition, actor?: Actor): Promise<Written | Refusal>;
   deleteEntry(bucket: string, key: string, now: number, condition?: Condition, actor?: Actor): Promise<Deleted | Refusal>;
   /** Reads, computes and writes one key atomically (the counter). `update` may throw to abort. */
-  updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition, actor?: Actor): Promise<Entry | Refusal>;
+  updateEntry(bucket: string, key: string, now: number, update: CounterUpdate, condition?: Condition, actor?: Actor): Promise<Entry | Refusal>;
   /** One page of live keys in byte order (or reverse). */
   listEntries(bucket: string, query: ListQuery, now: number): Promise<ListedEntry[]>;
   /**

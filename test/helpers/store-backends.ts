@@ -2,7 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'vitest';
+import type { CounterUpdate } from '../../src/store/core/write-ops.js';
 import { openStore } from '../../src/store/open-store.js';
+import type { Quota } from '../../src/store/quota.js';
 import type { Store } from '../../src/store/store.js';
 import { PGBOUNCER_URL, POSTGRES_URL, dropSchema, postgresUrl, uniqueName } from './backend.js';
 
@@ -35,13 +37,15 @@ export interface TestStoreOptions {
   /** PostgreSQL's pool size (SQLite always opens one connection). */
   poolSize: number;
   pgBatchWrites?: boolean;
+  /** Per-bucket quotas; none when absent. */
+  quota?: Quota;
 }
 
 /** A store of its own on `backend` (a fresh schema or SQLite file), and how to remove it after closing. */
 export async function openTestStore(
   backend: StoreBackend,
   url: string,
-  { prefix, poolSize, pgBatchWrites }: TestStoreOptions,
+  { prefix, poolSize, pgBatchWrites, quota }: TestStoreOptions,
 ): Promise<{ store: Store; cleanup: () => Promise<void> }> {
   if (backend !== 'sqlite') {
     const schema = uniqueName(prefix);
@@ -51,10 +55,14 @@ export async function openTestStore(
       // Through PgBouncer, auto-detection must choose unnamed statements.
       pgPrepare: 'auto',
       pgBatchWrites,
+      quota,
     });
     return { store, cleanup: async () => dropSchema(schema) };
   }
   const dir = mkdtempSync(join(tmpdir(), `${prefix}-`));
-  const store = await openStore(join(dir, 'kvb.db'), { durability: 'normal', poolSize: 1 });
+  const store = await openStore(join(dir, 'kvb.db'), { durability: 'normal', poolSize: 1, quota });
   return { store, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
 }
+
+/** A counter update adding `n` (an absent key starts from it); keeps a live key's expiry, none for a new one. */
+export const addCounter = (n: number | bigint): CounterUpdate => ({ op: 'counter', delta: { kind: 'int64', value: BigInt(n) }, expiresAt: null, keepExpiry: true });

@@ -1,7 +1,7 @@
 import { createServer } from 'node:net';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parsePostgresHosts } from '../../src/store/postgres-hosts.js';
+import { parsePostgresHosts } from '../../src/store/postgres/postgres-hosts.js';
 import { POSTGRES_URL, THROUGH_PGBOUNCER, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
 import { call, createBucket } from '../helpers/http.js';
 import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';

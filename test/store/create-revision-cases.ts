@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type Entry, type Refusal, type Store, type TxnOp, isRefusal } from '../../src/store/store.js';
 import type { StoredValue } from '../../src/values/stored-value.js';
+import { addCounter } from '../helpers/store-backends.js';
 
 /**
  * The store conformance suite's create-revision cases (store-conformance.test.ts runs them on
@@ -23,9 +24,9 @@ export function createRevisionCases(store: () => Store, newBucket: () => Promise
       const first = revisionOf(await store().setEntry(b, 'k', text('1'), null, now));
       expect(await created(b, 'k')).toBe(first);
       const second = revisionOf(await store().setEntry(b, 'k', text('2'), null, now));
-      const third = revisionOf(await store().setEntry(b, 'k', text('3'), null, now, { ifMatch: [second] }));
+      const third = revisionOf(await store().setEntry(b, 'k', { type: 'int64', data: Buffer.from('3') }, null, now, { ifMatch: [second] }));
       expect(third).toBe(second + 1);
-      await store().updateEntry(b, 'k', now, () => ({ type: 'int64', data: Buffer.from('4'), expiresAt: null }));
+      await store().updateEntry(b, 'k', now, addCounter(1));
       await store().commit(b, [set('k', '5')], now);
       await store().commit(b, [{ op: 'expire', key: 'k', expiresAt: now + 60_000 }], now);
       const entry = await store().getEntry(b, 'k', now);
@@ -50,7 +51,7 @@ export function createRevisionCases(store: () => Store, newBucket: () => Promise
             : write === 'conditional'
               ? revisionOf(await store().setEntry(b, key, text('new'), null, now, { ifNoneMatch: '*' }))
               : write === 'counter'
-                ? (await store().updateEntry(b, key, now, () => ({ type: 'int64', data: Buffer.from('1'), expiresAt: null })) as Entry).revision
+                ? (await store().updateEntry(b, key, now, addCounter(1)) as Entry).revision
                 : revisionOf(await store().commit(b, [set(key, 'new')], now));
         expect(await created(b, key), write).toBe(revision);
       }

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/open-store.js';
-import { type Entry, type NewEntry, type Store, type TxnOp, isRefusal } from '../../src/store/store.js';
+import { type Store, type TxnOp, isRefusal } from '../../src/store/store.js';
+import { addCounter } from '../helpers/store-backends.js';
 import { POSTGRES_URL, dropSchema, postgresUrl, uniqueName, withAdminClient } from '../helpers/backend.js';
 
 const NOW = 1_800_000_000_000;
@@ -14,11 +15,6 @@ const record = (id: string) => ({
   signingKeyGeneration: 0,
   tokenSalt: null,
   defaultTtl: 0,
-});
-const increment = (current: Entry | undefined): NewEntry => ({
-  type: 'int64',
-  data: Buffer.from(String(Number(current?.data.toString() ?? '0') + 1)),
-  expiresAt: null,
 });
 
 describe.skipIf(!POSTGRES_URL)(`PostgreSQL store under injected failures and with two instances${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`, () => {
@@ -56,7 +52,7 @@ describe.skipIf(!POSTGRES_URL)(`PostgreSQL store under injected failures and wit
       await a.createBucket(record('faulty'));
       const set = (key: string): TxnOp => ({ op: 'set', key, value: { type: 'text', data: Buffer.from(key) }, expiresAt: null });
       const outcomes = await Promise.all([
-        ...Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).updateEntry('faulty', 'hits', NOW, increment)),
+        ...Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).updateEntry('faulty', 'hits', NOW, addCounter(1))),
         ...Array.from({ length: 10 }, (_, i) => a.setEntry('faulty', `s${i}`, { type: 'text', data: Buffer.from('x') }, null, NOW)),
         ...Array.from({ length: 5 }, (_, i) => b.commit('faulty', [set(`t${i}a`), set(`t${i}b`)], NOW)),
         ...Array.from({ length: 5 }, (_, i) => a.setEntry('faulty', `c${i}`, { type: 'text', data: Buffer.from('x') }, null, NOW, { ifNoneMatch: '*' })),

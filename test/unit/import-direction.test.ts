@@ -121,8 +121,15 @@ describe('import direction', () => {
   });
 
   it('server sees the store through its interface only, never a driver, and never cli or client', () => {
-    const driver = /^store\/(sqlite|postgres)[^/]*\.ts$/;
+    const driver = /^store\/(sqlite|postgres)\//;
     expect(violations((i) => layer(i.from) === 'server' && (['cli', 'client'].includes(layer(i.to)) || driver.test(i.to)))).toEqual([]);
+  });
+
+  it('each engine (store/sqlite, store/postgres) keeps to itself: neither imports the other, and the write rules (store/core) import neither', () => {
+    const engine = (path: string) => /^store\/(sqlite|postgres|core)\//.exec(path)?.[1];
+    expect(ALL.filter((i) => engine(i.from) === 'sqlite').length).toBeGreaterThan(5);
+    expect(ALL.filter((i) => engine(i.from) === 'postgres').length).toBeGreaterThan(5);
+    expect(violations((i) => engine(i.from) !== undefined && engine(i.to) !== undefined && engine(i.from) !== engine(i.to) && engine(i.to) !== 'core')).toEqual([]);
   });
 
   it('client never imports server, store, auth or cli', () => {

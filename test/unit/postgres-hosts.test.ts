@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { HostSelector, NoUsableHostError, type PostgresHost, needsSelection, parsePostgresHosts } from '../../src/store/postgres-hosts.js';
-import { parsePostgresUrl } from '../../src/store/postgres-store.js';
+import { HostSelector, NoUsableHostError, type PostgresHost, needsSelection, parsePostgresHosts } from '../../src/store/postgres/postgres-hosts.js';
+import { parsePostgresUrl } from '../../src/store/postgres/postgres-store.js';
 import { isPostgresConnectionError } from '../../src/store/storage-errors.js';
 
 describe('multi-host PostgreSQL URLs (libpq form)', () => {

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Store } from '../../store/store.js';
-import { STORE_OPS, type StoreOp, TimedStore } from '../../store/timed-store.js';
+import { STORE_OPS, type StoreOp, timedStore } from '../../store/timed-store.js';
 import { VERSION } from '../../version.js';
 import type { RequestLogController } from '../request-log-controller.js';
 import { Tallies, scrapedMetric } from './tallies.js';
@@ -81,6 +81,6 @@ export function setupMetrics(logs: RequestLogController, store: Store): { regist
     ) as never,
   );
   const opLabels = Object.fromEntries(STORE_OPS.map((op) => [op, () => ({ op })])) as Record<StoreOp, () => { op: string }>;
-  const timed = new TimedStore(store, (op, seconds) => storeOps.record(op, opLabels[op], seconds));
+  const timed = timedStore(store, (op, seconds) => storeOps.record(op, opLabels[op], seconds));
   return { registry, store: timed };
 }

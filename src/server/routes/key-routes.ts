@@ -1,10 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
 import { type Condition, type Entry, isRefusal } from '../../store/store.js';
-import { type ParsedNumber, addNumbers, formatNumber, parseDelta, parseNumber } from '../../values/numbers.js';
+import { parseDelta } from '../../values/numbers.js';
 import { inferValue } from '../../values/infer-value.js';
 import { decodeKey, valueTooLarge } from '../../values/keys.js';
-import { minifyJson } from '../../values/json-source.js';
 import { actorOf, authorize, openBucket, openBucketNow } from '../access-control.js';
 import type { CachedBucket } from '../bucket-cache.js';
 import type { Principal } from '../../auth/access.js';
@@ -15,13 +14,6 @@ import { describeValue } from './values-reply.js';
 import { keySchemas } from './key-schemas.js';
 import { asksForPast, readPast } from './history-routes.js';
 import { MAX_TTL_SECONDS } from '../../limits.js';
-
-/** The numeric value of a stored entry, for the counter; undefined when it is not a number. */
-function numericValue(entry: Entry): ParsedNumber | undefined {
-  if (entry.type === 'int64' || entry.type === 'float64') return parseNumber(entry.data.toString('utf8'));
-  if (entry.type === 'json') return parseNumber(minifyJson(entry.data.toString('utf8')));
-  return undefined;
-}
 
 /**
  * Key routes: GET, HEAD, POST/PUT (set), DELETE, PATCH (counter) on /api/v1/{bucket}/{key}.
@@ -150,19 +142,10 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     if (!delta) throw badRequest('delta must be +N or -N with N a decimal number');
     const condition = conditionFor(request, bucket, principal, key);
     const now = Date.now();
-    const updated = await store.updateEntry(bucket.record.id, key, now, (current) => {
-      let next = delta;
-      if (current) {
-        const value = numericValue(current);
-        if (!value) throw badRequest(`stored value is ${current.type}, not a number`);
-        const sum = addNumbers(value, delta);
-        if (!sum.ok) throw badRequest(sum.reason);
-        next = sum.value;
-      }
-      const expiresAt =
-        ttl !== undefined ? expiryFor(ttl, now) : current ? current.expiresAt : expiryFor(bucket.record.defaultTtl, now);
-      return { type: next.kind, data: Buffer.from(formatNumber(next)), expiresAt };
-    }, condition, actorOf(principal, request));
+    // Without ?ttl a counter keeps its key's expiry; a key it creates gets the bucket's default.
+    const expiresAt = expiryFor(ttl ?? bucket.record.defaultTtl, now);
+    const counter = { op: 'counter' as const, delta, expiresAt, keepExpiry: ttl === undefined };
+    const updated = await store.updateEntry(bucket.record.id, key, now, counter, condition, actorOf(principal, request));
     if (isRefusal(updated)) throw refusalError(updated);
     return describeValue(reply, updated).code(200).send(updated.data);
   });

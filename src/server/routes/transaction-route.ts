@@ -2,7 +2,7 @@ import { type Readable, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
 import type { OpResult, TxnRequestOp } from '../../store/store.js';
-import { checkPrefixDeletes } from '../../store/txn-resolution.js';
+import { checkPrefixDeletes } from '../../store/core/txn-resolution.js';
 import { entryLine, typedValue } from '../../values/export-format.js';
 import { type JsonLimits, JsonLimitError, type JsonNode, JsonSyntaxError, parseJsonSource } from '../../values/json-source.js';
 import { checkKey, valueTooLarge } from '../../values/keys.js';

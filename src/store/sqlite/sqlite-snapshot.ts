@@ -2,10 +2,10 @@ import BetterSqlite3 from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { prefixUpperBound } from '../values/keys.js';
-import { type CompiledStatement, bind } from './statements.js';
-import type { Entry, EntrySnapshot } from './store.js';
-import { toEntry } from './entry-row.js';
+import { prefixUpperBound } from '../../values/keys.js';
+import { type CompiledStatement, bind } from '../statements.js';
+import type { Entry, EntrySnapshot } from '../store.js';
+import { toEntry } from '../entry-row.js';
 
 /** A private temp directory (0700) for an import's staging file. */
 export function privateTempDir(purpose: string): { dir: string; file: string; remove: () => void } {

@@ -4,19 +4,21 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { prefixUpperBound } from '../values/keys.js';
-import type { StoredValue } from '../values/stored-value.js';
-import { EntryCache } from './entry-cache.js';
-import { compileHistory } from './history-statements.js';
-import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
-import { floorWithin } from './floor-within.js';
-import { type Actor, type ActorFilter, type HistoryRecord, type PastRead, SERVER_ACTOR } from './history-types.js';
-import { type ChangeRow, actorFields, toChange, wholeRevisions } from './change-row.js';
-import { type EntryRow, isLive, toEntry, toMeta } from './entry-row.js';
-import { listBounds } from './list-bounds.js';
-import { MAX_PREFIX_DELETE_KEYS, lastWritePerKey, prefixListLimit, readsOf, resolveTransaction } from './txn-resolution.js';
-import { MIGRATION_TABLE, appliedMigrations, kvbMigrations, migrateToLatest, refuseNewerDatabase } from './migrations.js';
-import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
+import { prefixUpperBound } from '../../values/keys.js';
+import type { StoredValue } from '../../values/stored-value.js';
+import { EntryCache } from '../entry-cache.js';
+import { compileHistory } from '../history-statements.js';
+import { HistoryReader, PRUNE_OVERLAP_MS } from '../history-reader.js';
+import { floorWithin } from '../floor-within.js';
+import { type Actor, type ActorFilter, type HistoryRecord, type PastRead, SERVER_ACTOR } from '../history-types.js';
+import { type ChangeRow, actorFields, toChange, wholeRevisions } from '../change-row.js';
+import { type EntryRow, toEntry, toMeta } from '../entry-row.js';
+import { listBounds } from '../list-bounds.js';
+import { applyBatch } from '../core/apply-batch.js';
+import type { CounterUpdate, ResultOf, WriteOp } from '../core/write-ops.js';
+import type { BatchResult, WriteView } from '../core/write-view.js';
+import { MIGRATION_TABLE, appliedMigrations, kvbMigrations, migrateToLatest, refuseNewerDatabase } from '../migrations.js';
+import { type Database, bucketFromRow, bucketUpdate } from '../schema.js';
 import {
   type CompiledStatement,
   CHANGE_ROW_CHUNKS,
@@ -31,8 +33,8 @@ import {
   queryBuilder,
   sharedStatements,
   sqliteStatements,
-} from './statements.js';
-import { type Quota, type Usage, NO_QUOTA, checkQuota, entrySize } from './quota.js';
+} from '../statements.js';
+import { type Quota, type Usage, NO_QUOTA, checkQuota, quotaSet } from '../quota.js';
 import { type HeldLock, DatabaseInUseError, lockFileOf, takeSqliteLock } from './sqlite-lock.js';
 import { Checkpointer, SERVER_AUTOCHECKPOINT_PAGES } from './sqlite-checkpointer.js';
 import { openSqliteSnapshot, privateTempDir } from './sqlite-snapshot.js';
@@ -47,7 +49,6 @@ import {
   type Deleted,
   type Entry,
   type EntrySnapshot,
-  type EntryUpdate,
   type ImportStaging,
   type KeyedEntry,
   type ListQuery,
@@ -56,9 +57,8 @@ import {
   type Store,
   type TxnRequestOp,
   type Written,
-  conditionHolds,
   type StoreStats,
-} from './store.js';
+} from '../store.js';
 
 export interface SqliteOptions {
   /** A file path, or ':memory:'. */
@@ -98,8 +98,6 @@ type PendingChange = [
 /** A write waiting for the next group commit. */
 interface PendingWrite {
   run: () => unknown;
-  /** Who makes it: recorded on the change rows it logs. */
-  actor: Actor | undefined;
   resolve: (value: never) => void;
   reject: (error: unknown) => void;
 }
@@ -202,10 +200,6 @@ export class SqliteStore implements Store {
   private importApplies: Promise<unknown> = Promise.resolve();
   /** The running batch's commit time (ms), the change log's `committed_at`. */
   private batchNow = 0;
-  /** The running write's actor, as its change rows record it (set per write by flushWrites). */
-  private actorKind: string | null = null;
-  private actorToken: string | null = null;
-  private actorAddress: string | null = null;
   private readonly commitListeners: Array<(buckets: string[]) => void> = [];
   private quota: Quota = NO_QUOTA;
 
@@ -326,9 +320,9 @@ export class SqliteStore implements Store {
    * throws affects only itself (multi-statement writes run inside their own savepoint, and its
    * revision bumps are undone); each write gets its own bucket revision.
    */
-  private write<T>(run: () => T, actor?: Actor): Promise<T> {
+  private write<T>(run: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.pendingWrites.push({ run, actor, resolve: resolve as (value: never) => void, reject });
+      this.pendingWrites.push({ run, resolve: resolve as (value: never) => void, reject });
       if (this.pendingWrites.length === 1) setImmediate(() => this.flushWrites());
     });
   }
@@ -341,10 +335,7 @@ export class SqliteStore implements Store {
     this.batchNow = Date.now();
     try {
       this.atomically(() => {
-        for (const { run, actor } of batch) {
-          this.actorKind = actor?.kind ?? null;
-          this.actorToken = actor?.tokenId ?? null;
-          this.actorAddress = actor?.address ?? null;
+        for (const { run } of batch) {
           this.bumps = [];
           this.usageUndo = [];
           this.changesMark = this.batchChanges.length;
@@ -448,8 +439,9 @@ export class SqliteStore implements Store {
   }
 
   /** Records a change-log row for the batch's insert. */
-  private logChange(bucket: string, revision: number, key: Buffer, kind: Change['kind'], type: string | null, value: Buffer | null, expiresAt: number | null): void {
-    this.batchChanges.push([bucket, revision, key, kind, type, value, expiresAt, this.actorKind, this.actorToken, this.actorAddress]);
+  private logChange(bucket: string, revision: number, key: Buffer, kind: Change['kind'], type: string | null, value: Buffer | null, expiresAt: number | null, actor: Actor | undefined): void {
+    const { actorKind, actorToken, actorAddress } = actorFields(actor);
+    this.batchChanges.push([bucket, revision, key, kind, type, value, expiresAt, actorKind, actorToken, actorAddress]);
   }
 
   /** Records what made a revision, for the batch's bookkeeping (`writeBookkeeping`). */
@@ -611,25 +603,13 @@ export class SqliteStore implements Store {
     return row && { keys: Number(row.usage_keys) + (pending?.keys ?? 0), bytes: Number(row.usage_bytes) + (pending?.bytes ?? 0) };
   }
 
-  /** Whether a bucket quota is set (a write then checks its usage change before it writes). */
-  private get quotaOn(): boolean {
-    return this.quota.maxKeys > 0 || this.quota.maxBytes > 0;
-  }
-
-  /** Refuses (507) a usage change that takes the bucket over its quota; called before the write changes anything. */
-  private checkUsage(bucket: string, delta: Usage): void {
-    if (!this.quotaOn) return;
-    const before = this.usageOf(bucket);
-    if (before) checkQuota(this.quota, before, delta);
-  }
-
   /**
    * An import: refused (507, nothing written) when it takes the bucket over its quota. Counted as
    * a whole, usage before and after (the import recounts it), inside a savepoint that a refusal
    * rolls back. Without a quota it only runs the import.
    */
   private withinQuota<T>(bucket: string, run: () => T): T {
-    if (this.quota.maxKeys === 0 && this.quota.maxBytes === 0) return run();
+    if (!quotaSet(this.quota)) return run();
     return this.atomically(() => {
       const before = this.usageOf(bucket);
       const result = run();
@@ -651,39 +631,6 @@ export class SqliteStore implements Store {
 
   private readEntry(bucket: string, key: Buffer): EntryRow | undefined {
     return this.get<EntryRow>('getEntry', { bucket, key });
-  }
-
-  private liveEntry(bucket: string, key: Buffer, now: number): Entry | undefined {
-    const row = this.readEntry(bucket, key);
-    return row && isLive(row, now) ? toEntry(row) : undefined;
-  }
-
-  /** What setting `key` to `value` changes in its bucket's usage. */
-  private setDelta(bucket: string, key: Buffer, value: Buffer): Usage {
-    const old = this.get<{ size: number }>('entrySize', { bucket, key })?.size;
-    return { keys: old === undefined ? 1 : 0, bytes: entrySize(key, value) - Number(old ?? 0) };
-  }
-
-  /**
-   * One statement (the upsert); its usage change and change-log row go with the batch. `delta`:
-   * from `setDelta`, checked. `now`: the write's clock, which decides (as for its condition)
-   * whether the row it replaces was live, so keeps its create revision.
-   */
-  private writeEntry(bucket: string, key: Buffer, type: string, value: Buffer, expiresAt: number | null, revision: number, delta: Usage, now: number): void {
-    this.touched.push(EntryCache.id(bucket, key.toString('utf8')));
-    this.run('putEntry', { bucket, key, type, value, expiresAt, revision, now });
-    this.addUsage(bucket, delta.keys, delta.bytes);
-    this.logChange(bucket, revision, key, 'set', type, value, expiresAt);
-  }
-
-  private removeEntry(bucket: string, key: Buffer, revision: number): EntryRow | undefined {
-    this.touched.push(EntryCache.id(bucket, key.toString('utf8')));
-    const removed = this.get<EntryRow>('removeEntry', { bucket, key });
-    if (removed) {
-      this.addUsage(bucket, -1, -entrySize(key, removed.value));
-      this.logChange(bucket, revision, key, 'delete', null, null, null);
-    }
-    return removed;
   }
 
   async getEntry(bucket: string, key: string, now: number): Promise<Entry | undefined> {
@@ -714,55 +661,65 @@ export class SqliteStore implements Store {
     condition?: Condition,
     actor?: Actor,
   ): Promise<Written | Refusal> {
-    const keyBytes = Buffer.from(key);
-    // One statement, after every check: a refusal writes nothing; the revision, usage and change
-    // row are the batch's bookkeeping, taken back if the upsert throws.
-    return this.write((): Written | Refusal => {
-      if (condition) {
-        const current = this.liveEntry(bucket, keyBytes, now);
-        if (!conditionHolds(condition, current)) return { refused: 'precondition', current };
-      }
-      if (this.currentRevision(bucket) === undefined) return { refused: 'no_bucket' };
-      const delta = this.setDelta(bucket, keyBytes, value.data);
-      this.checkUsage(bucket, delta);
-      const revision = this.bump(bucket)!;
-      this.writeEntry(bucket, keyBytes, value.type, value.data, expiresAt, revision, delta, now);
-      return { revision };
-    }, actor);
+    return this.keyWrite(bucket, { op: 'set', key, value, expiresAt, now, condition, actor });
   }
 
   async deleteEntry(bucket: string, key: string, now: number, condition?: Condition, actor?: Actor): Promise<Deleted | Refusal> {
-    const keyBytes = Buffer.from(key);
-    // One statement (the delete), after the checks.
-    return this.write((): Deleted | Refusal => {
-      const row = this.readEntry(bucket, keyBytes);
-      const current = row && isLive(row, now) ? toEntry(row) : undefined;
-      if (condition && !conditionHolds(condition, current)) return { refused: 'precondition', current };
-      // An absent key is no change; an expired one is removed (a change, like the sweeper's) but answers 404.
-      if (!row) return { deleted: false };
-      const revision = this.bump(bucket);
-      if (revision === undefined) return { refused: 'no_bucket' };
-      this.removeEntry(bucket, keyBytes, revision);
-      return { deleted: current !== undefined, revision };
-    }, actor);
+    return this.keyWrite(bucket, { op: 'delete', key, now, condition, actor });
   }
 
-  async updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition, actor?: Actor): Promise<Entry | Refusal> {
-    const keyBytes = Buffer.from(key);
-    // Read, check, compute and write run back to back inside the batch: nothing can interleave.
-    // `update` may throw (not a number, overflow) before anything is written.
-    return this.write((): Entry | Refusal => {
-      const current = this.liveEntry(bucket, keyBytes, now);
-      if (condition && !conditionHolds(condition, current)) return { refused: 'precondition', current };
-      const next = update(current);
-      if (this.currentRevision(bucket) === undefined) return { refused: 'no_bucket' };
-      const delta = this.setDelta(bucket, keyBytes, next.data);
-      this.checkUsage(bucket, delta);
-      const revision = this.bump(bucket)!;
-      this.writeEntry(bucket, keyBytes, next.type, next.data, next.expiresAt, revision, delta, now);
-      this.logOperation(bucket, revision, 'counter');
-      return { ...next, revision, createRevision: current?.createRevision ?? revision };
-    }, actor);
+  async updateEntry(bucket: string, key: string, now: number, update: CounterUpdate, condition?: Condition, actor?: Actor): Promise<Entry | Refusal> {
+    return this.keyWrite(bucket, { ...update, key, now, condition, actor });
+  }
+
+  /** Queues a write for the next group commit, where it runs as `applyWrite`. */
+  private keyWrite<O extends WriteOp>(bucket: string, op: O): Promise<ResultOf<O>> {
+    return this.write(() => this.applyWrite(bucket, op));
+  }
+
+  /**
+   * One write inside the running batch: the bucket as the batch has left it (the file's rows and
+   * usage, the batch's revisions and pending usage) read on demand as a WriteView, the write
+   * rules run over it (core/apply-batch.ts), and what they did persisted: its rows now, its
+   * revision, usage, change rows and operations as the batch's bookkeeping, taken back if a
+   * statement throws. Reads and writes run back to back: nothing can interleave.
+   */
+  private applyWrite<O extends WriteOp>(bucket: string, op: O): ResultOf<O> {
+    const view: WriteView = {
+      revision: this.currentRevision(bucket),
+      usage: () => this.usageOf(bucket)!,
+      row: (key) => this.readEntry(bucket, Buffer.from(key)),
+      liveKeys: (prefix, now, limit) => this.listNow(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit }, now).map((e) => e.key),
+    };
+    const result = applyBatch(view, [op], this.quota);
+    const outcome = result.outcomes[0]!;
+    // Only an engine's own prefix listing goes stale, and this one lists inside the write.
+    if (!outcome.ok) throw 'error' in outcome ? outcome.error : new Error('a stale prefix listing');
+    if (result.revision !== view.revision) this.persist(bucket, result, op.now);
+    return outcome.value as ResultOf<O>;
+  }
+
+  /** Writes a batch result's rows (several in a savepoint) and queues its bookkeeping (`writeBookkeeping`). */
+  private persist(bucket: string, result: BatchResult, now: number): void {
+    const rows = () => {
+      for (const change of result.changes) {
+        const key = Buffer.from(change.key);
+        this.touched.push(EntryCache.id(bucket, change.key));
+        if (change.kind === 'set') {
+          const { type, data } = change.value!;
+          this.run('putEntry', { bucket, key, type, value: data, expiresAt: change.expiresAt, revision: change.revision, now });
+        } else this.get('removeEntry', { bucket, key });
+      }
+    };
+    if (result.changes.length > 1) this.atomically(rows);
+    else rows();
+    this.bumps.push([bucket, this.batchRevisions.get(bucket)]);
+    this.batchRevisions.set(bucket, result.revision!);
+    this.addUsage(bucket, result.usage.keys, result.usage.bytes);
+    for (const change of result.changes) {
+      this.logChange(bucket, change.revision, Buffer.from(change.key), change.kind, change.value?.type ?? null, change.value?.data ?? null, change.expiresAt, change.actor);
+    }
+    for (const { revision, operation } of result.operations) this.logOperation(bucket, revision, operation);
   }
 
   async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
@@ -787,72 +744,8 @@ export class SqliteStore implements Store {
   }
 
   async commit(bucket: string, ops: TxnRequestOp[], now: number, options: CommitOptions = {}): Promise<CommitOutcome> {
-    return this.write(() => this.atomically((): CommitOutcome => {
-      if (options.expectRevision !== undefined) {
-        const current = this.currentRevision(bucket);
-        if (current === undefined) return { refused: 'no_bucket' };
-        if (current !== options.expectRevision) return { refused: 'moved' };
-      }
-      // Reads happen inside the batch: nothing can change between them and the writes.
-      const { keys, prefixes } = readsOf(ops);
-      const entries = new Map<string, Entry>();
-      for (const key of keys) {
-        const entry = this.liveEntry(bucket, Buffer.from(key), now);
-        if (entry) entries.set(key, entry);
-      }
-      const under = new Map<string, string[]>();
-      let listed = 0;
-      for (const prefix of prefixes) {
-        if (listed > MAX_PREFIX_DELETE_KEYS) break;
-        const live = this.liveKeysUnder(bucket, prefix, now, prefixListLimit(listed));
-        under.set(prefix, live);
-        listed += live.length;
-      }
-      const resolved = resolveTransaction(ops, entries, under);
-      const { failed, results, reports } = resolved;
-      if (failed.length > 0) return { refused: 'checks', failed };
-      const writes = lastWritePerKey(resolved.writes);
-      const answer = (revision: number): CommitOutcome => (reports ? { revision, results } : { revision });
-      // Checks and reads alone change nothing: no new revision.
-      if (writes.length === 0) {
-        const current = this.currentRevision(bucket);
-        return current === undefined ? { refused: 'no_bucket' } : answer(current);
-      }
-      const revision = this.bump(bucket);
-      if (revision === undefined) return { refused: 'no_bucket' };
-      // The quota counts the transaction as a whole (a set that a delete in it makes room for
-      // passes): each key's size is followed through the ops before anything is written.
-      const sizes = new Map<string, number | undefined>();
-      const sizeOf = (key: string) =>
-        sizes.has(key) ? sizes.get(key) : this.get<{ size: number }>('entrySize', { bucket, key: Buffer.from(key) })?.size;
-      const deltas: Usage[] = [];
-      const total = { keys: 0, bytes: 0 };
-      for (const op of writes) {
-        const key = Buffer.from(op.key);
-        const old = sizeOf(op.key);
-        const after = op.op === 'set' ? entrySize(key, op.value.data) : undefined;
-        sizes.set(op.key, after);
-        const delta = { keys: (after === undefined ? 0 : 1) - (old === undefined ? 0 : 1), bytes: (after ?? 0) - Number(old ?? 0) };
-        deltas.push(delta);
-        total.keys += delta.keys;
-        total.bytes += delta.bytes;
-      }
-      this.checkUsage(bucket, total);
-      let i = 0;
-      for (const op of writes) {
-        const key = Buffer.from(op.key);
-        if (op.op === 'set') this.writeEntry(bucket, key, op.value.type, op.value.data, op.expiresAt, revision, deltas[i]!, now);
-        else this.removeEntry(bucket, key, revision);
-        i++;
-      }
-      this.logOperation(bucket, revision, options.operation ?? 'transaction');
-      return answer(revision);
-    }), options.actor);
-  }
-
-  /** The live keys under `prefix`, `limit` at most (see prefixListLimit). */
-  private liveKeysUnder(bucket: string, prefix: string, now: number, limit: number): string[] {
-    return this.listNow(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit }, now).map((e) => e.key);
+    const { expectRevision, operation, actor } = options;
+    return this.keyWrite(bucket, { op: 'commit', ops, now, expectRevision, operation, actor });
   }
 
   async listBuckets(after: string | undefined, limit: number): Promise<BucketRecord[]> {
@@ -955,7 +848,7 @@ export class SqliteStore implements Store {
             this.run('logOperation', { bucket, revision, operation: 'import', now: this.batchNow });
             return { revision };
           });
-        }, actor);
+        });
       } finally {
         this.raw.prepare(`detach database ${IMPORT_ALIAS}`).run();
         finish();
@@ -992,13 +885,13 @@ export class SqliteStore implements Store {
           const removed = this.get<{ size: number }>('removeExpired', { bucket, key, now });
           if (removed === undefined) continue;
           this.addUsage(bucket, -1, -Number(removed.size));
-          if (revision !== undefined) this.logChange(bucket, revision, key, 'expire', null, null, null);
+          if (revision !== undefined) this.logChange(bucket, revision, key, 'expire', null, null, null, SERVER_ACTOR);
           deleted += 1;
         }
       }
       this.stats.sweptKeys += deleted;
       return deleted;
-    }), SERVER_ACTOR);
+    }));
   }
 
   async countEntries(): Promise<number> {

@@ -5,9 +5,10 @@
  * `resolveTransaction` decides the outcome from those reads. Every store thus gives these
  * operations the same meaning.
  */
-import { KvbError } from '../errors.js';
-import { MAX_PREFIX_DELETE_KEYS } from '../limits.js';
-import { type Entry, type OpResult, type TxnOp, type TxnRequestOp, checkHolds } from './store.js';
+import { KvbError } from '../../errors.js';
+import { MAX_PREFIX_DELETE_KEYS } from '../../limits.js';
+import type { Entry, OpResult, TxnOp, TxnRequestOp } from './write-types.js';
+import { checkHolds } from './conditions.js';
 
 // The stores import the bound from here, beside the rule that applies it.
 export { MAX_PREFIX_DELETE_KEYS };

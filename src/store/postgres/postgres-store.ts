@@ -3,20 +3,21 @@
 import { randomUUID } from 'node:crypto';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import type { StoredValue } from '../values/stored-value.js';
-import { type ChangeRow, actorFields, toChange, wholeRevisions } from './change-row.js';
-import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from './entry-row.js';
-import { compileHistory } from './history-statements.js';
-import { HistoryReader, PRUNE_OVERLAP_MS } from './history-reader.js';
-import { floorWithin } from './floor-within.js';
-import { type Actor, type ActorFilter, type HistoryRecord, type PastRead, SERVER_ACTOR } from './history-types.js';
-import { listBounds } from './list-bounds.js';
-import { MAX_PREFIX_DELETE_KEYS, lastWritePerKey, prefixListLimit, readsOf, resolveTransaction } from './txn-resolution.js';
-import { appliedMigrations, kvbMigrations, refuseNewerDatabase, runMigrations } from './migrations.js';
-import { type BatchView, type QueuedWrite, NO_BUCKET, runBatch } from './postgres-batch.js';
+import type { StoredValue } from '../../values/stored-value.js';
+import { type ChangeRow, actorFields, toChange, wholeRevisions } from '../change-row.js';
+import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from '../entry-row.js';
+import { compileHistory } from '../history-statements.js';
+import { HistoryReader, PRUNE_OVERLAP_MS } from '../history-reader.js';
+import { floorWithin } from '../floor-within.js';
+import { type Actor, type ActorFilter, type HistoryRecord, type PastRead, SERVER_ACTOR } from '../history-types.js';
+import { listBounds } from '../list-bounds.js';
+import { MAX_PREFIX_DELETE_KEYS, prefixListLimit, readsOf } from '../core/txn-resolution.js';
+import type { CommitOp, CounterOp, CounterUpdate, DeleteOp, OpOutcome, ResultOf, SetOp, WriteOp } from '../core/write-ops.js';
+import { appliedMigrations, kvbMigrations, refuseNewerDatabase, runMigrations } from '../migrations.js';
+import { type QueuedWrite, NO_BUCKET, runBatch } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
-import { type Quota, type Usage, NO_QUOTA, entrySize } from './quota.js';
-import { type Database, bucketFromRow, bucketUpdate } from './schema.js';
+import { type Quota, type Usage, NO_QUOTA } from '../quota.js';
+import { type Database, bucketFromRow, bucketUpdate } from '../schema.js';
 import {
   type CompiledStatement,
   LIST_SHAPES,
@@ -30,10 +31,10 @@ import {
   postgresStatements,
   queryBuilder,
   sharedStatements,
-} from './statements.js';
+} from '../statements.js';
 import { hostSelection } from './postgres-host-client.js';
 import { type HostSelector, type PostgresHosts, describeHosts, needsSelection, parsePostgresHosts } from './postgres-hosts.js';
-import { StorageUnavailableError, isPostgresConnectionError, mayHaveReachedServer } from './storage-errors.js';
+import { StorageUnavailableError, isPostgresConnectionError, mayHaveReachedServer } from '../storage-errors.js';
 import {
   type BucketChanges,
   type Change,
@@ -45,7 +46,6 @@ import {
   type Deleted,
   type Entry,
   type EntrySnapshot,
-  type EntryUpdate,
   type ImportStaging,
   type ListQuery,
   type ListedEntry,
@@ -53,10 +53,9 @@ import {
   type Store,
   type TxnRequestOp,
   type Written,
-  conditionHolds,
   type PoolStats,
   type StoreStats,
-} from './store.js';
+} from '../store.js';
 
 /** Whether to use named (server-side, per-connection) prepared statements. */
 export type PgPrepare = 'on' | 'off' | 'auto';
@@ -395,13 +394,17 @@ export class PostgresStore implements Store {
    * revision, so revisions and the change log are exactly those of one transaction per write.
    * Across instances the bucket row's version (and, when it changed, its lock) orders batches.
    */
-  private write<T>(bucket: string, keys: string[], run: (view: BatchView) => T, actor: Actor | undefined, plainSet?: QueuedWrite['plainSet']): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const write: QueuedWrite = { keys, run, plainSet, actor, resolve: resolve as (value: unknown) => void, reject };
+  private write<O extends WriteOp>(bucket: string, op: O, keys: string[]): Promise<ResultOf<O> | typeof STALE_LISTING> {
+    return new Promise<OpOutcome>((resolve, reject) => {
+      const write: QueuedWrite = { op, keys, resolve, reject };
       const queue = this.writeQueues.get(bucket);
       if (queue) queue.push(write);
       else this.writeQueues.set(bucket, [write]);
       this.startBatches();
+    }).then((outcome) => {
+      if (outcome.ok) return outcome.value as ResultOf<O>;
+      if ('stale' in outcome) return STALE_LISTING;
+      throw outcome.error;
     });
   }
 
@@ -496,54 +499,22 @@ export class PostgresStore implements Store {
     actor?: Actor,
   ): Promise<Written | Refusal> {
     if (bucket.includes('\u0000')) return NO_BUCKET;
-    // Checks first, then the write: a refusal changes nothing (see postgres-batch.ts).
-    const plain = condition === undefined && !this.quota.maxKeys && !this.quota.maxBytes;
-    return this.write<Written | Refusal>(
-      bucket,
-      [key],
-      (view) => {
-        if (condition) {
-          const current = view.live(key, now);
-          if (!conditionHolds(condition, current)) return { refused: 'precondition', current };
-        }
-        const old = view.size(key);
-        view.check({ keys: old === undefined ? 1 : 0, bytes: entrySize(Buffer.from(key), value.data) - (old ?? 0) });
-        const revision = view.next();
-        view.set(key, value.type, value.data, expiresAt, revision, now);
-        return { revision };
-      },
-      actor,
-      plain ? { key, type: value.type, value: value.data, expiresAt, now } : undefined,
-    );
+    return this.keyWrite(bucket, { op: 'set', key, value, expiresAt, now, condition, actor });
   }
 
   async deleteEntry(bucket: string, key: string, now: number, condition?: Condition, actor?: Actor): Promise<Deleted | Refusal> {
     if (bucket.includes('\u0000')) return NO_BUCKET;
-    return this.write<Deleted | Refusal>(bucket, [key], (view) => {
-      const current = view.live(key, now);
-      if (condition && !conditionHolds(condition, current)) return { refused: 'precondition', current };
-      // An absent key is no change; an expired one is removed (a change, like the sweeper's) but answers 404.
-      if (view.row(key) === undefined) return { deleted: false };
-      const revision = view.next();
-      view.remove(key, revision);
-      return { deleted: current !== undefined, revision };
-    }, actor);
+    return this.keyWrite(bucket, { op: 'delete', key, now, condition, actor });
   }
 
-  async updateEntry(bucket: string, key: string, now: number, update: EntryUpdate, condition?: Condition, actor?: Actor): Promise<Entry | Refusal> {
+  async updateEntry(bucket: string, key: string, now: number, update: CounterUpdate, condition?: Condition, actor?: Actor): Promise<Entry | Refusal> {
     if (bucket.includes('\u0000')) return NO_BUCKET;
-    return this.write<Entry | Refusal>(bucket, [key], (view) => {
-      const current = view.live(key, now);
-      if (condition && !conditionHolds(condition, current)) return { refused: 'precondition', current };
-      // `update` may throw (not a number, overflow) before anything changed.
-      const next = update(current);
-      const old = view.size(key);
-      view.check({ keys: old === undefined ? 1 : 0, bytes: entrySize(Buffer.from(key), next.data) - (old ?? 0) });
-      const revision = view.next();
-      const createRevision = view.set(key, next.type, next.data, next.expiresAt, revision, now);
-      view.operation(revision, 'counter');
-      return { ...next, revision, createRevision };
-    }, actor);
+    return this.keyWrite(bucket, { ...update, key, now, condition, actor });
+  }
+
+  /** A write of one key (never a stale listing: only a transaction's prefix deletes list). */
+  private async keyWrite<O extends SetOp | DeleteOp | CounterOp>(bucket: string, op: O): Promise<ResultOf<O>> {
+    return (await this.write(bucket, op, [op.key])) as ResultOf<O>;
   }
 
   async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
@@ -583,43 +554,9 @@ export class PostgresStore implements Store {
         }
       }
       const keys = [...new Set([...opKeys, ...[...under.values()].flat()])];
-      const outcome = await this.write<CommitOutcome | typeof STALE_LISTING>(bucket, keys, (view) => {
-        // A rollback commits only at the revision it was planned against (view.revision: the bucket's, after the batch's earlier writes).
-        if (options.expectRevision !== undefined && view.revision !== options.expectRevision) return { refused: 'moved' };
-        if (at !== undefined && view.revision !== at) return STALE_LISTING;
-        const entries = new Map<string, Entry>();
-        for (const key of reads.keys) {
-          const entry = view.live(key, now);
-          if (entry) entries.set(key, entry);
-        }
-        const resolved = resolveTransaction(ops, entries, under);
-        if (resolved.failed.length > 0) return { refused: 'checks', failed: resolved.failed };
-        const answer = (revision: number): CommitOutcome => (resolved.reports ? { revision, results: resolved.results } : { revision });
-        // Checks and reads alone change nothing: no new revision.
-        if (resolved.writes.length === 0) return answer(view.revision);
-        // Writes are blind, so the outcome is the last write on each key.
-        const final = lastWritePerKey(resolved.writes);
-        // The quota counts the transaction as a whole, from each final key's size before it.
-        const delta = { keys: 0, bytes: 0 };
-        for (const op of final) {
-          const old = view.size(op.key);
-          if (op.op === 'set') {
-            delta.keys += old === undefined ? 1 : 0;
-            delta.bytes += entrySize(Buffer.from(op.key), op.value.data) - (old ?? 0);
-          } else if (old !== undefined) {
-            delta.keys -= 1;
-            delta.bytes -= old;
-          }
-        }
-        view.check(delta);
-        const revision = view.next();
-        for (const op of final) {
-          if (op.op === 'set') view.set(op.key, op.value.type, op.value.data, op.expiresAt, revision, now);
-          else view.remove(op.key, revision);
-        }
-        view.operation(revision, options.operation ?? 'transaction');
-        return answer(revision);
-      }, options.actor);
+      const listed = at === undefined ? undefined : { at, under };
+      const op: CommitOp = { op: 'commit', ops, now, expectRevision: options.expectRevision, operation: options.operation, actor: options.actor, listed };
+      const outcome = await this.write(bucket, op, keys);
       if (outcome !== STALE_LISTING) return outcome;
       // Writers kept changing the bucket between the listing and the batch: say so rather than spin.
       if (attempt >= MAX_LISTING_ATTEMPTS) throw new StorageUnavailableError(new Error(`the bucket changed under a prefix delete ${MAX_LISTING_ATTEMPTS} times in a row`));

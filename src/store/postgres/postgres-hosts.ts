@@ -1,4 +1,4 @@
-import { describeError } from './storage-errors.js';
+import { describeError } from '../storage-errors.js';
 
 /**
  * libpq's multi-host connection strings for node-postgres, which takes only one host:

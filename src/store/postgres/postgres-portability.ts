@@ -1,11 +1,11 @@
 import type pg from 'pg';
-import { type Quota, checkQuota } from './quota.js';
-import { prefixUpperBound } from '../values/keys.js';
-import { type CompiledStatement, bind } from './statements.js';
-import { StorageUnavailableError, isPostgresConnectionError } from './storage-errors.js';
-import type { Entry, EntrySnapshot, ImportStaging, KeyedEntry, Written } from './store.js';
-import { type EntryRow, toEntry } from './entry-row.js';
-import { actorFields } from './change-row.js';
+import { type Quota, checkQuota } from '../quota.js';
+import { prefixUpperBound } from '../../values/keys.js';
+import { type CompiledStatement, bind } from '../statements.js';
+import { StorageUnavailableError, isPostgresConnectionError } from '../storage-errors.js';
+import type { Entry, EntrySnapshot, ImportStaging, KeyedEntry, Written } from '../store.js';
+import { type EntryRow, toEntry } from '../entry-row.js';
+import { actorFields } from '../change-row.js';
 
 /** The compiled statements (statements.ts) an export or import runs, by name. */
 type Statements = Record<string, CompiledStatement>;

@@ -1,6 +1,6 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { closeSync, constants, openSync, statSync } from 'node:fs';
-import type { StorageFailureCode } from '../errors.js';
+import type { StorageFailureCode } from '../../errors.js';
 
 /** Another process (a running `kvb serve`, a `kvb db restore`) holds the database's lock. */
 export class DatabaseInUseError extends Error {

@@ -1,0 +1,236 @@
+/**
+ * The write rules, once for every engine: conditions, quotas, revision assignment, the change
+ * rows and history's operations. `applyBatch` runs a batch of writes (write-ops.ts) in order
+ * against a view of their bucket (write-view.ts), each deciding everything (its condition, its
+ * quota, its own errors) before it changes the batch's state, so a refused or failed write leaves
+ * nothing behind. Pure: it reads only the view and returns what the batch did as data; the engine
+ * persists that, and the caller answers and feeds caches and watchers from it.
+ */
+import { type EntryRow, isLive, toEntry } from '../entry-row.js';
+import type { HistoryOperation } from '../history-types.js';
+import { type Quota, type Usage, checkQuota, entrySize, quotaSet } from '../quota.js';
+import type { CommitOutcome, Deleted, Entry, Refusal, Written } from './write-types.js';
+import { conditionHolds } from './conditions.js';
+import { counterEntry } from './counter.js';
+import { MAX_PREFIX_DELETE_KEYS, lastWritePerKey, prefixListLimit, readsOf, resolveTransaction } from './txn-resolution.js';
+import type { CommitOp, CounterOp, DeleteOp, OpOutcome, SetOp, WriteOp } from './write-ops.js';
+import type { BatchResult, ChangeRecord, WriteView } from './write-view.js';
+
+/** Every write's answer when its bucket is gone. */
+export const NO_BUCKET = { refused: 'no_bucket' } as const;
+
+const compareKeys = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+
+/** The batch's state: the view, and what the batch's writes so far changed over it. */
+class BatchState {
+  revision: number | undefined;
+  readonly usage: Usage = { keys: 0, bytes: 0 };
+  readonly changes: ChangeRecord[] = [];
+  readonly operations: Array<{ revision: number; operation: HistoryOperation }> = [];
+  /** Rows as the batch sees them: read from the view once, then as the batch wrote them (undefined: absent). */
+  private readonly rows = new Map<string, EntryRow | undefined>();
+  /** Keys the batch wrote. */
+  private readonly written = new Set<string>();
+
+  constructor(
+    private readonly view: WriteView,
+    private readonly quota: Quota,
+  ) {
+    this.revision = view.revision;
+  }
+
+  row(key: string): EntryRow | undefined {
+    if (this.rows.has(key)) return this.rows.get(key);
+    const row = this.view.row(key);
+    this.rows.set(key, row);
+    return row;
+  }
+
+  /** The key's entry if it is live at `now` (the write's clock). */
+  live(key: string, now: number): Entry | undefined {
+    const row = this.row(key);
+    return row && isLive(row, now) ? toEntry(row) : undefined;
+  }
+
+  /** The bytes the key counts now (undefined: absent). */
+  size(key: string): number | undefined {
+    const row = this.row(key);
+    return row && entrySize(Buffer.from(key), row.value);
+  }
+
+  /** Refuses (507) a usage change over the quota; called before anything changes. */
+  checkQuota(delta: Usage): void {
+    if (!quotaSet(this.quota)) return;
+    const before = this.view.usage();
+    checkQuota(this.quota, { keys: before.keys + this.usage.keys, bytes: before.bytes + this.usage.bytes }, delta);
+  }
+
+  /** What setting `key` to `data` changes in the usage. */
+  setDelta(key: string, data: Buffer): Usage {
+    const old = this.size(key);
+    return { keys: old === undefined ? 1 : 0, bytes: entrySize(Buffer.from(key), data) - (old ?? 0) };
+  }
+
+  /** The next revision: every committed write takes exactly one. */
+  next(): number {
+    this.revision = this.revision! + 1;
+    return this.revision;
+  }
+
+  /**
+   * Sets a key at `revision` (after `checkQuota`), counting its usage and logging the change. A
+   * row live at `now` keeps its create revision; returns the key's create revision after the set.
+   */
+  set(op: { key: string; now: number; actor?: WriteOp['actor'] }, value: Entry['type'], data: Buffer, expiresAt: number | null, revision: number): number {
+    const { key, now } = op;
+    const before = this.row(key);
+    const delta = this.setDelta(key, data);
+    const createRevision = before && isLive(before, now) ? Number(before.create_revision) : revision;
+    this.usage.keys += delta.keys;
+    this.usage.bytes += delta.bytes;
+    this.rows.set(key, { type: value, value: data, expires_at: expiresAt, revision, create_revision: createRevision });
+    this.written.add(key);
+    this.changes.push({ key, kind: 'set', value: { type: value, data }, expiresAt, revision, createRevision, actor: op.actor });
+    return createRevision;
+  }
+
+  /** Removes a key at `revision`; false (nothing logged) when it was not there. */
+  remove(op: { key: string; actor?: WriteOp['actor'] }, revision: number): boolean {
+    const old = this.size(op.key);
+    if (old === undefined) return false;
+    this.usage.keys -= 1;
+    this.usage.bytes -= old;
+    this.rows.set(op.key, undefined);
+    this.written.add(op.key);
+    this.changes.push({ key: op.key, kind: 'delete', value: undefined, expiresAt: null, revision, createRevision: null, actor: op.actor });
+    return true;
+  }
+
+  /**
+   * Up to `limit` keys live at `now` under `prefix`: the view's, as this batch's earlier writes
+   * left them (asked for enough extra keys to make up for the ones those writes removed).
+   */
+  liveKeys(prefix: string, now: number, limit: number): string[] {
+    const mine = [...this.written].filter((key) => key.startsWith(prefix));
+    if (mine.length === 0) return this.view.liveKeys(prefix, now, limit);
+    const keys = new Set(this.view.liveKeys(prefix, now, limit + mine.length));
+    for (const key of mine) {
+      if (this.live(key, now)) keys.add(key);
+      else keys.delete(key);
+    }
+    return [...keys].sort(compareKeys).slice(0, limit);
+  }
+}
+
+/** Runs `ops` in order against `view`; see the module comment. */
+export function applyBatch(view: WriteView, ops: readonly WriteOp[], quota: Quota): BatchResult {
+  const batch = new BatchState(view, quota);
+  const outcomes = ops.map((op): OpOutcome => {
+    try {
+      if (batch.revision === undefined) return { ok: true, value: NO_BUCKET };
+      switch (op.op) {
+        case 'set':
+          return { ok: true, value: set(batch, op) };
+        case 'delete':
+          return { ok: true, value: remove(batch, op) };
+        case 'counter':
+          return { ok: true, value: counter(batch, op) };
+        case 'commit': {
+          const value = commit(batch, op);
+          return value === STALE ? { ok: false, stale: true } : { ok: true, value };
+        }
+      }
+    } catch (error) {
+      return { ok: false, error };
+    }
+  });
+  return { outcomes, revision: batch.revision, usage: batch.usage, changes: batch.changes, operations: batch.operations };
+}
+
+function set(batch: BatchState, op: SetOp): Written | Refusal {
+  if (op.condition) {
+    const current = batch.live(op.key, op.now);
+    if (!conditionHolds(op.condition, current)) return { refused: 'precondition', current };
+  }
+  batch.checkQuota(batch.setDelta(op.key, op.value.data));
+  const revision = batch.next();
+  batch.set(op, op.value.type, op.value.data, op.expiresAt, revision);
+  return { revision };
+}
+
+function remove(batch: BatchState, op: DeleteOp): Deleted | Refusal {
+  const current = batch.live(op.key, op.now);
+  if (op.condition && !conditionHolds(op.condition, current)) return { refused: 'precondition', current };
+  // An absent key is no change; an expired one is removed (a change, like the sweeper's) but answers 404.
+  if (batch.row(op.key) === undefined) return { deleted: false };
+  const revision = batch.next();
+  batch.remove(op, revision);
+  return { deleted: current !== undefined, revision };
+}
+
+function counter(batch: BatchState, op: CounterOp): Entry | Refusal {
+  const current = batch.live(op.key, op.now);
+  if (op.condition && !conditionHolds(op.condition, current)) return { refused: 'precondition', current };
+  const next = counterEntry(op, current);
+  batch.checkQuota(batch.setDelta(op.key, next.data));
+  const revision = batch.next();
+  const createRevision = batch.set(op, next.type, next.data, next.expiresAt, revision);
+  batch.operations.push({ revision, operation: 'counter' });
+  return { ...next, revision, createRevision };
+}
+
+const STALE = Symbol('stale listing');
+
+/** The keys under each prefix a transaction deletes, listed from the batch (bounded: prefixListLimit). */
+function listPrefixes(batch: BatchState, prefixes: string[], now: number): Map<string, string[]> {
+  const under = new Map<string, string[]>();
+  let listed = 0;
+  for (const prefix of prefixes) {
+    if (listed > MAX_PREFIX_DELETE_KEYS) break;
+    const keys = batch.liveKeys(prefix, now, prefixListLimit(listed));
+    under.set(prefix, keys);
+    listed += keys.length;
+  }
+  return under;
+}
+
+function commit(batch: BatchState, op: CommitOp): CommitOutcome | typeof STALE {
+  const { ops, now } = op;
+  // A rollback commits only at the revision it was planned against.
+  if (op.expectRevision !== undefined && batch.revision !== op.expectRevision) return { refused: 'moved' };
+  // An engine's listing is exact only while nothing was written since it was made.
+  if (op.listed && op.listed.at !== batch.revision) return STALE;
+  const reads = readsOf(ops);
+  const entries = new Map<string, Entry>();
+  for (const key of reads.keys) {
+    const entry = batch.live(key, now);
+    if (entry) entries.set(key, entry);
+  }
+  const under = op.listed?.under ?? listPrefixes(batch, reads.prefixes, now);
+  const resolved = resolveTransaction(ops, entries, under);
+  if (resolved.failed.length > 0) return { refused: 'checks', failed: resolved.failed };
+  const answer = (revision: number): CommitOutcome => (resolved.reports ? { revision, results: resolved.results } : { revision });
+  // Checks and reads alone change nothing: no new revision.
+  if (resolved.writes.length === 0) return answer(batch.revision!);
+  // Writes are blind, so the outcome is the last write on each key; the quota counts the
+  // transaction as a whole, from each final key's size before it (a set that a delete in the
+  // same transaction makes room for passes).
+  const final = lastWritePerKey(resolved.writes);
+  const delta = { keys: 0, bytes: 0 };
+  for (const write of final) {
+    const change = write.op === 'set' ? batch.setDelta(write.key, write.value.data) : removeDelta(batch.size(write.key));
+    delta.keys += change.keys;
+    delta.bytes += change.bytes;
+  }
+  batch.checkQuota(delta);
+  const revision = batch.next();
+  for (const write of final) {
+    const target = { key: write.key, now, actor: op.actor };
+    if (write.op === 'set') batch.set(target, write.value.type, write.value.data, write.expiresAt, revision);
+    else batch.remove(target, revision);
+  }
+  batch.operations.push({ revision, operation: op.operation ?? 'transaction' });
+  return answer(revision);
+}
+
+const removeDelta = (old: number | undefined): Usage => (old === undefined ? { keys: 0, bytes: 0 } : { keys: -1, bytes: -old });
