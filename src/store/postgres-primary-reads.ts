@@ -63,26 +63,35 @@ export function primaryResult<R extends pg.QueryResultRow>(result: pg.QueryResul
 export const isStandbyRead = (err: unknown) => err instanceof StorageUnavailableError && err.cause instanceof StandbyReadError;
 
 /**
- * Retires a pool's connections once any of them reaches a standby: a connection opened before
- * that moment may lead to the demoted node (through a pooler it does not notice the failover), so
- * it is closed when it next leaves the pool instead of being used. New connections search for
- * the writable host again. One failover costs each connection one reconnect, nothing in between.
+ * Retires a pool's connections to a host once one of them reaches a standby there: the others
+ * lead to the same demoted node (a pooler in front of it does not notice the failover), so each
+ * is closed when it next leaves the pool instead of being used. Connections to other hosts are
+ * kept. One failover costs each connection to the demoted host one reconnect, nothing more.
  */
 export class ConnectionEpochs {
-  private epoch = 0;
+  /** Per host (as the connection names it): how many times a standby answered there. */
+  private readonly epochs = new Map<string, number>();
   private readonly born = new WeakMap<pg.Client, number>();
 
   constructor(pool: pg.Pool) {
-    pool.on('connect', (client) => this.born.set(client, this.epoch));
+    pool.on('connect', (client) => this.born.set(client, this.epochOf(client)));
   }
 
-  /** A standby answered on some connection: every connection open now is retired. */
-  standbySeen(): void {
-    this.epoch++;
+  private static host(client: pg.Client): string {
+    return `${client.host}:${client.port}`;
   }
 
-  /** Whether `client` was opened before the last standby answer. */
+  private epochOf(client: pg.Client): number {
+    return this.epochs.get(ConnectionEpochs.host(client)) ?? 0;
+  }
+
+  /** A standby answered on `client`: every connection to its host open now is retired. */
+  standbySeen(client: pg.Client): void {
+    this.epochs.set(ConnectionEpochs.host(client), this.epochOf(client) + 1);
+  }
+
+  /** Whether `client` was opened before the last standby answer on its host. */
   retired(client: pg.Client): boolean {
-    return (this.born.get(client) ?? this.epoch) < this.epoch;
+    return (this.born.get(client) ?? this.epochOf(client)) < this.epochOf(client);
   }
 }

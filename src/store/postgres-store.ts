@@ -329,7 +329,7 @@ export class PostgresStore implements Store {
       } catch (err) {
         throw this.failure(err);
       }
-      return this.fromPrimary<R>(result);
+      return this.fromPrimary<R>(result, client as pg.PoolClient);
     }
     try {
       return await this.send<R>(client, statement, values);
@@ -354,7 +354,7 @@ export class PostgresStore implements Store {
     };
     const client = await this.checkout(onError);
     try {
-      return this.fromPrimary<R>(await this.send(client, read, values));
+      return this.fromPrimary<R>(await this.send(client, read, values), client);
     } catch (err) {
       broken ??= err;
       throw this.failure(err);
@@ -364,14 +364,18 @@ export class PostgresStore implements Store {
     }
   }
 
-  /** A checked read's own rows; when a standby answered, the connections open now are retired and the host forgotten. */
-  private fromPrimary<R extends pg.QueryResultRow>(result: pg.QueryResult<pg.QueryResultRow>): pg.QueryResult<R> {
+  /**
+   * A checked read's own rows. When a standby answered: the connections to its host open now are
+   * retired, and the host is forgotten if it was the chosen one (only then: the others may already
+   * have moved to the new primary, which a search from the first host could only delay).
+   */
+  private fromPrimary<R extends pg.QueryResultRow>(result: pg.QueryResult<pg.QueryResultRow>, client: pg.PoolClient): pg.QueryResult<R> {
     try {
       return primaryResult<R>(result);
     } catch (err) {
       if (isStandbyRead(err)) {
-        this.epochs.standbySeen();
-        this.hostSelector?.forget();
+        this.epochs.standbySeen(client);
+        this.hostSelector?.forget({ host: client.host, port: client.port });
       }
       throw err;
     }
@@ -407,10 +411,8 @@ export class PostgresStore implements Store {
   /**
    * storageError, and: a read-only server reached through a multi-host URL is a failover in
    * progress, so the next connect searches for the primary again and the caller gets 503, not 507.
-   * Either way the connections open now may lead to the demoted node (through a pooler): retired.
    */
   private failure(err: unknown): unknown {
-    if (errorCode(err) === READ_ONLY) this.epochs.standbySeen();
     if (errorCode(err) === READ_ONLY && this.hostSelector) {
       this.hostSelector.forget();
       return new StorageUnavailableError(err);

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { compileHistory } from '../../src/store/history-statements.js';
 import { StandbyReadError, checkingPrimary, isPlainRead, primaryResult } from '../../src/store/postgres-primary-reads.js';
 import {
+  type CompiledStatement,
   LIST_SHAPES,
   compileAll,
   compileStatement,
@@ -18,7 +19,7 @@ import { StorageUnavailableError } from '../../src/store/storage-errors.js';
 
 const builder = queryBuilder('postgres', 'kvb');
 /** Every statement the PostgreSQL store compiles (as postgres-store.ts does). */
-const all = {
+const all: Record<string, CompiledStatement> = {
   ...compileAll(sharedStatements(builder)),
   ...compileAll(postgresStatements(builder)),
   ...compileAll(postgresBatchStatements('kvb')),
