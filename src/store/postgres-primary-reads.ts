@@ -56,7 +56,12 @@ export function primaryResult<R extends pg.QueryResultRow>(result: pg.QueryResul
     delete row[STANDBY];
     rows.push(row as R);
   }
-  return { ...result, rows, rowCount: rows.length, fields: result.fields.filter((f) => f.name !== ROW && f.name !== STANDBY) };
+  // In place: the result is this read's alone.
+  const own = result as pg.QueryResult<R>;
+  own.rows = rows;
+  own.rowCount = rows.length;
+  own.fields = result.fields.filter((f) => f.name !== ROW && f.name !== STANDBY);
+  return own;
 }
 
 /** Whether an error is a read that a standby answered (see `primaryResult`). */

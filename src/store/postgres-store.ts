@@ -375,7 +375,9 @@ export class PostgresStore implements Store {
     } catch (err) {
       if (isStandbyRead(err)) {
         this.epochs.standbySeen(client);
-        this.hostSelector?.forget({ host: client.host, port: client.port });
+        // A listed host without a port is connected to on the default one.
+        const chosen = this.hostSelector?.current;
+        if (chosen && chosen.host === client.host && (chosen.port ?? client.port) === client.port) this.hostSelector?.forget(chosen);
       }
       throw err;
     }
