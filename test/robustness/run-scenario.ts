@@ -91,7 +91,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     } else {
       const schema = uniqueName(`kvb_robust_${scenario.name.replace(/\W/g, '_')}`);
       let base: string;
-      if (scenario.backend === 'ha') {
+      if (scenario.backend === 'ha' || scenario.backend === 'ha-pgbouncer') {
         const unlock = await lockCluster();
         // Leave the cluster whole (primary + synchronous standby) for whoever uses it next.
         defer(options, async () => {
@@ -99,7 +99,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
           unlock();
         });
         await waitHealthy();
-        base = process.env.KVB_TEST_HA_URL!;
+        base = scenario.backend === 'ha' ? process.env.KVB_TEST_HA_URL! : process.env.KVB_TEST_HA_PGBOUNCER_URL!;
         defer(options, () => onPrimary((c) => c.query(`drop schema if exists "${schema}" cascade`)).then(() => {}));
       } else {
         base = scenario.backend === 'pgbouncer' ? process.env.KVB_TEST_PGBOUNCER_URL! : process.env.KVB_TEST_POSTGRES_URL!;
@@ -204,9 +204,14 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
           }
           return;
         case 'switchover':
+          await sleep(Math.min(2000, runMs / 4));
+          // Back and forth while the run lasts: each switchover demotes a node that stays reachable (as a standby).
+          do faults.push(await switchover());
+          while (faulting());
+          return;
         case 'kill-primary':
           await sleep(Math.min(2000, runMs / 4));
-          faults.push(scenario.nemesis === 'switchover' ? await switchover() : await killPrimary());
+          faults.push(await killPrimary());
           return;
       }
     })().catch(clientErrors('fault'));

@@ -3,7 +3,8 @@
  * fault (nemesis) injected while the clients run.
  */
 
-export type Backend = 'sqlite' | 'postgres' | 'pgbouncer' | 'ha';
+/** `ha-pgbouncer`: the Patroni cluster through the PgBouncer in front of each node (both listed in the URL). */
+export type Backend = 'sqlite' | 'postgres' | 'pgbouncer' | 'ha' | 'ha-pgbouncer';
 
 export type Nemesis =
   /** No fault: the baseline every checker must pass on. */
@@ -14,7 +15,7 @@ export type Nemesis =
   | 'pause'
   /** Through a TCP proxy to PostgreSQL: every connection cut, or new ones refused for ~1 s. */
   | 'cut'
-  /** Patroni switchover to the synchronous standby, under load. */
+  /** Patroni switchover to the synchronous standby, under load; again (once the cluster is whole) while the fault lasts. */
   | 'switchover'
   /** kill -9 of the primary's postmaster; Patroni promotes the synchronous standby. */
   | 'kill-primary';
@@ -47,6 +48,8 @@ export const SCENARIOS: Scenario[] = [
   { name: 'pgbouncer2-kill', backend: 'pgbouncer', instances: 2, nemesis: 'kill', args: PG_ARGS, ci: true },
   { name: 'ha2-switchover', backend: 'ha', instances: 2, nemesis: 'switchover', args: PG_ARGS, ci: true },
   { name: 'ha2-kill-primary', backend: 'ha', instances: 2, nemesis: 'kill-primary', args: PG_ARGS, ci: true },
+  // The demoted node keeps answering through its PgBouncer, as a standby: no read may come from it.
+  { name: 'ha2-pgbouncer-switchover', backend: 'ha-pgbouncer', instances: 2, nemesis: 'switchover', args: PG_ARGS, ci: true },
   // Lock holders paused past their TTL, each writing under its fencing token ({"check", "created"}).
   { name: 'sqlite-locks', backend: 'sqlite', instances: 1, nemesis: 'pause', args: [], ci: true, locks: true },
   { name: 'pg2-locks-kill', backend: 'postgres', instances: 2, nemesis: 'kill', args: PG_ARGS, ci: true, locks: true },
@@ -66,5 +69,9 @@ export function missingService(scenario: Scenario): string | undefined {
       return process.env.KVB_TEST_HA_URL && process.env.KVB_TEST_HA_DIR
         ? undefined
         : 'no HA cluster: KVB_TEST_HA_URL and KVB_TEST_HA_DIR are not set (start one with .ci/start-ha-cluster)';
+    case 'ha-pgbouncer':
+      return process.env.KVB_TEST_HA_PGBOUNCER_URL && process.env.KVB_TEST_HA_DIR
+        ? undefined
+        : 'no HA cluster with PgBouncers: KVB_TEST_HA_PGBOUNCER_URL and KVB_TEST_HA_DIR are not set (start one with .ci/start-ha-cluster)';
   }
 }

@@ -6,6 +6,7 @@ import { StorageUnavailableError, isPostgresConnectionError } from '../storage-e
 import type { Entry, EntrySnapshot, ImportStaging, KeyedEntry, Written } from '../store.js';
 import { type EntryRow, toEntry } from '../entry-row.js';
 import { actorFields } from '../change-row.js';
+import { checkingPrimary, primaryResult } from './postgres-primary-reads.js';
 
 /** The compiled statements (statements.ts) an export or import runs, by name. */
 type Statements = Record<string, CompiledStatement>;
@@ -79,7 +80,8 @@ export async function openPostgresSnapshot(pool: pg.Pool, sql: Statements, bucke
   let revision: number;
   try {
     await connection.run('begin isolation level repeatable read read only');
-    const { rows } = await connection.statement<{ revision: number }>(sql.bucketRevision!, { bucket });
+    // Asked with the snapshot's first statement: a snapshot a standby took is refused (see postgres-primary-reads.ts).
+    const { rows } = primaryResult<{ revision: number }>(await connection.statement(checkingPrimary(sql.bucketRevision!), { bucket }));
     if (rows[0] === undefined) {
       await connection.run('rollback').catch(() => {});
       connection.release();

@@ -33,6 +33,7 @@ import {
   sharedStatements,
 } from '../statements.js';
 import { hostSelection } from './postgres-host-client.js';
+import { ConnectionEpochs, checkingPrimary, isPlainRead, isStandbyRead, primaryResult } from './postgres-primary-reads.js';
 import { type HostSelector, type PostgresHosts, describeHosts, needsSelection, parsePostgresHosts } from './postgres-hosts.js';
 import { StorageUnavailableError, isPostgresConnectionError, mayHaveReachedServer } from '../storage-errors.js';
 import {
@@ -223,6 +224,8 @@ export class PostgresStore implements Store {
   readonly stats: StoreStats = { sweptKeys: 0, cacheHits: 0, cacheMisses: 0 };
   readonly cachesEntries = false;
   private readonly sql: Record<string, CompiledStatement>;
+  /** The plain reads, each also asking whether a primary answers (see postgres-primary-reads.ts). */
+  private readonly primaryReads: Record<string, CompiledStatement>;
   quota: Quota = NO_QUOTA;
   /** With a multi-host URL or target_session_attrs: which host kvb connects to (see postgres-hosts.ts). */
   private hostSelector: HostSelector | undefined;
@@ -236,6 +239,7 @@ export class PostgresStore implements Store {
 
   private constructor(
     private readonly pool: pg.Pool,
+    private readonly epochs: ConnectionEpochs,
     private readonly db: Kysely<Database>,
     private readonly schema: string,
     private readonly named: boolean,
@@ -257,6 +261,7 @@ export class PostgresStore implements Store {
       ...compileHistory(builder, 'pg_temp.kvb_import'),
       ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
     };
+    this.primaryReads = Object.fromEntries(Object.entries(this.sql).flatMap(([name, s]) => (isPlainRead(s.sql) ? [[name, checkingPrimary(s)]] : [])));
   }
 
   static async open(options: PostgresOptions): Promise<PostgresStore> {
@@ -278,6 +283,8 @@ export class PostgresStore implements Store {
     });
     // An idle client whose connection dies emits 'error' on the pool; unhandled, that would end the process.
     pool.on('error', (err) => options.onBackgroundError?.(err));
+    // Before the first connect: it stamps every connection.
+    const epochs = new ConnectionEpochs(pool);
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     try {
       const { rows } = await pool.query<{ version: string }>("select current_setting('server_version') as version");
@@ -297,7 +304,7 @@ export class PostgresStore implements Store {
         `PostgreSQL ${rows[0]?.version ?? '?'}; ${selection ? `hosts ${describeHosts(hosts.hosts)} (target_session_attrs=${hosts.targetSessionAttrs}); ` : ''}named prepared statements ${named ? 'used' : 'not used'}${why}; ` +
         'kvb uses row locks on bucket rows, transactional DDL and lease rows; it does not use advisory locks, ctid, SKIP LOCKED or session settings';
       const batching = options.batchWrites === false ? '; writes one at a time per bucket (--pg-batch-writes off)' : '; concurrent writes to a bucket share one statement (--pg-batch-writes on)';
-      const store = new PostgresStore(pool, db, schema, named, capabilities + batching, options.batchWrites === false ? 1 : MAX_BATCH, options.poolSize);
+      const store = new PostgresStore(pool, epochs, db, schema, named, capabilities + batching, options.batchWrites === false ? 1 : MAX_BATCH, options.poolSize);
       store.quota = options.quota ?? NO_QUOTA;
       store.hostSelector = selection?.selector;
       return store;
@@ -311,14 +318,94 @@ export class PostgresStore implements Store {
     const statement = this.sql[name];
     if (!statement) throw new Error(`no statement ${name}`);
     const values = bind(statement, args);
+    const read = this.primaryReads[name];
+    if (read) {
+      // A standby's answer is discarded; on the pool the read runs once more, on a connection opened after it.
+      if (client === this.pool) return withRetries(() => this.readOnPrimary<R>(read, values));
+      let result: pg.QueryResult;
+      try {
+        result = await this.send(client, read, values);
+      } catch (err) {
+        throw this.failure(err);
+      }
+      return this.fromPrimary<R>(result, client as pg.PoolClient);
+    }
     try {
-      return await client.query<R>(this.named ? { name: `kvb_${name}`, text: statement.sql, values } : { text: statement.sql, values });
+      return await this.send<R>(client, statement, values);
     } catch (err) {
       // Outside a transaction a write commits by itself: its answer lost, whether it happened is unknown.
       if (client === this.pool && !/^\s*select\b/i.test(statement.sql) && mayHaveReachedServer(err)) {
         throw new StorageUnavailableError(err, { outcomeUnknown: true });
       }
       throw this.failure(err);
+    }
+  }
+
+  private send<R extends pg.QueryResultRow>(client: Client, statement: CompiledStatement, values: unknown[]): Promise<pg.QueryResult<R>> {
+    return client.query<R>(this.named ? { name: `kvb_${statement.name}`, text: statement.sql, values } : { text: statement.sql, values });
+  }
+
+  /** One try of a read on a connection of its own, which is closed if it failed or reached a standby. */
+  private async readOnPrimary<R extends pg.QueryResultRow>(read: CompiledStatement, values: unknown[]): Promise<pg.QueryResult<R>> {
+    let broken: unknown;
+    const onError = (err: unknown) => {
+      broken = err;
+    };
+    const client = await this.checkout(onError);
+    try {
+      return this.fromPrimary<R>(await this.send(client, read, values), client);
+    } catch (err) {
+      broken ??= err;
+      throw this.failure(err);
+    } finally {
+      client.off('error', onError);
+      client.release(broken === undefined ? undefined : true);
+    }
+  }
+
+  /**
+   * A checked read's own rows. When a standby answered: the connections to its host open now are
+   * retired, and the host is forgotten if it was the chosen one (only then: the others may already
+   * have moved to the new primary, which a search from the first host could only delay).
+   */
+  private fromPrimary<R extends pg.QueryResultRow>(result: pg.QueryResult<pg.QueryResultRow>, client: pg.PoolClient): pg.QueryResult<R> {
+    try {
+      return primaryResult<R>(result);
+    } catch (err) {
+      if (isStandbyRead(err)) {
+        this.epochs.standbySeen(client);
+        // A listed host without a port is connected to on the default one.
+        const chosen = this.hostSelector?.current;
+        if (chosen && chosen.host === client.host && (chosen.port ?? client.port) === client.port) this.hostSelector?.forget(chosen);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * A pooled connection opened since the last standby answer (older ones are closed on the way
+   * out, see ConnectionEpochs), with `onError` listening: a checked-out client whose connection
+   * dies emits 'error' on itself, not on the pool; unhandled, that would end the process. The
+   * listener goes on in the connect callback: a promise would leave a gap in which a termination
+   * notice arriving in the same network read finds no listener.
+   */
+  private async checkout(onError: (err: unknown) => void): Promise<pg.PoolClient> {
+    for (;;) {
+      let client: pg.PoolClient;
+      try {
+        client = await new Promise<pg.PoolClient>((resolve, reject) =>
+          this.pool.connect((err, connected) => {
+            if (err || !connected) return reject(err ?? new Error('no client'));
+            connected.on('error', onError);
+            resolve(connected);
+          }),
+        );
+      } catch (err) {
+        throw this.failure(err);
+      }
+      if (!this.epochs.retired(client)) return client;
+      client.off('error', onError);
+      client.release(true);
     }
   }
 
@@ -343,25 +430,10 @@ export class PostgresStore implements Store {
   async transaction<T, R = never>(work: (client: pg.PoolClient) => Promise<T | Rollback<R>>): Promise<T | R> {
     return withRetries(async () => {
       let broken: unknown;
-      // A checked-out client whose connection dies between two queries emits 'error' on itself,
-      // not on the pool; unhandled, that would end the process (the next query fails anyway).
-      // The listener goes on in the connect callback: a promise would leave a gap in which a
-      // termination notice arriving in the same network read finds no listener.
       const onError = (err: unknown) => {
         broken = err;
       };
-      let client: pg.PoolClient;
-      try {
-        client = await new Promise<pg.PoolClient>((resolve, reject) =>
-          this.pool.connect((err, connected) => {
-            if (err || !connected) return reject(err ?? new Error('no client'));
-            connected.on('error', onError);
-            resolve(connected);
-          }),
-        );
-      } catch (err) {
-        throw this.failure(err);
-      }
+      const client = await this.checkout(onError);
       let committing = false;
       try {
         await client.query('begin');
