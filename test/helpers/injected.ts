@@ -1,0 +1,20 @@
+/**
+ * The in-process apps of this test file, by origin (`http://127.0.0.1:PORT`): `call` (http.ts)
+ * sends a request to one of them through `app.inject()` instead of a socket. Kept apart from
+ * app-server.ts so that http.ts, used by every suite, does not load the server.
+ */
+export type Injector = (url: URL, init: RequestInit) => Promise<Response>;
+
+export const injectors = new Map<string, Injector>();
+
+/**
+ * What `call` may inject rather than send: a request to an in-process app that the caller cannot
+ * abort (inject has no signal, and a stream that never ends would hang it) and that is not a
+ * watch stream. Everything else goes through the socket.
+ */
+export function injectorFor(url: string, init: RequestInit): Injector | undefined {
+  if (injectors.size === 0 || init.signal) return undefined;
+  const parsed = new URL(url);
+  if (parsed.searchParams.has('watch')) return undefined;
+  return injectors.get(parsed.origin);
+}
