@@ -62,6 +62,7 @@ export async function startAppServer(options: AppServerOptions = {}): Promise<Ap
     const origin = new URL(url).origin;
     injectors.set(origin, injector(app, origin));
     const opened = store;
+    let stopped: Promise<void> | undefined;
     return {
       url,
       api: `${url}/api/v1`,
@@ -72,13 +73,18 @@ export async function startAppServer(options: AppServerOptions = {}): Promise<Ap
       logs: () => output,
       app,
       store: opened,
+      // Like a spawned server's, stop may be called again (a test's finally after a keepData stop):
+      // the server stops once, and a later call only removes the data.
       async stop({ keepData = false } = {}) {
-        injectors.delete(origin);
-        // As `kvb serve` on SIGTERM: watch streams end (preClose), connections close, then the store.
-        app.server.closeAllConnections();
-        await app.close();
-        await sweeper.stop();
-        await opened.close();
+        stopped ??= (async () => {
+          injectors.delete(origin);
+          // As `kvb serve` on SIGTERM: watch streams end (preClose), connections close, then the store.
+          app.server.closeAllConnections();
+          await app.close();
+          await sweeper.stop();
+          await opened.close();
+        })();
+        await stopped;
         if (!keepData) rmSync(dataDir, { recursive: true, force: true });
         if (!keepData && ownSchema) await dropSchema(ownSchema);
         return 0;

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket, expectError, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /** Inputs one storage engine takes in its stride and another might choke on (PostgreSQL text cannot hold NUL). */
-let server: RunningServer;
+let server: AppServer;
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
 });
 afterAll(async () => {
   await server.stop();

@@ -3,7 +3,7 @@ import { TEST_BACKEND } from '../helpers/backend.js';
 import { exportFile } from '../helpers/export-file.js';
 import { call, createBucket } from '../helpers/http.js';
 import { percentile } from '../helpers/latency.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /**
  * Long reads share the server: a rollback dry run or a folder listing reads page after page, and
@@ -16,9 +16,9 @@ import { type RunningServer, startServer } from '../helpers/server.js';
 // take minutes there (a query per page or folder). Skipped visibly on that backend.
 const onSqlite = TEST_BACKEND === 'sqlite';
 
-let server: RunningServer;
+let server: AppServer;
 beforeAll(async () => {
-  if (onSqlite) server = await startServer();
+  if (onSqlite) server = await startAppServer();
 });
 afterAll(async () => {
   await server?.stop();
