@@ -6,6 +6,8 @@ import { defineConfig } from 'vitest/config';
  * KVB_TEST_BACKEND=postgres, and exists only when KVB_TEST_POSTGRES_URL names a PostgreSQL the
  * tests may create schemas in; `pgbouncer` runs the same suites with every server connecting
  * through PgBouncer in transaction pooling mode (KVB_TEST_PGBOUNCER_URL, started by .ci/run).
+ * A fourth, `runtimes` (test/runtimes: the client under Deno and Bun), exists only for
+ * `npm run test:runtimes`, a step of its own that .ci/run runs once after `npm test`.
  */
 const postgresUrl = process.env.KVB_TEST_POSTGRES_URL;
 /** `npm run test:runtimes`: the client under Deno and Bun, a step of its own (see test/runtimes). */

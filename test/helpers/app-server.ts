@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { test as base } from 'vitest';
 import { buildApp } from '../../src/server/app.js';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig } from '../../src/server/server-config.js';
@@ -31,6 +32,8 @@ export interface AppServerOptions {
   db?: string;
 }
 
+const CONSOLE_DIR = fileURLToPath(new URL('../../dist/console/', import.meta.url));
+
 const isPostgres = (db: string) => /^postgres(ql)?:\/\//.test(db);
 
 /** Opens the store and starts the app on 127.0.0.1 at a free port. */
@@ -44,8 +47,9 @@ export async function startAppServer(options: AppServerOptions = {}): Promise<Ap
   }
   db ??= join(dataDir, 'kvb.db');
   const applicationName = isPostgres(db) ? uniqueName('kvb_server') : undefined;
-  // Access lines are what `kvb serve` logs by default; tests read them through logs().
-  const config: ServerConfig = { ...DEFAULT_SERVER_CONFIG, logLevel: 'info', console: true, ...options.config, db, host: '127.0.0.1', port: 0 };
+  // Access lines are what `kvb serve` logs by default; tests read them through logs(). The console
+  // is the build's (next to src it would be looked for in src/console).
+  const config: ServerConfig = { ...DEFAULT_SERVER_CONFIG, consoleDir: CONSOLE_DIR, ...options.config, db, host: '127.0.0.1', port: 0 };
   let output = '';
   let store: Store | undefined;
   try {

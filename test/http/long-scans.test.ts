@@ -3,7 +3,7 @@ import { TEST_BACKEND } from '../helpers/backend.js';
 import { exportFile } from '../helpers/export-file.js';
 import { call, createBucket } from '../helpers/http.js';
 import { percentile } from '../helpers/latency.js';
-import { type AppServer, startAppServer } from '../helpers/app-server.js';
+import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
  * Long reads share the server: a rollback dry run or a folder listing reads page after page, and
@@ -16,9 +16,11 @@ import { type AppServer, startAppServer } from '../helpers/app-server.js';
 // take minutes there (a query per page or folder). Skipped visibly on that backend.
 const onSqlite = TEST_BACKEND === 'sqlite';
 
-let server: AppServer;
+// Spawned: the property is the server process's event loop; in this process the test's own
+// requests would share that loop (and could starve the scans they time).
+let server: RunningServer;
 beforeAll(async () => {
-  if (onSqlite) server = await startAppServer();
+  if (onSqlite) server = await startServer();
 });
 afterAll(async () => {
   await server?.stop();
