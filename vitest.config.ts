@@ -6,8 +6,12 @@ import { defineConfig } from 'vitest/config';
  * KVB_TEST_BACKEND=postgres, and exists only when KVB_TEST_POSTGRES_URL names a PostgreSQL the
  * tests may create schemas in; `pgbouncer` runs the same suites with every server connecting
  * through PgBouncer in transaction pooling mode (KVB_TEST_PGBOUNCER_URL, started by .ci/run).
+ * A fourth, `runtimes` (test/runtimes: the client under Deno and Bun), exists only for
+ * `npm run test:runtimes`, a step of its own that .ci/run runs once after `npm test`.
  */
 const postgresUrl = process.env.KVB_TEST_POSTGRES_URL;
+/** `npm run test:runtimes`: the client under Deno and Bun, a step of its own (see test/runtimes). */
+const runtimes = process.env.KVB_TEST_RUNTIMES === '1';
 const pgbouncerUrl = postgresUrl ? process.env.KVB_TEST_PGBOUNCER_URL : undefined;
 // The config is loaded more than once per run; say it once.
 if (process.env.KVB_TEST_NOTICE_SHOWN) {
@@ -41,8 +45,9 @@ export default defineConfig({
       {
         extends: true,
         // Without PostgreSQL the multi-instance files run here only to report themselves skipped.
-        test: { name: 'sqlite', include: ['test/**/*.test.ts'], exclude: postgresUrl ? ['test/multi-instance/**'] : [] },
+        test: { name: 'sqlite', include: ['test/**/*.test.ts'], exclude: ['test/runtimes/**', ...(postgresUrl ? ['test/multi-instance/**'] : [])] },
       },
+      ...(runtimes ? [{ extends: true as const, test: { name: 'runtimes', include: ['test/runtimes/**/*.test.ts'] } }] : []),
       ...(postgresUrl
         ? [
             {

@@ -2,13 +2,10 @@ import type { FastifyRequest } from 'fastify';
 import { type KeyRole, type Operation, type Principal, allows } from '../auth/access.js';
 import { credentialDigest, matchCredential } from '../auth/credential-hash.js';
 import { type TokenClaims, looksLikeJwt, tokenKey, verifyToken } from '../auth/tokens.js';
-import { VerificationScheduler } from '../auth/verification-scheduler.js';
 import { KvbError } from '../errors.js';
 import type { Actor } from '../store/history-types.js';
-import { type BucketCache, type CachedBucket, MAX_VERIFICATIONS } from './bucket-cache.js';
-import { verificationConcurrency } from './crypto-threads.js';
+import { type BucketCache, type CachedBucket, MAX_VERIFICATIONS, type Verifying } from './bucket-cache.js';
 import { queryOf, singleParam } from './request-input.js';
-import { DEFAULT_SERVER_CONFIG } from './server-config.js';
 
 const unauthorized = (detail: string) => new KvbError('unauthorized', detail);
 
@@ -44,42 +41,17 @@ function remember<V>(map: Map<string, V>, key: string, value: V): V {
   return value;
 }
 
-/** The whole queue may take this many times one address's allowance to drain. */
-const TOTAL_WAIT_FACTOR = 2;
-
-const limitsFor = (waitSeconds: number) => ({
-  concurrency: verificationConcurrency(),
-  maxSourceWaitMs: waitSeconds * 1000,
-  maxTotalWaitMs: waitSeconds * 1000 * TOTAL_WAIT_FACTOR,
-});
-
-let verifications = new VerificationScheduler(limitsFor(DEFAULT_SERVER_CONFIG.verificationWaitSeconds));
-
-/**
- * Sets the verification limits (buildApp, from `--verification-wait`): a client address's unseen
- * credentials may queue for about that long, the whole queue for twice it. Past that, 429.
- */
-export function configureVerifications(waitSeconds: number): void {
-  verifications = new VerificationScheduler(limitsFor(waitSeconds));
-}
-
-/** What the verification scheduler holds now, for the metrics. */
-export const verificationStats = () => verifications.stats();
-
-interface Verifying {
-  result: Promise<ReadonlySet<KeyRole>>;
-  /** The connections waiting for it: when all are gone before it starts, it is skipped. */
-  waiters: Set<FastifyRequest['raw']['socket']>;
-}
-
-/** Verifications under way, per bucket and credential digest: concurrent requests share one. */
-const inFlight = new WeakMap<CachedBucket, Map<string, Verifying>>();
-
 const ROLE_OF_SLOT: KeyRole[] = ['admin', 'read', 'write'];
 
-async function verifyRoles(bucket: CachedBucket, credential: string, source: string, waiters: Verifying['waiters']): Promise<ReadonlySet<KeyRole>> {
+async function verifyRoles(
+  buckets: BucketCache,
+  bucket: CachedBucket,
+  credential: string,
+  source: string,
+  waiters: Verifying['waiters'],
+): Promise<ReadonlySet<KeyRole>> {
   const { secretKeyHash, readKeyHash, writeKeyHash } = bucket.record;
-  const scheduled = await verifications.run(
+  const scheduled = await buckets.verifications.run(
     source,
     // One scrypt run for a bucket whose keys share a salt (up to three for a legacy one).
     async () => matchCredential(credential, [secretKeyHash, readKeyHash, writeKeyHash]),
@@ -94,16 +66,15 @@ async function verifyRoles(bucket: CachedBucket, credential: string, source: str
   return new Set(ROLE_OF_SLOT.filter((_, i) => scheduled.value[i]));
 }
 
-async function keyRoles(bucket: CachedBucket, credential: string, request: FastifyRequest): Promise<ReadonlySet<KeyRole>> {
+async function keyRoles(buckets: BucketCache, bucket: CachedBucket, credential: string, request: FastifyRequest): Promise<ReadonlySet<KeyRole>> {
   const digest = credentialDigest(credential);
   const known = bucket.keyRoles.get(digest) ?? bucket.wrongCredentials.get(digest);
   if (known) return known;
-  let pending = inFlight.get(bucket);
-  if (!pending) inFlight.set(bucket, (pending = new Map()));
+  const pending = bucket.verifying;
   let verifying = pending.get(digest);
   if (!verifying) {
     const waiters: Verifying['waiters'] = new Set();
-    verifying = { waiters, result: verifyRoles(bucket, credential, request.ip, waiters).finally(() => pending.delete(digest)) };
+    verifying = { waiters, result: verifyRoles(buckets, bucket, credential, request.ip, waiters).finally(() => pending.delete(digest)) };
     pending.set(digest, verifying);
   }
   verifying.waiters.add(request.raw.socket);
@@ -141,15 +112,18 @@ async function tokenPrincipal(bucket: CachedBucket, token: string): Promise<Prin
   return principal;
 }
 
-/** Who is calling: anonymous, a key with its roles, or a token. An unrecognised credential is a 401. */
-export async function principalFor(bucket: CachedBucket, request: FastifyRequest): Promise<Principal> {
+/**
+ * Who is calling: anonymous, a key with its roles, or a token. An unrecognised credential is a 401.
+ * A credential not seen yet is verified in `buckets`' slow-hash queue.
+ */
+export async function principalFor(buckets: BucketCache, bucket: CachedBucket, request: FastifyRequest): Promise<Principal> {
   const credential = presentedCredential(request);
   if (credential === undefined) return { kind: 'anonymous' };
   if (looksLikeJwt(credential)) {
     const token = await tokenPrincipal(bucket, credential);
     if (token) return token;
   }
-  const roles = await keyRoles(bucket, credential, request);
+  const roles = await keyRoles(buckets, bucket, credential, request);
   if (roles.size > 0) return { kind: 'key', roles };
   throw unauthorized('credential is not valid for this bucket');
 }
@@ -221,5 +195,5 @@ export async function openBucket(
 ): Promise<{ bucket: CachedBucket; principal: Principal }> {
   const bucket = await buckets.get(id);
   if (!bucket) throw new KvbError('not_found', 'no such bucket');
-  return { bucket, principal: await principalFor(bucket, request) };
+  return { bucket, principal: await principalFor(buckets, bucket, request) };
 }

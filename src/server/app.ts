@@ -8,7 +8,8 @@ import { envelope } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { BucketCache } from './bucket-cache.js';
-import { configureVerifications } from './access-control.js';
+import { VerificationScheduler } from '../auth/verification-scheduler.js';
+import { verificationLimits } from './crypto-threads.js';
 import { registerVerificationMetrics } from './verification-metrics.js';
 import { installErrorHandling, sendError } from './error-handling.js';
 import { createKvbServer } from './http-server.js';
@@ -24,6 +25,7 @@ import { errorEnvelopeSchema, securitySchemes } from './routes/schema-parts.js';
 import { tokenRoute } from './routes/token-route.js';
 import { transactionRoute } from './routes/transaction-route.js';
 import type { ServerConfig } from './server-config.js';
+import type { ServerContext } from './server-context.js';
 import type { TlsFiles } from './tls.js';
 import { WatchHub, registerWatchMetrics } from './watch-hub.js';
 import { lazySchemaCompilers } from './lazy-schemas.js';
@@ -43,9 +45,15 @@ const PRETTY_OPTIONS = {
   ignore: 'pid,hostname,req_id,method,route,url,status,ms,bytes,ip',
 };
 
-function loggerOptions(level: string, format: 'json' | 'pretty'): FastifyServerOptions['logger'] {
+/** Where log lines go instead of stdout (tests that run the app in their own process read them). */
+export interface LogStream {
+  write(line: string): void;
+}
+
+function loggerOptions(level: string, format: 'json' | 'pretty', stream?: LogStream): FastifyServerOptions['logger'] {
   return {
     level,
+    ...(stream && { stream }),
     // pino-pretty runs in pino's worker thread, loaded only when asked for.
     ...(format === 'pretty' ? { transport: { target: 'pino-pretty', options: PRETTY_OPTIONS } } : {}),
     serializers: {
@@ -139,12 +147,11 @@ const CORS_OPTIONS = {
 const CORS_EXPOSED = CORS_OPTIONS.exposedHeaders.join(', ');
 
 /** Builds the whole service without listening, so tests and the bench can start it however they like. */
-export async function buildApp(store: Store, config: ServerConfig, options: { tls?: TlsFiles } = {}): Promise<FastifyInstance> {
+export async function buildApp(store: Store, config: ServerConfig, options: { tls?: TlsFiles; logStream?: LogStream } = {}): Promise<FastifyInstance> {
   const schemas = lazySchemaCompilers();
-  configureVerifications(config.verificationWaitSeconds);
   const logs = new RequestLogController({ disableRequestLogging: true, requestIdLogLabel: 'req_id' }, config.accessLog);
   const app = Fastify({
-    logger: loggerOptions(config.logLevel, config.logFormat),
+    logger: loggerOptions(config.logLevel, config.logFormat, options.logStream),
     // Fastify's two lines per request are off; the controller logs one access line per request.
     requestIdHeader: false,
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => requestId(req.headers['x-request-id']),
@@ -249,11 +256,14 @@ export async function buildApp(store: Store, config: ServerConfig, options: { tl
   });
 
   const limitCreation = await setupRateLimits(app, config);
-  const ctx = {
+  // Everything a request changes lives here, on this app: two apps in one process share nothing.
+  const verifications = new VerificationScheduler(verificationLimits(config.verificationWaitSeconds));
+  const ctx: ServerContext = {
     store,
-    buckets: new BucketCache(store, store.shared ? SHARED_CACHE_MAX_AGE_MS : Number.POSITIVE_INFINITY),
+    buckets: new BucketCache(store, store.shared ? SHARED_CACHE_MAX_AGE_MS : Number.POSITIVE_INFINITY, verifications),
     config,
     watch: new WatchHub(store),
+    transfers: { exports: 0, imports: 0 },
   };
   // Shutdown ends every watch stream at once (with `closed`) instead of waiting for them: run-server
   // calls endStreams before it waits for open requests; app.close() (tests) does it through preClose.
@@ -261,7 +271,7 @@ export async function buildApp(store: Store, config: ServerConfig, options: { tl
   app.decorate('endStreams', endStreams);
   app.addHook('preClose', async () => endStreams());
   registerWatchMetrics(metrics, ctx.watch);
-  registerVerificationMetrics(metrics);
+  registerVerificationMetrics(metrics, verifications);
   const lifecycle: Lifecycle = { draining: false };
   app.decorate('lifecycle', lifecycle);
   app.decorate('metricsRegistry', metrics);

@@ -1,6 +1,10 @@
+import type { Socket } from 'node:net';
 import { type KeyRole, type PolicyFlags } from '../auth/access.js';
 import type { TokenClaims } from '../auth/tokens.js';
+import { VerificationScheduler } from '../auth/verification-scheduler.js';
 import type { BucketRecord, Store } from '../store/store.js';
+import { verificationLimits } from './crypto-threads.js';
+import { DEFAULT_SERVER_CONFIG } from './server-config.js';
 
 /** A bucket's record plus the verification results computed against exactly this record. */
 export interface CachedBucket {
@@ -13,6 +17,15 @@ export interface CachedBucket {
   wrongCredentials: Map<string, ReadonlySet<KeyRole>>;
   /** Token -> verified claims, or null when it failed verification. */
   tokens: Map<string, TokenClaims | null>;
+  /** Credential digest -> its verification under way: concurrent requests share one. */
+  verifying: Map<string, Verifying>;
+}
+
+/** A credential's verification under way (see access-control.ts). */
+export interface Verifying {
+  result: Promise<ReadonlySet<KeyRole>>;
+  /** The connections waiting for it: when all are gone before it starts, it is skipped. */
+  waiters: Set<Socket | undefined>;
 }
 
 const MAX_BUCKETS = 10_000;
@@ -30,9 +43,14 @@ export class BucketCache {
   private readonly loading = new Map<string, Promise<CachedBucket | undefined>>();
   private invalidations = 0;
 
+  /**
+   * @param verifications this instance's slow-hash queue, shared by all its buckets (each app has
+   * its own: two apps in one process do not queue behind each other).
+   */
   constructor(
     private readonly store: Store,
     private readonly maxAgeMs: number,
+    readonly verifications = new VerificationScheduler(verificationLimits(DEFAULT_SERVER_CONFIG.verificationWaitSeconds)),
   ) {}
 
   /** The bucket when it is cached and fresh; undefined when `get` would have to load it. */
@@ -80,6 +98,7 @@ export class BucketCache {
       keyRoles: hit && sameKeyHashes(hit.record, record) ? hit.keyRoles : new Map(),
       wrongCredentials: hit && sameKeyHashes(hit.record, record) ? hit.wrongCredentials : new Map(),
       tokens: hit && hit.record.signingKey === record.signingKey && hit.record.tokenSalt === record.tokenSalt ? hit.tokens : new Map(),
+      verifying: hit && sameKeyHashes(hit.record, record) ? hit.verifying : new Map(),
     };
     if (stale) return cached;
     if (this.entries.size >= MAX_BUCKETS) this.entries.delete(this.entries.keys().next().value!);

@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import type { SchedulerLimits } from '../auth/verification-scheduler.js';
 
 /** libuv's own default pool size. */
 const LIBUV_DEFAULT_THREADS = 4;
@@ -19,3 +20,16 @@ export function verificationConcurrency(): number {
   const pool = Number(process.env.UV_THREADPOOL_SIZE) || LIBUV_DEFAULT_THREADS;
   return Math.max(1, Math.min(availableParallelism(), pool));
 }
+
+/** The whole queue may take this many times one address's allowance to drain. */
+const TOTAL_WAIT_FACTOR = 2;
+
+/**
+ * The verification limits for `--verification-wait`: a client address's unseen credentials may
+ * queue for about that long, the whole queue for twice it. Past that, 429.
+ */
+export const verificationLimits = (waitSeconds: number): SchedulerLimits => ({
+  concurrency: verificationConcurrency(),
+  maxSourceWaitMs: waitSeconds * 1000,
+  maxTotalWaitMs: waitSeconds * 1000 * TOTAL_WAIT_FACTOR,
+});

@@ -10,4 +10,6 @@ export interface ServerContext {
   config: ServerConfig;
   /** The instance's watch feed (see watch-hub.ts). */
   watch: WatchHub;
+  /** Exports and imports open now on this instance (each is bounded: see export-route.ts, import-route.ts). */
+  transfers: { exports: number; imports: number };
 }

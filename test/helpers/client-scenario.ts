@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * test/runtimes/client-scenario.mjs, the client as an app uses it, and what it must report in every
- * runtime: run by test/http/client-runtimes.test.ts (the workspace build) and
+ * runtime: run by test/runtimes/client-runtimes.test.ts (the workspace build) and
  * test/packaging/client-package.test.ts (kvb-client installed from its tarball).
  */
 export const CLIENT_SCENARIO = fileURLToPath(new URL('../runtimes/client-scenario.mjs', import.meta.url));

@@ -1,4 +1,5 @@
 import { expect } from 'vitest';
+import { injectorFor } from './injected.js';
 
 export interface Answer {
   status: number;
@@ -8,11 +9,16 @@ export interface Answer {
   json: () => unknown;
 }
 
-/** One HTTP request with fetch, the whole body read as bytes. */
+/**
+ * One HTTP request with fetch, the whole body read as bytes. A server in this process
+ * (app-server.ts) is reached through `app.inject()` instead, with the same answer.
+ */
 export async function call(url: string, init: RequestInit & { token?: string } = {}): Promise<Answer> {
   const headers = new Headers(init.headers);
   if (init.token) headers.set('authorization', `Bearer ${init.token}`);
-  const res = await fetch(url, { ...init, headers });
+  const { token: _token, ...request } = init;
+  const injector = injectorFor(url, init);
+  const res = injector ? await injector(new URL(url), { ...request, headers }) : await fetch(url, { ...init, headers });
   const body = Buffer.from(await res.arrayBuffer());
   return { status: res.status, headers: res.headers, body, text: body.toString('utf8'), json: () => JSON.parse(body.toString('utf8')) };
 }

@@ -1,8 +1,7 @@
 import { type Socket, connect } from 'node:net';
-import type { RunningServer } from './server.js';
 
 /** Opens a raw TCP connection to the server (half-open allowed, so the test sees what the server does). */
-export function rawSocket(server: RunningServer): Promise<Socket> {
+export function rawSocket(server: { url: string }): Promise<Socket> {
   const { hostname, port } = new URL(server.url);
   return new Promise((resolve, reject) => {
     const socket = connect({ port: Number(port), host: hostname, allowHalfOpen: true }, () => resolve(socket));

@@ -124,7 +124,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
 }
 
 /** Every key row in the server's database, straight from storage (the server should be stopped, with keepData). */
-export async function storedKeys(server: RunningServer): Promise<string[]> {
+export async function storedKeys(server: Pick<RunningServer, 'backend' | 'db'>): Promise<string[]> {
   if (server.backend === 'postgres') {
     const schema = new URL(server.db).searchParams.get('schema') ?? 'public';
     const { withAdminClient } = await import('./backend.js');

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /**
  * Every cell of the access matrix of docs/http-api.md, for each bucket configuration: who may do what,
@@ -53,9 +53,9 @@ function allowedOutcome(config: Config, who: Who, op: Op): 'ok' | 401 | 403 {
   }
 }
 
-let server: RunningServer;
+let server: AppServer;
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
 });
 afterAll(async () => {
   await server.stop();

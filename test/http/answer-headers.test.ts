@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBucket } from '../helpers/http.js';
 import { rawSocket, readUntilEnd } from '../helpers/raw-socket.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /**
  * Issue 23, item 5: the answers whose headers come from the entry (GET, HEAD, SET, counter, 304)
@@ -10,11 +10,11 @@ import { type RunningServer, startServer } from '../helpers/server.js';
  * those answers, byte for byte, so such work cannot change what a client receives. Only the
  * request id and the date vary between runs; they are checked for their form.
  */
-let server: RunningServer;
+let server: AppServer;
 let bucket: string;
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
   bucket = await createBucket(server.api, { secret_key: 'admin', default_ttl: '0' });
 });
 afterAll(async () => {

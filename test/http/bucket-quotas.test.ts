@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_BACKEND } from '../helpers/backend.js';
 import { exportFile } from '../helpers/export-file.js';
 import { type Answer, call, createBucket, expectError, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 import { recountUsage } from '../helpers/usage.js';
 
 /**
@@ -14,9 +14,9 @@ const bearer = (credential: string) => ({ authorization: `Bearer ${credential}` 
 const MAX_KEYS = 5;
 const MAX_BYTES = 200;
 
-let server: RunningServer;
+let server: AppServer;
 beforeAll(async () => {
-  server = await startServer({ args: ['--max-keys-per-bucket', String(MAX_KEYS), '--max-bytes-per-bucket', String(MAX_BYTES), '--sweep-interval', '1'] });
+  server = await startAppServer({ config: { maxKeysPerBucket: MAX_KEYS, maxBytesPerBucket: MAX_BYTES, sweepIntervalSeconds: 1 } });
 });
 afterAll(async () => {
   await server?.stop();
@@ -164,7 +164,7 @@ describe(`per-bucket quotas (${TEST_BACKEND})`, () => {
 
 describe(`usage without quotas (${TEST_BACKEND})`, () => {
   it('is kept and shown when no quota is set, without Kvb-Quota-* headers; nothing is refused', async () => {
-    const free = await startServer();
+    const free = await startAppServer();
     try {
       const bucket = await createBucket(free.api, { secret_key: 'admin' });
       for (let i = 0; i < 20; i++) expect((await call(`${free.api}/${bucket}/k${i}`, { method: 'PUT', body: 'v'.repeat(100) })).status).toBe(200);

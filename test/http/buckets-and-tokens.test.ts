@@ -1,11 +1,11 @@
 import { SignJWT, decodeJwt, decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket, expectError, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
-let server: RunningServer;
+let server: AppServer;
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
 });
 afterAll(async () => {
   await server.stop();
@@ -275,7 +275,7 @@ describe('Temporary tokens', () => {
 
 describe('Operator controls', () => {
   it('--bucket-creation-key: creating a bucket needs it as a Bearer credential', async () => {
-    const guarded = await startServer({ args: ['--bucket-creation-key', 'op-key'] });
+    const guarded = await startAppServer({ config: { bucketCreationKey: 'op-key' } });
     try {
       const form = () => new URLSearchParams({ email: 'a@b' });
       expectError(await call(`${guarded.api}/`, { method: 'POST', body: form() }), 401, 'unauthorized');
@@ -286,7 +286,7 @@ describe('Operator controls', () => {
     }
   });
   it('--require-secret-key and --default-ttl', async () => {
-    const strict = await startServer({ args: ['--require-secret-key', '--default-ttl', '60'] });
+    const strict = await startAppServer({ config: { requireSecretKey: true, defaultTtl: 60 } });
     try {
       expectError(await call(`${strict.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'a@b' }) }), 400, 'bad_request');
       const id = (await call(`${strict.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'a@b', secret_key: 's' }) })).text;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FetchLike, type KvbBucket, type Lock, connect, createBucket } from '../../src/client/index.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /**
  * The typed client's fencing tokens (`kvb/client`'s lock token and `atomic().fence()`) against a
@@ -8,11 +8,11 @@ import { type RunningServer, startServer } from '../helpers/server.js';
  * client whose requests stop getting through; every wait is for an event (a lock acquired, a
  * lock lost, a renewal seen), never for a length of time.
  */
-let server: RunningServer;
+let server: AppServer;
 const SECRET = 'fencing-secret';
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
 });
 afterAll(async () => {
   await server?.stop();

@@ -20,15 +20,18 @@ import { deadUrl } from '../helpers/cli.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
- * The typed client (`kvb/client`, src/client) against a spawned server, run by the sqlite, postgres
+ * The typed client (`kvb/client`, src/client) against a real server, run by the sqlite, postgres
  * and pgbouncer projects alike: every method, exact types, cursors, contention, a resumed watch.
- * test/http/client-runtimes.test.ts runs this same file again under Deno and Bun.
+ * test/runtimes/client-runtimes.test.ts (`npm run test:runtimes`) runs this same file again under
+ * Deno and Bun, where the client is under test and not the server: there the server is spawned
+ * under Node, here it runs in this process.
  */
-let server: RunningServer;
+let server: Pick<RunningServer, 'url' | 'api' | 'stop'>;
 const SECRET = 'client-secret';
+const underNode = !('Deno' in globalThis) && !process.versions.bun;
 
 beforeAll(async () => {
-  server = await startServer();
+  server = underNode ? await (await import('../helpers/app-server.js')).startAppServer() : await startServer();
 });
 afterAll(async () => {
   await server?.stop();

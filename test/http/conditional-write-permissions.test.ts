@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Answer, call, createBucket, expectError, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /**
  * Issue 26: If-Match / If-None-Match on a write tell whether a key exists and its revision (412
  * with the current ETag), so they need read permission on the key, as a transaction's `check`
  * does. A caller who may write but not read gets exactly the 403 a check gets, and nothing changes.
  */
-let server: RunningServer;
+let server: AppServer;
 let bucket: string;
 let writeOnly: string;
 let readWrite: string;
@@ -21,7 +21,7 @@ async function mint(permissions: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
   bucket = await createBucket(server.api, { secret_key: 'admin', read_key: 'reader', write_key: 'writer', signing_key: 'sign' });
   expect((await call(url('p/k'), { method: 'PUT', body: '1', headers: bearer('admin') })).status).toBe(200);
   writeOnly = await mint('write,delete');

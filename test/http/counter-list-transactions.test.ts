@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket, expectError, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
-let server: RunningServer;
+let server: AppServer;
 let bucket: string;
 let url: (key: string) => string;
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
   bucket = await createBucket(server.api);
   url = (key) => `${server.api}/${bucket}/${key}`;
 });

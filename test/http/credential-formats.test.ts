@@ -7,7 +7,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { hashCredentialLegacy } from '../../src/auth/credential-hash.js';
 import { TEST_BACKEND, withAdminClient } from '../helpers/backend.js';
 import { call, createBucket, json } from '../helpers/http.js';
-import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
+import { KVB_BIN } from '../helpers/server.js';
 
 /**
  * Issue 22, item 2: a bucket's keys share one salt (one scrypt run per presented credential).
@@ -28,7 +29,7 @@ const tempDir = () => {
 };
 
 /** The stored hashes of a bucket, read (and, with `set`, written) straight in the server's storage while it is stopped. */
-async function storedHashes(server: RunningServer, bucket: string, set?: Hashes): Promise<Hashes> {
+async function storedHashes(server: AppServer, bucket: string, set?: Hashes): Promise<Hashes> {
   const columns = HASH_COLUMNS.join(', ');
   if (server.backend === 'postgres') {
     const schema = new URL(server.db).searchParams.get('schema') ?? 'public';
@@ -49,7 +50,7 @@ async function storedHashes(server: RunningServer, bucket: string, set?: Hashes)
 const saltOf = (hash: string | null) => hash?.split('$')[4];
 
 /** What each key may do right now: the policy (admin), a read, a write. */
-async function access(server: RunningServer, bucket: string, keys: { admin: string; read: string; write: string }) {
+async function access(server: AppServer, bucket: string, keys: { admin: string; read: string; write: string }) {
   return {
     admin: (await call(`${server.api}/${bucket}`, { headers: bearer(keys.admin) })).status,
     read: (await call(`${server.api}/${bucket}/missing`, { headers: bearer(keys.read) })).status,
@@ -63,7 +64,7 @@ afterAll(() => {
 
 describe(`credential hash formats (${TEST_BACKEND})`, () => {
   it('a new bucket stores its keys with one shared salt, each in its own slot', async () => {
-    const server = await startServer();
+    const server = await startAppServer();
     try {
       const bucket = await createBucket(server.api, { secret_key: 'same', read_key: 'same', write_key: 'writer' });
       expect(await access(server, bucket, { admin: 'same', read: 'same', write: 'writer' })).toEqual({ admin: 200, read: 404, write: 200 });
@@ -80,9 +81,9 @@ describe(`credential hash formats (${TEST_BACKEND})`, () => {
 
   it('legacy hashes keep working, move to the shared salt as keys are set, and dump/restore carries both', { timeout: 120_000 }, async () => {
     const keys = { admin: 'old-admin', read: 'old-reader', write: 'old-writer' };
-    const first = await startServer();
-    let second: RunningServer | undefined;
-    let restored: RunningServer | undefined;
+    const first = await startAppServer();
+    let second: AppServer | undefined;
+    let restored: AppServer | undefined;
     try {
       const bucket = await createBucket(first.api, { secret_key: keys.admin, read_key: keys.read, write_key: keys.write });
       await first.stop({ keepData: true });
@@ -90,7 +91,7 @@ describe(`credential hash formats (${TEST_BACKEND})`, () => {
       const legacy = { secret_key_hash: await hashCredentialLegacy(keys.admin), read_key_hash: await hashCredentialLegacy(keys.read), write_key_hash: await hashCredentialLegacy(keys.write) };
       await storedHashes(first, bucket, legacy);
 
-      second = await startServer({ db: first.db });
+      second = await startAppServer({ db: first.db });
       expect(await access(second, bucket, keys)).toEqual({ admin: 200, read: 404, write: 200 });
       expect((await call(`${second.api}/${bucket}/k`, { headers: bearer('a-guess') })).status).toBe(401);
       // Setting the read key: it moves to the shared format; the others stay as they were.
@@ -112,10 +113,10 @@ describe(`credential hash formats (${TEST_BACKEND})`, () => {
       expect(line).toMatchObject(mixed);
       const target = join(dir, 'restored.db');
       // An empty kvb database to restore into (restore does not create one).
-      await (await startServer({ db: target })).stop();
+      await (await startAppServer({ db: target })).stop();
       const restoring = await db(['restore', join(dir, 'all.dump'), '--db', target]);
       expect(restoring.exitCode, restoring.stderr).toBe(0);
-      restored = await startServer({ db: target });
+      restored = await startAppServer({ db: target });
       expect(await access(restored, bucket, keys)).toEqual({ admin: 200, read: 404, write: 200 });
       // The next key set joins the shared salt the read key already has.
       expect((await call(`${restored.api}/${bucket}`, { method: 'PATCH', ...json({ secret_key: 'new-admin' }, bearer(keys.admin)) })).status).toBeLessThan(300);

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportFile, manyKeys } from '../helpers/export-file.js';
 import { call, createBucket, expectError, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
-let server: RunningServer;
+let server: AppServer;
 
 beforeAll(async () => {
-  server = await startServer({ args: ['--max-import-bytes', String(8 * 1024 * 1024)] });
+  server = await startAppServer({ config: { maxImportBytes: 8 * 1024 * 1024 } });
 });
 afterAll(async () => {
   await server.stop();

@@ -1,15 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportFile } from '../helpers/export-file.js';
 import { call, createBucket } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /** Issue 14 with revisions: the export header's `rev`, an import as one revision, ETags of imported keys. */
-let server: RunningServer;
+let server: AppServer;
 let bucket: string;
 const auth = { authorization: 'Bearer admin' };
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
   bucket = await createBucket(server.api, { secret_key: 'admin' });
 });
 afterAll(async () => {

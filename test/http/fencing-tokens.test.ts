@@ -2,7 +2,8 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempConfigHome } from '../helpers/cli.js';
 import { call, createBucket, expectError, json } from '../helpers/http.js';
-import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
+import { KVB_BIN } from '../helpers/server.js';
 
 /*
  * Fencing tokens over HTTP and from the CLI: a key's create revision (the revision at which it
@@ -10,13 +11,13 @@ import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
  * transaction check {"check": K, "created": N}, and `kvb lock`'s KVB_LOCK_REVISION with
  * `kvb txn --fence`. Run by the sqlite, postgres and pgbouncer projects alike.
  */
-let server: RunningServer;
+let server: AppServer;
 let bucket: string;
 const SECRET = 'fence-secret';
 const auth = { authorization: `Bearer ${SECRET}` };
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
   bucket = await createBucket(server.api, { secret_key: SECRET, signing_key: 'fence-signing', default_ttl: '0' });
 });
 afterAll(async () => {

@@ -7,10 +7,13 @@ import { type RunningServer, startServer } from '../helpers/server.js';
 import { latencies, percentile } from '../helpers/latency.js';
 
 /**
- * Issue 22: the first request with a fresh, valid key is answered, however many arrive at once,
+ * The first request with a fresh, valid key is answered, however many arrive at once,
  * while a source flooding wrong credentials is refused (429) without delaying anyone else. Every
  * first contact costs one scrypt run (the bucket's keys share a salt); the runs are shared fairly
  * between client addresses. On loopback a second client address is 127.0.0.2.
+ *
+ * Spawned servers: hundreds of clients at once, and a restart. In this process the clients'
+ * connections would share the server's event loop (500 at once were reset there).
  */
 
 interface Reply {
@@ -68,7 +71,7 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
       await server?.stop();
     });
 
-    it("gets 429s, while another address's first contact is answered in its turn and cached requests keep their latency", { timeout: 120_000 }, async () => {
+    it("gets 429s, while another address's first contact is answered in its turn and cached requests never wait for the queue", { timeout: 120_000 }, async () => {
       const cachedUrl = `${server.api}/${quietBucket}/missing`;
       await latencies(cachedUrl, 'quiet-reader', 5); // verified once, cached from here on
       const quiet = await latencies(cachedUrl, 'quiet-reader', 60);
@@ -88,12 +91,16 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
         const gauge = (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1]);
         return gauge('kvb_credential_verifications_running') + gauge('kvb_credential_verifications_waiting');
       };
-      await expect.poll(async () => (await queue()) + [...answered.values()].reduce((a, b) => a + b, 0), { timeout: 60_000, interval: 50 }).toBe(500);
+      const answeredSoFar = () => [...answered.values()].reduce((a, b) => a + b, 0);
+      await expect.poll(async () => (await queue()) + answeredSoFar(), { timeout: 60_000, interval: 50 }).toBe(500);
       const guessesDoneAtStart = answered.get(401) ?? 0;
+      // The other address's first contact, and cached requests (which never queue for a hash:
+      // all of them are answered while guesses still wait), both during the flood.
+      const cached = latencies(cachedUrl, 'quiet-reader', 60).then((ms) => ({ ms, guessesLeft: 500 - answeredSoFar() }));
       const first = await getFrom('127.0.0.1', `${server.api}/${fresh}/missing`, 'fresh-reader');
       const guessesDoneAtEnd = answered.get(401) ?? 0;
+      const { ms: during, guessesLeft: guessesLeftAfterCached } = await cached;
       const costMs = Number(/^kvb_credential_verification_seconds (\S+)/m.exec((await call(`${server.url}/metrics`)).text)?.[1]) * 1000;
-      const during = await latencies(cachedUrl, 'quiet-reader', 60);
       const floodReplies = await Promise.all(flood);
 
       const statuses = new Map<number, number>();
@@ -101,6 +108,7 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
       const figures =
         `first contact during the flood ${first.ms.toFixed(0)} ms (one verification about ${costMs.toFixed(0)} ms); of the flood's ` +
         `${statuses.get(401) ?? 0} admitted guesses ${guessesDoneAtStart} were verified before it, ${guessesDoneAtEnd - guessesDoneAtStart} during it; ` +
+        `${guessesLeftAfterCached} still waiting after 60 cached requests; ` +
         `cached quiet p50 ${percentile(quiet, 50).toFixed(1)} ms, flooded p50 ${percentile(during, 50).toFixed(1)} ms; flood statuses ${JSON.stringify([...statuses])}`;
       console.log(figures);
       expect(first.status, figures).toBe(404);
@@ -108,17 +116,14 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
       expect(statuses.get(429) ?? 0, figures).toBeGreaterThan(0);
       expect([...statuses.keys()].sort(), figures).toEqual([401, 429].filter((s) => statuses.has(s)));
       for (const r of floodReplies) if (r.status === 429) expect(Number(r.retryAfter)).toBeGreaterThanOrEqual(1);
-      // Fair turns: the flood still had guesses queued when the other address's first contact came,
-      // and that contact did not wait for them (first come, first served would have answered every
-      // one of them before it); it took about one hash's turn, not the queue's seconds (the bound
-      // allows for a machine so loaded that one hash takes longer than half a second).
+      // Cached requests did not wait for the queue: the flood was still waiting when they were all answered.
+      expect(guessesLeftAfterCached, figures).toBeGreaterThan(0);
+      // Fair turns, checked by order: the flood still had guesses queued when the other address's
+      // first contact came, and that contact did not wait for them (first come, first served would
+      // have answered every one of them before it).
       const queuedAtStart = (statuses.get(401) ?? 0) - guessesDoneAtStart;
       expect(queuedAtStart, figures).toBeGreaterThanOrEqual(4);
       expect(guessesDoneAtEnd - guessesDoneAtStart, figures).toBeLessThan(queuedAtStart);
-      expect(first.ms, figures).toBeLessThan(Math.max(2000, 4 * costMs));
-      // Cached requests never queue for a hash: compared with the same run's quiet median, with room
-      // for the CPU the flood's hashes take.
-      expect(percentile(during, 50), figures).toBeLessThan(percentile(quiet, 50) * 4 + 50);
       // Once its queue drained, the flooding address's own valid key is answered too.
       expect((await getFrom('127.0.0.2', `${server.api}/${flooded}/k`, 'flooded-reader')).status).toBe(404);
     });

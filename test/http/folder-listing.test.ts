@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket, expectError, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
-let server: RunningServer;
+let server: AppServer;
 let bucket: string;
 const SECRET = 'folder-secret';
 const admin = { authorization: `Bearer ${SECRET}` };
@@ -10,7 +10,7 @@ const admin = { authorization: `Bearer ${SECRET}` };
 const BIG = 3000;
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
   bucket = await createBucket(server.api, { secret_key: SECRET, signing_key: 'sign' });
   const keys = [
     'a',

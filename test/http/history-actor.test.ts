@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVER_POSTGRES_URL, TEST_BACKEND, dropSchema, postgresUrl, uniqueName, withAdminClient } from '../helpers/backend.js';
 import { exportFile } from '../helpers/export-file.js';
 import { call, createBucket, expectError, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /** One `?history=true` line, as far as these tests read it. */
 interface Line {
@@ -16,10 +16,10 @@ interface Line {
 
 const FIXTURES = new URL('../fixtures/', import.meta.url).pathname;
 
-let plain: RunningServer;
-let proxied: RunningServer;
+let plain: AppServer;
+let proxied: AppServer;
 beforeAll(async () => {
-  [plain, proxied] = await Promise.all([startServer({ args: ['--sweep-interval', '1'] }), startServer({ args: ['--trust-proxy', '127.0.0.1'] })]);
+  [plain, proxied] = await Promise.all([startAppServer({ config: { sweepIntervalSeconds: 1 } }), startAppServer({ config: { trustProxy: '127.0.0.1' } })]);
 });
 afterAll(async () => {
   await Promise.all([plain?.stop(), proxied?.stop()]);
@@ -219,7 +219,7 @@ describe('history records who made each change (the actor)', () => {
       copyFileSync(join(FIXTURES, 'kvb-0.1.0.sqlite'), join(dataDir, 'kvb.db'));
       id = 'aee25870-221a-47be-921c-d4c26160684d';
     }
-    const server = await startServer({ dataDir, ...(db && { db }) });
+    const server = await startAppServer({ db: db ?? join(dataDir, 'kvb.db') });
     try {
       expect((await history(server.api, id, 'greeting', 's3cret')).map((l) => l.actor)).toEqual([null]);
       expect((await call(`${server.api}/${id}/greeting`, { method: 'POST', body: 'hi', token: 's3cret' })).status).toBe(200);

@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GoneError, connect, createBucket } from '../../src/client/index.js';
 import { TEST_BACKEND } from '../helpers/backend.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /** `kvb/client`'s history methods against a spawned server (sqlite, postgres and pgbouncer projects). */
-let server: RunningServer;
+let server: AppServer;
 const SECRET = 'history-client-secret';
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
 });
 afterAll(async () => {
   await server?.stop();
@@ -55,7 +55,7 @@ describe(`kvb/client history (${TEST_BACKEND})`, () => {
 
   it('a revision older than the history is a GoneError that names the floor', { timeout: 60_000 }, async () => {
     // History bounded to one byte and compacted every second: the floor soon rises to the bucket's revision.
-    const bounded = await startServer({ args: ['--max-history-bytes-per-bucket', '1', '--sweep-interval', '1'] });
+    const bounded = await startAppServer({ config: { maxHistoryBytesPerBucket: 1, sweepIntervalSeconds: 1 } });
     try {
       const id = await createBucket({ url: bounded.url }, { email: 'h@example.com', secret_key: SECRET, default_ttl: 0 });
       const kv = connect({ url: bounded.url, bucket: id, token: SECRET });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_BACKEND } from '../helpers/backend.js';
 import { exportFile } from '../helpers/export-file.js';
 import { type Answer, call, createBucket, expectError, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 const revisionOf = (a: Answer) => Number(a.headers.get('kvb-revision'));
 
@@ -28,10 +28,10 @@ async function historyOf(url: string, key: string): Promise<Array<{ rev: number;
 }
 
 describe(`history hardening (${TEST_BACKEND})`, () => {
-  let server: RunningServer;
+  let server: AppServer;
   beforeAll(async () => {
     // No sweep during a test: an expiry must not be logged by the sweeper behind the test's back.
-    server = await startServer({ args: ['--sweep-interval', '86400'] });
+    server = await startAppServer({ config: { sweepIntervalSeconds: 86400 } });
   });
   afterAll(async () => {
     await server?.stop();
@@ -160,10 +160,10 @@ describe(`history hardening (${TEST_BACKEND})`, () => {
 });
 
 describe(`history below the floor (${TEST_BACKEND})`, () => {
-  let server: RunningServer;
+  let server: AppServer;
   beforeAll(async () => {
     // A one-second window pruned every second: the floor rises while the test waits for it.
-    server = await startServer({ args: ['--history-retention', '1', '--sweep-interval', '1'] });
+    server = await startAppServer({ config: { watchRetentionSeconds: 1, sweepIntervalSeconds: 1 } });
   });
   afterAll(async () => {
     await server?.stop();
@@ -187,10 +187,10 @@ describe(`history below the floor (${TEST_BACKEND})`, () => {
 });
 
 describe(`history counts toward a byte bound (${TEST_BACKEND})`, () => {
-  let server: RunningServer;
+  let server: AppServer;
   const maxBytes = 100_000;
   beforeAll(async () => {
-    server = await startServer({ args: ['--max-bytes-per-bucket', String(maxBytes), '--sweep-interval', '1'] });
+    server = await startAppServer({ config: { maxBytesPerBucket: maxBytes, sweepIntervalSeconds: 1 } });
   });
   afterAll(async () => {
     await server?.stop();

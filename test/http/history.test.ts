@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_BACKEND } from '../helpers/backend.js';
 import { type Answer, call, createBucket, expectError, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /** A key's value as the test's own model holds it: its type and its text. */
 interface Value {
@@ -116,10 +116,10 @@ async function randomWrites(api: string, seed: number, count = 2000): Promise<St
 }
 
 describe(`history: reads at a revision, key history, rollback (${TEST_BACKEND})`, () => {
-  let server: RunningServer;
+  let server: AppServer;
   beforeAll(async () => {
     // Expired keys are swept every second (the expiry test waits for it).
-    server = await startServer({ args: ['--sweep-interval', '1'] });
+    server = await startAppServer({ config: { sweepIntervalSeconds: 1 } });
   });
   afterAll(async () => {
     await server?.stop();
@@ -322,10 +322,10 @@ describe(`history: reads at a revision, key history, rollback (${TEST_BACKEND})`
 });
 
 describe(`history retention: pruning keeps the state at the floor (${TEST_BACKEND})`, () => {
-  let server: RunningServer;
+  let server: AppServer;
   beforeAll(async () => {
     // A one-second window pruned every second: the floor rises while the test waits for it.
-    server = await startServer({ args: ['--history-retention', '1', '--sweep-interval', '1'] });
+    server = await startAppServer({ config: { watchRetentionSeconds: 1, sweepIntervalSeconds: 1 } });
   });
   afterAll(async () => {
     await server?.stop();
@@ -367,9 +367,9 @@ describe(`history retention: pruning keeps the state at the floor (${TEST_BACKEN
 });
 
 describe(`rollback is counted against quotas (${TEST_BACKEND})`, () => {
-  let server: RunningServer;
+  let server: AppServer;
   beforeAll(async () => {
-    server = await startServer({ args: ['--max-keys-per-bucket', '3'] });
+    server = await startAppServer({ config: { maxKeysPerBucket: 3 } });
   });
   afterAll(async () => {
     await server?.stop();

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket, expectError } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
-let server: RunningServer;
+let server: AppServer;
 let bucket: string;
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
   bucket = await createBucket(server.api);
   const put = (key: string, body: string | Uint8Array, type?: string, ttl?: string) =>
     call(`${server.api}/${bucket}/${key}?ttl=${ttl ?? '0'}`, { method: 'POST', body, headers: type ? { 'content-type': type } : {} });

@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_BACKEND } from '../helpers/backend.js';
 import { tempConfigHome } from '../helpers/cli.js';
 import { createBucket } from '../helpers/http.js';
-import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
+import { KVB_BIN } from '../helpers/server.js';
 
 /*
  * `kvb lock NAME -- CMD`: 8 processes contend for one lock. Each command proves it is alone by
@@ -16,14 +17,14 @@ import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
  * (a file appearing, a process exiting), bounded only by the test timeout.
  */
 
-let a: RunningServer;
-let b: RunningServer;
+let a: AppServer;
+let b: AppServer;
 let bucket: string;
 const SECRET = 'lock-secret';
 
 beforeAll(async () => {
-  a = await startServer();
-  b = TEST_BACKEND === 'postgres' ? await startServer({ db: a.db }) : a;
+  a = await startAppServer();
+  b = TEST_BACKEND === 'postgres' ? await startAppServer({ db: a.db }) : a;
   bucket = await createBucket(a.api, { secret_key: SECRET });
 });
 afterAll(async () => {
@@ -48,7 +49,7 @@ if (first) {
   setTimeout(() => { fs.unlinkSync(dir + '/holder'); process.exit(0); }, 50);
 }`;
 
-function contender(server: RunningServer, dir: string, ttl: number, env: Record<string, string> = {}) {
+function contender(server: AppServer, dir: string, ttl: number, env: Record<string, string> = {}) {
   return execa('node', [KVB_BIN, 'lock', `lock/${dir.slice(-6)}`, '--ttl', String(ttl), '--', process.execPath, '-e', CRITICAL], {
     env: { KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: SECRET, XDG_CONFIG_HOME: tempConfigHome(), LOCK_DIR: dir, ...env },
     reject: false,

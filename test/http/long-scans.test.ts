@@ -16,6 +16,8 @@ import { type RunningServer, startServer } from '../helpers/server.js';
 // take minutes there (a query per page or folder). Skipped visibly on that backend.
 const onSqlite = TEST_BACKEND === 'sqlite';
 
+// Spawned: the property is the server process's event loop; in this process the test's own
+// requests would share that loop (and could starve the scans they time).
 let server: RunningServer;
 beforeAll(async () => {
   if (onSqlite) server = await startServer();

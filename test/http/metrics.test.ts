@@ -2,12 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VERSION } from '../../src/version.js';
 import { TEST_BACKEND } from '../helpers/backend.js';
 import { call, createBucket } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 // One server, sweeping every second, for every metric of issue 16 item 14.
-let server: RunningServer;
+let server: AppServer;
 beforeAll(async () => {
-  server = await startServer({ args: ['--sweep-interval', '1'] });
+  server = await startAppServer({ config: { sweepIntervalSeconds: 1 } });
 });
 afterAll(async () => {
   await server.stop();

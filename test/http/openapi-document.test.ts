@@ -1,6 +1,6 @@
 import { compileErrors, validate } from '@readme/openapi-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 import { call, createBucket } from '../helpers/http.js';
 import { DEFAULT_BUCKET_TTL_SECONDS, DEFAULT_LIST_LIMIT, MAX_KEY_BYTES, MAX_LIST_LIMIT, MAX_TTL_SECONDS, PERMISSIONS, VALUE_TYPES } from '../../src/limits.js';
 
@@ -19,11 +19,11 @@ interface Document {
   components: { schemas: Record<string, unknown>; securitySchemes: Record<string, Record<string, string>> };
 }
 
-let server: RunningServer;
+let server: AppServer;
 let doc: Document;
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
   const res = await call(`${server.url}/api-docs/openapi.json`);
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^application\/json/);

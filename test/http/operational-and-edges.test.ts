@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VERSION } from '../../src/version.js';
 import { call, createBucket, expectError } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
-let server: RunningServer;
+let server: AppServer;
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
 });
 afterAll(async () => {
   await server.stop();
@@ -161,7 +161,7 @@ describe('CORS on the product endpoints', () => {
     expect((await call(`${server.api}/${bucket}/k`, { method: 'OPTIONS' })).status).toBe(400);
   });
   it('--cors-origin limits the allowed origins', async () => {
-    const limited = await startServer({ args: ['--cors-origin', 'https://good.example'] });
+    const limited = await startAppServer({ config: { corsOrigin: 'https://good.example' } });
     try {
       const good = await call(`${limited.url}/health`, { headers: { origin: 'https://good.example' } });
       expect(good.headers.get('access-control-allow-origin')).toBe('https://good.example');

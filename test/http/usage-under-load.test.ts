@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_BACKEND } from '../helpers/backend.js';
 import { type Answer, call, createBucket, json } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 import { recountUsage } from '../helpers/usage.js';
 
 /**
@@ -15,12 +15,12 @@ const WRITES = 10_000;
 const CLIENTS = 32;
 
 describe(`usage counters under batched concurrent writes (${TEST_BACKEND})`, () => {
-  let a: RunningServer;
-  let b: RunningServer;
+  let a: AppServer;
+  let b: AppServer;
 
   beforeAll(async () => {
-    a = await startServer();
-    b = TEST_BACKEND === 'postgres' ? await startServer({ db: a.db }) : a;
+    a = await startAppServer();
+    b = TEST_BACKEND === 'postgres' ? await startAppServer({ db: a.db }) : a;
   });
   afterAll(async () => {
     if (b !== a) await b?.stop();
@@ -38,7 +38,7 @@ describe(`usage counters under batched concurrent writes (${TEST_BACKEND})`, () 
     const statuses = new Map<number, number>();
     const revisions: number[] = [];
     let issued = 0;
-    const one = async (server: RunningServer) => {
+    const one = async (server: AppServer) => {
       const key = keys[random(keys.length)]!;
       const kind = random(12);
       const url = `${server.api}/${bucket}/${key}`;

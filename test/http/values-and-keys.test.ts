@@ -1,13 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { call, createBucket, expectError } from '../helpers/http.js';
-import { type RunningServer, startServer, storedKeys } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
+import { storedKeys } from '../helpers/server.js';
 
-let server: RunningServer;
+let server: AppServer;
 let bucket: string;
 let url: (key: string) => string;
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
   bucket = await createBucket(server.api);
   url = (key) => `${server.api}/${bucket}/${key}`;
 });
@@ -223,11 +224,21 @@ describe('TTL on set', () => {
 });
 
 describe('TTL expiry (short TTLs)', () => {
+  // The server runs in this process and reads the time from Date: the clock is moved past the
+  // expiry instead of waiting for it (timers, sockets and the sweeper's schedule stay real).
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+  const passSeconds = (seconds: number) => vi.setSystemTime(Date.now() + seconds * 1000);
+
   it('an expired key is invisible at once to GET, HEAD, list and DELETE', { timeout: 15_000 }, async () => {
     await set('expiring?ttl=1', 'x');
     await set('expiring-counter?ttl=1', '5');
     expect((await call(url('expiring'))).status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, 2200));
+    passSeconds(2.2);
     expectError(await call(url('expiring')), 404, 'not_found');
     expect((await call(url('expiring'), { method: 'HEAD' })).status).toBe(404);
     expect((await call(`${server.api}/${bucket}/?prefix=expiring&format=json`)).json()).toEqual([]);
@@ -236,12 +247,14 @@ describe('TTL expiry (short TTLs)', () => {
     expect((await call(url('expiring-counter'), { method: 'PATCH', body: '+1' })).text).toBe('1');
   });
   it('the background sweep deletes expired keys', { timeout: 20_000 }, async () => {
-    const sweeping = await startServer({ args: ['--sweep-interval', '1'] });
+    const sweeping = await startAppServer({ config: { sweepIntervalSeconds: 1 } });
     try {
       const b = await createBucket(sweeping.api);
       await call(`${sweeping.api}/${b}/gone?ttl=1`, { method: 'POST', body: 'x' });
       await call(`${sweeping.api}/${b}/kept?ttl=0`, { method: 'POST', body: 'x' });
-      await new Promise((resolve) => setTimeout(resolve, 3500));
+      passSeconds(2);
+      // The next sweep (every second) removes it; the store's count includes expired rows until then.
+      await expect.poll(() => sweeping.store.countEntries(), { timeout: 15_000, interval: 100 }).toBe(1);
       await sweeping.stop({ keepData: true });
       // Read the storage directly: the expired row itself is gone.
       expect(await storedKeys(sweeping)).toEqual(['kept']);

@@ -1,15 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket } from '../helpers/http.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /**
  * Issue 26: a watch opened with a temporary token ends at the token's `exp`. The once-a-second
  * credential re-check (kept, for rotations) let a stream deliver a change committed 0.6 s after
  * exp on PostgreSQL. Runs on every backend.
  */
-let server: RunningServer;
+let server: AppServer;
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
 });
 afterAll(async () => {
   await server.stop();

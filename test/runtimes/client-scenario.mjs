@@ -1,7 +1,7 @@
 // kvb/client as an app uses it, in whichever runtime runs this file (Node, Deno, Bun): it imports
 // the built package (KVB_CLIENT_MODULE: `kvb-client` as installed from its tarball, or by default
 // the workspace's packages/client build), talks to the server named by KVB_URL, and prints one
-// JSON object describing what it saw. test/http/client-runtimes.test.ts and
+// JSON object describing what it saw. test/runtimes/client-runtimes.test.ts and
 // test/packaging/client-package.test.ts run it under each runtime and expect the same object from
 // all of them (test/helpers/client-scenario.ts). Plain JavaScript, no runtime-specific API, except
 // reading the environment (through connectFromEnv, which knows process.env and Deno.env).

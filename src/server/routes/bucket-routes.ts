@@ -130,7 +130,7 @@ export async function bucketRoutes(
   // The spec: 404 unless the bucket exists and the caller has admin access, whatever the reason.
   app.head('/api/v1/:bucket', { schema: bucketSchemas.head, config: { swagger: { exposeHeadRoute: true } } }, async (request, reply) => {
     const bucket = await buckets.get(bucketIdOf(request));
-    const principal = bucket && (await principalFor(bucket, request).catch(() => undefined));
+    const principal = bucket && (await principalFor(buckets, bucket, request).catch(() => undefined));
     if (!bucket || !principal) return reply.code(404).send();
     try {
       authorize(bucket, principal, 'manage');

@@ -18,14 +18,13 @@ const EXPORT_BATCH = 128;
  * in a long read-only transaction, on SQLite a temp copy of the database.
  */
 export const MAX_CONCURRENT_EXPORTS = 4;
-const running = new WeakMap<ServerContext['store'], number>();
 
 /**
  * `GET /api/v1/{bucket}/?export=true[&prefix=P]`: every live key with its type, value and expiry,
  * as NDJSON from one consistent snapshot, streamed at the client's pace (see values/export-format.ts).
  */
 export async function exportBucket(
-  { store, buckets }: ServerContext,
+  { store, buckets, transfers }: ServerContext,
   streams: ResponseStreams,
   request: FastifyRequest,
   reply: FastifyReply,
@@ -40,14 +39,13 @@ export async function exportBucket(
   authorize(bucket, principal, 'list_values');
   const prefix = effectivePrefix(principal, requestedPrefix);
 
-  const open = running.get(store) ?? 0;
-  if (open >= MAX_CONCURRENT_EXPORTS) {
+  if (transfers.exports >= MAX_CONCURRENT_EXPORTS) {
     reply.header('retry-after', '5');
     throw new KvbError('service_unavailable', `too many exports at once (at most ${MAX_CONCURRENT_EXPORTS})`);
   }
   streams.acquire(reply);
-  running.set(store, open + 1);
-  reply.raw.once('close', () => running.set(store, (running.get(store) ?? 1) - 1));
+  transfers.exports++;
+  reply.raw.once('close', () => transfers.exports--);
 
   const now = Date.now();
   // `rev=N`: the bucket as it was at revision N, read from history.

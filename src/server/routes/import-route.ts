@@ -17,7 +17,6 @@ export const IMPORT_MEDIA_TYPES = ['application/x-ndjson', 'application/jsonl', 
 const STAGE_BATCH = 1000;
 /** Imports staging at once on this instance (each holds a pooled connection on PostgreSQL). */
 export const MAX_CONCURRENT_IMPORTS = 2;
-const running = new WeakMap<ServerContext['store'], number>();
 
 export const isImportRequest = (request: FastifyRequest) => IMPORT_MEDIA_TYPES.includes(mediaType(request.headers['content-type']));
 
@@ -33,7 +32,7 @@ function atLine(number: number, err: unknown): unknown {
  * Any failure leaves the bucket untouched.
  */
 export async function importRoute(
-  { store, buckets, config }: ServerContext,
+  { store, buckets, config, transfers }: ServerContext,
   request: FastifyRequest,
   reply: FastifyReply,
   body: Readable,
@@ -56,12 +55,11 @@ export async function importRoute(
     return err;
   };
 
-  const open = running.get(store) ?? 0;
-  if (open >= MAX_CONCURRENT_IMPORTS) {
+  if (transfers.imports >= MAX_CONCURRENT_IMPORTS) {
     reply.header('retry-after', '5');
     throw refuse(new KvbError('service_unavailable', `too many imports at once (at most ${MAX_CONCURRENT_IMPORTS})`));
   }
-  running.set(store, open + 1);
+  transfers.imports++;
   let staging: ImportStaging | undefined;
   try {
     staging = await store.beginImport(bucket.record.id);
@@ -128,7 +126,7 @@ export async function importRoute(
   } catch (err) {
     throw refuse(err);
   } finally {
-    running.set(store, (running.get(store) ?? 1) - 1);
+    transfers.imports--;
     await staging?.abort();
   }
 }

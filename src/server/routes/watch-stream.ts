@@ -167,7 +167,7 @@ export async function watchStream(request: FastifyRequest, reply: FastifyReply, 
         try {
           const current = await buckets.get(watcher.bucket);
           if (!current) return watcher.close('the bucket was deleted');
-          const now = await principalFor(current, request);
+          const now = await principalFor(buckets, current, request);
           authorize(current, now, op);
           effectivePrefix(now, requestedPrefix);
         } catch (err) {

@@ -6,13 +6,16 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deadUrl } from '../helpers/cli.js';
 import { CLIENT_SCENARIO, SCENARIO_EXPECTED, runtimeBin, scenarioCommands } from '../helpers/client-scenario.js';
-import { type RunningServer, startServer } from '../helpers/server.js';
+import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /*
  * kvb/client says it runs on Node 20+, Deno and Bun (and browsers: test/browser/client-library.test.ts).
  * The same scenario (test/runtimes/client-scenario.mjs, importing the workspace's packages/client
  * build) runs under each runtime against a real server, and each must report exactly the same
  * thing. Deno and Bun are found where .ci/run installs them (test/helpers/client-scenario.ts).
+ *
+ * Its own step (`npm run test:runtimes`, vitest project `runtimes`), run once by .ci/run after
+ * `npm test`, on SQLite: the client is under test here, not the storage behind the server.
  */
 
 const RUNTIMES = scenarioCommands(CLIENT_SCENARIO);
@@ -22,17 +25,17 @@ for (const runtime of RUNTIMES) {
   if (!existsSync(runtime.command)) console.warn(`client-runtimes: ${runtime.name} SKIPPED (${runtime.command} is missing: npm install --no-save deno bun)`);
 }
 
-let server: RunningServer;
+let server: AppServer;
 let dead: string;
 beforeAll(async () => {
-  server = await startServer();
+  server = await startAppServer();
   dead = await deadUrl();
 });
 afterAll(async () => {
   await server?.stop();
 });
 
-/** The whole client-library suite (vitest itself runs under Deno and Bun), on this project's backend. */
+/** The whole client-library suite (vitest itself runs under Deno and Bun), on SQLite. */
 const SUITE: Array<{ name: string; command: string; args: string[] }> = [
   { name: 'deno', command: bin('deno'), args: ['run', '--allow-all', '--no-prompt', fileURLToPath(new URL('../../node_modules/vitest/vitest.mjs', import.meta.url))] },
   { name: 'bun', command: bin('bun'), args: ['--bun', fileURLToPath(new URL('../../node_modules/vitest/vitest.mjs', import.meta.url))] },
@@ -44,7 +47,6 @@ describe('test/http/client-library.test.ts under Deno and Bun', () => {
       const out = join(mkdtempSync(join(tmpdir(), 'kvb-runtime-')), 'report.json');
       const result = await execa(runtime.command, [...runtime.args, 'run', 'test/http/client-library.test.ts', '--project', 'sqlite', '--maxWorkers=1', '--reporter=json', `--outputFile=${out}`], {
         cwd: fileURLToPath(new URL('../..', import.meta.url)),
-        // The backend of this project (sqlite, postgres or pgbouncer) carries over through KVB_TEST_BACKEND.
         env: { NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' },
         reject: false,
         timeout: 290_000,
