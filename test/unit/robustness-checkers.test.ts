@@ -243,6 +243,8 @@ describe('patching from the watch feed', () => {
     const { ops, watches } = crashed(23);
     const incomplete = watches.map(({ caughtUpTo: _, ...w }) => w);
     expect(patchFromFeed(ops, incomplete, checkWatch(incomplete, ops))).toBeUndefined();
+    const short = watches.map((w) => ({ ...w, caughtUpTo: 0 }));
+    expect(patchFromFeed(ops, short, checkWatch(short, ops))).toBeUndefined();
     expect(patchFromFeed(ops, watches, [{ checker: 'watch-reliable', result: 'anomaly', details: ['a gap'], examined: 1 }])).toBeUndefined();
   });
 });

@@ -64,9 +64,16 @@ function isChange(op: Op): boolean {
   return op.input.f !== 'read';
 }
 
-/** The watchers whose feed is complete from the start to the final revision. */
-function completeWatchers(watches: readonly WatchLog[]): WatchLog[] {
-  return watches.filter((w) => w.caughtUpTo !== undefined && w.segments[0]?.since === 0);
+/**
+ * The watchers whose feed is complete from the start to the final revision: they began at 0 and
+ * caught up to a revision no answer or event of the run goes past (a run that could not read its
+ * final revision has watchers "caught up" to less than that).
+ */
+function completeWatchers(ops: readonly Op[], watches: readonly WatchLog[]): WatchLog[] {
+  let newest = 0;
+  for (const op of ops) newest = Math.max(newest, op.outcome === 'ok' ? (op.output?.revision ?? 0) : 0);
+  for (const watch of watches) for (const segment of watch.segments) for (const event of segment.events) newest = Math.max(newest, event.revision);
+  return watches.filter((w) => w.caughtUpTo !== undefined && w.caughtUpTo >= newest && w.segments[0]?.since === 0);
 }
 
 /** Every event of complete feeds, per key, one per revision, in revision order. */
@@ -157,7 +164,7 @@ function canMake(op: Op, event: FeedEvent, before: FeedEvent | undefined): boole
 }
 
 export function patchFromFeed(ops: readonly Op[], watches: readonly WatchLog[], watchVerdicts: readonly Verdict[]): PatchResult | undefined {
-  const complete = completeWatchers(watches);
+  const complete = completeWatchers(ops, watches);
   if (complete.length === 0 || watchVerdicts.some((v) => v.result !== 'ok')) return undefined;
   const feed = mergedFeed(complete);
   const bound = commitBound(ops, feed);
