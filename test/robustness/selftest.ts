@@ -238,6 +238,27 @@ function mustPass(): SelftestCase[] {
     ];
     ok('watch: complete, with a resume on another instance', { ops: watchedWrites(), watches });
   }
+  {
+    const h = new Ops();
+    h.write(1, 'x', 'a', [0, 5], 1);
+    h.write(2, 'x', 'b', [6, Infinity]);
+    h.write(3, 'x', 'c', [7, Infinity]);
+    h.read(3, 'x', [20, 25], 'b', 2);
+    h.write(1, 'x', 'd', [30, 35], 3);
+    // b shows in the feed (resolved, its return bounded by the event's receipt at 12); c never does (dropped).
+    const watches = [watcher(1, [{ instance: 'a', since: 0, events: [set('x', 1, 'a', 4), set('x', 2, 'b', 12), set('x', 3, 'd', 34)] }], 3)];
+    ok('patching: an indeterminate write the complete feed shows, and one it never shows', { ops: h.ops, watches });
+  }
+  {
+    const h = new Ops();
+    h.increment(1, 'n', 1, [0, 5], 1, 1);
+    h.increment(2, 'n', 2, [6, Infinity]);
+    h.increment(3, 'n', 5, [7, Infinity]);
+    h.increment(4, 'n', 2, [8, Infinity]);
+    h.count(1, 'n', [20, 25], 3, 2);
+    const watches = [watcher(1, [{ instance: 'a', since: 0, events: [set('n', 1, '1', 4), set('n', 2, '3', 10)] }], 2)];
+    ok('patching: of indeterminate adds, the feed shows one +2 applied; the +5 and the other +2 never were', { ops: h.ops, watches });
+  }
   ok('bank: every snapshot sums to the total', {
     bank: {
       accounts: ['a', 'b', 'c'],
@@ -315,6 +336,30 @@ function mustFail(): SelftestCase[] {
     h.increment(2, 'n', 1, [1, 11], 1, 2);
     h.count(3, 'n', [20, 25], 1, 2);
     bad('counter: an acknowledged increment lost', 'linearizability', { ops: h.ops });
+  }
+  {
+    const h = new Ops();
+    h.write(1, 'x', 'a', [0, 5], 1);
+    h.write(2, 'x', 'b', [6, Infinity]);
+    h.read(3, 'x', [20, 25], 'a', 1);
+    // Without the feed, b could take effect after the read; the feed says it had by 10.
+    const watches = [watcher(1, [{ instance: 'a', since: 0, events: [set('x', 1, 'a', 4), set('x', 2, 'b', 10)] }], 2)];
+    bad('patching: a stale read after an indeterminate write the feed shows applied', 'linearizability', { ops: h.ops, watches });
+  }
+  {
+    const h = new Ops();
+    h.increment(1, 'n', 1, [0, 5], 1, 1);
+    h.increment(2, 'n', 5, [6, Infinity]);
+    h.count(3, 'n', [20, 25], 1, 1);
+    const watches = [watcher(1, [{ instance: 'a', since: 0, events: [set('n', 1, '1', 4), set('n', 2, '6', 10)] }], 2)];
+    bad('patching: a counter read that misses an indeterminate add the feed shows applied', 'linearizability', { ops: h.ops, watches });
+  }
+  {
+    const h = new Ops();
+    h.write(1, 'x', 'a', [0, 5], 1);
+    h.read(2, 'x', [20, 25], 'a', 1);
+    const watches = [watcher(1, [{ instance: 'a', since: 0, events: [set('x', 1, 'a', 4), set('x', 2, 'forged', 10), set('x', 3, 'a', 11)] }], 3)];
+    bad('patching: a watch feed with writes no client made', 'linearizability', { ops: h.ops, watches });
   }
   bad('watch: a gap (an acknowledged transaction never delivered)', 'watch-reliable', {
     ops: watchedWrites(),

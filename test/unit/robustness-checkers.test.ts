@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { checkHistory, checkLinearizable, checkRevisions, checkWatch } from '../robustness/checkers/index.js';
-import type { Op, RegisterOutput } from '../robustness/history.js';
+import { checkHistory, checkLinearizable, checkRevisions, checkWatch, patchFromFeed } from '../robustness/checkers/index.js';
+import type { Op, RegisterOutput, WatchEvent, WatchLog } from '../robustness/history.js';
 import { judgeCase, runSelftest, selftestCases } from '../robustness/selftest.js';
 
 /** Deterministic random numbers in [0, 1) (mulberry32), so a failing seed can be replayed. */
@@ -22,7 +22,7 @@ function random(seed: number): () => number {
  * per client). An indeterminate operation took effect, or not, at a coin's toss, and its client
  * moves on after its timeout.
  */
-function generateHistory(seed: number, count: number, options: { clients: number; indeterminate: number }): Op[] {
+function generateHistory(seed: number, count: number, options: { clients: number; indeterminate: number; feed?: WatchEvent[] }): Op[] {
   const rand = random(seed);
   const registers = ['k0', 'k1', 'k2', 'k3'];
   const state = new Map<string, { value: string | null; rev: number }>();
@@ -52,7 +52,10 @@ function generateHistory(seed: number, count: number, options: { clients: number
         ops.push({ ...base, model: 'counter', key: 'n', input: { f: 'read' }, outcome: unknown ? 'unknown' : 'ok', ...(unknown ? {} : { output: { value: counter.value, ...(counter.live ? { revision: counter.rev } : {}) } }) });
       } else {
         const delta = Math.floor(rand() * 9) - 3;
-        if (applies) counter = { value: counter.value + delta, rev: ++bucketRevision, live: true };
+        if (applies) {
+          counter = { value: counter.value + delta, rev: ++bucketRevision, live: true };
+          options.feed?.push({ revision: counter.rev, key: 'n', kind: 'set', value: String(counter.value), at: at + 1 });
+        }
         ops.push({ ...base, model: 'counter', key: 'n', input: { f: 'add', delta }, outcome: unknown ? 'unknown' : 'ok', ...(unknown ? {} : { output: { value: counter.value, revision: counter.rev } }) });
       }
       continue;
@@ -64,6 +67,7 @@ function generateHistory(seed: number, count: number, options: { clients: number
     const commit = (next: string | null): RegisterOutput => {
       const revision = ++bucketRevision;
       state.set(key, { value: next, rev: revision });
+      options.feed?.push(next === null ? { revision, key, kind: 'delete', at: at + 1 } : { revision, key, kind: 'set', value: next, at: at + 1 });
       return { revision };
     };
     if (roll < 0.4) {
@@ -200,6 +204,48 @@ describe('linearizability search', () => {
     ];
     expect(checkLinearizable(ops(7), { budgetMs: 1000 }).result).toBe('ok');
     expect(checkLinearizable(ops(undefined), { budgetMs: 1000 }).result).toBe('anomaly');
+  });
+});
+
+describe('patching from the watch feed', () => {
+  /** A generated history with crashes, and the complete feed of its execution seen by one watcher. */
+  const crashed = (seed: number): { ops: Op[]; watches: WatchLog[] } => {
+    const feed: WatchEvent[] = [];
+    const ops = generateHistory(seed, 3000, { clients: 12, indeterminate: 0.05, feed });
+    crashEvery(ops, 200);
+    const last = feed.at(-1)?.revision ?? 0;
+    return { ops, watches: [{ watcher: 99, caughtUpTo: last, segments: [{ instance: 'a', since: 0, events: feed }] }] };
+  };
+
+  it('resolves or drops every indeterminate change of a crashed history from its feed, and the patched history passes', () => {
+    const { ops, watches } = crashed(21);
+    const unknown = ops.filter((op) => op.outcome === 'unknown' && op.input.f !== 'read').length;
+    expect(unknown).toBeGreaterThan(150);
+    const patch = patchFromFeed(ops, watches, checkWatch(watches, ops));
+    expect(patch).toMatchObject({ left: 0, unexplained: [] });
+    expect(patch!.resolved).toBeGreaterThan(50);
+    expect(patch!.dropped).toBeGreaterThan(50);
+    expect(patch!.resolved + patch!.dropped).toBe(unknown);
+    expect(patch!.ops.filter((op) => op.outcome === 'unknown' && op.input.f !== 'read')).toEqual([]);
+    const verdict = checkHistory({ scenario: 'patched', ops, watches }, { budgetMs: 20_000 }).find((v) => v.checker === 'linearizability');
+    expect(verdict).toMatchObject({ result: 'ok', details: [`patched from the watch feed: ${patch!.resolved} indeterminate operations resolved, ${patch!.dropped} dropped (never applied), 0 left indeterminate`] });
+  });
+
+  it('still finds a stale read planted in a patched history', () => {
+    const { ops, watches } = crashed(22);
+    const stale = plantStaleRead(ops);
+    const verdict = checkHistory({ scenario: 'patched', ops, watches }, { budgetMs: 20_000 }).find((v) => v.checker === 'linearizability');
+    expect(verdict?.result).toBe('anomaly');
+    expect(verdict?.details[0]).toContain(`key ${JSON.stringify(stale.key)}: not linearizable`);
+  });
+
+  it('leaves the history as recorded when no watcher is known to have reached the final revision, or a watch rule failed', () => {
+    const { ops, watches } = crashed(23);
+    const incomplete = watches.map(({ caughtUpTo: _, ...w }) => w);
+    expect(patchFromFeed(ops, incomplete, checkWatch(incomplete, ops))).toBeUndefined();
+    const short = watches.map((w) => ({ ...w, caughtUpTo: 0 }));
+    expect(patchFromFeed(ops, short, checkWatch(short, ops))).toBeUndefined();
+    expect(patchFromFeed(ops, watches, [{ checker: 'watch-reliable', result: 'anomaly', details: ['a gap'], examined: 1 }])).toBeUndefined();
   });
 });
 

@@ -2,24 +2,41 @@ import type { RecordedHistory, Verdict } from '../history.js';
 import { checkBank } from './bank.js';
 import { checkFencing } from './fencing.js';
 import { checkLinearizable } from './linearizability.js';
+import { type PatchResult, patchFromFeed } from './patch.js';
 import { checkRevisions } from './revisions.js';
 import { checkWatch } from './watch.js';
 
-export { checkBank, checkFencing, checkLinearizable, checkRevisions, checkWatch };
+export { checkBank, checkFencing, checkLinearizable, checkRevisions, checkWatch, patchFromFeed };
 
 /**
  * Every checker that applies to a recorded run: linearizability and the revision rules when it
  * has operations, the watch rules when it has watchers, the bank invariants and fencing when it
- * ran those workloads. Pure: no I/O, so the runner decides what to print.
+ * ran those workloads. Linearizability searches the history patched from the watch feed when that
+ * feed is known complete (patch.ts); the other checkers read the history as recorded. Pure: no
+ * I/O, so the runner decides what to print.
  */
 export function checkHistory(history: RecordedHistory, options: { budgetMs: number }): Verdict[] {
   const verdicts: Verdict[] = [];
+  const watchVerdicts = history.watches.length > 0 ? checkWatch(history.watches, history.ops) : [];
   if (history.ops.length > 0) {
-    verdicts.push(checkLinearizable(history.ops, options));
+    const patch = patchFromFeed(history.ops, history.watches, watchVerdicts);
+    verdicts.push(withPatch(checkLinearizable(patch?.ops ?? history.ops, options), patch));
     verdicts.push(checkRevisions(history.ops));
   }
-  if (history.watches.length > 0) verdicts.push(...checkWatch(history.watches, history.ops));
+  verdicts.push(...watchVerdicts);
   if (history.bank) verdicts.push(checkBank(history.bank));
   if (history.fenced && history.fenced.length > 0) verdicts.push(checkFencing(history.fenced));
   return verdicts;
+}
+
+/** The linearizability verdict with what patching did, and the feed's events no request explains as anomalies. */
+function withPatch(verdict: Verdict, patch: PatchResult | undefined): Verdict {
+  if (patch === undefined) return verdict;
+  const summary = `patched from the watch feed: ${patch.resolved} indeterminate operations resolved, ${patch.dropped} dropped (never applied), ${patch.left} left indeterminate`;
+  if (patch.unexplained.length > 0) return { ...verdict, result: 'anomaly', details: [...patch.unexplained, ...verdict.details, summary] };
+  if (verdict.result === 'anomaly') {
+    const note = 'an operation resolved from the feed is listed as answered ok at its event\'s revision, by the time that revision was first seen';
+    return { ...verdict, details: [...verdict.details, summary, note] };
+  }
+  return { ...verdict, details: [...verdict.details, summary] };
 }
