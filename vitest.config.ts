@@ -45,7 +45,11 @@ export default defineConfig({
       {
         extends: true,
         // Without PostgreSQL the multi-instance files run here only to report themselves skipped.
-        test: { name: 'sqlite', include: ['test/**/*.test.ts'], exclude: ['test/runtimes/**', ...(postgresUrl ? ['test/multi-instance/**'] : [])] },
+        test: {
+          name: 'sqlite',
+          include: ['test/**/*.test.ts'],
+          exclude: ['test/runtimes/**', ...(postgresUrl ? ['test/multi-instance/**'] : [])],
+        },
       },
       ...(runtimes ? [{ extends: true as const, test: { name: 'runtimes', include: ['test/runtimes/**/*.test.ts'] } }] : []),
       ...(postgresUrl

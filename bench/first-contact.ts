@@ -79,7 +79,11 @@ async function oneRun(): Promise<{ perSecond: number; refusals: number; seconds:
     // Created a few at a time: creation hashes too, and is not what is measured.
     for (let i = 0; i < BUCKETS; i += 8) {
       const batch = Array.from({ length: Math.min(8, BUCKETS - i) }, async () => {
-        const keys = { secret_key: randomBytes(9).toString('hex'), read_key: randomBytes(9).toString('hex'), write_key: randomBytes(9).toString('hex') };
+        const keys = {
+          secret_key: randomBytes(9).toString('hex'),
+          read_key: randomBytes(9).toString('hex'),
+          write_key: randomBytes(9).toString('hex'),
+        };
         const form = new URLSearchParams({ email: 'bench@example.com', ...keys }).toString();
         const created = await send(`${api}/`, 'POST', { 'content-type': 'application/x-www-form-urlencoded' }, form);
         if (created.status !== 201) throw new Error(`create: ${created.status} ${created.body}`);
@@ -112,6 +116,8 @@ for (let run = 0; run < RUNS; run++) results.push(await oneRun());
 const median = [...results].sort((a, b) => a.perSecond - b.perSecond)[Math.floor(results.length / 2)]!;
 console.log(
   `first contacts: ${BUCKETS} at once, write key of 3-key buckets, ${BIN}\n` +
-    results.map((r, i) => `  run ${i + 1}: ${r.perSecond.toFixed(1)}/s (${r.seconds.toFixed(2)} s, ${r.refusals} answers 429 before success)`).join('\n') +
+    results
+      .map((r, i) => `  run ${i + 1}: ${r.perSecond.toFixed(1)}/s (${r.seconds.toFixed(2)} s, ${r.refusals} answers 429 before success)`)
+      .join('\n') +
     `\n  median: ${median.perSecond.toFixed(1)} first contacts/s`,
 );

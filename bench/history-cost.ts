@@ -32,7 +32,9 @@ const repeats = Number(flags.repeats);
 function changeLogBytes(file: string): { bytes: number; rows: number } {
   const db = new BetterSqlite3(file, { readonly: true });
   try {
-    const names = (db.prepare("select name from sqlite_master where tbl_name = 'changes'").all() as Array<{ name: string }>).map((r) => r.name);
+    const names = (db.prepare("select name from sqlite_master where tbl_name = 'changes'").all() as Array<{ name: string }>).map(
+      (r) => r.name,
+    );
     const placeholders = names.map(() => '?').join(',');
     const bytes = (db.prepare(`select sum(pgsize) as b from dbstat where name in (${placeholders})`).get(...names) as { b: number }).b;
     const rows = (db.prepare('select count(*) as n from changes').get() as { n: number }).n;

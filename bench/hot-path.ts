@@ -23,15 +23,23 @@ type App = { inject(o: object): Promise<{ statusCode: number; body: string }>; r
 
 async function main() {
   const { buildApp } = (await import(join(dist, 'server/app.js'))) as { buildApp: (s: unknown, c: unknown) => Promise<App> };
-  const { openStore } = (await import(join(dist, 'store/open-store.js'))) as { openStore: (p: string, o: object) => Promise<{ close(): Promise<void> }> };
+  const { openStore } = (await import(join(dist, 'store/open-store.js'))) as {
+    openStore: (p: string, o: object) => Promise<{ close(): Promise<void> }>;
+  };
   const { DEFAULT_SERVER_CONFIG } = (await import(join(dist, 'server/server-config.js'))) as { DEFAULT_SERVER_CONFIG: object };
   const dir = mkdtempSync(join(tmpdir(), 'kvb-hot-'));
   const store = await openStore(join(dir, 'kvb.db'), { durability: 'normal', poolSize: 10 });
   const app = await buildApp(store, { ...DEFAULT_SERVER_CONFIG, console: false });
   await app.ready();
-  const created = await app.inject({ method: 'POST', url: '/api/v1/', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'email=bench%40example.com' });
+  const created = await app.inject({
+    method: 'POST',
+    url: '/api/v1/',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: 'email=bench%40example.com',
+  });
   const bucket = created.body.trim();
-  const txn = (t: number) => JSON.stringify({ txn: Array.from({ length: 10 }, (_, j) => ({ set: `t${(t * 10 + j) % KEYS}`, value: TEXT })) });
+  const txn = (t: number) =>
+    JSON.stringify({ txn: Array.from({ length: 10 }, (_, j) => ({ set: `t${(t * 10 + j) % KEYS}`, value: TEXT })) });
   const requests: Record<string, (i: number) => object> = {
     get_hit: (i) => ({ method: 'GET', url: `/api/v1/${bucket}/k${i % KEYS}` }),
     get_miss: (i) => ({ method: 'GET', url: `/api/v1/${bucket}/missing${i % KEYS}` }),
@@ -58,7 +66,9 @@ async function main() {
     }
     perRequest.sort((a, b) => a - b);
     const round = (x: number) => Math.round(x * 10) / 10;
-    process.stderr.write(`${JSON.stringify({ case: name, minUs: round(perRequest[0]!), medianUs: round(perRequest[Math.floor(runs / 2)]!) })}\n`);
+    process.stderr.write(
+      `${JSON.stringify({ case: name, minUs: round(perRequest[0]!), medianUs: round(perRequest[Math.floor(runs / 2)]!) })}\n`,
+    );
   }
   await app.close();
   await store.close();

@@ -15,7 +15,13 @@ export interface PortabilityResult {
  * Export and import rates (keys/s) of one bucket of `keys` keys: the export streamed to a file
  * (snapshot included), then that file imported into a fresh bucket (staging, check and apply).
  */
-export async function measurePortability(url: string, bucket: string, keys: number, file: string, newBucket: () => Promise<string>): Promise<PortabilityResult> {
+export async function measurePortability(
+  url: string,
+  bucket: string,
+  keys: number,
+  file: string,
+  newBucket: () => Promise<string>,
+): Promise<PortabilityResult> {
   let started = performance.now();
   const exported = await fetch(`${url}/api/v1/${bucket}/?export=true`);
   if (exported.status !== 200 || !exported.body) throw new Error(`export answered ${exported.status}`);

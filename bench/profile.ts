@@ -30,7 +30,9 @@ const { values: flags } = parseArgs({
   },
 });
 if (flags.help) {
-  console.log(`Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup] [--db postgres://…]`);
+  console.log(
+    `Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup] [--db postgres://…]`,
+  );
   process.exit(0);
 }
 
@@ -97,7 +99,10 @@ function summarize(profileFile: string): void {
   const top = Number(flags.top);
   const show = (title: string, map: Map<string, number>) => {
     console.log(`\n${title} (share of busy time, ${(busy / 1000).toFixed(0)} ms busy of ${(total / 1000).toFixed(0)} ms)`);
-    for (const [name, us] of [...map].filter(([n]) => n !== '(idle)').sort((a, b) => b[1] - a[1]).slice(0, top)) {
+    for (const [name, us] of [...map]
+      .filter(([n]) => n !== '(idle)')
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)) {
       console.log(`${((100 * us) / busy).toFixed(1).padStart(6)}%  ${name}`);
     }
   };
@@ -112,7 +117,11 @@ async function main() {
   const started = performance.now();
   // bin/kvb's own flag (its shebang line) plus the profiler's, which NODE_OPTIONS may not carry.
   const node = [process.execPath, '--max-semi-space-size=8', '--cpu-prof', `--cpu-prof-dir=${tmp}`];
-  const child = spawnLogged(node[0]!, [...node.slice(1), KVB_BIN, ...kvbArgs(port, flags.db ?? join(tmp, 'kvb.db'), ['--log-level', 'warn'])], join(tmp, 'kvb.log'));
+  const child = spawnLogged(
+    node[0]!,
+    [...node.slice(1), KVB_BIN, ...kvbArgs(port, flags.db ?? join(tmp, 'kvb.db'), ['--log-level', 'warn'])],
+    join(tmp, 'kvb.log'),
+  );
   const url = `http://127.0.0.1:${port}`;
   await waitForOk(`${url}/health`);
   if (flags.startup) {
@@ -128,7 +137,9 @@ async function main() {
     const result = await driver.load(url, workload, Number(flags.duration));
     const cpuMs = serviceCpuMs(server) - cpuBefore;
     driver.stop();
-    console.log(`${CASES[name].title}: ${result.requestsPerSecond.toFixed(0)} req/s, p99 ${result.p99Ms} ms, ${((cpuMs * 1000) / result.total).toFixed(0)} µs server CPU per request (profiler on)`);
+    console.log(
+      `${CASES[name].title}: ${result.requestsPerSecond.toFixed(0)} req/s, p99 ${result.p99Ms} ms, ${((cpuMs * 1000) / result.total).toFixed(0)} µs server CPU per request (profiler on)`,
+    );
   }
   await stopChild(child);
   const file = readdirSync(tmp).find((f) => f.endsWith('.cpuprofile'));

@@ -37,7 +37,10 @@ const ROOT = new URL('..', import.meta.url).pathname;
  * The CLI round trip (case `cli_get`): a whole `kvb get` process, reading a stored key, against
  * `node -e 0`, the floor any Node CLI starts from. A shell loop of 100 `kvb get` pays it 100 times.
  */
-const CLI_ROUND_TRIP = { label: 'cli_get: kvb get k', args: (url: string, bucket: string) => [KVB_BIN, '--url', url, '--bucket', bucket, 'get', 'k0'] };
+const CLI_ROUND_TRIP = {
+  label: 'cli_get: kvb get k',
+  args: (url: string, bucket: string) => [KVB_BIN, '--url', url, '--bucket', bucket, 'get', 'k0'],
+};
 /** Runs of each side, interleaved so both see the same machine; the medians are compared. */
 const CLI_RUNS = 21;
 /** Writes per watch-delay measurement (one at a time, 5–20 ms apart). */
@@ -160,7 +163,9 @@ const log = (s: string) => process.stderr.write(`${s}\n`);
 async function main() {
   if (!flags['no-build']) {
     log('building kvb (tsc -p tsconfig.build.json)');
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], {
+      stdio: 'inherit',
+    });
   }
   const baselineScript = compileBaseline();
   driver = forkLoadDriver(settings.connections, settings.pipelining);
@@ -414,9 +419,19 @@ function report(
     ...watchDelays.map((w) => ({ goal: `watch delay p99 (${w.where})`, value: w.p99Ms, unit: 'ms' as const, max: 1000 })),
     { goal: 'start-up vs bare Fastify', value: startup?.ratio, unit: 'x', max: 1.2 },
     { goal: `CLI round trip (${cli?.label ?? 'cli_get'}) vs node -e 0`, value: cli?.ratio, unit: 'x', max: 1.5 },
-    { goal: 'PostgreSQL GET hit vs SQLite GET hit', value: ratio(find('kvb postgres', 'get_hit'), find('kvb', 'get_hit')), unit: 'x', min: 0.6 },
+    {
+      goal: 'PostgreSQL GET hit vs SQLite GET hit',
+      value: ratio(find('kvb postgres', 'get_hit'), find('kvb', 'get_hit')),
+      unit: 'x',
+      min: 0.6,
+    },
     { goal: 'PostgreSQL SET vs SQLite SET', value: ratio(find('kvb postgres', 'set_text'), find('kvb', 'set_text')), unit: 'x', min: 0.5 },
-    { goal: 'PostgreSQL SET on one hot bucket, 50 clients, one instance', value: get('kvb postgres', 'set_text')?.requestsPerSecond, unit: 'req/s', min: 5000 },
+    {
+      goal: 'PostgreSQL SET on one hot bucket, 50 clients, one instance',
+      value: get('kvb postgres', 'set_text')?.requestsPerSecond,
+      unit: 'req/s',
+      min: 5000,
+    },
     { goal: 'PostgreSQL SET (synchronous_commit on) vs etcd put', value: get('kvb postgres', 'set_text')?.vsEtcd, unit: 'x', min: 1 },
     { goal: 'SET durability=full vs etcd put', value: get('kvb durability=full', 'set_text')?.vsEtcd, unit: 'x', min: 2 },
     {
@@ -429,9 +444,13 @@ function report(
     t.value === undefined || !Number.isFinite(t.value)
       ? 'not measured'
       : t.min !== undefined
-        ? t.value >= t.min ? 'met' : 'MISSED'
+        ? t.value >= t.min
+          ? 'met'
+          : 'MISSED'
         : t.max !== undefined
-          ? t.value <= t.max ? 'met' : 'MISSED'
+          ? t.value <= t.max
+            ? 'met'
+            : 'MISSED'
           : '';
 
   const x = (v: number | undefined) => (v === undefined ? '' : `${v.toFixed(2)}x`);
@@ -457,7 +476,11 @@ function report(
     );
   }
   for (const [peer, why] of Object.entries(skipped)) lines.push('', `${peer}: ${why}`);
-  if (startup) lines.push('', `Start-up (spawn to first 200 from /health): kvb serve ${startup.kvbMs.toFixed(0)} ms, bare Fastify ${startup.baselineMs.toFixed(0)} ms (${x(startup.ratio)}).`);
+  if (startup)
+    lines.push(
+      '',
+      `Start-up (spawn to first 200 from /health): kvb serve ${startup.kvbMs.toFixed(0)} ms, bare Fastify ${startup.baselineMs.toFixed(0)} ms (${x(startup.ratio)}).`,
+    );
   if (cli) lines.push(`CLI round trip: ${cli.label} ${cli.kvbMs.toFixed(0)} ms, node -e 0 ${cli.nodeMs.toFixed(0)} ms (${x(cli.ratio)}).`);
   if (portability) {
     lines.push(
@@ -472,8 +495,14 @@ function report(
   }
   lines.push('', '| target | measured | goal | verdict |', '|---|---:|---:|---|');
   for (const t of targets) {
-    const value = t.value === undefined || !Number.isFinite(t.value) ? '-' : t.unit === 'x' ? x(t.value) : `${Math.round(t.value * 10) / 10} ${t.unit}`;
-    const goal = t.min !== undefined ? `>= ${t.min}${t.unit === 'x' ? 'x' : ` ${t.unit}`}` : t.max !== undefined ? `<= ${t.max}${t.unit === 'x' ? 'x' : ` ${t.unit}`}` : '';
+    const value =
+      t.value === undefined || !Number.isFinite(t.value) ? '-' : t.unit === 'x' ? x(t.value) : `${Math.round(t.value * 10) / 10} ${t.unit}`;
+    const goal =
+      t.min !== undefined
+        ? `>= ${t.min}${t.unit === 'x' ? 'x' : ` ${t.unit}`}`
+        : t.max !== undefined
+          ? `<= ${t.max}${t.unit === 'x' ? 'x' : ` ${t.unit}`}`
+          : '';
     lines.push(`| ${t.goal} | ${value} | ${goal} | ${verdict(t)} |`);
   }
   const markdown = lines.join('\n');

@@ -31,7 +31,9 @@ const everyMs = Number(flags['sample-every']) * 1000;
 const mb = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
 
 if (!flags['no-build']) {
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], {
+    stdio: 'inherit',
+  });
 }
 const tmp = mkdtempSync(join(tmpdir(), 'kvb-soak-'));
 const kvb = await startKvb('kvb', tmp, flags.db ?? join(tmp, 'soak.db'));
@@ -70,7 +72,9 @@ try {
   const growth = ((endRss - startRss) / startRss) * 100;
   const failures = result.errors + result.timeouts + result.non2xx;
   console.log(`RSS samples (MB): ${samples.map((s) => `${Math.round(s.at)}s=${mb(s.rss)}`).join(' ')}`);
-  console.log(`RSS after warm-up ${mb(startRss)} MB, at the end ${mb(endRss)} MB (${growth >= 0 ? '+' : ''}${growth.toFixed(1)}%), peak ${mb(peakRss)} MB`);
+  console.log(
+    `RSS after warm-up ${mb(startRss)} MB, at the end ${mb(endRss)} MB (${growth >= 0 ? '+' : ''}${growth.toFixed(1)}%), peak ${mb(peakRss)} MB`,
+  );
   console.log(
     `requests ${result.total} (${Math.round(result.requestsPerSecond)}/s), p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms, ` +
       `errors ${result.errors}, timeouts ${result.timeouts}, non-2xx ${result.non2xx} ${JSON.stringify(result.statusCodes)}`,

@@ -10,18 +10,37 @@ const dir = process.argv[2] ?? new URL('..', import.meta.url).pathname;
 const quota = process.argv[3];
 const { openStore } = await import(`${dir}/dist/store/open-store.js`);
 const path = join(mkdtempSync(join(tmpdir(), 'kvb-micro-')), 'kvb.db');
-const store = await openStore(path, { durability: 'normal', poolSize: 1, ...(quota && { quota: { maxKeys: 10_000_000, maxBytes: 10_000_000_000 } }) });
+const store = await openStore(path, {
+  durability: 'normal',
+  poolSize: 1,
+  ...(quota && { quota: { maxKeys: 10_000_000, maxBytes: 10_000_000_000 } }),
+});
 const bucket = 'b';
-await store.createBucket({ id: bucket, email: 'a@b.c', secretKeyHash: null, readKeyHash: null, writeKeyHash: null, signingKey: null, signingKeyGeneration: 0, tokenSalt: null, defaultTtl: 0 });
+await store.createBucket({
+  id: bucket,
+  email: 'a@b.c',
+  secretKeyHash: null,
+  readKeyHash: null,
+  writeKeyHash: null,
+  signingKey: null,
+  signingKeyGeneration: 0,
+  tokenSalt: null,
+  defaultTtl: 0,
+});
 const value = { type: 'text', data: Buffer.alloc(100, 120) };
 const N = 100_000;
-const cpu = () => { const u = process.cpuUsage(); return u.user + u.system; };
+const cpu = () => {
+  const u = process.cpuUsage();
+  return u.user + u.system;
+};
 // Load N keys (new keys), then overwrite them (replace), timing both.
 let t = cpu();
-for (let i = 0; i < N; i += 500) await Promise.all(Array.from({ length: 500 }, (_, j) => store.setEntry(bucket, `k${i + j}`, value, null, Date.now())));
+for (let i = 0; i < N; i += 500)
+  await Promise.all(Array.from({ length: 500 }, (_, j) => store.setEntry(bucket, `k${i + j}`, value, null, Date.now())));
 const insertUs = (cpu() - t) / N;
 t = cpu();
-for (let i = 0; i < N; i += 500) await Promise.all(Array.from({ length: 500 }, (_, j) => store.setEntry(bucket, `k${i + j}`, value, null, Date.now())));
+for (let i = 0; i < N; i += 500)
+  await Promise.all(Array.from({ length: 500 }, (_, j) => store.setEntry(bucket, `k${i + j}`, value, null, Date.now())));
 const replaceUs = (cpu() - t) / N;
 // Reads in an order that defeats the 25k-entry cache (every key read once, 100k distinct).
 t = cpu();
@@ -29,4 +48,6 @@ for (let i = 0; i < N; i++) await store.getEntry(bucket, `k${(i * 7919) % N}`, D
 const getUs = (cpu() - t) / N;
 await store.close();
 rmSync(dirname(path), { recursive: true, force: true });
-console.log(JSON.stringify({ dir, quota: !!quota, insertUs: +insertUs.toFixed(2), replaceUs: +replaceUs.toFixed(2), getMissUs: +getUs.toFixed(2) }));
+console.log(
+  JSON.stringify({ dir, quota: !!quota, insertUs: +insertUs.toFixed(2), replaceUs: +replaceUs.toFixed(2), getMissUs: +getUs.toFixed(2) }),
+);

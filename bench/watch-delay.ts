@@ -18,7 +18,13 @@ export interface WatchDelayResult {
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 
 export async function measureWatchDelay(writerUrl: string, watcherUrl: string, writes: number, where: string): Promise<WatchDelayResult> {
-  const bucket = (await httpRequest(`${writerUrl}/api/v1/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'email=bench@example.com' })).body;
+  const bucket = (
+    await httpRequest(`${writerUrl}/api/v1/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'email=bench@example.com',
+    })
+  ).body;
   const sentAt = new Map<string, number>();
   const delays: number[] = [];
   let ready!: () => void;

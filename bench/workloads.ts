@@ -41,8 +41,16 @@ export const CASES: Record<CaseName, CaseInfo> = {
   counter: { title: 'counter PATCH', baseline: 'post', meaning: 'PATCH +1 on one of 1,000 counters' },
   list_100: { title: 'list 100 + values', baseline: 'get', meaning: 'GET ?values=true&limit=100&format=json' },
   txn_10: { title: 'txn of 10', baseline: 'post', meaning: 'POST a transaction of 10 sets (100-byte values)' },
-  auth_get: { title: 'GET with token', baseline: 'get', meaning: 'GET hit with a temporary token (JWT) as Bearer, in a bucket with a read key' },
-  set_spread: { title: 'SET over 100 buckets', baseline: 'post', meaning: 'set_text, but each request to the next of 100 buckets (no single hot bucket)' },
+  auth_get: {
+    title: 'GET with token',
+    baseline: 'get',
+    meaning: 'GET hit with a temporary token (JWT) as Bearer, in a bucket with a read key',
+  },
+  set_spread: {
+    title: 'SET over 100 buckets',
+    baseline: 'post',
+    meaning: 'set_text, but each request to the next of 100 buckets (no single hot bucket)',
+  },
   txn_spread: { title: 'txn of 10 over 100 buckets', baseline: 'post', meaning: 'txn_10, but each transaction to the next of 100 buckets' },
 };
 
@@ -94,7 +102,12 @@ export function kvbWorkloads(f: KvbFixture): Record<CaseName, Workload> {
       })),
     },
     set_spread: {
-      plan: range(KEYS).map((i) => ({ method: 'POST', path: `/api/v1/${f.spread[i % f.spread.length]}/k${i}`, headers: text, body: TEXT_VALUE })),
+      plan: range(KEYS).map((i) => ({
+        method: 'POST',
+        path: `/api/v1/${f.spread[i % f.spread.length]}/k${i}`,
+        headers: text,
+        body: TEXT_VALUE,
+      })),
     },
     txn_spread: {
       plan: range(KEYS / 10).map((t) => ({
@@ -134,9 +147,16 @@ const b64 = (s: string) => Buffer.from(s).toString('base64');
 
 /** etcd's v3 JSON gateway: range and put, keys and values base64. */
 export const etcdWorkloads: Partial<Record<CaseName, Workload>> = {
-  get_hit: { plan: range(KEYS).map((i) => ({ method: 'POST', path: '/v3/kv/range', headers: json, body: JSON.stringify({ key: b64(`k${i}`) }) })) },
+  get_hit: {
+    plan: range(KEYS).map((i) => ({ method: 'POST', path: '/v3/kv/range', headers: json, body: JSON.stringify({ key: b64(`k${i}`) }) })),
+  },
   get_miss: {
-    plan: range(KEYS).map((i) => ({ method: 'POST', path: '/v3/kv/range', headers: json, body: JSON.stringify({ key: b64(`missing${i}`) }) })),
+    plan: range(KEYS).map((i) => ({
+      method: 'POST',
+      path: '/v3/kv/range',
+      headers: json,
+      body: JSON.stringify({ key: b64(`missing${i}`) }),
+    })),
   },
   set_text: {
     plan: range(KEYS).map((i) => ({
@@ -210,7 +230,9 @@ export function loadKeysIntoSqlite(file: string, bucket: string, from: number, t
 
 export async function prepareWebdis(url: string): Promise<void> {
   for (let i = 0; i < KEYS; i += 100) {
-    const path = range(100).map((j) => `k${i + j}/${TEXT_VALUE}`).join('/');
+    const path = range(100)
+      .map((j) => `k${i + j}/${TEXT_VALUE}`)
+      .join('/');
     await ok(`${url}/MSET/${path}`, {});
   }
 }

@@ -40,7 +40,13 @@ const ownFiles = {
  * CLI's bundle, which every `kvb get` reads. The server bundle's entry maps each to a function that
  * initialises that module on first use, so pg is evaluated only by a process that opens PostgreSQL.
  */
-const SERVER_MODULES = ['server/run-server', 'store/postgres/postgres-store', 'store/sqlite/sqlite-store', 'store/migration-status', 'store/migrations'];
+const SERVER_MODULES = [
+  'server/run-server',
+  'store/postgres/postgres-store',
+  'store/sqlite/sqlite-store',
+  'store/migration-status',
+  'store/migrations',
+];
 const fileName = (m) => m.split('/').pop();
 
 const serverBundleEntry = {
@@ -79,7 +85,10 @@ const dynamicImportAsRequire = {
       const outside = args.path.startsWith('node:') || builtinModules.includes(args.path) || EXTERNAL.includes(args.path);
       return outside ? { path: args.path, namespace: 'required' } : undefined;
     });
-    b.onLoad({ filter: /.*/, namespace: 'required' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
+    b.onLoad({ filter: /.*/, namespace: 'required' }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(args.path)});`,
+      loader: 'js',
+    }));
   },
 };
 
@@ -94,7 +103,8 @@ const lazyChildProcessInCommander = {
     b.onLoad({ filter: /\/node_modules\/commander\/lib\/command\.js$/ }, async (args) => {
       const eager = "const childProcess = require('node:child_process');";
       const contents = await readFile(args.path, 'utf8');
-      if (!contents.includes(eager)) throw new Error(`${args.path} no longer has ${eager}: update the lazy-child-process-in-commander plugin`);
+      if (!contents.includes(eager))
+        throw new Error(`${args.path} no longer has ${eager}: update the lazy-child-process-in-commander plugin`);
       const lazy = "const childProcess = { get spawn() { return require('node:child_process').spawn; } };";
       return { contents: contents.replace(eager, lazy), loader: 'js' };
     });
@@ -134,7 +144,10 @@ const sourceTransforms = {
       contents = contents.replace(/const require = createRequire\(import\.meta\.url\);/, '');
       if (contents.includes('import.meta.url')) {
         const asBuilt = relative(SRC, args.path).replace(/\.ts$/, '.js');
-        contents = contents.replaceAll('import.meta.url', `require('node:url').pathToFileURL(__dirname + ${JSON.stringify(`/${asBuilt}`)}).href`);
+        contents = contents.replaceAll(
+          'import.meta.url',
+          `require('node:url').pathToFileURL(__dirname + ${JSON.stringify(`/${asBuilt}`)}).href`,
+        );
       }
       return contents === before ? undefined : { contents, loader: 'ts' };
     });
@@ -148,11 +161,22 @@ const sourceTransforms = {
  * appended to the loader bin/kvb requires anyway, so choosing a cache reads no extra file.
  */
 async function commandNames() {
-  const { outputFiles } = await build({ ...common, entryPoints: ['src/cli/program.ts'], packages: 'external', write: false, plugins: [sourceTransforms] });
+  const { outputFiles } = await build({
+    ...common,
+    entryPoints: ['src/cli/program.ts'],
+    packages: 'external',
+    write: false,
+    plugins: [sourceTransforms],
+  });
   const module = { exports: {} };
   // Run as if from dist/, where source-transforms points each module's import.meta.url.
   const dir = resolve('dist');
-  new Function('module', 'exports', 'require', '__dirname', outputFiles[0].text)(module, module.exports, createRequire(`${dir}/kvb-cli.cjs`), dir);
+  new Function('module', 'exports', 'require', '__dirname', outputFiles[0].text)(
+    module,
+    module.exports,
+    createRequire(`${dir}/kvb-cli.cjs`),
+    dir,
+  );
   return [...module.exports.buildProgram().commands.map((command) => command.name()), 'help'];
 }
 
@@ -170,7 +194,16 @@ await Promise.all([
     outfile: `${OUT}/load-bundle.cjs`,
     footer: { js: `module.exports.COMMAND_NAMES = ${JSON.stringify(commands)};` },
   }),
-  build({ ...common, entryPoints: ['src/cli/main.ts'], outfile: `${OUT}/kvb-cli.cjs`, plugins: [throughServerBundle, dynamicImportAsRequire, sourceTransforms, lazyChildProcessInCommander] }),
-  build({ ...common, stdin: serverBundleEntry, outfile: `${OUT}/kvb-server.cjs`, plugins: [dynamicImportAsRequire, ownFiles, sourceTransforms] }),
+  build({
+    ...common,
+    entryPoints: ['src/cli/main.ts'],
+    outfile: `${OUT}/kvb-cli.cjs`,
+    plugins: [throughServerBundle, dynamicImportAsRequire, sourceTransforms, lazyChildProcessInCommander],
+  }),
+  build({
+    ...common,
+    stdin: serverBundleEntry,
+    outfile: `${OUT}/kvb-server.cjs`,
+    plugins: [dynamicImportAsRequire, ownFiles, sourceTransforms],
+  }),
 ]);
-

@@ -22,7 +22,24 @@ const freePort = () =>
 async function once(consoleSwitch: 'on' | 'off', i: number): Promise<number> {
   const port = await freePort();
   const started = performance.now();
-  const child = spawn('node', [bin, 'serve', '--port', String(port), '--host', '127.0.0.1', '--db', join(dir, `${consoleSwitch}-${i}.db`), '--log-level', 'warn', '--console', consoleSwitch], { stdio: 'ignore' });
+  const child = spawn(
+    'node',
+    [
+      bin,
+      'serve',
+      '--port',
+      String(port),
+      '--host',
+      '127.0.0.1',
+      '--db',
+      join(dir, `${consoleSwitch}-${i}.db`),
+      '--log-level',
+      'warn',
+      '--console',
+      consoleSwitch,
+    ],
+    { stdio: 'ignore' },
+  );
   try {
     for (;;) {
       try {
@@ -42,4 +59,6 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const times: Record<'on' | 'off', number[]> = { on: [], off: [] };
 for (let i = 0; i < runs; i++) for (const s of i % 2 ? (['on', 'off'] as const) : (['off', 'on'] as const)) times[s].push(await once(s, i));
 rmSync(dir, { recursive: true, force: true });
-console.log(`start-up (spawn → first 200 /health), median of ${runs}: console on ${median(times.on).toFixed(0)} ms, console off ${median(times.off).toFixed(0)} ms`);
+console.log(
+  `start-up (spawn → first 200 /health), median of ${runs}: console on ${median(times.on).toFixed(0)} ms, console off ${median(times.off).toFixed(0)} ms`,
+);

@@ -92,7 +92,13 @@ export function AdminView(props: { conn: Connection; onCredentialChanged: (crede
   );
 }
 
-function KeyControl(props: { name: string; isSet: boolean; clearable: boolean; onSet: (value: string) => Promise<void>; onClear: () => Promise<void> }) {
+function KeyControl(props: {
+  name: string;
+  isSet: boolean;
+  clearable: boolean;
+  onSet: (value: string) => Promise<void>;
+  onClear: () => Promise<void>;
+}) {
   const [value, setValue] = useState('');
   const id = props.name.replace(/ /g, '-');
   return (
@@ -109,7 +115,14 @@ function KeyControl(props: { name: string; isSet: boolean; clearable: boolean; o
         </span>
       </label>
       <div class="inline">
-        <input id={`new-${id}`} type="text" value={value} autocomplete="off" spellcheck={false} onInput={(e) => setValue(e.currentTarget.value)} />
+        <input
+          id={`new-${id}`}
+          type="text"
+          value={value}
+          autocomplete="off"
+          spellcheck={false}
+          onInput={(e) => setValue(e.currentTarget.value)}
+        />
         <button type="button" onClick={() => setValue(generateKey())}>
           Generate {props.name}
         </button>
@@ -145,7 +158,12 @@ function DefaultTtl(props: { policy: Policy | undefined; onSave: (ttl: number) =
       <div class="inline">
         <label class="field">
           <span>Default TTL in seconds (0 = never expire)</span>
-          <input inputMode="numeric" value={value} onInput={(e) => setValue(e.currentTarget.value)} aria-invalid={valid ? undefined : 'true'} />
+          <input
+            inputMode="numeric"
+            value={value}
+            onInput={(e) => setValue(e.currentTarget.value)}
+            aria-invalid={valid ? undefined : 'true'}
+          />
         </label>
         <button type="submit" disabled={!valid}>
           Save default TTL
@@ -169,7 +187,14 @@ function MintToken({ conn, hasSigningKey }: { conn: Connection; hasSigningKey: b
     if (permissions.size === 0) return setError('Choose at least one permission');
     if (!/^\d+$/.test(ttl.trim()) || Number(ttl) <= 0) return setError('TTL must be a whole number of seconds, more than 0');
     try {
-      setToken(await mintToken(conn, prefix, PERMISSIONS.filter((p) => permissions.has(p)), Number(ttl)));
+      setToken(
+        await mintToken(
+          conn,
+          prefix,
+          PERMISSIONS.filter((p) => permissions.has(p)),
+          Number(ttl),
+        ),
+      );
     } catch (err) {
       setError(errorText(err));
     }

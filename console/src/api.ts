@@ -135,7 +135,14 @@ interface MetaItem {
  * last key, so every page costs the same however deep). With `meta`, each key's type, size,
  * expiry and revision come in the same answer (the listing's `meta=true`, which needs read).
  */
-export async function listKeys(c: Connection, prefix: string, cursor: string | undefined, limit: number, meta = false, delimiter?: string): Promise<KeyPage> {
+export async function listKeys(
+  c: Connection,
+  prefix: string,
+  cursor: string | undefined,
+  limit: number,
+  meta = false,
+  delimiter?: string,
+): Promise<KeyPage> {
   const query = new URLSearchParams({ format: 'json', limit: String(limit) });
   if (prefix) query.set('prefix', prefix);
   if (meta) query.set('meta', 'true');
@@ -162,9 +169,20 @@ export async function listKeys(c: Connection, prefix: string, cursor: string | u
       folders ??= new Set();
       continue;
     }
-    metas.set(item.key, { type: item.type, size: item.size, expiresAt: item.expires_at === null ? null : Date.parse(item.expires_at), rev: item.rev });
+    metas.set(item.key, {
+      type: item.type,
+      size: item.size,
+      expiresAt: item.expires_at === null ? null : Date.parse(item.expires_at),
+      rev: item.rev,
+    });
   }
-  return { keys, metas, next: response.headers.get('kvb-next-cursor') ?? undefined, revision: Number(response.headers.get('kvb-revision') ?? 0), ...(folders && { folders }) };
+  return {
+    keys,
+    metas,
+    next: response.headers.get('kvb-next-cursor') ?? undefined,
+    revision: Number(response.headers.get('kvb-revision') ?? 0),
+    ...(folders && { folders }),
+  };
 }
 
 /** One key's metadata from a one-key listing (no value read), or undefined when it is gone. */
@@ -216,7 +234,11 @@ export async function checkCredential(c: Connection): Promise<void> {
     await call(`${path(c)}/?format=json&limit=0`, { credential: c.credential });
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) {
-      throw new ApiError(401, 'unauthorized', 'this credential is not valid for this bucket (not its secret, read or write key, nor a token of it)');
+      throw new ApiError(
+        401,
+        'unauthorized',
+        'this credential is not valid for this bucket (not its secret, read or write key, nor a token of it)',
+      );
     }
     if (!(err instanceof ApiError && err.status === 403)) throw err;
   }
@@ -294,7 +316,12 @@ export async function deleteEntry(c: Connection, key: string): Promise<void> {
 export async function deleteEntries(c: Connection, keys: string[]): Promise<void> {
   if (keys.length > MAX_TXN_OPS) throw new ApiError(400, 'bad_request', `at most ${MAX_TXN_OPS} keys in one transaction`);
   const txn = keys.map((key) => ({ delete: key }));
-  await call(path(c), { method: 'POST', credential: c.credential, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ txn }) });
+  await call(path(c), {
+    method: 'POST',
+    credential: c.credential,
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ txn }),
+  });
 }
 
 /** One event of the watch feed (see docs/http-api.md "Watching changes"). */

@@ -40,7 +40,15 @@ export async function detectCapabilities(c: Connection): Promise<Capabilities> {
   }
   try {
     await getPolicy(c);
-    return { admin: true, read: true, enumerate: true, write: true, delete: true, scope: '', role: c.credential ? 'admin (secret key)' : 'admin (anonymous)' };
+    return {
+      admin: true,
+      read: true,
+      enumerate: true,
+      write: true,
+      delete: true,
+      scope: '',
+      role: c.credential ? 'admin (secret key)' : 'admin (anonymous)',
+    };
   } catch (err) {
     if (!(err instanceof ApiError) || ![401, 403, 404].includes(err.status)) throw err;
   }

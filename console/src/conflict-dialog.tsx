@@ -11,7 +11,8 @@ export interface Conflict {
 }
 
 /** A value as text for the side-by-side view: JSON indented, bytes as base64. */
-const shownValue = (type: ValueType, bytes: Uint8Array) => (type === 'json' ? prettyJson(editableText(type, bytes)) : editableText(type, bytes));
+const shownValue = (type: ValueType, bytes: Uint8Array) =>
+  type === 'json' ? prettyJson(editableText(type, bytes)) : editableText(type, bytes);
 
 /** The key changed since the editor opened it: the stored value beside the user's, and the choice. */
 export function ConflictDialog(props: {
@@ -31,8 +32,8 @@ export function ConflictDialog(props: {
     <dialog ref={ref} class="confirm conflict" aria-labelledby="conflict-title" aria-describedby="conflict-help" onCancel={props.onBack}>
       <h2 id="conflict-title">{stored ? 'This key changed while you edited it' : 'This key was deleted while you edited it'}</h2>
       <p id="conflict-help">
-        <span class="key-text">{props.entryKey}</span>: nothing was saved. Keep your value (it replaces the stored one), or take the stored one and
-        drop your edit.
+        <span class="key-text">{props.entryKey}</span>: nothing was saved. Keep your value (it replaces the stored one), or take the stored
+        one and drop your edit.
       </p>
       <div class="side-by-side">
         <section aria-labelledby="conflict-stored">

@@ -20,7 +20,9 @@ export function relativeExpiry(expiresAt: number, now: number): string {
  * Who made a history version, in a few words: the credential kind (a token by its id) and the
  * client address; undefined for changes recorded before kvb kept actors.
  */
-export function actorLabel(actor: { kind: string; token_id: string | null; address: string | null } | null | undefined): string | undefined {
+export function actorLabel(
+  actor: { kind: string; token_id: string | null; address: string | null } | null | undefined,
+): string | undefined {
   if (!actor) return undefined;
   let who = `${actor.kind} key`;
   if (actor.kind === 'token') who = actor.token_id ? `token ${actor.token_id}` : 'a token';
@@ -247,7 +249,14 @@ export const rowId = (row: Row) => (row.kind === 'key' ? row.key : row.prefix);
  * pages follow (that page will bring it). A folder row stays when a key in it is removed (the
  * keys view checks whether the folder is empty and then takes it away with `removeRow`).
  */
-export function applyChange(rows: Row[], key: string, change: 'set' | 'delete', prefix: string, folders: boolean, complete: boolean): Row[] {
+export function applyChange(
+  rows: Row[],
+  key: string,
+  change: 'set' | 'delete',
+  prefix: string,
+  folders: boolean,
+  complete: boolean,
+): Row[] {
   const row = rowOf(key, prefix, folders);
   const id = rowId(row);
   let low = 0;

@@ -6,7 +6,13 @@ import { Notice, errorText } from './ui.js';
  * Uploads an export file into the current prefix, with progress: merge (set every key in the
  * file) by default; replace (the prefix becomes exactly the file) only after a confirmation.
  */
-export function ImportDialog(props: { conn: Connection; prefix: string; mayReplace: boolean; onClose: () => void; onImported: () => void }) {
+export function ImportDialog(props: {
+  conn: Connection;
+  prefix: string;
+  mayReplace: boolean;
+  onClose: () => void;
+  onImported: () => void;
+}) {
   const ref = useRef<HTMLDialogElement>(null);
   const [file, setFile] = useState<File | undefined>();
   const [mode, setMode] = useState<'merge' | 'replace'>('merge');
@@ -47,7 +53,9 @@ export function ImportDialog(props: { conn: Connection; prefix: string; mayRepla
     >
       <form onSubmit={(e) => void start(e)}>
         <h2 id="import-title">Import into {where}</h2>
-        <p class="help">A file from Export (NDJSON). It is applied all or nothing, as one revision; every key in it must be under the prefix.</p>
+        <p class="help">
+          A file from Export (NDJSON). It is applied all or nothing, as one revision; every key in it must be under the prefix.
+        </p>
         <label class="field">
           <span>File</span>
           <input
@@ -74,8 +82,8 @@ export function ImportDialog(props: { conn: Connection; prefix: string; mayRepla
         </fieldset>
         {mode === 'replace' && (
           <label class="check">
-            <input type="checkbox" checked={confirmed} onChange={(e) => setConfirmed(e.currentTarget.checked)} /> Delete every key under {where} that is
-            not in the file
+            <input type="checkbox" checked={confirmed} onChange={(e) => setConfirmed(e.currentTarget.checked)} /> Delete every key under{' '}
+            {where} that is not in the file
           </label>
         )}
         {progress !== undefined && (
@@ -85,7 +93,10 @@ export function ImportDialog(props: { conn: Connection; prefix: string; mayRepla
         )}
         <Notice
           error={error}
-          message={outcome && `Imported ${outcome.imported} ${outcome.imported === 1 ? 'key' : 'keys'}, skipped ${outcome.skipped} (already expired)`}
+          message={
+            outcome &&
+            `Imported ${outcome.imported} ${outcome.imported === 1 ? 'key' : 'keys'}, skipped ${outcome.skipped} (already expired)`
+          }
         />
         <div class="actions">
           <button type="submit" class="primary" disabled={!file || uploading || (mode === 'replace' && !confirmed)}>

@@ -106,7 +106,14 @@ export function KeyEditor(props: {
       <Notice error={error} />
       <label class="field">
         <span>Key</span>
-        <input value={key} readOnly={entryKey !== undefined} required spellcheck={false} autocomplete="off" onInput={(e) => setKey(e.currentTarget.value)} />
+        <input
+          value={key}
+          readOnly={entryKey !== undefined}
+          required
+          spellcheck={false}
+          autocomplete="off"
+          onInput={(e) => setKey(e.currentTarget.value)}
+        />
       </label>
       <div class="field-row">
         <label class="field">
@@ -121,7 +128,13 @@ export function KeyEditor(props: {
         </label>
         <label class="field">
           <span>TTL</span>
-          <input inputMode="numeric" value={ttl} placeholder="bucket default" aria-describedby="ttl-help" onInput={(e) => setTtl(e.currentTarget.value)} />
+          <input
+            inputMode="numeric"
+            value={ttl}
+            placeholder="bucket default"
+            aria-describedby="ttl-help"
+            onInput={(e) => setTtl(e.currentTarget.value)}
+          />
         </label>
       </div>
       <p id="ttl-help" class="help">
@@ -144,7 +157,11 @@ export function KeyEditor(props: {
         </p>
       ) : (
         <p id="value-help" class="help">
-          {type === 'bytes' ? 'Bytes are edited as base64, or uploaded from a file.' : type === 'json' ? 'Checked as JSON before saving.' : ''}
+          {type === 'bytes'
+            ? 'Bytes are edited as base64, or uploaded from a file.'
+            : type === 'json'
+              ? 'Checked as JSON before saving.'
+              : ''}
         </p>
       )}
       {type === 'bytes' && (

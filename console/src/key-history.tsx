@@ -23,7 +23,13 @@ function by(item: HistoryItem): string {
  * asked for; a version shows a line diff against the current value and can be restored, which
  * writes it back with If-Match on the current revision (a change made meanwhile is refused).
  */
-export function KeyHistory(props: { conn: Connection; caps: Capabilities; entryKey: string; current: StoredEntry; onRestored: () => void }) {
+export function KeyHistory(props: {
+  conn: Connection;
+  caps: Capabilities;
+  entryKey: string;
+  current: StoredEntry;
+  onRestored: () => void;
+}) {
   const { conn, caps, entryKey: key, current } = props;
   const [items, setItems] = useState<HistoryItem[] | undefined>();
   const [open, setOpen] = useState(false);
@@ -92,7 +98,8 @@ export function KeyHistory(props: { conn: Connection; caps: Capabilities; entryK
                 </span>
               ) : (
                 <button type="button" aria-pressed={chosen?.rev === item.rev} onClick={() => void choose(item)}>
-                  rev {item.rev} · {item.operation} · {new Date(item.time).toLocaleString()} · {item.type} · {formatSize(item.size ?? 0)}{by(item)}
+                  rev {item.rev} · {item.operation} · {new Date(item.time).toLocaleString()} · {item.type} · {formatSize(item.size ?? 0)}
+                  {by(item)}
                   {item.rev === current.rev ? ' (current)' : ''}
                 </button>
               )}

@@ -156,7 +156,9 @@ export function KeyList(props: {
     const keys = state.rows
       .slice(first, last)
       .flatMap((r) =>
-        r.kind === 'key' && meta.current.has(r.key) && meta.current.get(r.key)!.size === undefined && !asking.current.has(r.key) ? [r.key] : [],
+        r.kind === 'key' && meta.current.has(r.key) && meta.current.get(r.key)!.size === undefined && !asking.current.has(r.key)
+          ? [r.key]
+          : [],
       );
     if (keys.length === 0) return;
     const timer = setTimeout(() => {
@@ -273,7 +275,12 @@ export function KeyList(props: {
         else checkFolder(changed.prefix);
       }
       if (event.type === 'set') {
-        if (caps.read) staleMeta(event.key, { type: event.value_type, expiresAt: event.expires_at === null ? null : Date.parse(event.expires_at), rev: event.rev });
+        if (caps.read)
+          staleMeta(event.key, {
+            type: event.value_type,
+            expiresAt: event.expires_at === null ? null : Date.parse(event.expires_at),
+            rev: event.rev,
+          });
         flash(rowId(rowOf(event.key, prefix, folders)));
       } else {
         meta.current.delete(event.key);
@@ -367,7 +374,9 @@ export function KeyList(props: {
             )}
           </ul>
         </div>
-        {!state.loading && state.rows.length === 0 && !state.error && !paused && <p class="empty">No keys{prefix ? ` under "${prefix}"` : ''}.</p>}
+        {!state.loading && state.rows.length === 0 && !state.error && !paused && (
+          <p class="empty">No keys{prefix ? ` under "${prefix}"` : ''}.</p>
+        )}
       </div>
       {paused && state.next !== undefined && (
         <p class="paused">
@@ -396,9 +405,20 @@ function KeyRow(props: {
   return (
     <li class={`row${props.current ? ' current' : ''}${props.changed ? ' changed' : ''}`}>
       {props.canDelete && (
-        <input type="checkbox" aria-label={`Select ${key}`} checked={props.selected} onChange={(e) => props.onSelect(key, e.currentTarget.checked)} />
+        <input
+          type="checkbox"
+          aria-label={`Select ${key}`}
+          checked={props.selected}
+          onChange={(e) => props.onSelect(key, e.currentTarget.checked)}
+        />
       )}
-      <button type="button" class="row-main" onClick={() => props.onOpen(key)} aria-current={props.current ? 'true' : undefined} title={key}>
+      <button
+        type="button"
+        class="row-main"
+        onClick={() => props.onOpen(key)}
+        aria-current={props.current ? 'true' : undefined}
+        title={key}
+      >
         <span class="key-text">{key}</span>
       </button>
       {meta && meta.size !== undefined && (

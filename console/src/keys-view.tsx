@@ -228,16 +228,15 @@ export function KeysView({ conn, caps }: { conn: Connection; caps: Capabilities 
         )}
       </div>
       {importing && (
-        <ImportDialog
-          conn={conn}
-          prefix={prefix}
-          mayReplace={caps.delete}
-          onClose={() => setImporting(false)}
-          onImported={reload}
-        />
+        <ImportDialog conn={conn} prefix={prefix} mayReplace={caps.delete} onClose={() => setImporting(false)} onImported={reload} />
       )}
       {confirmBulk && (
-        <ConfirmDialog title={`Delete ${selected.size} keys?`} confirm="Delete" onConfirm={() => void deleteSelected()} onCancel={() => setConfirmBulk(false)}>
+        <ConfirmDialog
+          title={`Delete ${selected.size} keys?`}
+          confirm="Delete"
+          onConfirm={() => void deleteSelected()}
+          onCancel={() => setConfirmBulk(false)}
+        >
           <p>They are deleted together in one transaction: all of them or none.</p>
           <ul class="bulk-list">
             {[...selected].slice(0, 20).map((k) => (

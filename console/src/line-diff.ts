@@ -11,7 +11,7 @@ const MAX_LINES = 2000;
 export function lineDiff(before: string, after: string): DiffLine[] {
   const a = before.split('\n');
   const b = after.split('\n');
-  if (a.length * b.length > MAX_LINES * MAX_LINES / 4) {
+  if (a.length * b.length > (MAX_LINES * MAX_LINES) / 4) {
     return [...a.map((text) => ({ op: '-' as const, text })), ...b.map((text) => ({ op: '+' as const, text }))];
   }
   // lcs[i][j]: length of the longest common subsequence of a[i..] and b[j..].

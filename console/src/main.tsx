@@ -182,7 +182,13 @@ function CreateBucket({ busy, onCreated }: { busy: boolean; onCreated: (id: stri
         <div class="field" key={name}>
           <label for={`create-${name}`}>{label}</label>
           <div class="inline">
-            <input id={`create-${name}`} value={fields[name] ?? ''} autocomplete="off" spellcheck={false} onInput={(e) => set(name, e.currentTarget.value)} />
+            <input
+              id={`create-${name}`}
+              value={fields[name] ?? ''}
+              autocomplete="off"
+              spellcheck={false}
+              onInput={(e) => set(name, e.currentTarget.value)}
+            />
             <button type="button" onClick={() => set(name, generateKey())}>
               Generate {label.toLowerCase()}
             </button>
@@ -195,7 +201,12 @@ function CreateBucket({ busy, onCreated }: { busy: boolean; onCreated: (id: stri
       </label>
       <label class="field">
         <span>Bucket-creation key (only if the server's operator requires one)</span>
-        <input type="password" value={fields.creationKey ?? ''} autocomplete="off" onInput={(e) => set('creationKey', e.currentTarget.value)} />
+        <input
+          type="password"
+          value={fields.creationKey ?? ''}
+          autocomplete="off"
+          onInput={(e) => set('creationKey', e.currentTarget.value)}
+        />
       </label>
       <p class="help">Keep the secret key: it is the bucket's admin credential, and it is never shown again by the server.</p>
       <button type="submit" class="primary" disabled={busy}>

@@ -57,7 +57,13 @@ export function CopyButton({ label, text }: { label: string; text: () => string 
 }
 
 /** A modal confirmation (native <dialog>: focus trapped, Escape cancels, the page behind is inert). */
-export function ConfirmDialog(props: { title: string; children: ComponentChildren; confirm: string; onConfirm: () => void; onCancel: () => void }) {
+export function ConfirmDialog(props: {
+  title: string;
+  children: ComponentChildren;
+  confirm: string;
+  onConfirm: () => void;
+  onCancel: () => void;
+}) {
   const ref = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     ref.current?.showModal();
@@ -84,7 +90,17 @@ export function Badge({ children, kind }: { children: ComponentChildren; kind?: 
 
 /** An error or notice region that screen readers announce. */
 export function Notice({ error, message }: { error?: string; message?: string }) {
-  if (error) return <p class="notice error" role="alert">{error}</p>;
-  if (message) return <p class="notice" role="status">{message}</p>;
+  if (error)
+    return (
+      <p class="notice error" role="alert">
+        {error}
+      </p>
+    );
+  if (message)
+    return (
+      <p class="notice" role="status">
+        {message}
+      </p>
+    );
   return null;
 }

@@ -25,9 +25,7 @@ const SHARED = 'scrypt-shared';
 
 function derive(secret: string, salt: Buffer, n: number, r: number, p: number, length: number): Promise<Buffer> {
   return new Promise((resolve, reject) =>
-    scrypt(secret, salt, length, { N: n, r, p, maxmem: 64 * 1024 * 1024 }, (err, key) =>
-      err ? reject(err) : resolve(key),
-    ),
+    scrypt(secret, salt, length, { N: n, r, p, maxmem: 64 * 1024 * 1024 }, (err, key) => (err ? reject(err) : resolve(key))),
   );
 }
 
@@ -52,7 +50,8 @@ function parse(stored: string): Parsed | undefined {
   const slot = shared ? Number(parts[5]) : 0;
   const hash = Buffer.from(parts.at(-1)!, 'base64');
   const salt = parts[4]!;
-  if (![n, r, p, slot].every(Number.isSafeInteger) || slot < 0 || slot >= CREDENTIAL_SLOTS.length || !salt || hash.length === 0) return undefined;
+  if (![n, r, p, slot].every(Number.isSafeInteger) || slot < 0 || slot >= CREDENTIAL_SLOTS.length || !salt || hash.length === 0)
+    return undefined;
   return {
     group: shared ? `${n}$${r}$${p}$${salt}` : stored,
     n,
@@ -118,7 +117,8 @@ function saltGroups(parsed: ReadonlyArray<Parsed | undefined>): number[][] {
 }
 
 /** How many scrypt runs checking a credential against `stored` takes (what matchCredential does). */
-export const scryptRunsFor = (stored: ReadonlyArray<string | null>): number => saltGroups(stored.map((s) => (s ? parse(s) : undefined))).length;
+export const scryptRunsFor = (stored: ReadonlyArray<string | null>): number =>
+  saltGroups(stored.map((s) => (s ? parse(s) : undefined))).length;
 
 /** Constant-time check of a presented credential against one stored hash (either format). */
 export async function verifyCredential(secret: string, stored: string): Promise<boolean> {

@@ -89,7 +89,13 @@ export function loadBundle(file: string, variant = lastVariant): unknown {
     pending.push(() => writeCache(script, dirs, key, `${basename(file, '.cjs')}.${variant}-`));
   }
   const module = { exports: {} as unknown, filename: file, id: file };
-  const run = script.runInThisContext() as (exports: unknown, require: NodeJS.Require, module: unknown, filename: string, dirname: string) => void;
+  const run = script.runInThisContext() as (
+    exports: unknown,
+    require: NodeJS.Require,
+    module: unknown,
+    filename: string,
+    dirname: string,
+  ) => void;
   loaded.set(file, module.exports);
   run.call(module.exports, module.exports, Module.createRequire(file), module, file, dirname(file));
   loaded.set(file, module.exports);

@@ -125,7 +125,12 @@ export function bashCompletion(program: Command): string {
     else if (f.isFile) lines.push(`    ${f.long}) COMPREPLY=($(compgen -f -- "$cur")); return ;;`);
     else if (f.dynamic) lines.push(`    ${f.long}) COMPREPLY=($(compgen -W "$(${f.dynamic})" -- "$cur")); return ;;`);
   }
-  lines.push(`    ${valueFlags.filter((f) => !f.choices && !f.isFile && !f.dynamic).map((f) => f.long).join('|')}) COMPREPLY=(); return ;;`);
+  lines.push(
+    `    ${valueFlags
+      .filter((f) => !f.choices && !f.isFile && !f.dynamic)
+      .map((f) => f.long)
+      .join('|')}) COMPREPLY=(); return ;;`,
+  );
   lines.push('  esac', '  case "$kpath" in');
   for (const node of nodes) {
     const own = node.path.length === 0 ? [] : node.flags.map((f) => f.long);
@@ -133,13 +138,7 @@ export function bashCompletion(program: Command): string {
     const dynamic = node.argDynamic ? `$(${node.argDynamic}) ` : '';
     lines.push(`    "${node.path.join('/')}") words="${dynamic}${[...new Set(words)].join(' ')}" ;;`);
   }
-  lines.push(
-    '  esac',
-    '  COMPREPLY=($(compgen -W "$words" -- "$cur"))',
-    '}',
-    'complete -o default -o bashdefault -F _kvb kvb',
-    '',
-  );
+  lines.push('  esac', '  COMPREPLY=($(compgen -W "$words" -- "$cur"))', '}', 'complete -o default -o bashdefault -F _kvb kvb', '');
   return lines.join('\n');
 }
 
@@ -162,7 +161,12 @@ export function zshCompletion(program: Command): string {
     else if (f.isFile) lines.push(`    ${f.long}) _files; return ;;`);
     else if (f.dynamic) lines.push(`    ${f.long}) compadd -- \${(f)"$(${f.dynamic})"}; return ;;`);
   }
-  lines.push(`    ${valueFlags.filter((f) => !f.choices && !f.isFile && !f.dynamic).map((f) => f.long).join('|')}) return ;;`);
+  lines.push(
+    `    ${valueFlags
+      .filter((f) => !f.choices && !f.isFile && !f.dynamic)
+      .map((f) => f.long)
+      .join('|')}) return ;;`,
+  );
   lines.push('  esac', '  case "$kpath" in');
   for (const node of nodes) {
     const cmds = [
@@ -215,7 +219,13 @@ export function fishCompletion(program: Command): string {
   const visit = (node: Node) => {
     const names = node.children.map((c) => c.path.at(-1)!);
     // The condition that we are exactly at this node: its path was typed, none of its children yet.
-    const at = node.path.length === 0 ? '__fish_use_subcommand' : [...node.path.map((p) => `__fish_seen_subcommand_from ${p}`), ...(names.length > 0 ? [`not __fish_seen_subcommand_from ${names.join(' ')}`] : [])].join('; and ');
+    const at =
+      node.path.length === 0
+        ? '__fish_use_subcommand'
+        : [
+            ...node.path.map((p) => `__fish_seen_subcommand_from ${p}`),
+            ...(names.length > 0 ? [`not __fish_seen_subcommand_from ${names.join(' ')}`] : []),
+          ].join('; and ');
     const inside = node.path.map((p) => `__fish_seen_subcommand_from ${p}`).join('; and ');
     if (node.path.length > 0) {
       lines.push('', `# kvb ${node.path.join(' ')}`);
@@ -224,7 +234,8 @@ export function fishCompletion(program: Command): string {
       if (node.fileArgument) lines.push(`complete -c kvb -n ${fishQuote(at)} -F`);
       if (node.argDynamic) lines.push(`complete -c kvb -n ${fishQuote(at)} -a ${fishQuote(`(${node.argDynamic})`)}`);
     }
-    for (const child of node.children) lines.push(`complete -c kvb -n ${fishQuote(at)} -a ${child.path.at(-1)} -d ${fishQuote(child.description)}`);
+    for (const child of node.children)
+      lines.push(`complete -c kvb -n ${fishQuote(at)} -a ${child.path.at(-1)} -d ${fishQuote(child.description)}`);
     node.children.forEach(visit);
   };
   visit(root);

@@ -116,7 +116,9 @@ export function resolveConnection(
   const profileChosen = profileName !== DEFAULT_PROFILE || nonEmpty(flags.profile) !== undefined || nonEmpty(env.KVB_PROFILE) !== undefined;
   const profile = config.profiles[profileName];
   if (!profile && profileChosen && !options.allowMissingProfile) {
-    throw new ConfigError(`no profile ${JSON.stringify(profileName)} in ${configPath(env)} (create one with kvb init or kvb create-bucket --save)`);
+    throw new ConfigError(
+      `no profile ${JSON.stringify(profileName)} in ${configPath(env)} (create one with kvb init or kvb create-bucket --save)`,
+    );
   }
   const pick = (flag: string | undefined, envValue: string | undefined, fromProfile: string | undefined) => {
     if (nonEmpty(flag) !== undefined) return { value: flag, source: 'flag' as const };
@@ -127,7 +129,10 @@ export function resolveConnection(
   const url = pick(flags.url, env.KVB_URL, profile?.url);
   const bucket = pick(flags.bucket, env.KVB_BUCKET, profile?.bucket);
   // `--token ""` asks for no credential at all: anonymous, not KVB_TOKEN's or the profile's.
-  const token = flags.token === '' ? { value: undefined, source: 'flag' as const } : pick(flags.token, env.KVB_TOKEN, profile?.token ?? profile?.secret_key);
+  const token =
+    flags.token === ''
+      ? { value: undefined, source: 'flag' as const }
+      : pick(flags.token, env.KVB_TOKEN, profile?.token ?? profile?.secret_key);
   return {
     url: normalizeUrl(url?.value ?? DEFAULT_URL),
     bucket: bucket?.value,

@@ -78,7 +78,8 @@ export function withOptionHints<C extends Command<any, any, any>>(command: C, hi
   const unknown = target.unknownOption.bind(target);
   target.unknownOption = (flag: string) => {
     const hint = hints[flag.split('=')[0]!];
-    if (hint !== undefined) target.error(`error: unknown option '${flag}' for '${command.name()}': ${hint}`, { code: 'commander.unknownOption' });
+    if (hint !== undefined)
+      target.error(`error: unknown option '${flag}' for '${command.name()}': ${hint}`, { code: 'commander.unknownOption' });
     unknown(flag);
   };
   return command;
@@ -98,7 +99,8 @@ export function integer(flag: string, min: number, max: number) {
 export function positiveSeconds(flag: string) {
   return (value: string): number => {
     const n = Number(value);
-    if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0) || n > 86400) throw new InvalidArgumentError(`${flag} must be a number of seconds above 0, at most 86400`);
+    if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0) || n > 86400)
+      throw new InvalidArgumentError(`${flag} must be a number of seconds above 0, at most 86400`);
     return n;
   };
 }
@@ -120,7 +122,9 @@ export const examples = (...lines: string[]): string => `\nExamples:\n${lines.ma
  * (`If-Match: "N"`), only to an absent key (`If-None-Match: *`) or only to a live one (`If-Match: *`).
  * A refused write exits 6.
  */
-export function withConditionOptions<Args extends unknown[], Opts extends OptionValues, G extends OptionValues>(command: Command<Args, Opts, G>) {
+export function withConditionOptions<Args extends unknown[], Opts extends OptionValues, G extends OptionValues>(
+  command: Command<Args, Opts, G>,
+) {
   return command
     .addOption(
       new Option('--if-rev <n>', 'only if the key is live at revision N (see kvb get --json)')
@@ -132,6 +136,10 @@ export function withConditionOptions<Args extends unknown[], Opts extends Option
 }
 
 /** The client's write condition from the flags of withConditionOptions. */
-export function writeCondition(options: { ifRev?: number | undefined; ifAbsent?: true | undefined; ifExists?: true | undefined }): WriteCondition {
+export function writeCondition(options: {
+  ifRev?: number | undefined;
+  ifAbsent?: true | undefined;
+  ifExists?: true | undefined;
+}): WriteCondition {
   return { ifRevision: options.ifRev, ifAbsent: options.ifAbsent === true, ifExists: options.ifExists === true };
 }

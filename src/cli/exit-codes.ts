@@ -43,7 +43,8 @@ export function exitCodeRows(): ExitCodeRow[] {
     }));
 }
 
-const withStatuses = (row: ExitCodeRow, meaning: string) => (row.statuses.length > 0 ? `${meaning} (HTTP ${row.statuses.join(', ')})` : meaning);
+const withStatuses = (row: ExitCodeRow, meaning: string) =>
+  row.statuses.length > 0 ? `${meaning} (HTTP ${row.statuses.join(', ')})` : meaning;
 
 /** The block that ends every client command's --help, wrapped to 80 columns. */
 export function exitCodesHelp(): string {
@@ -53,12 +54,20 @@ export function exitCodesHelp(): string {
 
 /** The table of docs/cli.md (between the exit-codes markers). */
 export function exitCodesMarkdown(): string {
-  return ['| code | meaning |', '|---|---|', ...exitCodeRows().map((row) => `| ${row.code} | ${withStatuses(row, row.meaning).replace(/\|/g, '\\|')} |`)].join('\n');
+  return [
+    '| code | meaning |',
+    '|---|---|',
+    ...exitCodeRows().map((row) => `| ${row.code} | ${withStatuses(row, row.meaning).replace(/\|/g, '\\|')} |`),
+  ].join('\n');
 }
 
 /** The man page's EXIT STATUS entries (between the exit-codes markers). */
 export function exitCodesRoff(): string {
-  const roff = (text: string) => text.replace(/\\/g, '\\e').replace(/-/g, '\\-').replace(/`([^`]*)`/g, '\\fB$1\\fR');
+  const roff = (text: string) =>
+    text
+      .replace(/\\/g, '\\e')
+      .replace(/-/g, '\\-')
+      .replace(/`([^`]*)`/g, '\\fB$1\\fR');
   return exitCodeRows()
     .map((row) => `.TP\n.B ${row.code}\n${roff(withStatuses(row, row.meaning.charAt(0).toUpperCase() + row.meaning.slice(1)))}.`)
     .join('\n');

@@ -18,7 +18,11 @@ const field = (node: JsonNode, name: string) => (node.kind === 'object' ? node.e
  * when absent. Each value is the server's own source text (int64 a decimal string, JSON exactly
  * as stored, bytes base64): nothing goes through a JS number on the way.
  */
-export async function getManyRows(client: KvbHttp, bucket: string, keys: string[]): Promise<{ revision: number; rows: string[]; missing: string[] }> {
+export async function getManyRows(
+  client: KvbHttp,
+  bucket: string,
+  keys: string[],
+): Promise<{ revision: number; rows: string[]; missing: string[] }> {
   const outcome = await client.txn(bucket, JSON.stringify({ txn: keys.map((key) => ({ get: key })) }));
   if (!outcome.ok || outcome.results === undefined) throw new Error('the server answered without results (is it older than this kvb?)');
   const root = parseJsonSource(outcome.results);

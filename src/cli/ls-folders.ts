@@ -17,7 +17,12 @@ const PAGE_ITEMS = 10_000;
 export async function listFolders(
   client: KvbHttp,
   bucket: string,
-  options: { prefix: string | undefined; reverse: boolean | undefined; limit: number | undefined; format: 'table' | 'text' | 'json' | 'jsonl' },
+  options: {
+    prefix: string | undefined;
+    reverse: boolean | undefined;
+    limit: number | undefined;
+    format: 'table' | 'text' | 'json' | 'jsonl';
+  },
 ): Promise<void> {
   const wanted = options.limit ?? Number.POSITIVE_INFINITY;
   const items: string[] = [];
@@ -41,5 +46,8 @@ export async function listFolders(
     return 'prefix' in item ? item.prefix : item.key;
   });
   if (options.format === 'text') return data(names.map((n) => `${n}\n`).join(''));
-  await table(['key or folder/'], names.map((n) => [n]));
+  await table(
+    ['key or folder/'],
+    names.map((n) => [n]),
+  );
 }

@@ -87,7 +87,11 @@ export interface Progress {
 }
 
 const human = (bytes: number) =>
-  bytes >= 1 << 30 ? `${(bytes / (1 << 30)).toFixed(1)} GiB` : bytes >= 1 << 20 ? `${(bytes / (1 << 20)).toFixed(1)} MiB` : `${(bytes / 1024).toFixed(0)} KiB`;
+  bytes >= 1 << 30
+    ? `${(bytes / (1 << 30)).toFixed(1)} GiB`
+    : bytes >= 1 << 20
+      ? `${(bytes / (1 << 20)).toFixed(1)} MiB`
+      : `${(bytes / 1024).toFixed(0)} KiB`;
 
 /**
  * A one-line progress display on stderr (keys, bytes, rate), only when stderr is a terminal and
@@ -121,7 +125,9 @@ export function progress(verb: string, unit = 'keys'): Progress {
       drawn = now;
       shown = true;
       const seconds = Math.max((now - started) / 1000, 0.001);
-      process.stderr.write(`\r\u001b[2K${verb} ${items.toLocaleString('en')} ${unit}, ${human(bytes)} (${Math.round(items / seconds).toLocaleString('en')} ${unit}/s)`);
+      process.stderr.write(
+        `\r\u001b[2K${verb} ${items.toLocaleString('en')} ${unit}, ${human(bytes)} (${Math.round(items / seconds).toLocaleString('en')} ${unit}/s)`,
+      );
     },
     done() {
       if (shown) process.stderr.write('\r\u001b[2K');

@@ -26,7 +26,8 @@ function untypedValue(node: JsonNode): StoredValue {
 
 /** One plain line as an export entry line; a UsageError naming the line when it is not one. */
 export function plainLine(text: string, lineNumber: number, now: number): string {
-  const fail = (reason: string) => new UsageError(`line ${lineNumber}: ${reason} (each line is {"key":…,"value":…}, optionally with "type", "ttl" or "expires_at")`);
+  const fail = (reason: string) =>
+    new UsageError(`line ${lineNumber}: ${reason} (each line is {"key":…,"value":…}, optionally with "type", "ttl" or "expires_at")`);
   let root: JsonNode;
   try {
     root = parseJsonSource(text);
@@ -48,7 +49,10 @@ export function plainLine(text: string, lineNumber: number, now: number): string
     else {
       if (typeNode.kind !== 'string' || !isValueType(typeNode.value)) throw fail('"type" must be text, json, int64, float64 or bytes');
       // int64 may be a JSON number here (converters write 42), or a decimal string as in an export.
-      const node: JsonNode = typeNode.value === 'int64' && valueNode.kind === 'number' ? { kind: 'string', value: valueNode.source, source: valueNode.source } : valueNode;
+      const node: JsonNode =
+        typeNode.value === 'int64' && valueNode.kind === 'number'
+          ? { kind: 'string', value: valueNode.source, source: valueNode.source }
+          : valueNode;
       value = { type: typeNode.value, data: typedValue(typeNode.value, node) };
     }
     // Neither "ttl" nor "expires_at": left out of the export line, so the bucket's default TTL

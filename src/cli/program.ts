@@ -43,7 +43,30 @@ import { type CommandModule, type ParentCommand, declareGlobalOptions, examples 
  *   3. `npm run completions`, and document it in man/kvb.1 and docs/cli.md (tests check the man page).
  */
 const COMMANDS: CommandModule[] = [
-  init, createBucket, bucket, set, get, edit, del, incr, expire, ttl, ls, history, rollbackCommand, watch, lock, txn, exportCommand, importCommand, mintToken, profile, version, completion, db, serve,
+  init,
+  createBucket,
+  bucket,
+  set,
+  get,
+  edit,
+  del,
+  incr,
+  expire,
+  ttl,
+  ls,
+  history,
+  rollbackCommand,
+  watch,
+  lock,
+  txn,
+  exportCommand,
+  importCommand,
+  mintToken,
+  profile,
+  version,
+  completion,
+  db,
+  serve,
 ];
 
 /** `kvb serve` exits differently: it is a server, not a client of one. */

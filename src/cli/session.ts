@@ -49,7 +49,9 @@ function readCa(file: string | undefined): Buffer | undefined {
   try {
     return readFileSync(file);
   } catch (err) {
-    throw new UsageError(`cannot read the CA file ${file} (--ca or KVB_CA): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new UsageError(
+      `cannot read the CA file ${file} (--ca or KVB_CA): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
 }
 
@@ -97,7 +99,8 @@ export async function withClient<T>(
     }
     if (err instanceof KvbNetworkError) {
       if (/timed out|timeout/.test(err.reason)) err.message += ` after ${timeoutSeconds} s (--timeout or KVB_TIMEOUT allows longer)`;
-      if (isTlsTrustFailure(err)) err.message += '; to trust a private CA or a self-signed server, pass its certificate with --ca FILE or KVB_CA';
+      if (isTlsTrustFailure(err))
+        err.message += '; to trust a private CA or a self-signed server, pass its certificate with --ca FILE or KVB_CA';
       err.message += `; the URL came from ${SOURCE_NAMES[connection.sources.url]}: point elsewhere with --url, KVB_URL or a profile`;
     }
     throw err;

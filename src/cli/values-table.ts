@@ -12,7 +12,9 @@ export interface MetaRow {
 
 /** A listing or history line with its int64 value (the last field) as a decimal string, so no JSON reader rounds it. */
 export function int64AsString(lineText: string): string {
-  return (JSON.parse(lineText) as { type: string | null }).type === 'int64' ? lineText.replace(/,"value":(-?\d+)}$/, ',"value":"$1"}') : lineText;
+  return (JSON.parse(lineText) as { type: string | null }).type === 'int64'
+    ? lineText.replace(/,"value":(-?\d+)}$/, ',"value":"$1"}')
+    : lineText;
 }
 
 /** The exact JSON text of a server line's value: its last field in listings, history lines and watch events. */
@@ -149,13 +151,30 @@ export function renderValuesTable(rows: MetaRow[], width: number, now: number): 
 /** The `kvb ls -l` table: key, type, size, expires, rev; one line per key, at most `width` columns (keys cut with …). */
 export function renderLongTable(rows: MetaRow[], width: number, now: number): string {
   const head = { key: 'key', type: 'type', size: 'size', expires: 'expires', rev: 'rev' };
-  const all = [head, ...rows.map((row) => ({ key: oneLine(row.key), type: row.type, size: String(row.size), expires: expiresCell(row.expires_at, now), rev: String(row.rev ?? '') }))];
+  const all = [
+    head,
+    ...rows.map((row) => ({
+      key: oneLine(row.key),
+      type: row.type,
+      size: String(row.size),
+      expires: expiresCell(row.expires_at, now),
+      rev: String(row.rev ?? ''),
+    })),
+  ];
   const widest = (column: keyof typeof head) => Math.max(...all.map((c) => displayWidth(c[column])));
   const fixed = { type: Math.min(TYPE_WIDTH, widest('type')), size: widest('size'), expires: widest('expires'), rev: widest('rev') };
   const keyWidth = Math.max(1, Math.min(widest('key'), width - fixed.type - fixed.size - fixed.expires - fixed.rev - 4 * GAP.length));
   const lines = all.map((c) =>
     truncate(
-      [pad(truncate(c.key, keyWidth), keyWidth), pad(c.type, fixed.type), pad(c.size, fixed.size, c !== head), pad(c.expires, fixed.expires), pad(c.rev, fixed.rev, c !== head)].join(GAP).trimEnd(),
+      [
+        pad(truncate(c.key, keyWidth), keyWidth),
+        pad(c.type, fixed.type),
+        pad(c.size, fixed.size, c !== head),
+        pad(c.expires, fixed.expires),
+        pad(c.rev, fixed.rev, c !== head),
+      ]
+        .join(GAP)
+        .trimEnd(),
       width,
     ),
   );
@@ -171,7 +190,12 @@ export function renderColumns(head: string[], rows: string[][]): string {
   const all = (head.length > 0 ? [head, ...rows] : rows).map((cells) => cells.map(oneLine));
   const widths: number[] = [];
   for (const cells of all) cells.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, displayWidth(cell))));
-  const lines = all.map((cells) => cells.map((cell, i) => (i === cells.length - 1 ? cell : pad(cell, widths[i]!))).join(GAP).trimEnd());
+  const lines = all.map((cells) =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : pad(cell, widths[i]!)))
+      .join(GAP)
+      .trimEnd(),
+  );
   return lines.length === 0 ? '' : `${lines.join('\n')}\n`;
 }
 

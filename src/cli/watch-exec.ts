@@ -41,7 +41,9 @@ export async function runHandler(command: string, e: ExecEvent, line: string): P
   return new Promise((resolve) => {
     const env = eventEnvironment(e, line);
     if (env.KVB_OMITTED !== undefined) {
-      warn(`--exec: ${env.KVB_OMITTED} of ${e.type} ${JSON.stringify(e.key)} at revision ${e.rev} contains U+0000, which the environment cannot carry; left out (the event on stdin and in KVB_EVENT has it)`);
+      warn(
+        `--exec: ${env.KVB_OMITTED} of ${e.type} ${JSON.stringify(e.key)} at revision ${e.rev} contains U+0000, which the environment cannot carry; left out (the event on stdin and in KVB_EVENT has it)`,
+      );
     }
     let child: ChildProcess;
     try {

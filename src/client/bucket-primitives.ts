@@ -33,13 +33,22 @@ interface ResultLine {
 export async function getMany(http: KvbHttp, bucket: string, keys: string[], options: CallOptions = {}): Promise<ManyRead> {
   if (keys.length === 0) return { revision: 0, entries: [] };
   const outcome = await http.txn(bucket, JSON.stringify({ txn: keys.map((key) => ({ get: key })) }), options);
-  if (!outcome.ok || outcome.results === undefined) throw new Error('the server answered a get transaction without results (is it older than kvb 0.2?)');
+  if (!outcome.ok || outcome.results === undefined)
+    throw new Error('the server answered a get transaction without results (is it older than kvb 0.2?)');
   const body = JSON.parse(outcome.results) as { revision: number; results: Array<ResultLine | null> };
   return {
     revision: body.revision,
     // int64 values arrive as decimal strings, so they decode exactly.
     entries: body.results.map((r) =>
-      r === null ? null : { key: r.key, value: decodeJsonValue(r.type, r.value), type: r.type, revision: r.rev, expiresAt: r.expires_at ? new Date(r.expires_at) : null },
+      r === null
+        ? null
+        : {
+            key: r.key,
+            value: decodeJsonValue(r.type, r.value),
+            type: r.type,
+            revision: r.rev,
+            expiresAt: r.expires_at ? new Date(r.expires_at) : null,
+          },
     ),
   };
 }
@@ -52,7 +61,12 @@ export async function expire(http: KvbHttp, bucket: string, key: string, seconds
 }
 
 /** Deletes every live key under a non-empty prefix as one revision; resolves with how many were deleted. */
-export async function deletePrefix(http: KvbHttp, bucket: string, prefix: string, options: CallOptions = {}): Promise<{ deleted: number; revision: number }> {
+export async function deletePrefix(
+  http: KvbHttp,
+  bucket: string,
+  prefix: string,
+  options: CallOptions = {},
+): Promise<{ deleted: number; revision: number }> {
   if (prefix === '') throw new RangeError('deletePrefix needs a non-empty prefix (deleteBucket removes everything)');
   const outcome = await http.txn(bucket, JSON.stringify({ txn: [{ delete_prefix: prefix }] }), options);
   if (!outcome.ok || outcome.results === undefined) throw new Error('the server answered a delete_prefix transaction without results');

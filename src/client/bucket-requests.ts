@@ -13,7 +13,9 @@ const encoder = new TextEncoder();
 /** Buckets, health, transactions and tokens (on top of the listing and key requests). */
 export class BucketRequests extends ListingRequests {
   async health(options: CallOptions = {}): Promise<Health> {
-    return this.json(await this.send({ ...callOf(options), method: 'GET', path: '/health', subject: 'health check', auth: false, idempotent: true }));
+    return this.json(
+      await this.send({ ...callOf(options), method: 'GET', path: '/health', subject: 'health check', auth: false, idempotent: true }),
+    );
   }
 
   /** Creates a bucket; resolves with its id. The token, if any, is the operator's bucket-creation key. */
@@ -37,7 +39,13 @@ export class BucketRequests extends ListingRequests {
 
   /** The policy projection, and the usage the server sends beside it in headers (absent from servers before quotas). */
   async policyAndUsage(bucket: string, options: CallOptions = {}): Promise<{ policy: BucketPolicy; usage?: BucketUsage }> {
-    const answer = await this.send({ ...callOf(options), method: 'GET', path: this.bucketPath(bucket), subject: `bucket ${bucket}`, idempotent: true });
+    const answer = await this.send({
+      ...callOf(options),
+      method: 'GET',
+      path: this.bucketPath(bucket),
+      subject: `bucket ${bucket}`,
+      idempotent: true,
+    });
     const policy = this.json<BucketPolicy>(answer);
     const number = (name: string) => {
       const text = answer.headers.get(name);
@@ -101,7 +109,13 @@ export class BucketRequests extends ListingRequests {
     });
     if (answer.status === 409) {
       const failed = answer.headers.get('kvb-failed-checks') ?? '';
-      return { ok: false, failedChecks: failed.split(',').filter((s) => /^\d+$/.test(s.trim())).map(Number) };
+      return {
+        ok: false,
+        failedChecks: failed
+          .split(',')
+          .filter((s) => /^\d+$/.test(s.trim()))
+          .map(Number),
+      };
     }
     const revision = revisionOf(answer.headers.get('kvb-revision'));
     return answer.status === 200 ? { ok: true, revision, results: decoder.decode(answer.data) } : { ok: true, revision };

@@ -137,14 +137,14 @@ const REASONS: Record<string, string> = {
  * these are network failures too (Node's and undici's codes, from OpenSSL, also as fetch's `cause`).
  */
 const TLS_REASONS: Record<string, string> = {
-  DEPTH_ZERO_SELF_SIGNED_CERT: 'TLS: the server\'s certificate is self-signed',
-  SELF_SIGNED_CERT_IN_CHAIN: 'TLS: the server\'s certificate chain ends in an untrusted self-signed CA',
-  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'TLS: the server\'s certificate is signed by an unknown CA',
-  UNABLE_TO_GET_ISSUER_CERT: 'TLS: the server\'s certificate is signed by an unknown CA',
-  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: 'TLS: the server\'s certificate is signed by an unknown CA',
-  CERT_HAS_EXPIRED: 'TLS: the server\'s certificate has expired',
-  CERT_NOT_YET_VALID: 'TLS: the server\'s certificate is not valid yet',
-  ERR_TLS_CERT_ALTNAME_INVALID: 'TLS: the server\'s certificate is not for this host name',
+  DEPTH_ZERO_SELF_SIGNED_CERT: "TLS: the server's certificate is self-signed",
+  SELF_SIGNED_CERT_IN_CHAIN: "TLS: the server's certificate chain ends in an untrusted self-signed CA",
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "TLS: the server's certificate is signed by an unknown CA",
+  UNABLE_TO_GET_ISSUER_CERT: "TLS: the server's certificate is signed by an unknown CA",
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: "TLS: the server's certificate is signed by an unknown CA",
+  CERT_HAS_EXPIRED: "TLS: the server's certificate has expired",
+  CERT_NOT_YET_VALID: "TLS: the server's certificate is not valid yet",
+  ERR_TLS_CERT_ALTNAME_INVALID: "TLS: the server's certificate is not for this host name",
   ERR_SSL_WRONG_VERSION_NUMBER: 'TLS: the server does not speak TLS on this port (try http://)',
 };
 
@@ -170,7 +170,10 @@ const MESSAGE_REASONS: Array<[RegExp, string]> = [
   [/timed out/i, 'timed out'],
   [/^error sending request/i, 'request failed'],
   [/^fetch failed: (.+)$/i, ''],
-  [/^(failed to fetch|networkerror when attempting to fetch resource\.?|load failed)$/i, 'network error (the browser gives no detail: the server is unreachable or CORS refused it)'],
+  [
+    /^(failed to fetch|networkerror when attempting to fetch resource\.?|load failed)$/i,
+    'network error (the browser gives no detail: the server is unreachable or CORS refused it)',
+  ],
 ];
 
 function reasonFromMessage(err: Error): string | undefined {

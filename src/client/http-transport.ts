@@ -209,7 +209,6 @@ export class HttpTransport {
     throw httpErrorFor(response.status, kind, call.subject, detail ?? response.headers.get('kvb-error-detail') ?? undefined, errorHeaders);
   }
 
-
   protected json<T>(answer: Answer): T {
     return JSON.parse(decoder.decode(answer.data)) as T;
   }

@@ -193,5 +193,4 @@ export interface TokenRequest {
 /** The outcome of a transaction: committed at a revision, or refused by its failed checks (their indices). */
 export type TxnOutcome =
   /** `results`: the JSON text of a 200 answer (a transaction with a get or a delete_prefix). */
-  | { ok: true; revision: number | undefined; results?: string }
-  | { ok: false; failedChecks: number[] };
+  { ok: true; revision: number | undefined; results?: string } | { ok: false; failedChecks: number[] };

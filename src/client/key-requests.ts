@@ -74,7 +74,14 @@ export class KeyRequests extends HttpTransport {
   }
 
   /** Counter PATCH with a signed delta (`+1`, `-2.5`); resolves with the new value as text. Never retried. */
-  async incr(bucket: string, key: string, delta: string, ttl?: number, condition?: WriteCondition, options: CallOptions = {}): Promise<ValueRead> {
+  async incr(
+    bucket: string,
+    key: string,
+    delta: string,
+    ttl?: number,
+    condition?: WriteCondition,
+    options: CallOptions = {},
+  ): Promise<ValueRead> {
     const answer = await this.send({
       ...callOf(options),
       method: 'PATCH',

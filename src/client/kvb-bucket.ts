@@ -12,7 +12,17 @@ import {
   type RollbackResult,
   type ValueRead,
 } from './kvb-http.js';
-import { type JsonValue, type Value, type ValueType, decodeJsonValue, decodeValue, encodeValue, linesOf, txnValue, typeOfValue } from './typed-values.js';
+import {
+  type JsonValue,
+  type Value,
+  type ValueType,
+  decodeJsonValue,
+  decodeValue,
+  encodeValue,
+  linesOf,
+  txnValue,
+  typeOfValue,
+} from './typed-values.js';
 import { type WatchEvent, type WatchOptions, watchFeed } from './watch-feed.js';
 import { type ManyRead, deletePrefix, expire, getMany } from './bucket-primitives.js';
 import { type FencingToken, type Lock, type LockOptions, acquireLock } from './lock.js';
@@ -318,7 +328,12 @@ export class KvbBucket {
     const wanted = options.limit ?? Number.POSITIVE_INFINITY;
     let cursor: string | undefined;
     do {
-      const page = await this.http.history(this.id, key, { values: options.values, limit: Math.min(HISTORY_PAGE_MAX, wanted - entries.length), cursor, actor: options.actor }, options);
+      const page = await this.http.history(
+        this.id,
+        key,
+        { values: options.values, limit: Math.min(HISTORY_PAGE_MAX, wanted - entries.length), cursor, actor: options.actor },
+        options,
+      );
       for (const [i, line] of page.lines.entries()) {
         const int64 = line.type === 'int64' ? VALUE_AT_END.exec(page.texts[i]!)?.[1] : undefined;
         entries.push({
@@ -341,7 +356,10 @@ export class KvbBucket {
    * Makes the bucket (or `prefix`) equal to its state at `revision` as one new revision, all or
    * nothing; `dryRun` only says what would change. Needs the secret key, or write and delete on the prefix.
    */
-  async rollback(revision: number, options: CallOptions & { prefix?: string | undefined; dryRun?: boolean | undefined } = {}): Promise<RollbackResult> {
+  async rollback(
+    revision: number,
+    options: CallOptions & { prefix?: string | undefined; dryRun?: boolean | undefined } = {},
+  ): Promise<RollbackResult> {
     return this.http.rollback(this.id, revision, { prefix: options.prefix, dryRun: options.dryRun }, options);
   }
 
@@ -355,15 +373,21 @@ export class KvbBucket {
    * is absent), writes it only if nothing changed meanwhile, and starts over when something did.
    * An existing key keeps its type (when the new value fits it) and its expiry unless `ttl` is given.
    */
-  async update<V extends Value>(key: string, fn: (current: Value | undefined, entry: Entry | null) => V | Promise<V>, options: UpdateOptions = {}): Promise<Entry<Stored<V>>> {
+  async update<V extends Value>(
+    key: string,
+    fn: (current: Value | undefined, entry: Entry | null) => V | Promise<V>,
+    options: UpdateOptions = {},
+  ): Promise<Entry<Stored<V>>> {
     const retries = options.retries ?? 10;
     for (let attempt = 0; ; attempt++) {
       const current = await this.get(key, options);
       const next = await fn(current?.value, current);
       let ttl = options.ttl;
-      if (ttl === undefined && current) ttl = current.expiresAt === null ? 0 : Math.max(1, Math.ceil((current.expiresAt.getTime() - Date.now()) / 1000));
+      if (ttl === undefined && current)
+        ttl = current.expiresAt === null ? 0 : Math.max(1, Math.ceil((current.expiresAt.getTime() - Date.now()) / 1000));
       // A JSON document stays JSON when the next value is one (a number included); a bigint or bytes cannot be.
-      const type = options.type ?? (current?.type === 'json' && typeof next !== 'bigint' && !(next instanceof Uint8Array) ? 'json' : undefined);
+      const type =
+        options.type ?? (current?.type === 'json' && typeof next !== 'bigint' && !(next instanceof Uint8Array) ? 'json' : undefined);
       try {
         return await this.set(key, next, { ...options, ttl, type, ...(current ? { ifRevision: current.revision } : { ifAbsent: true }) });
       } catch (err) {
@@ -499,7 +523,8 @@ export function connectFromEnv(env: Record<string, string | undefined> = platfor
   const bucket = env.KVB_BUCKET;
   if (!bucket) throw new TypeError('connectFromEnv: KVB_BUCKET is not set');
   const timeout = env.KVB_TIMEOUT ? Number(env.KVB_TIMEOUT) : undefined;
-  if (timeout !== undefined && !(timeout > 0)) throw new TypeError(`KVB_TIMEOUT must be a number of seconds above 0, not ${JSON.stringify(env.KVB_TIMEOUT)}`);
+  if (timeout !== undefined && !(timeout > 0))
+    throw new TypeError(`KVB_TIMEOUT must be a number of seconds above 0, not ${JSON.stringify(env.KVB_TIMEOUT)}`);
   return connect({
     url: env.KVB_URL || DEFAULT_URL,
     bucket,
@@ -510,7 +535,10 @@ export function connectFromEnv(env: Record<string, string | undefined> = platfor
 }
 
 function platformEnv(): Record<string, string | undefined> {
-  const g = globalThis as { process?: { env?: Record<string, string | undefined> }; Deno?: { env: { toObject(): Record<string, string> } } };
+  const g = globalThis as {
+    process?: { env?: Record<string, string | undefined> };
+    Deno?: { env: { toObject(): Record<string, string> } };
+  };
   return g.process?.env ?? g.Deno?.env.toObject() ?? {};
 }
 

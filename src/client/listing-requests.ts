@@ -1,5 +1,14 @@
 import { revisionOf } from './client-errors.js';
-import type { BodyStream, CallOptions, HistoryLine, ImportResult, ListOptions, ListPage, RequestBody, RollbackResult } from './http-types.js';
+import type {
+  BodyStream,
+  CallOptions,
+  HistoryLine,
+  ImportResult,
+  ListOptions,
+  ListPage,
+  RequestBody,
+  RollbackResult,
+} from './http-types.js';
 import { callOf } from './http-transport.js';
 import { KeyRequests } from './key-requests.js';
 

@@ -111,7 +111,8 @@ export async function acquireLock(http: KvbHttp, bucket: string, name: string, o
     if (!current) continue;
     // An acquire whose answer was lost and then retried finds its own write, and the token that write got.
     if (decoder.decode(current.data) === owner) {
-      if (current.createRevision === undefined) throw new Error(`the server did not answer lock ${JSON.stringify(name)}'s create revision (Kvb-Create-Revision)`);
+      if (current.createRevision === undefined)
+        throw new Error(`the server did not answer lock ${JSON.stringify(name)}'s create revision (Kvb-Create-Revision)`);
       return new HeldLock(http, bucket, name, owner, ttl, current.revision ?? 0, current.createRevision, call);
     }
     await untilChanged(http, bucket, name, current, options.signal);

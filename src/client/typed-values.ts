@@ -61,7 +61,10 @@ function int64Text(value: unknown): string {
  * The request body and Content-Type that store `value` as `type`. int64 and float64 go without a
  * Content-Type: the server types a body that matches its number grammar by that grammar.
  */
-export function encodeValue(value: unknown, type: ValueType = typeOfValue(value)): { body: Uint8Array; contentType: string | undefined; type: ValueType } {
+export function encodeValue(
+  value: unknown,
+  type: ValueType = typeOfValue(value),
+): { body: Uint8Array; contentType: string | undefined; type: ValueType } {
   switch (type) {
     case 'text':
       if (typeof value !== 'string') throw new TypeError(`a text value is a string, not ${typeof value}`);

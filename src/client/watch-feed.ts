@@ -4,7 +4,7 @@ import { type Value, type ValueType, decodeJsonValue, linesOf } from './typed-va
 
 /** A change under the watched prefix; `revision` is the bucket revision of its commit (shared by a transaction's keys). */
 export type WatchEvent =
-  | { type: 'set'; key: string; revision: number; valueType: ValueType; expiresAt: Date | null; /** With `values: true`. */ value?: Value }
+  | { type: 'set'; key: string; revision: number; valueType: ValueType; expiresAt: Date | null /** With `values: true`. */; value?: Value }
   | { type: 'delete' | 'expire'; key: string; revision: number };
 
 export interface WatchOptions extends CallOptions {
@@ -101,7 +101,11 @@ export async function* watchFeed(http: KvbHttp, bucket: string, options: WatchOp
     if (signal?.aborted) throw signal.reason;
     let body: AsyncIterable<Uint8Array>;
     try {
-      body = await http.watch(bucket, { prefix: options.prefix, since: resume.since, values: options.values }, { signal, timeoutMs: options.timeoutMs });
+      body = await http.watch(
+        bucket,
+        { prefix: options.prefix, since: resume.since, values: options.values },
+        { signal, timeoutMs: options.timeoutMs },
+      );
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
       if (err instanceof KvbHttpError && !TRANSIENT.has(err.status)) throw err;

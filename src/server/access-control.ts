@@ -66,7 +66,12 @@ async function verifyRoles(
   return new Set(ROLE_OF_SLOT.filter((_, i) => scheduled.value[i]));
 }
 
-async function keyRoles(buckets: BucketCache, bucket: CachedBucket, credential: string, request: FastifyRequest): Promise<ReadonlySet<KeyRole>> {
+async function keyRoles(
+  buckets: BucketCache,
+  bucket: CachedBucket,
+  credential: string,
+  request: FastifyRequest,
+): Promise<ReadonlySet<KeyRole>> {
   const digest = credentialDigest(credential);
   const known = bucket.keyRoles.get(digest) ?? bucket.wrongCredentials.get(digest);
   if (known) return known;
@@ -87,7 +92,13 @@ async function keyRoles(buckets: BucketCache, bucket: CachedBucket, credential: 
 function tokenFromClaims(bucket: CachedBucket, claims: TokenClaims | null): Principal | undefined {
   if (!claims || claims.bkt !== bucket.record.id || claims.gen !== bucket.record.signingKeyGeneration) return undefined;
   if (claims.exp * 1000 <= Date.now()) return undefined;
-  return { kind: 'token', prefix: claims.pfx, permissions: new Set(claims.perm), expiresAt: claims.exp * 1000, ...(claims.jti !== undefined && { id: claims.jti }) };
+  return {
+    kind: 'token',
+    prefix: claims.pfx,
+    permissions: new Set(claims.perm),
+    expiresAt: claims.exp * 1000,
+    ...(claims.jti !== undefined && { id: claims.jti }),
+  };
 }
 
 /**
@@ -96,7 +107,8 @@ function tokenFromClaims(bucket: CachedBucket, claims: TokenClaims | null): Prin
  */
 function tokenRefusal(bucket: CachedBucket, claims: TokenClaims | null | undefined): string | undefined {
   if (!claims || claims.bkt !== bucket.record.id) return undefined;
-  if (claims.gen !== bucket.record.signingKeyGeneration) return 'token was signed with an earlier signing key (rotated since): mint a new one';
+  if (claims.gen !== bucket.record.signingKeyGeneration)
+    return 'token was signed with an earlier signing key (rotated since): mint a new one';
   if (claims.exp * 1000 <= Date.now()) return `token expired at ${new Date(claims.exp * 1000).toISOString()}`;
   return undefined;
 }
@@ -105,7 +117,8 @@ async function tokenPrincipal(bucket: CachedBucket, token: string): Promise<Prin
   const { signingKey, tokenSalt } = bucket.record;
   if (!signingKey) return undefined;
   let claims = bucket.tokens.get(token);
-  if (claims === undefined) claims = remember(bucket.tokens, token, (await verifyToken(token, tokenKey(signingKey, tokenSalt), { expired: true })) ?? null);
+  if (claims === undefined)
+    claims = remember(bucket.tokens, token, (await verifyToken(token, tokenKey(signingKey, tokenSalt), { expired: true })) ?? null);
   const principal = tokenFromClaims(bucket, claims);
   const refused = principal ? undefined : tokenRefusal(bucket, claims);
   if (refused) throw unauthorized(refused);
@@ -180,7 +193,11 @@ export function authorize(bucket: CachedBucket, principal: Principal, op: Operat
  * openBucket when the bucket and the caller's verification are both cached, without a promise
  * (the hot path); undefined when openBucket has work to wait for.
  */
-export function openBucketNow(buckets: BucketCache, id: string, request: FastifyRequest): { bucket: CachedBucket; principal: Principal } | undefined {
+export function openBucketNow(
+  buckets: BucketCache,
+  id: string,
+  request: FastifyRequest,
+): { bucket: CachedBucket; principal: Principal } | undefined {
   const bucket = buckets.peek(id);
   if (!bucket) return undefined;
   const principal = knownPrincipal(bucket, request);

@@ -147,7 +147,11 @@ const CORS_OPTIONS = {
 const CORS_EXPOSED = CORS_OPTIONS.exposedHeaders.join(', ');
 
 /** Builds the whole service without listening, so tests and the bench can start it however they like. */
-export async function buildApp(store: Store, config: ServerConfig, options: { tls?: TlsFiles; logStream?: LogStream } = {}): Promise<FastifyInstance> {
+export async function buildApp(
+  store: Store,
+  config: ServerConfig,
+  options: { tls?: TlsFiles; logStream?: LogStream } = {},
+): Promise<FastifyInstance> {
   const schemas = lazySchemaCompilers();
   const logs = new RequestLogController({ disableRequestLogging: true, requestIdLogLabel: 'req_id' }, config.accessLog);
   const app = Fastify({
@@ -178,7 +182,10 @@ export async function buildApp(store: Store, config: ServerConfig, options: { tl
     frameworkErrors: (error, _request, reply) =>
       sendError(reply, 'bad_request', error.code === 'FST_ERR_BAD_URL' ? 'malformed percent-encoding in the URL' : error.message),
     serverFactory: (handler, serverOptions) =>
-      createKvbServer(handler, { ...(serverOptions as unknown as Parameters<typeof createKvbServer>[1]), ...(options.tls && { tls: { ...options.tls, handshakeTimeout: config.headersTimeoutMs } }) }),
+      createKvbServer(handler, {
+        ...(serverOptions as unknown as Parameters<typeof createKvbServer>[1]),
+        ...(options.tls && { tls: { ...options.tls, handshakeTimeout: config.headersTimeoutMs } }),
+      }),
     clientErrorHandler: (error, socket) => {
       if (!socket.writable) return socket.destroy(error);
       const body = JSON.stringify(envelope('bad_request', 'malformed HTTP request'));
@@ -203,7 +210,8 @@ export async function buildApp(store: Store, config: ServerConfig, options: { tl
     reply.header('x-request-id', request.id);
     if (anyOrigin) {
       reply.header('vary', 'Origin');
-      if (request.headers.origin !== undefined) reply.header('access-control-allow-origin', '*').header('access-control-expose-headers', CORS_EXPOSED);
+      if (request.headers.origin !== undefined)
+        reply.header('access-control-allow-origin', '*').header('access-control-expose-headers', CORS_EXPOSED);
     }
     done();
   });

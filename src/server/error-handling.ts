@@ -1,7 +1,13 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type ErrorMessage, KvbError, STORAGE_FAILURES, envelope, messageForStatus } from '../errors.js';
 import { rawPath } from './request-input.js';
-import { STORAGE_RETRY_AFTER_SECONDS, StorageUnavailableError, isClientAbort, isStorageUnavailable, storageFullReason } from '../store/storage-errors.js';
+import {
+  STORAGE_RETRY_AFTER_SECONDS,
+  StorageUnavailableError,
+  isClientAbort,
+  isStorageUnavailable,
+  storageFullReason,
+} from '../store/storage-errors.js';
 
 /** Header values must be printable ASCII; details never contain secrets, but may echo input. */
 const headerSafe = (s: string) => s.replace(/[^\x20-\x7e]/g, '?').slice(0, 300);
@@ -62,7 +68,9 @@ export function installErrorHandling(app: FastifyInstance): void {
           ? 'storage is unavailable: the connection was lost while committing, so the write may or may not have been applied'
           : 'storage is unavailable';
       // Storage outages (a database failover included) last seconds: tell clients and load balancers when to retry.
-      return sendError(reply, STORAGE_FAILURES.KVB_STORAGE_UNAVAILABLE.kind, detail, undefined, { 'retry-after': STORAGE_RETRY_AFTER_SECONDS });
+      return sendError(reply, STORAGE_FAILURES.KVB_STORAGE_UNAVAILABLE.kind, detail, undefined, {
+        'retry-after': STORAGE_RETRY_AFTER_SECONDS,
+      });
     }
     if ('validation' in error && error.validation) return sendError(reply, 'bad_request', error.message);
     const status = typeof error.statusCode === 'number' ? error.statusCode : 500;

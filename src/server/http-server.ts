@@ -1,4 +1,12 @@
-import { type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders, type Server, type ServerOptions, ServerResponse, createServer } from 'node:http';
+import {
+  type IncomingMessage,
+  type OutgoingHttpHeader,
+  type OutgoingHttpHeaders,
+  type Server,
+  type ServerOptions,
+  ServerResponse,
+  createServer,
+} from 'node:http';
 import { type ServerOptions as HttpsServerOptions, createServer as createHttpsServer } from 'node:https';
 import { Server as NetServer, type Socket } from 'node:net';
 
@@ -12,7 +20,12 @@ const answering = Symbol('kvb.answering');
 const idleSince = Symbol('kvb.idleSince');
 /** Set once an answer on the connection says `Connection: close`: nothing after it is started. */
 const lastAnswer = Symbol('kvb.lastAnswer');
-type QueuedSocket = Socket & { [queued]?: Array<() => void>; [answering]?: ServerResponse | undefined; [idleSince]?: number; [lastAnswer]?: boolean };
+type QueuedSocket = Socket & {
+  [queued]?: Array<() => void>;
+  [answering]?: ServerResponse | undefined;
+  [idleSince]?: number;
+  [lastAnswer]?: boolean;
+};
 
 /** Per server: whether it drains, its open connections, and the responses under way. */
 const lifecycle = Symbol('kvb.lifecycle');
@@ -97,7 +110,9 @@ export function createKvbServer(
     }
   };
   const http: ServerOptions = { ...options.http, ServerResponse: KvbResponse as typeof ServerResponse };
-  const server: KvbServer = options.tls ? createHttpsServer({ ...http, ...options.tls, ALPNProtocols: ['http/1.1'] }, onRequest) : createServer(http, onRequest);
+  const server: KvbServer = options.tls
+    ? createHttpsServer({ ...http, ...options.tls, ALPNProtocols: ['http/1.1'] }, onRequest)
+    : createServer(http, onRequest);
   server[lifecycle] = state;
   // The socket requests arrive on: the TLS socket for HTTPS, the TCP socket for HTTP.
   server.on(options.tls ? 'secureConnection' : 'connection', (socket: QueuedSocket) => {

@@ -47,7 +47,8 @@ export function lazySchemaCompilers(): { builders: Builders; warm(): void } {
   function buildValidator(externalSchemas: unknown, ajvOptions: unknown) {
     // Even making the Ajv instance compiles its meta-schemas: that waits too.
     let compiler: ((route: Route) => Validate) | undefined;
-    const compile = (route: Route) => (compiler ??= AjvCompiler()(externalSchemas as never, ajvOptions as never) as (route: Route) => Validate)(route);
+    const compile = (route: Route) =>
+      (compiler ??= AjvCompiler()(externalSchemas as never, ajvOptions as never) as (route: Route) => Validate)(route);
     return (route: Route): Validate => {
       if (route.httpPart === 'headers') checkHeaderSchema(route.schema, route.url);
       const validator = later(() => compile(route));

@@ -36,9 +36,9 @@ function mac(bucket: BucketRecord, payload: string): Buffer {
 
 /** An opaque, URL-safe cursor for `position` in `bucket`. */
 export function encodeCursor(bucket: BucketRecord, position: CursorPosition): string {
-  const payload = Buffer.from(
-    JSON.stringify([VERSION, bucket.id, position.prefix, position.reverse ? 1 : 0, position.lastKey]),
-  ).toString('base64url');
+  const payload = Buffer.from(JSON.stringify([VERSION, bucket.id, position.prefix, position.reverse ? 1 : 0, position.lastKey])).toString(
+    'base64url',
+  );
   return `${payload}.${mac(bucket, payload).toString('base64url')}`;
 }
 

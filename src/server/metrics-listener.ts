@@ -20,17 +20,22 @@ export async function startMetricsListener(
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const answer = (status: number, type: string, body: string, headers: Record<string, string> = {}) => {
-      res.writeHead(status, { 'content-type': type, 'x-content-type-options': 'nosniff', ...headers }).end(req.method === 'HEAD' ? undefined : body);
+      res
+        .writeHead(status, { 'content-type': type, 'x-content-type-options': 'nosniff', ...headers })
+        .end(req.method === 'HEAD' ? undefined : body);
     };
     const error = (kind: 'not_found' | 'method_not_allowed' | 'unauthorized', detail: string, headers: Record<string, string> = {}) => {
       const body = envelope(kind, detail);
       answer(body.error.code, 'application/json', JSON.stringify(body), { 'kvb-error-detail': detail, ...headers });
     };
-    if (path !== '/metrics' && path !== '/health' && path !== '/ready') return error('not_found', 'this listener serves /metrics, /health and /ready');
+    if (path !== '/metrics' && path !== '/health' && path !== '/ready')
+      return error('not_found', 'this listener serves /metrics, /health and /ready');
     if (req.method !== 'GET' && req.method !== 'HEAD') return error('method_not_allowed', 'only GET and HEAD', { allow: 'GET, HEAD' });
     if (path === '/metrics') {
       if (token !== undefined && !credentialMatches(req, token)) {
-        return error('unauthorized', 'metrics need Authorization: Bearer with the metrics token', { 'www-authenticate': 'Bearer realm="kvb"' });
+        return error('unauthorized', 'metrics need Authorization: Bearer with the metrics token', {
+          'www-authenticate': 'Bearer realm="kvb"',
+        });
       }
       registry.metrics().then(
         (text) => answer(200, registry.contentType, text),

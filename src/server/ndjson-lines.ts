@@ -13,7 +13,11 @@ export interface NdjsonLine {
  * Splits a byte stream into lines without holding more than one line (and one chunk) at a time.
  * A line longer than `maxLineBytes`, or a stream longer than `maxTotalBytes`, is a 400.
  */
-export async function* ndjsonLines(source: AsyncIterable<Buffer | string>, maxLineBytes: number, maxTotalBytes: number): AsyncGenerator<NdjsonLine> {
+export async function* ndjsonLines(
+  source: AsyncIterable<Buffer | string>,
+  maxLineBytes: number,
+  maxTotalBytes: number,
+): AsyncGenerator<NdjsonLine> {
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   let total = 0;

@@ -35,7 +35,8 @@ export async function runServer(config: ServerConfig): Promise<void> {
   }
   // TLS files are checked before the store is opened: a bad pair is refused at once, in one line.
   let tls: TlsFiles | undefined;
-  if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) return fail('--tls-cert and --tls-key go together: give both, or neither');
+  if ((config.tlsCert === undefined) !== (config.tlsKey === undefined))
+    return fail('--tls-cert and --tls-key go together: give both, or neither');
   if (config.tlsCert !== undefined && config.tlsKey !== undefined) {
     try {
       tls = loadTlsFiles(config.tlsCert, config.tlsKey);
@@ -66,16 +67,24 @@ export async function runServer(config: ServerConfig): Promise<void> {
     // One line a person can act on, not a stack trace.
     const code = (err as { code?: unknown }).code;
     // KVB_DATABASE_IN_USE: another process holds the file's sidecar lock (store/sqlite-lock.ts).
-    if (target.kind === 'sqlite' && (storageFailureOf(err) === 'KVB_DATABASE_IN_USE' || code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED')) {
+    if (
+      target.kind === 'sqlite' &&
+      (storageFailureOf(err) === 'KVB_DATABASE_IN_USE' || code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED')
+    ) {
       return fail(`cannot open ${storage}: another process (another kvb serve?) has it open; one server per SQLite file`);
     }
     const readOnly = target.kind === 'sqlite' && target.path !== ':memory:' ? readOnlyReason(target.path) : undefined;
     return fail(`cannot open ${storage}: ${readOnly ?? storageFullReason(err) ?? describeError(err)}`);
   }
   const app = await buildApp(store, config, { ...(tls && { tls }) });
-  onBackgroundError = (err) =>
-    app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
-  const sweeper = startSweeper(store, config.sweepIntervalSeconds * 1000, app.log, config.watchRetentionSeconds * 1000, historyByteBound(config));
+  onBackgroundError = (err) => app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
+  const sweeper = startSweeper(
+    store,
+    config.sweepIntervalSeconds * 1000,
+    app.log,
+    config.watchRetentionSeconds * 1000,
+    historyByteBound(config),
+  );
 
   let metricsServer: import('node:http').Server | undefined;
   let stopping = false;
@@ -129,7 +138,8 @@ export async function runServer(config: ServerConfig): Promise<void> {
   // keep theirs, and a pair that cannot be used is refused with the old one kept. It never stops
   // kvb (without TLS there is nothing to reload, and Node's default would end the process).
   process.on('SIGHUP', () => {
-    if (config.tlsCert === undefined || config.tlsKey === undefined) return say('info', 'SIGHUP: nothing to reload (no --tls-cert); still serving');
+    if (config.tlsCert === undefined || config.tlsKey === undefined)
+      return say('info', 'SIGHUP: nothing to reload (no --tls-cert); still serving');
     try {
       (app.server as HttpsServer).setSecureContext(loadTlsFiles(config.tlsCert, config.tlsKey));
       say('info', `SIGHUP: reloaded the TLS certificate ${config.tlsCert} and key ${config.tlsKey}`);
@@ -160,7 +170,10 @@ export async function runServer(config: ServerConfig): Promise<void> {
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const shownHost = config.host.includes(':') ? `[${config.host}]` : config.host;
-  const where = target.kind === 'postgres' ? `postgres ${safeDbName(target.url)}` : `sqlite ${target.path === ':memory:' ? ':memory:' : resolve(target.path)}`;
+  const where =
+    target.kind === 'postgres'
+      ? `postgres ${safeDbName(target.url)}`
+      : `sqlite ${target.path === ':memory:' ? ':memory:' : resolve(target.path)}`;
   if (config.metricsListen !== undefined) {
     const address = parseListenAddress(config.metricsListen);
     if (!address) return fail(`--metrics-listen: expected PORT or ADDR:PORT, not ${JSON.stringify(config.metricsListen)}`);
@@ -176,7 +189,10 @@ export async function runServer(config: ServerConfig): Promise<void> {
   app.log.info({ capabilities: store.capabilities }, `kvb ${VERSION} listening on ${scheme}://${shownHost}:${port} (storage: ${where})`);
   if (metricsServer) {
     const bound = metricsServer.address();
-    const metricsAt = typeof bound === 'object' && bound ? `${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}` : config.metricsListen;
+    const metricsAt =
+      typeof bound === 'object' && bound
+        ? `${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}`
+        : config.metricsListen;
     app.log.info(`metrics listening on http://${metricsAt} (/metrics, /health, /ready; /metrics is not served on the API port)`);
   }
   if (!tls && !isLoopback(config.host)) {

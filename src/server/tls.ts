@@ -15,7 +15,14 @@ function readPem(path: string, what: string): Buffer {
     return readFileSync(path);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : (err as Error).message;
+    const why =
+      code === 'ENOENT'
+        ? 'no such file'
+        : code === 'EACCES' || code === 'EPERM'
+          ? 'permission denied'
+          : code === 'EISDIR'
+            ? 'it is a directory'
+            : (err as Error).message;
     throw new TlsConfigError(`cannot read the TLS ${what} ${path}: ${why}`);
   }
 }
@@ -32,7 +39,10 @@ export function loadTlsFiles(certPath: string, keyPath: string): TlsFiles {
     createSecureContext({ cert, key });
   } catch (err) {
     const message = (err as Error).message;
-    if (/key values mismatch|KEY_VALUES_MISMATCH/i.test(message) || (err as { code?: unknown }).code === 'ERR_OSSL_X509_KEY_VALUES_MISMATCH') {
+    if (
+      /key values mismatch|KEY_VALUES_MISMATCH/i.test(message) ||
+      (err as { code?: unknown }).code === 'ERR_OSSL_X509_KEY_VALUES_MISMATCH'
+    ) {
       throw new TlsConfigError(`the TLS key ${keyPath} does not belong to the certificate ${certPath}`);
     }
     throw new TlsConfigError(`cannot use the TLS certificate ${certPath} with the key ${keyPath}: ${message}`);

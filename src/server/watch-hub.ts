@@ -29,7 +29,10 @@ interface BucketFeed {
   joining: number;
 }
 
-export type JoinResult = { joined: true; rev: number } | { joined: false; reset: { rev: number; oldest: number } } | { joined: false; gone: true };
+export type JoinResult =
+  | { joined: true; rev: number }
+  | { joined: false; reset: { rev: number; oldest: number } }
+  | { joined: false; gone: true };
 
 /**
  * One per instance. Per watched bucket it keeps one read position in the change log and fans
@@ -206,9 +209,32 @@ export class WatchHub {
 }
 
 export function registerWatchMetrics(registry: Registry, hub: WatchHub): void {
-  new Gauge({ name: 'kvb_watchers_open', help: 'Open watch streams on this instance', registers: [registry], collect() { this.set(hub.count); } });
-  new Counter({ name: 'kvb_watch_events_sent_total', help: 'Change events sent to watchers', registers: [registry], collect() { this.reset(); this.inc(hub.eventsSent); } });
-  new Counter({ name: 'kvb_watch_resets_total', help: 'Watch streams ended with reset (since too old, slow consumer)', registers: [registry], collect() { this.reset(); this.inc(hub.resets); } });
+  new Gauge({
+    name: 'kvb_watchers_open',
+    help: 'Open watch streams on this instance',
+    registers: [registry],
+    collect() {
+      this.set(hub.count);
+    },
+  });
+  new Counter({
+    name: 'kvb_watch_events_sent_total',
+    help: 'Change events sent to watchers',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(hub.eventsSent);
+    },
+  });
+  new Counter({
+    name: 'kvb_watch_resets_total',
+    help: 'Watch streams ended with reset (since too old, slow consumer)',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(hub.resets);
+    },
+  });
 }
 
 function byRevision(changes: Change[]): Array<[number, Change[]]> {

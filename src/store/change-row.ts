@@ -3,7 +3,11 @@ import type { Actor, ActorKind } from './history-types.js';
 import type { Change } from './store.js';
 
 /** A change row's actor columns (all null when the write carried no actor). */
-export function actorFields(actor: Actor | undefined): { actorKind: string | null; actorToken: string | null; actorAddress: string | null } {
+export function actorFields(actor: Actor | undefined): {
+  actorKind: string | null;
+  actorToken: string | null;
+  actorAddress: string | null;
+} {
   return { actorKind: actor?.kind ?? null, actorToken: actor?.tokenId ?? null, actorAddress: actor?.address ?? null };
 }
 

@@ -92,7 +92,11 @@ function bucketFrom(line: BucketLine): DumpedBucket {
  * Writes every bucket and its live entries, each with its revision and create revision; each bucket is read from its
  * own consistent snapshot, which also gives the bucket line its revision.
  */
-export async function dumpStore(store: Store, write: (chunk: string) => Promise<void>, now = Date.now()): Promise<{ buckets: number; entries: number }> {
+export async function dumpStore(
+  store: Store,
+  write: (chunk: string) => Promise<void>,
+  now = Date.now(),
+): Promise<{ buckets: number; entries: number }> {
   const hash = createHash('sha256');
   const out = async (chunk: string) => {
     hash.update(chunk);
@@ -154,7 +158,10 @@ async function* readDump(lines: AsyncIterable<string>): AsyncGenerator<DumpItem>
           throw at(`not a kvb dump (versions ${READABLE_VERSIONS.join(', ')})`);
         }
       } else if (line.kvb === 'end') {
-        if (line.buckets !== buckets || line.count !== entries) throw at(`the end line counts ${String(line.buckets)} buckets and ${String(line.count)} keys, the file holds ${buckets} and ${entries}`);
+        if (line.buckets !== buckets || line.count !== entries)
+          throw at(
+            `the end line counts ${String(line.buckets)} buckets and ${String(line.count)} keys, the file holds ${buckets} and ${entries}`,
+          );
         if (line.sha256 !== hash.digest('hex')) throw at('sha256 does not match the lines before it');
         ended = true;
         continue;
@@ -182,7 +189,13 @@ async function* readDump(lines: AsyncIterable<string>): AsyncGenerator<DumpItem>
         kind: 'entry',
         entry: {
           key: parsed.key,
-          entry: { type: parsed.value.type, data: parsed.value.data, expiresAt: parsed.expiresAt, revision: parsed.rev ?? 0, createRevision: parsed.created },
+          entry: {
+            type: parsed.value.type,
+            data: parsed.value.data,
+            expiresAt: parsed.expiresAt,
+            revision: parsed.rev ?? 0,
+            createRevision: parsed.created,
+          },
         },
       };
     }
@@ -212,7 +225,11 @@ export async function storeIsEmpty(store: Store): Promise<boolean> {
  * (a bucket of the same id is replaced when `force`), and its entries applied in one transaction
  * with their dumped revisions, which also sets the bucket's revision: it continues its sequence.
  */
-export async function restoreDump(store: Store, lines: AsyncIterable<string>, options: { force: boolean; now?: number }): Promise<{ buckets: number; entries: number; skipped: number }> {
+export async function restoreDump(
+  store: Store,
+  lines: AsyncIterable<string>,
+  options: { force: boolean; now?: number },
+): Promise<{ buckets: number; entries: number; skipped: number }> {
   const now = options.now ?? Date.now();
   let buckets = 0;
   let entries = 0;

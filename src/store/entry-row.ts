@@ -12,7 +12,13 @@ export interface EntryRow {
 
 export function toEntry(row: EntryRow): Entry {
   if (!isValueType(row.type)) throw new Error(`corrupt row: unknown value type ${row.type}`);
-  return { type: row.type, data: row.value, expiresAt: row.expires_at, revision: Number(row.revision), createRevision: Number(row.create_revision) };
+  return {
+    type: row.type,
+    data: row.value,
+    expiresAt: row.expires_at,
+    revision: Number(row.revision),
+    createRevision: Number(row.create_revision),
+  };
 }
 
 /** A `meta` listing's row: the entry's columns with the value's byte length in place of the value. */

@@ -41,7 +41,10 @@ export class HistoryReader {
    * revision is judged by it.
    */
   private async timeAt(bucket: string, revision: number): Promise<number> {
-    const [[change], [operation]] = await Promise.all([this.run('timeAt', { bucket, revision }), this.run('operationTimeAt', { bucket, revision })]);
+    const [[change], [operation]] = await Promise.all([
+      this.run('timeAt', { bucket, revision }),
+      this.run('operationTimeAt', { bucket, revision }),
+    ]);
     const newest = !change ? operation : !operation ? change : Number(operation.revision) > Number(change.revision) ? operation : change;
     return newest ? Number(newest.committed_at) : 0;
   }
@@ -80,7 +83,8 @@ export class HistoryReader {
         const entry = toEntry(row);
         const key = (row.key as Buffer).toString('utf8');
         if (q.columns === 'values') return { key, entry };
-        if (q.columns === 'meta') return { key, meta: { type: entry.type, size: entry.data.length, expiresAt: entry.expiresAt, revision: entry.revision } };
+        if (q.columns === 'meta')
+          return { key, meta: { type: entry.type, size: entry.data.length, expiresAt: entry.expiresAt, revision: entry.revision } };
         return { key };
       });
     });
@@ -92,7 +96,9 @@ export class HistoryReader {
     const rows = await this.run(name, { bucket, key: Buffer.from(key), before, limit, actorKind: actor?.kind, actorToken: actor?.tokenId });
     return rows.map((row) => {
       const kind = String(row.kind) as 'set' | 'delete' | 'expire';
-      const operation = (row.operation === null || row.operation === undefined || kind === 'expire' ? kind : String(row.operation)) as HistoryOperation;
+      const operation = (
+        row.operation === null || row.operation === undefined || kind === 'expire' ? kind : String(row.operation)
+      ) as HistoryOperation;
       const value = kind === 'set' ? toEntry(row) : undefined;
       return {
         revision: Number(row.revision),

@@ -55,12 +55,23 @@ export function listAtStatement(db: Kysely<Database>, s: ListAtShape): Compilabl
     .offset(param('offset'));
 }
 
-const HISTORY_COLUMNS = ['c.revision', 'c.kind', 'c.type', 'c.value', 'c.expires_at', 'c.committed_at', 'c.actor_kind', 'c.actor_token', 'c.actor_address'] as const;
+const HISTORY_COLUMNS = [
+  'c.revision',
+  'c.kind',
+  'c.type',
+  'c.value',
+  'c.expires_at',
+  'c.committed_at',
+  'c.actor_kind',
+  'c.actor_token',
+  'c.actor_address',
+] as const;
 
 /** How a key's history is narrowed: not at all, to one actor kind, or to one token's id. */
 export type KeyHistoryFilter = 'all' | 'kind' | 'token';
 
-export const keyHistoryName = (filter: KeyHistoryFilter) => (filter === 'all' ? 'keyHistory' : filter === 'kind' ? 'keyHistoryByKind' : 'keyHistoryByToken');
+export const keyHistoryName = (filter: KeyHistoryFilter) =>
+  filter === 'all' ? 'keyHistory' : filter === 'kind' ? 'keyHistoryByKind' : 'keyHistoryByToken';
 
 /** A key's changes, newest first, before a revision (the page's cursor), with what made each and who. */
 export function keyHistoryStatement(db: Kysely<Database>, filter: KeyHistoryFilter): Compilable {
@@ -115,7 +126,9 @@ export function historyStatements(db: Kysely<Database>) {
       .insertInto('revision_ops')
       .values({ bucket_id: param('bucket'), revision: param('revision'), operation: param('operation'), committed_at: param('now') })
       .onConflict((oc) =>
-        oc.columns(['bucket_id', 'revision']).doUpdateSet((eb) => ({ operation: eb.ref('excluded.operation'), committed_at: eb.ref('excluded.committed_at') })),
+        oc
+          .columns(['bucket_id', 'revision'])
+          .doUpdateSet((eb) => ({ operation: eb.ref('excluded.operation'), committed_at: eb.ref('excluded.committed_at') })),
       ),
     /**
      * etcd-style compaction up to the floor `revision`: a row at or below it goes when a newer row
@@ -200,7 +213,19 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
   const logStaged = (keep: boolean) =>
     db
       .insertInto('changes')
-      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'actor_kind', 'actor_token', 'actor_address', 'committed_at'])
+      .columns([
+        'bucket_id',
+        'revision',
+        'key',
+        'kind',
+        'type',
+        'value',
+        'expires_at',
+        'actor_kind',
+        'actor_token',
+        'actor_address',
+        'committed_at',
+      ])
       .expression(
         // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the staging table is not in the Database type
         (db as any)
@@ -239,7 +264,19 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
     if (upper) select = select.where('e.key', '<', param('upper'));
     return db
       .insertInto('changes')
-      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'actor_kind', 'actor_token', 'actor_address', 'committed_at'])
+      .columns([
+        'bucket_id',
+        'revision',
+        'key',
+        'kind',
+        'type',
+        'value',
+        'expires_at',
+        'actor_kind',
+        'actor_token',
+        'actor_address',
+        'committed_at',
+      ])
       .expression(select)
       .onConflict((oc) => oc.doNothing());
   };

@@ -7,7 +7,11 @@ import type { ListQuery } from './store.js';
  * seeks on one of them (the prefix) and filters the other row by row, so the page after a cursor
  * would cost O(keys before it). Merged here, a page is a seek to the position plus the page.
  */
-export function listBounds(q: Pick<ListQuery, 'prefix' | 'reverse' | 'after'>): { lower: Buffer; lowerOp: '>=' | '>'; upper: Buffer | undefined } {
+export function listBounds(q: Pick<ListQuery, 'prefix' | 'reverse' | 'after'>): {
+  lower: Buffer;
+  lowerOp: '>=' | '>';
+  upper: Buffer | undefined;
+} {
   const prefix = Buffer.from(q.prefix);
   let lower = prefix;
   let lowerOp: '>=' | '>' = '>=';

@@ -12,7 +12,9 @@ export async function migrationStatus(url: string): Promise<{ backend: 'sqlite' 
     const { default: pg } = await import('pg');
     const { parsePostgresUrl } = await import('./postgres/postgres-store.js');
     const { connectionString, schema } = parsePostgresUrl(url);
-    const db = new Kysely({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString, max: 1, connectionTimeoutMillis: 5000 }) }) });
+    const db = new Kysely({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString, max: 1, connectionTimeoutMillis: 5000 }) }),
+    });
     try {
       return { backend: 'postgres', pending: await pendingMigrations(db, kvbMigrations('postgres'), schema) };
     } finally {

@@ -104,7 +104,10 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
           .addColumn('changes_floor', sql.raw(bigint), (c) => c.notNull().defaultTo(0))
           .execute();
         // Changes made before the log existed cannot be replayed.
-        await db.updateTable('buckets').set({ changes_floor: sql.ref('revision') }).execute();
+        await db
+          .updateTable('buckets')
+          .set({ changes_floor: sql.ref('revision') })
+          .execute();
       },
     },
     {
@@ -131,13 +134,18 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
       async up(db) {
         if (dialect !== 'sqlite') return;
         const definition = async (type: string, name: string) =>
-          (await sql<{ sql: string }>`select sql from sqlite_master where type = ${type} and tbl_name = ${name} and sql is not null`.execute(db)).rows.map(
-            (r) => r.sql,
-          );
+          (
+            await sql<{
+              sql: string;
+            }>`select sql from sqlite_master where type = ${type} and tbl_name = ${name} and sql is not null`.execute(db)
+          ).rows.map((r) => r.sql);
         const [table] = await definition('table', 'entries');
         if (table === undefined || /without\s+rowid\s*$/i.test(table)) return;
         const indexes = await definition('index', 'entries');
-        const rebuilt = table.replace(/^create\s+table\s+(?:"entries"|`entries`|\[entries\]|entries)(?=\s*\()/i, 'create table "entries_rebuilt"');
+        const rebuilt = table.replace(
+          /^create\s+table\s+(?:"entries"|`entries`|\[entries\]|entries)(?=\s*\()/i,
+          'create table "entries_rebuilt"',
+        );
         if (rebuilt === table) throw new Error(`unexpected definition of the entries table: ${table}`);
         await sql.raw(`${rebuilt} without rowid`).execute(db);
         await sql`insert into entries_rebuilt select * from entries`.execute(db);
@@ -168,7 +176,16 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
           .expression(
             db
               .selectFrom('entries as e')
-              .select(['e.bucket_id', 'e.revision', 'e.key', sql.lit('set').as('kind'), 'e.type', 'e.value', 'e.expires_at', sql.lit(Date.now()).as('committed_at')])
+              .select([
+                'e.bucket_id',
+                'e.revision',
+                'e.key',
+                sql.lit('set').as('kind'),
+                'e.type',
+                'e.value',
+                'e.expires_at',
+                sql.lit(Date.now()).as('committed_at'),
+              ])
               .where(({ not, exists, selectFrom }) =>
                 not(
                   exists(
@@ -198,7 +215,10 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
             ]),
           )
           .execute();
-        await db.updateTable('buckets').set({ changes_floor: sql.ref('revision') }).execute();
+        await db
+          .updateTable('buckets')
+          .set({ changes_floor: sql.ref('revision') })
+          .execute();
       },
     },
     {
@@ -228,7 +248,10 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
           .alterTable('entries')
           .addColumn('create_revision', sql.raw(bigint), (c) => c.notNull().defaultTo(0))
           .execute();
-        await db.updateTable('entries').set({ create_revision: sql.ref('revision') }).execute();
+        await db
+          .updateTable('entries')
+          .set({ create_revision: sql.ref('revision') })
+          .execute();
       },
     },
     {

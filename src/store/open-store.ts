@@ -48,7 +48,9 @@ export function parseDbTarget(value: string): DbTarget {
   }
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(value);
   if (scheme && value !== ':memory:') {
-    throw new Error(`unsupported database ${JSON.stringify(`${scheme[1]}:`)}: use a file path, sqlite:PATH, file:PATH, postgres:// or postgresql://`);
+    throw new Error(
+      `unsupported database ${JSON.stringify(`${scheme[1]}:`)}: use a file path, sqlite:PATH, file:PATH, postgres:// or postgresql://`,
+    );
   }
   if (value === '') throw new Error('the database path is empty');
   return { kind: 'sqlite', path: value };

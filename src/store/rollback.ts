@@ -32,12 +32,23 @@ export type RollbackOutcome =
 const sameEntry = (a: Entry, b: Entry) => a.type === b.type && a.expiresAt === b.expiresAt && a.data.equals(b.data);
 
 /** Every live key of the bucket under `prefix` at `revision`, page by page, in key order. */
-async function* stateAt(store: Store, bucket: string, prefix: string, revision: number, now: number, slice: () => Promise<void>): AsyncGenerator<ListedEntry, void> {
+async function* stateAt(
+  store: Store,
+  bucket: string,
+  prefix: string,
+  revision: number,
+  now: number,
+  slice: () => Promise<void>,
+): AsyncGenerator<ListedEntry, void> {
   let after: string | undefined;
   for (;;) {
     // Between pages, other requests get their turn (see timeSlicer).
     await slice();
-    const page = await store.listAt(bucket, { prefix, reverse: false, columns: 'values', offset: 0, limit: PAGE, ...(after !== undefined && { after }) }, revision);
+    const page = await store.listAt(
+      bucket,
+      { prefix, reverse: false, columns: 'values', offset: 0, limit: PAGE, ...(after !== undefined && { after }) },
+      revision,
+    );
     if (page.outcome !== 'ok') throw new PastReadFailed(page);
     // A value that has expired by now cannot be brought back: it counts as absent.
     for (const row of page.value) if (row.entry!.expiresAt === null || row.entry!.expiresAt > now) yield row;
@@ -90,7 +101,8 @@ export async function planRollback(
       } else {
         const was = (a.value as ListedEntry).entry!;
         const is = (b.value as ListedEntry).entry!;
-        if (!sameEntry(was, is)) changes.push({ key: (a.value as ListedEntry).key, from: is, to: { type: was.type, data: was.data, expiresAt: was.expiresAt } });
+        if (!sameEntry(was, is))
+          changes.push({ key: (a.value as ListedEntry).key, from: is, to: { type: was.type, data: was.data, expiresAt: was.expiresAt } });
         a = await then.next();
         b = await nowState.next();
       }
@@ -109,7 +121,14 @@ export async function planRollback(
  * deletes it makes, recorded in history as a rollback. It commits only if the bucket is still at
  * the revision it was planned against, and is planned again (a few times) when it is not.
  */
-export async function rollback(store: Store, bucket: string, target: number, prefix: string, now: number, actor?: Actor): Promise<RollbackOutcome> {
+export async function rollback(
+  store: Store,
+  bucket: string,
+  target: number,
+  prefix: string,
+  now: number,
+  actor?: Actor,
+): Promise<RollbackOutcome> {
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const planned = await planRollback(store, bucket, target, prefix, now);
     if (planned.outcome !== 'ok') return planned;

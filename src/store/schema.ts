@@ -75,7 +75,6 @@ export interface Database {
   changes: ChangesTable;
 }
 
-
 export function bucketFromRow(row: BucketsTable): BucketRecord {
   return {
     id: row.id,
@@ -138,5 +137,10 @@ export const replaceEntryOnConflict = (now?: Expression<number>) => (oc: OnConfl
     create_revision:
       now === undefined
         ? eb.ref('excluded.create_revision')
-        : eb.case().when(eb.ref('entries.expires_at'), '<=', now).then(eb.ref('excluded.create_revision')).else(eb.ref('entries.create_revision')).end(),
+        : eb
+            .case()
+            .when(eb.ref('entries.expires_at'), '<=', now)
+            .then(eb.ref('excluded.create_revision'))
+            .else(eb.ref('entries.create_revision'))
+            .end(),
   }));

@@ -118,9 +118,7 @@ const LIST_COLUMNS: ListColumns[] = ['keys', 'meta', 'values'];
 
 /** Every listing shape, so both stores can compile them all up front. */
 export const LIST_SHAPES: ListShape[] = [false, true].flatMap((reverse) =>
-  LIST_COLUMNS.flatMap((columns) =>
-    [false, true].flatMap((upper) => [false, true].map((after) => ({ reverse, columns, upper, after }))),
-  ),
+  LIST_COLUMNS.flatMap((columns) => [false, true].flatMap((upper) => [false, true].map((after) => ({ reverse, columns, upper, after })))),
 );
 
 /** The bytes a stored key counts toward its bucket's usage: key and value (the same on both backends). */
@@ -129,13 +127,14 @@ const ENTRY_SIZE = sql<number>`length(key) + length(value)`;
 export function listStatement(db: KyselyType<Database>, s: ListShape): Compilable {
   let query = db
     .selectFrom('entries')
-    .select((eb): Array<SelectExpression<Database, 'entries'>> =>
-      s.columns === 'values'
-        ? ['key', ...ENTRY_COLUMNS]
-        : s.columns === 'meta'
-          ? // length() of a BLOB (SQLite) or bytea (PostgreSQL) counts bytes; the value itself is never read out.
-            ['key', 'type', eb.fn<number>('length', ['value']).as('size'), 'expires_at', 'revision']
-          : ['key'],
+    .select(
+      (eb): Array<SelectExpression<Database, 'entries'>> =>
+        s.columns === 'values'
+          ? ['key', ...ENTRY_COLUMNS]
+          : s.columns === 'meta'
+            ? // length() of a BLOB (SQLite) or bytea (PostgreSQL) counts bytes; the value itself is never read out.
+              ['key', 'type', eb.fn<number>('length', ['value']).as('size'), 'expires_at', 'revision']
+            : ['key'],
     )
     .where('bucket_id', '=', param('bucket'))
     .where('key', s.after ? '>' : '>=', param('lower'))
@@ -188,7 +187,10 @@ export function sharedStatements(db: KyselyType<Database>) {
     /** After an import (millions of keys in one statement): counted again, exactly. */
     recountUsage: db.updateTable('buckets').set(usageRecount).where('id', '=', param('bucket')),
     /** SQLite: a batch's final revision of a bucket; both: a restored bucket's revision. */
-    setRevision: db.updateTable('buckets').set({ revision: param('revision') }).where('id', '=', param('bucket')),
+    setRevision: db
+      .updateTable('buckets')
+      .set({ revision: param('revision') })
+      .where('id', '=', param('bucket')),
     deleteBucket: db.deleteFrom('buckets').where('id', '=', param('bucket')),
     deleteBucketEntries: db.deleteFrom('entries').where('bucket_id', '=', param('bucket')),
     getEntry: db.selectFrom('entries').select(ENTRY_COLUMNS).where('bucket_id', '=', param('bucket')).where('key', '=', param('key')),
@@ -196,16 +198,8 @@ export function sharedStatements(db: KyselyType<Database>) {
       .insertInto('entries')
       .values(ENTRY_ROW)
       .onConflict(replaceEntryOnConflict(param('now'))),
-    removeEntry: db
-      .deleteFrom('entries')
-      .where('bucket_id', '=', param('bucket'))
-      .where('key', '=', param('key'))
-      .returning(ENTRY_COLUMNS),
-    expiredEntries: db
-      .selectFrom('entries')
-      .select(['bucket_id', 'key'])
-      .where('expires_at', '<=', param('now'))
-      .limit(param('batch')),
+    removeEntry: db.deleteFrom('entries').where('bucket_id', '=', param('bucket')).where('key', '=', param('key')).returning(ENTRY_COLUMNS),
+    expiredEntries: db.selectFrom('entries').select(['bucket_id', 'key']).where('expires_at', '<=', param('now')).limit(param('batch')),
     countEntries: db.selectFrom('entries').select((eb) => eb.fn.countAll().as('n')),
     countBuckets: db.selectFrom('buckets').select((eb) => eb.fn.countAll().as('n')),
     /** The watch feed: one bucket's changes after a revision, in order (a range seek on the primary key). */
@@ -293,7 +287,10 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
             sql.ref('s.value').as('value'),
             sql.ref('s.expires_at').as('expires_at'),
             (keep ? sql.ref('s.revision') : sql`cast(${param('revision')} as bigint)`).as('revision'),
-            (keep ? sql`coalesce(${sql.ref('s.create_revision')}, ${sql.ref('s.revision')})` : sql`cast(${param('revision')} as bigint)`).as('create_revision'),
+            (keep
+              ? sql`coalesce(${sql.ref('s.create_revision')}, ${sql.ref('s.revision')})`
+              : sql`cast(${param('revision')} as bigint)`
+            ).as('create_revision'),
           ])
           // SQLite needs a WHERE before an upsert's ON CONFLICT in INSERT … SELECT (else it parses a join's ON).
           .where(sql<boolean>`true`),
@@ -320,7 +317,19 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
 const CHANGE_COLUMNS = ['revision', 'key', 'kind', 'type', 'value', 'expires_at'] as const;
 
 /** The fields of one change-log row, in the order a multi-row insert (`logChangeRows`) binds them. */
-export const CHANGE_ROW_FIELDS = ['bucket', 'revision', 'key', 'kind', 'type', 'value', 'expiresAt', 'actorKind', 'actorToken', 'actorAddress', 'now'] as const;
+export const CHANGE_ROW_FIELDS = [
+  'bucket',
+  'revision',
+  'key',
+  'kind',
+  'type',
+  'value',
+  'expiresAt',
+  'actorKind',
+  'actorToken',
+  'actorAddress',
+  'now',
+] as const;
 
 /** How many change-log rows SQLite's multi-row inserts take at once: a batch's rows go in the fewest statements of these sizes. */
 export const CHANGE_ROW_CHUNKS = [64, 16, 4, 1] as const;
@@ -371,7 +380,19 @@ export function postgresStatements(db: KyselyType<Database>) {
   const logChangesInto = (qc: QueryCreator<Database>, row: Record<'key' | 'kind' | 'type' | 'value' | 'expires_at', RawBuilder<unknown>>) =>
     qc
       .insertInto('changes')
-      .columns(['bucket_id', 'revision', 'key', 'kind', 'type', 'value', 'expires_at', 'actor_kind', 'actor_token', 'actor_address', 'committed_at'])
+      .columns([
+        'bucket_id',
+        'revision',
+        'key',
+        'kind',
+        'type',
+        'value',
+        'expires_at',
+        'actor_kind',
+        'actor_token',
+        'actor_address',
+        'committed_at',
+      ])
       .expression(
         db.selectNoFrom([
           sql`${param('bucket')}::text`.as('bucket_id'),
@@ -450,7 +471,8 @@ export function postgresBatchStatements(schema: string) {
   const replaceWithCreated = sql`${replace}, create_revision = excluded.create_revision`;
   return {
     /** A batch's read: the bucket row (revision, usage, version) and the rows of the keys its writes touch, in one snapshot. */
-    readBatch: raw(sql`select b.revision, b.usage_keys, b.usage_bytes, b.xmin::text as version, e.key, e.type, e.value, e.expires_at, e.revision as entry_revision, e.create_revision as entry_create_revision
+    readBatch:
+      raw(sql`select b.revision, b.usage_keys, b.usage_bytes, b.xmin::text as version, e.key, e.type, e.value, e.expires_at, e.revision as entry_revision, e.create_revision as entry_create_revision
       from ${t('buckets')} b left join ${t('entries')} e on e.bucket_id = b.id and e.key = any(${param('keys')}::bytea[])
       where b.id = ${param('bucket')}`),
     /** The bucket row, locked for the rest of the transaction (a batch that found it changed since its read). */

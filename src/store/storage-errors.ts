@@ -65,7 +65,11 @@ export function isPostgresConnectionError(err: unknown): boolean {
 
 /** Connection failures that happen before a statement is sent: it cannot have been applied. */
 const BEFORE_SENDING_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', '08001', '08004', '57P03', '53300']);
-const BEFORE_SENDING_MESSAGES = [/timeout exceeded when trying to connect/i, /cannot use a pool after calling end/i, /server login has been failing/i];
+const BEFORE_SENDING_MESSAGES = [
+  /timeout exceeded when trying to connect/i,
+  /cannot use a pool after calling end/i,
+  /server login has been failing/i,
+];
 
 /**
  * Whether a connection failure may have come after the server received (and committed) the

@@ -123,7 +123,12 @@ export interface ImportStaging {
    * revisions and the bucket's revision is set to this value instead. A bucket deleted meanwhile:
    * nothing is written.
    */
-  apply(options: { replace: boolean; prefix: string; restoreRevision?: number; actor?: Actor }): Promise<Written | { refused: 'no_bucket' }>;
+  apply(options: {
+    replace: boolean;
+    prefix: string;
+    restoreRevision?: number;
+    actor?: Actor;
+  }): Promise<Written | { refused: 'no_bucket' }>;
   abort(): Promise<void>;
 }
 
@@ -194,10 +199,25 @@ export interface Store {
    * read it, never change it.
    */
   getEntryNow?(bucket: string, key: string, now: number): Entry | undefined;
-  setEntry(bucket: string, key: string, value: StoredValue, expiresAt: number | null, now: number, condition?: Condition, actor?: Actor): Promise<Written | Refusal>;
+  setEntry(
+    bucket: string,
+    key: string,
+    value: StoredValue,
+    expiresAt: number | null,
+    now: number,
+    condition?: Condition,
+    actor?: Actor,
+  ): Promise<Written | Refusal>;
   deleteEntry(bucket: string, key: string, now: number, condition?: Condition, actor?: Actor): Promise<Deleted | Refusal>;
   /** Reads, computes and writes one key atomically (the counter). `update` may throw to abort. */
-  updateEntry(bucket: string, key: string, now: number, update: CounterUpdate, condition?: Condition, actor?: Actor): Promise<Entry | Refusal>;
+  updateEntry(
+    bucket: string,
+    key: string,
+    now: number,
+    update: CounterUpdate,
+    condition?: Condition,
+    actor?: Actor,
+  ): Promise<Entry | Refusal>;
   /** One page of live keys in byte order (or reverse). */
   listEntries(bucket: string, query: ListQuery, now: number): Promise<ListedEntry[]>;
   /**

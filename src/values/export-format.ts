@@ -25,7 +25,13 @@ export interface ExportHeader {
 }
 
 export function headerLine(bucket: string, exportedAt: number, rev?: number): string {
-  const header: ExportHeader = { kvb: 'export', version: EXPORT_VERSION, bucket, ...(rev !== undefined && { rev }), exported_at: new Date(exportedAt).toISOString() };
+  const header: ExportHeader = {
+    kvb: 'export',
+    version: EXPORT_VERSION,
+    bucket,
+    ...(rev !== undefined && { rev }),
+    exported_at: new Date(exportedAt).toISOString(),
+  };
   return `${JSON.stringify(header)}\n`;
 }
 
@@ -55,7 +61,8 @@ export function exportedValue(value: StoredValue): string {
  * TTL applies (a plain JSONL line that gave no TTL).
  */
 export function entryLine(key: string, value: StoredValue, expiresAt: number | null | undefined, rev?: number, created?: number): string {
-  const expires = expiresAt === undefined ? '' : `,"expires_at":${expiresAt === null ? 'null' : JSON.stringify(new Date(expiresAt).toISOString())}`;
+  const expires =
+    expiresAt === undefined ? '' : `,"expires_at":${expiresAt === null ? 'null' : JSON.stringify(new Date(expiresAt).toISOString())}`;
   const revision = rev === undefined ? '' : `,"rev":${rev}`;
   const creation = created === undefined ? '' : `,"created":${created}`;
   return `{"key":${JSON.stringify(key)},"type":"${value.type}","value":${exportedValue(value)}${expires}${revision}${creation}}\n`;
@@ -135,7 +142,8 @@ export function parseExportLine(line: string, withRev = false, maxValueBytes = M
     throw badRequest('unknown "kvb" line');
   }
   for (const name of fields.keys()) {
-    if (!['key', 'type', 'value', 'expires_at', ...(withRev ? ['rev', 'created'] : [])].includes(name)) throw badRequest(`unknown field ${name}`);
+    if (!['key', 'type', 'value', 'expires_at', ...(withRev ? ['rev', 'created'] : [])].includes(name))
+      throw badRequest(`unknown field ${name}`);
   }
   const revisionField = (name: string): number | undefined => {
     const node = fields.get(name);

@@ -50,7 +50,16 @@ beforeAll(async () => {
   server = await startServer();
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-quic', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--no-first-run',
+      '--disable-quic',
+      '--disable-sync',
+    ],
   });
 }, 60_000);
 
@@ -61,60 +70,63 @@ afterAll(async () => {
 });
 
 describe('kvb/client in a browser', () => {
-  it.skipIf(!hasChromium)('runs a scripted round trip from another origin: typed set/get, increment, list, atomic, delete, typed errors', async () => {
-    const page = await browser.newPage();
-    const errors: string[] = [];
-    page.on('pageerror', (error) => errors.push(error.message));
-    await page.goto(`${pageOrigin}/`);
-    // The page and the server are different origins (different ports).
-    expect(new URL(pageOrigin).origin).not.toBe(new URL(server.url).origin);
-    const result = await page.evaluate(async (url) => {
-      const { connect, createBucket, NotFoundError, PreconditionFailedError } = kvbClient;
-      const bucket = await createBucket({ url }, { email: 'browser@example.com', secret_key: 'S', default_ttl: 0 });
-      const kv = connect({ url, bucket, token: 'S' });
-      const max = await kv.set('max', 9223372036854775807n);
-      const bytes = Uint8Array.from({ length: 256 }, (_, i) => i);
-      await kv.set('bytes', bytes);
-      await kv.set('doc', { hello: 'world' });
-      const readMax = await kv.get('max');
-      const readBytes = await kv.get('bytes');
-      const count = await kv.increment('visits', 2n);
-      const stale = await kv.set('max', 1n, { ifRevision: max.revision - 1 }).catch((e: unknown) => e);
-      const keys: string[] = [];
-      for await (const { key } of kv.list({ pageSize: 2 })) keys.push(key);
-      const commit = await kv.atomic().check('doc', null).set('x', 'y').commit();
-      const deleted = await kv.delete('doc');
-      const missing = await connect({ url, bucket: '00000000-0000-4000-8000-000000000000', token: 'S' })
-        .get('k')
-        .catch((e: unknown) => e);
-      return {
-        max: `${typeof readMax?.value}:${String(readMax?.value)}`,
-        maxRevision: readMax?.revision === max.revision,
-        bytesOk: readBytes?.value instanceof Uint8Array && readBytes.value.length === 256 && readBytes.value.every((b, i) => b === i),
-        bytesType: readBytes?.type,
-        count: `${typeof count.value}:${String(count.value)}`,
-        stale: stale instanceof PreconditionFailedError ? `412 current ${stale.currentRevision === max.revision}` : String(stale),
-        keys,
-        commit: commit.ok ? 'ok' : commit.failedChecks.map((c) => c.key).join(','),
-        deleted,
-        doc: await kv.get('doc'),
-        missing: missing instanceof NotFoundError ? `${missing.status} ${missing.detail}` : String(missing),
-      };
-    }, server.url);
-    expect(result).toEqual({
-      max: 'bigint:9223372036854775807',
-      maxRevision: true,
-      bytesOk: true,
-      bytesType: 'bytes',
-      count: 'bigint:2',
-      stale: '412 current true',
-      keys: ['bytes', 'doc', 'max', 'visits'],
-      commit: 'doc',
-      deleted: true,
-      doc: null,
-      missing: '404 no such bucket',
-    });
-    expect(errors).toEqual([]);
-    await page.close();
-  });
+  it.skipIf(!hasChromium)(
+    'runs a scripted round trip from another origin: typed set/get, increment, list, atomic, delete, typed errors',
+    async () => {
+      const page = await browser.newPage();
+      const errors: string[] = [];
+      page.on('pageerror', (error) => errors.push(error.message));
+      await page.goto(`${pageOrigin}/`);
+      // The page and the server are different origins (different ports).
+      expect(new URL(pageOrigin).origin).not.toBe(new URL(server.url).origin);
+      const result = await page.evaluate(async (url) => {
+        const { connect, createBucket, NotFoundError, PreconditionFailedError } = kvbClient;
+        const bucket = await createBucket({ url }, { email: 'browser@example.com', secret_key: 'S', default_ttl: 0 });
+        const kv = connect({ url, bucket, token: 'S' });
+        const max = await kv.set('max', 9223372036854775807n);
+        const bytes = Uint8Array.from({ length: 256 }, (_, i) => i);
+        await kv.set('bytes', bytes);
+        await kv.set('doc', { hello: 'world' });
+        const readMax = await kv.get('max');
+        const readBytes = await kv.get('bytes');
+        const count = await kv.increment('visits', 2n);
+        const stale = await kv.set('max', 1n, { ifRevision: max.revision - 1 }).catch((e: unknown) => e);
+        const keys: string[] = [];
+        for await (const { key } of kv.list({ pageSize: 2 })) keys.push(key);
+        const commit = await kv.atomic().check('doc', null).set('x', 'y').commit();
+        const deleted = await kv.delete('doc');
+        const missing = await connect({ url, bucket: '00000000-0000-4000-8000-000000000000', token: 'S' })
+          .get('k')
+          .catch((e: unknown) => e);
+        return {
+          max: `${typeof readMax?.value}:${String(readMax?.value)}`,
+          maxRevision: readMax?.revision === max.revision,
+          bytesOk: readBytes?.value instanceof Uint8Array && readBytes.value.length === 256 && readBytes.value.every((b, i) => b === i),
+          bytesType: readBytes?.type,
+          count: `${typeof count.value}:${String(count.value)}`,
+          stale: stale instanceof PreconditionFailedError ? `412 current ${stale.currentRevision === max.revision}` : String(stale),
+          keys,
+          commit: commit.ok ? 'ok' : commit.failedChecks.map((c) => c.key).join(','),
+          deleted,
+          doc: await kv.get('doc'),
+          missing: missing instanceof NotFoundError ? `${missing.status} ${missing.detail}` : String(missing),
+        };
+      }, server.url);
+      expect(result).toEqual({
+        max: 'bigint:9223372036854775807',
+        maxRevision: true,
+        bytesOk: true,
+        bytesType: 'bytes',
+        count: 'bigint:2',
+        stale: '412 current true',
+        keys: ['bytes', 'doc', 'max', 'visits'],
+        commit: 'doc',
+        deleted: true,
+        doc: null,
+        missing: '404 no such bucket',
+      });
+      expect(errors).toEqual([]);
+      await page.close();
+    },
+  );
 });

@@ -15,7 +15,12 @@ import { type RunningServer, startServer } from '../helpers/server.js';
 
 // What the callbacks given to page.evaluate use: they run in the page, where these exist.
 declare const window: object;
-declare const document: { cookie: string; body: object; activeElement: { title?: string } | null; documentElement: { scrollWidth: number; clientWidth: number } };
+declare const document: {
+  cookie: string;
+  body: object;
+  activeElement: { title?: string } | null;
+  documentElement: { scrollWidth: number; clientWidth: number };
+};
 declare const sessionStorage: { length: number };
 declare const localStorage: { length: number };
 declare const navigator: { clipboard: { readText(): Promise<string> } };
@@ -105,7 +110,16 @@ async function expectAccessible(p: Page, screen: string): Promise<void> {
   // Evaluated through the DevTools protocol, which the page's CSP does not govern (it would block an inline script).
   if (!(await p.evaluate(() => 'axe' in window))) await p.evaluate(AXE_SOURCE);
   const violations = await p.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run: (context: object, options: object) => Promise<{ violations: Array<{ id: string; impact: string; help: string; nodes: Array<{ target: unknown }> }> }> } }).axe;
+    const axe = (
+      window as unknown as {
+        axe: {
+          run: (
+            context: object,
+            options: object,
+          ) => Promise<{ violations: Array<{ id: string; impact: string; help: string; nodes: Array<{ target: unknown }> }> }>;
+        };
+      }
+    ).axe;
     const result = await axe.run(document, { resultTypes: ['violations'] });
     return result.violations
       .filter((v) => v.impact === 'serious' || v.impact === 'critical')
@@ -117,7 +131,8 @@ async function expectAccessible(p: Page, screen: string): Promise<void> {
 const api = (path: string) => `${server.api}/${bucket}${path}`;
 const button = (name: string, p: Page = page) => p.getByRole('button', { name, exact: true });
 const field = (name: string, p: Page = page) => p.getByRole('textbox', { name, exact: true });
-const keyRow = (key: string, p: Page = page) => p.locator('.viewport li').filter({ has: p.getByRole('button', { name: key, exact: true }) });
+const keyRow = (key: string, p: Page = page) =>
+  p.locator('.viewport li').filter({ has: p.getByRole('button', { name: key, exact: true }) });
 
 /** Opens the Keys screen at a prefix, in the folder or flat view. */
 async function browse(prefix: string, view: 'Folders' | 'Flat' = 'Folders'): Promise<void> {
@@ -136,7 +151,16 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     server = await startServer();
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-quic', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--no-first-run',
+        '--disable-quic',
+        '--disable-sync',
+      ],
     });
     context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(server.url).origin });
@@ -181,7 +205,12 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
 
   it("a private bucket's id with a credential it does not know is refused as not valid on connect, not at the first save", async (t) => {
     screenshotsOnFailure(t, 'unknown-credential');
-    const privateBucket = (await call(`${server.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'p@example.com', secret_key: 's-key', read_key: 'r-key', write_key: 'w-key' }) })).text;
+    const privateBucket = (
+      await call(`${server.api}/`, {
+        method: 'POST',
+        body: new URLSearchParams({ email: 'p@example.com', secret_key: 's-key', read_key: 'r-key', write_key: 'w-key' }),
+      })
+    ).text;
     // (The write probe's 400 is its "allowed": an out-of-range ttl, refused after the permission.)
     expectedFailures = [/HTTP (400|401|403) for (GET|PUT) /];
     await page.goto(`${server.url}/console/`);
@@ -218,7 +247,11 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     expect(policy.status).toBe(200);
     expect(policy.json()).toMatchObject({ default_ttl: 86400, has_secret_key: true, has_signing_key: true, has_read_key: false });
     // The credential is in sessionStorage, and nowhere else.
-    const stored = await page.evaluate(() => ({ session: JSON.stringify({ ...sessionStorage }), local: localStorage.length, cookie: document.cookie }));
+    const stored = await page.evaluate(() => ({
+      session: JSON.stringify({ ...sessionStorage }),
+      local: localStorage.length,
+      cookie: document.cookie,
+    }));
     expect(stored.session).toContain(secret);
     expect(stored).toMatchObject({ local: 0, cookie: '' });
     expect(apiRequests.filter((r) => r.startsWith('GET ')).every((r) => !r.includes(secret))).toBe(true);
@@ -229,14 +262,27 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
   it('browses with folders and breadcrumbs, a flat view and a prefix filter; badges show type, size and expiry', async (t) => {
     screenshotsOnFailure(t, 'browse');
     const txn = (ops: unknown[]) => call(api(''), { method: 'POST', ...json({ txn: ops }, { authorization: `Bearer ${secret}` }) });
-    expect((await txn([
-      { set: 'users/alice', value: { name: 'Alice', roles: ['admin'] } },
-      { set: 'users/bob', value: { name: 'Bob' }, ttl: 3600 },
-      { set: 'users/deep/carol', value: 'Carol' },
-      { set: 'notes/hello', value: 'hello, console' },
-    ])).status).toBe(204);
-    for (const [key, body, type] of [['counters/visits', Buffer.from('41'), undefined], ['pi', Buffer.from('3.25'), undefined], ['blob', Buffer.from([0, 1, 2, 254, 255]), 'application/octet-stream']] as const) {
-      const res = await call(api(`/${encodeURIComponent(key)}?ttl=0`), { method: 'PUT', body, token: secret, headers: type ? { 'content-type': type } : {} });
+    expect(
+      (
+        await txn([
+          { set: 'users/alice', value: { name: 'Alice', roles: ['admin'] } },
+          { set: 'users/bob', value: { name: 'Bob' }, ttl: 3600 },
+          { set: 'users/deep/carol', value: 'Carol' },
+          { set: 'notes/hello', value: 'hello, console' },
+        ])
+      ).status,
+    ).toBe(204);
+    for (const [key, body, type] of [
+      ['counters/visits', Buffer.from('41'), undefined],
+      ['pi', Buffer.from('3.25'), undefined],
+      ['blob', Buffer.from([0, 1, 2, 254, 255]), 'application/octet-stream'],
+    ] as const) {
+      const res = await call(api(`/${encodeURIComponent(key)}?ttl=0`), {
+        method: 'PUT',
+        body,
+        token: secret,
+        headers: type ? { 'content-type': type } : {},
+      });
       expect(res.status).toBe(200);
     }
     for (let start = 0; start < MANY; start += 1000) {
@@ -249,7 +295,9 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     const rows = () => page.locator('.viewport li .key-text').allInnerTexts();
     // The server folds the 10,000 keys under many/ into one item (a delimiter listing): one request.
     await expect.poll(async () => await rows()).toEqual(['blob', 'counters/', 'many/', 'notes/', 'pi', 'users/']);
-    const rootListings = apiRequests.slice(listedBefore).filter((r) => r.startsWith(`GET /api/v1/${bucket}/?`) && !r.includes('watch=true'));
+    const rootListings = apiRequests
+      .slice(listedBefore)
+      .filter((r) => r.startsWith(`GET /api/v1/${bucket}/?`) && !r.includes('watch=true'));
     expect(rootListings).toHaveLength(1);
     expect(rootListings[0]).toMatch(/[?&]delimiter=%2F(&|$)/);
     await expect.poll(() => page.locator('.list-summary').innerText()).toBe('6 rows');
@@ -258,8 +306,12 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     await expect.poll(() => page.getByRole('navigation', { name: 'Breadcrumbs' }).innerText()).toMatch(/All keys\s*›?\s*users\//);
     await keyRow('users/alice').waitFor();
     // Within half a second of the write the expiry rounds to the full TTL ("in 1 d"), later to just under it.
-    await expect.poll(() => keyRow('users/alice').locator('.badge').allInnerTexts()).toEqual(['json', '34 B', expect.stringMatching(/^in (23 h|1 d)$/)]);
-    await expect.poll(() => keyRow('users/bob').locator('.badge').allInnerTexts()).toEqual(['json', '14 B', expect.stringMatching(/^in (59 min|1 h)$/)]);
+    await expect
+      .poll(() => keyRow('users/alice').locator('.badge').allInnerTexts())
+      .toEqual(['json', '34 B', expect.stringMatching(/^in (23 h|1 d)$/)]);
+    await expect
+      .poll(() => keyRow('users/bob').locator('.badge').allInnerTexts())
+      .toEqual(['json', '14 B', expect.stringMatching(/^in (59 min|1 h)$/)]);
     await expect(page.getByRole('button', { name: 'deep/', exact: true }).isVisible()).resolves.toBe(true);
     // Flat: every key under the prefix, with its full text.
     await page.getByRole('radio', { name: 'Flat' }).check();
@@ -311,7 +363,9 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     await viewport.evaluate((el) => el.scrollTo({ top: 5000 * 44 }));
     await keyRow('many/05000').waitFor();
     // The rows in view have their badges from the listing.
-    await expect.poll(() => keyRow('many/05000').locator('.badge').allInnerTexts()).toEqual(['json', '4 B', expect.stringMatching(/^in (23 h|1 d)$/)]);
+    await expect
+      .poll(() => keyRow('many/05000').locator('.badge').allInnerTexts())
+      .toEqual(['json', '4 B', expect.stringMatching(/^in (23 h|1 d)$/)]);
     expect(pendingApi.size).toBe(0);
     // A fresh load of the whole console on this bucket: the session is restored from sessionStorage,
     // and the root's folder view gets its 6 rows from one folder listing. (A reload would stay under
@@ -320,7 +374,9 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     await page.goto(`${server.url}/console/`);
     await expect.poll(() => page.locator('.list-summary').innerText(), { interval: 20 }).toBe('6 rows');
     const loadMs = Date.now() - loadStarted;
-    console.log(`console: first rows of a ${MANY}-key prefix (flat) in ${firstRowsMs} ms; full page load to the root's folders in ${loadMs} ms`);
+    console.log(
+      `console: first rows of a ${MANY}-key prefix (flat) in ${firstRowsMs} ms; full page load to the root's folders in ${loadMs} ms`,
+    );
     expect(problems).toEqual([]);
   }, 60_000);
 
@@ -358,9 +414,9 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
       await page.getByRole('heading', { name: key, exact: true }).waitFor();
     };
     await open('users/alice');
-    await expect.poll(() => page.getByLabel('Value (JSON, indented for display)').innerText()).toBe(
-      JSON.stringify({ name: 'Alice', roles: ['admin'] }, null, 2),
-    );
+    await expect
+      .poll(() => page.getByLabel('Value (JSON, indented for display)').innerText())
+      .toBe(JSON.stringify({ name: 'Alice', roles: ['admin'] }, null, 2));
     await expectAccessible(page, 'view');
     await button('Copy value').click();
     await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe('{"name":"Alice","roles":["admin"]}');
@@ -437,7 +493,9 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     await button('Save').click();
     await expect.poll(() => page.getByLabel('Value (text)').innerText()).toBe('now plain text');
     // The row's badges follow the edit.
-    await expect.poll(async () => (await keyRow('drafts/one').locator('.badge').allInnerTexts()).join(' ')).toMatch(/^text 14 B in (1 min|\d+ s)$/);
+    await expect
+      .poll(async () => (await keyRow('drafts/one').locator('.badge').allInnerTexts()).join(' '))
+      .toMatch(/^text 14 B in (1 min|\d+ s)$/);
     stored = await call(api('/drafts%2Fone'), { token: secret });
     expect(stored.headers.get('kvb-type')).toBe('text');
     const expiresIn = Date.parse(stored.headers.get('kvb-expires-at')!) - Date.now();
@@ -526,7 +584,10 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     const longKey = `users/${'abcdefghij-'.repeat(11)}x`;
     expect(Buffer.byteLength(longKey)).toBe(128);
     expect((await call(api(`/${encodeURIComponent(longKey)}`), { method: 'PUT', body: 'long', token: secret })).status).toBe(200);
-    const fullyShown = () => keyRow(longKey).locator('.key-text').evaluate((el: { scrollHeight: number; clientHeight: number }) => el.scrollHeight <= el.clientHeight);
+    const fullyShown = () =>
+      keyRow(longKey)
+        .locator('.key-text')
+        .evaluate((el: { scrollHeight: number; clientHeight: number }) => el.scrollHeight <= el.clientHeight);
     await browse('users/', 'Flat');
     await keyRow('users/alice').getByRole('button', { name: 'users/alice', exact: true }).click();
     await page.getByRole('heading', { name: 'users/alice', exact: true }).waitFor();
@@ -567,7 +628,11 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     watch(tokenPage);
     screenshotsOnFailure(t, 'read-only', () => tokenPage);
     try {
-      const minted = await call(`${api('/tokens/')}`, { method: 'POST', token: secret, body: new URLSearchParams({ prefix: 'users/', permissions: 'read,enumerate', ttl: '600' }) });
+      const minted = await call(`${api('/tokens/')}`, {
+        method: 'POST',
+        token: secret,
+        body: new URLSearchParams({ prefix: 'users/', permissions: 'read,enumerate', ttl: '600' }),
+      });
       const { access_token: token } = minted.json() as { access_token: string };
       await tokenPage.goto(`${server.url}/console/`);
       // Connecting from the keyboard: type, Tab, type, Enter.
@@ -595,7 +660,12 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
   it('an edit saves with If-Match: a change made meanwhile shows both values, and either can win', async (t) => {
     screenshotsOnFailure(t, 'conflict');
     const put = async (key: string, body: string) => {
-      const res = await call(api(`/${encodeURIComponent(key)}?ttl=0`), { method: 'PUT', body, token: secret, headers: { 'content-type': 'application/json' } });
+      const res = await call(api(`/${encodeURIComponent(key)}?ttl=0`), {
+        method: 'PUT',
+        body,
+        token: secret,
+        headers: { 'content-type': 'application/json' },
+      });
       expect(res.status).toBe(200);
       return res.headers.get('etag')!;
     };
@@ -620,7 +690,9 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     await expectAccessible(page, 'conflict dialog');
     // Take stored: the edit is dropped, the stored value is shown, nothing was written.
     await button('Take stored', page).click();
-    await expect.poll(() => page.getByLabel('Value (JSON, indented for display)').innerText()).toBe(JSON.stringify({ v: 'theirs' }, null, 2));
+    await expect
+      .poll(() => page.getByLabel('Value (JSON, indented for display)').innerText())
+      .toBe(JSON.stringify({ v: 'theirs' }, null, 2));
     expect(await stored('conflict/doc')).toBe('{"v":"theirs"}');
 
     // Again, and this time keep mine: it saves over the new revision (If-Match on the stored one).
@@ -633,7 +705,9 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     await expect.poll(() => dialog.getByLabel('Stored value').innerText()).toBe(JSON.stringify({ v: 'third' }, null, 2));
     [request] = await Promise.all([saveRequest('conflict/doc'), button('Keep mine').click()]);
     expect(request.headers()['if-match']).toBe(third);
-    await expect.poll(() => page.getByLabel('Value (JSON, indented for display)').innerText()).toBe(JSON.stringify({ v: 'mine again' }, null, 2));
+    await expect
+      .poll(() => page.getByLabel('Value (JSON, indented for display)').innerText())
+      .toBe(JSON.stringify({ v: 'mine again' }, null, 2));
     expect(await stored('conflict/doc')).toBe('{"v":"mine again"}');
 
     // A new key is created only if it is still absent (If-None-Match: *): one that appeared meanwhile is a conflict too.
@@ -655,7 +729,12 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
   it("a key's history: versions beside the value, a diff against the current one, and restore with If-Match", async (t) => {
     screenshotsOnFailure(t, 'history');
     const put = async (body: string) => {
-      const res = await call(api('/history%2Fdoc?ttl=0'), { method: 'PUT', body, token: secret, headers: { 'content-type': 'application/json' } });
+      const res = await call(api('/history%2Fdoc?ttl=0'), {
+        method: 'PUT',
+        body,
+        token: secret,
+        headers: { 'content-type': 'application/json' },
+      });
       expect(res.status).toBe(200);
       return Number(res.headers.get('kvb-revision'));
     };
@@ -682,7 +761,9 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
       button('Restore this version').click(),
     ]);
     expect(request.headers()['if-match']).toBe(`"${latest}"`);
-    await expect.poll(() => page.getByLabel('Value (JSON, indented for display)').innerText()).toBe(JSON.stringify({ name: 'a', size: 1 }, null, 2));
+    await expect
+      .poll(() => page.getByLabel('Value (JSON, indented for display)').innerText())
+      .toBe(JSON.stringify({ name: 'a', size: 1 }, null, 2));
     expect((await call(api('/history%2Fdoc'), { token: secret })).text).toBe('{"name":"a","size":1}');
     // The restore is the newest version now.
     await expect.poll(() => versions.getByRole('listitem').count()).toBe(4);
@@ -692,7 +773,15 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
   it('Live follows the watch feed of the prefix: sets, deletes and transactions show within 2 s; a dropped connection resumes', async (t) => {
     screenshotsOnFailure(t, 'live');
     const txn = (ops: unknown[]) => call(api(''), { method: 'POST', ...json({ txn: ops }, { authorization: `Bearer ${secret}` }) });
-    expect((await txn([{ set: 'live/a', value: 1 }, { set: 'live/c', value: 3 }, { set: 'live/folder/x', value: 0 }])).status).toBe(204);
+    expect(
+      (
+        await txn([
+          { set: 'live/a', value: 1 },
+          { set: 'live/c', value: 3 },
+          { set: 'live/folder/x', value: 0 },
+        ])
+      ).status,
+    ).toBe(204);
     await browse('live/', 'Flat');
     const rows = () => page.locator('.viewport li .key-text').allInnerTexts();
     await expect.poll(rows).toEqual(['live/a', 'live/c', 'live/folder/x']);
@@ -706,12 +795,17 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     const within2s = { timeout: 2000, interval: 50 };
 
     // A set: a new key appears in order, highlighted, with its badges.
-    expect((await call(api('/live%2Fb?ttl=0'), { method: 'PUT', body: 'bee', token: secret, headers: { 'content-type': 'text/plain' } })).status).toBe(200);
+    expect(
+      (await call(api('/live%2Fb?ttl=0'), { method: 'PUT', body: 'bee', token: secret, headers: { 'content-type': 'text/plain' } })).status,
+    ).toBe(200);
     await expect.poll(rows, within2s).toEqual(['live/a', 'live/b', 'live/c', 'live/folder/x']);
     await expect.poll(() => keyRow('live/b').getAttribute('class'), within2s).toMatch(/\bchanged\b/);
     await expect.poll(() => keyRow('live/b').locator('.badge').allInnerTexts()).toEqual(['text', '3 B']);
     // A changed key: its row is highlighted and its badges follow.
-    expect((await call(api('/live%2Fa?ttl=0'), { method: 'PUT', body: 'now text', token: secret, headers: { 'content-type': 'text/plain' } })).status).toBe(200);
+    expect(
+      (await call(api('/live%2Fa?ttl=0'), { method: 'PUT', body: 'now text', token: secret, headers: { 'content-type': 'text/plain' } }))
+        .status,
+    ).toBe(200);
     await expect.poll(() => keyRow('live/a').locator('.badge').allInnerTexts(), within2s).toEqual(['text', '8 B']);
     // A delete: the row disappears.
     expect((await call(api('/live%2Fc'), { method: 'DELETE', token: secret })).status).toBe(204);
@@ -723,16 +817,22 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     await page.getByRole('radio', { name: 'Folders' }).check();
     await expect.poll(rows).toEqual(['live/a', 'live/aa', 'folder/', 'live/z']);
     await expect.poll(() => watches().length).toBeGreaterThan(before + 1);
-    await txn([{ set: 'live/folder/y', value: 1 }, { set: 'live/m', value: 2 }]);
+    await txn([
+      { set: 'live/folder/y', value: 1 },
+      { set: 'live/m', value: 2 },
+    ]);
     await expect.poll(rows, within2s).toEqual(['live/a', 'live/aa', 'folder/', 'live/m', 'live/z']);
     await expect.poll(() => page.locator('.viewport li.folder').getAttribute('class'), within2s).toMatch(/\bchanged\b/);
     // A folder row stays while a key is left in it (a one-key listing checks), and goes with its
     // last key; a key written into it again brings it back.
-    const folderChecks = () => apiRequests.filter((r) => r.startsWith(`GET /api/v1/${bucket}/?`) && r.includes('limit=1&prefix=live%2Ffolder%2F')).length;
+    const folderChecks = () =>
+      apiRequests.filter((r) => r.startsWith(`GET /api/v1/${bucket}/?`) && r.includes('limit=1&prefix=live%2Ffolder%2F')).length;
     const checked = folderChecks();
     await txn([{ delete: 'live/folder/x' }]);
     await expect.poll(folderChecks, within2s).toBe(checked + 1);
-    await expect.poll(() => pendingApi.size - [...pendingApi].filter((r) => /watch=true/.test((r as { url(): string }).url())).length).toBe(0);
+    await expect
+      .poll(() => pendingApi.size - [...pendingApi].filter((r) => /watch=true/.test((r as { url(): string }).url())).length)
+      .toBe(0);
     expect(await rows()).toEqual(['live/a', 'live/aa', 'folder/', 'live/m', 'live/z']);
     await txn([{ delete: 'live/folder/y' }]);
     await expect.poll(rows, within2s).toEqual(['live/a', 'live/aa', 'live/m', 'live/z']);
@@ -786,7 +886,9 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     const watches = () => apiRequests.filter((r) => r.includes('watch=true'));
     await expect.poll(() => watches().at(-1)).toMatch(/prefix=live%2F/);
     // Nothing but the watch stream in flight, so the reload aborts no listing.
-    await expect.poll(() => pendingApi.size - [...pendingApi].filter((r) => /watch=true/.test((r as { url(): string }).url())).length).toBe(0);
+    await expect
+      .poll(() => pendingApi.size - [...pendingApi].filter((r) => /watch=true/.test((r as { url(): string }).url())).length)
+      .toBe(0);
     const before = watches().length;
 
     await page.reload();
@@ -796,7 +898,10 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     // Live is really on again: it watches the prefix, and a new key shows without a refresh.
     await expect.poll(() => watches().length).toBeGreaterThan(before);
     expect(watches().at(-1)).toMatch(/prefix=live%2F/);
-    expect((await call(api('/live%2Freloaded?ttl=0'), { method: 'PUT', body: 'r', token: secret, headers: { 'content-type': 'text/plain' } })).status).toBe(200);
+    expect(
+      (await call(api('/live%2Freloaded?ttl=0'), { method: 'PUT', body: 'r', token: secret, headers: { 'content-type': 'text/plain' } }))
+        .status,
+    ).toBe(200);
     await expect.poll(() => page.locator('.viewport li .key-text').allInnerTexts()).toContain('live/reloaded');
 
     // Live off and back to the top: the fragment follows.
@@ -815,7 +920,11 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     watch(tokenPage);
     screenshotsOnFailure(t, 'live-closed', () => tokenPage);
     try {
-      const minted = await call(`${api('/tokens/')}`, { method: 'POST', token: secret, body: new URLSearchParams({ prefix: 'live/', permissions: 'read,enumerate', ttl: '600' }) });
+      const minted = await call(`${api('/tokens/')}`, {
+        method: 'POST',
+        token: secret,
+        body: new URLSearchParams({ prefix: 'live/', permissions: 'read,enumerate', ttl: '600' }),
+      });
       const { access_token: token } = minted.json() as { access_token: string };
       await tokenPage.goto(`${server.url}/console/`);
       await field('Bucket', tokenPage).fill(bucket);
@@ -829,7 +938,10 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
       await live.check();
       expect((await opened).status()).toBe(200);
       // A new signing key invalidates every token: the server closes the feed with a reason.
-      const rotated = await call(api(''), { method: 'PATCH', ...json({ signing_key: 'a-new-signing-key-for-the-console-test' }, { authorization: `Bearer ${secret}` }) });
+      const rotated = await call(api(''), {
+        method: 'PATCH',
+        ...json({ signing_key: 'a-new-signing-key-for-the-console-test' }, { authorization: `Bearer ${secret}` }),
+      });
       expect(rotated.status).toBe(204);
       await expect.poll(() => tokenPage.getByRole('alert').innerText()).toMatch(/^Live updates stopped: .+/);
       expect(await live.isChecked()).toBe(false);
@@ -845,9 +957,17 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     const [download] = await Promise.all([page.waitForEvent('download'), button('Export').click()]);
     expect(download.suggestedFilename()).toBe(`kvb-${bucket}-users_.jsonl`);
     const file = (await download.path())!;
-    const lines = readFileSync(file, 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    const lines = readFileSync(file, 'utf8')
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(lines[0]).toMatchObject({ kvb: 'export', bucket });
-    expect(lines.slice(1, -1).map((l) => l.key)).toEqual(['users/abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-x', 'users/alice', 'users/bob', 'users/deep/carol']);
+    expect(lines.slice(1, -1).map((l) => l.key)).toEqual([
+      'users/abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-x',
+      'users/alice',
+      'users/bob',
+      'users/deep/carol',
+    ]);
     await expect.poll(() => page.getByRole('status').filter({ hasText: 'Exported' }).innerText()).toBe('Exported 4 keys under "users/"');
 
     // Changed and added through the API, then merged back: the file's keys win, others stay.
@@ -880,7 +1000,11 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     // A file that is not a whole export: the server's reason, and nothing written.
     expectedFailures = [/HTTP 400 for POST .*\?mode=/];
     await dialog.getByRole('radio', { name: 'Merge' }).check();
-    await dialog.getByLabel('File').setInputFiles({ name: 'cut.jsonl', mimeType: 'application/x-ndjson', buffer: Buffer.from(readFileSync(file, 'utf8').split('\n').slice(0, 2).join('\n') + '\n') });
+    await dialog.getByLabel('File').setInputFiles({
+      name: 'cut.jsonl',
+      mimeType: 'application/x-ndjson',
+      buffer: Buffer.from(readFileSync(file, 'utf8').split('\n').slice(0, 2).join('\n') + '\n'),
+    });
     await dialog.getByRole('button', { name: 'Import', exact: true }).click();
     await expect.poll(() => dialog.getByRole('alert').innerText()).toMatch(/^Error 400: .+/);
     expectedFailures = [];
@@ -894,7 +1018,9 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
     screenshotsOnFailure(t, 'admin');
     await button('Admin').click();
     await page.getByRole('heading', { name: 'Policy' }).waitFor();
-    await expect.poll(() => page.locator('.policy').innerText()).toMatch(/Default TTL\s+86400 s[\s\S]*Read key\s+not set[\s\S]*Signing key\s+set/);
+    await expect
+      .poll(() => page.locator('.policy').innerText())
+      .toMatch(/Default TTL\s+86400 s[\s\S]*Read key\s+not set[\s\S]*Signing key\s+set/);
     await expectAccessible(page, 'admin');
 
     // A read key: generated, set, then it works; then cleared.

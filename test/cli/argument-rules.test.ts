@@ -63,7 +63,14 @@ describe('txn input', () => {
   });
 
   it('--set k=v is typed as kvb set types an argument (numbers name their type); --ttl applies to every set', () => {
-    expect(flagOperations({ check: [], set: ['n=5', 'f=1.5', 'big=123456789012345678901', 's=hi', 'o={"a":1}', 'z=null', 't=true', 'e=', 'eq=a=b'], del: ['d'], ttl: 9 })).toEqual([
+    expect(
+      flagOperations({
+        check: [],
+        set: ['n=5', 'f=1.5', 'big=123456789012345678901', 's=hi', 'o={"a":1}', 'z=null', 't=true', 'e=', 'eq=a=b'],
+        del: ['d'],
+        ttl: 9,
+      }),
+    ).toEqual([
       '{"set":"n","value":"5","type":"int64","ttl":9}',
       '{"set":"f","value":1.5,"type":"float64","ttl":9}',
       '{"set":"big","value":123456789012345678901,"ttl":9}',
@@ -94,7 +101,11 @@ describe('txn input', () => {
 
 describe('bucket update flags', () => {
   it('become one PATCH body: strings set, clear flags send null, rotation generates a key', () => {
-    expect(changesFrom({ readKey: 'r', clearWriteKey: true, defaultTtl: 0 }).changes).toEqual({ read_key: 'r', write_key: null, default_ttl: 0 });
+    expect(changesFrom({ readKey: 'r', clearWriteKey: true, defaultTtl: 0 }).changes).toEqual({
+      read_key: 'r',
+      write_key: null,
+      default_ttl: 0,
+    });
     const rotated = changesFrom({ rotateSigningKey: true });
     expect(rotated.rotatedSigningKey).toMatch(/^[A-Za-z0-9_][A-Za-z0-9_-]{42}$/);
     expect(rotated.changes).toEqual({ signing_key: rotated.rotatedSigningKey });

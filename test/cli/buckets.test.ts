@@ -9,7 +9,8 @@ import { type RunningServer, startServer } from '../helpers/server.js';
 let server: RunningServer;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\n$/;
 
-const policyOf = async (bucket: string, secret: string) => (await call(`${server.api}/${bucket}`, { token: secret })).json() as Record<string, unknown>;
+const policyOf = async (bucket: string, secret: string) =>
+  (await call(`${server.api}/${bucket}`, { token: secret })).json() as Record<string, unknown>;
 
 /** kvb pointed at this file's server; bucket and token as given. */
 const on = (bucket: string, token: string | undefined, args: string[], options: CliOptions = {}) =>
@@ -41,9 +42,13 @@ describe('kvb create-bucket', () => {
     expect(secretOnly.exitCode).toBe(0);
     const id = secretOnly.out.trim();
     expect(secretOnly.out).toBe(`${id}\n`);
-    expect(secretOnly.stderr).toBe(`kvb: ANONYMOUS ACCESS to bucket ${id}: anyone who can reach the server can read and list every key; write and delete every key.\n`);
+    expect(secretOnly.stderr).toBe(
+      `kvb: ANONYMOUS ACCESS to bucket ${id}: anyone who can reach the server can read and list every key; write and delete every key.\n`,
+    );
     expect(await policyOf(id, 'S0')).toMatchObject({ anonymous_access: { read: true, write: true } });
-    const readOnlyOpen = await kvb(['create-bucket', '--email', 'me@example.com', '--secret-key', 'S0', '--write-key', 'W0'], { env: { KVB_URL: server.url } });
+    const readOnlyOpen = await kvb(['create-bucket', '--email', 'me@example.com', '--secret-key', 'S0', '--write-key', 'W0'], {
+      env: { KVB_URL: server.url },
+    });
     expect(readOnlyOpen.stderr).toMatch(/ANONYMOUS ACCESS to bucket \S+: anyone who can reach the server can read and list every key\.\n$/);
     // --quiet is asked for: silent.
     expect((await kvb(['--quiet', 'create-bucket', '--email', 'me@example.com'], { env: { KVB_URL: server.url } })).stderr).toBe('');
@@ -74,7 +79,9 @@ describe('kvb create-bucket', () => {
       configHome: home,
       env: { KVB_URL: server.url },
     });
-    const profiles = (JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as { profiles: Record<string, { bucket: string }> }).profiles;
+    const profiles = (
+      JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as { profiles: Record<string, { bucket: string }> }
+    ).profiles;
     expect(profiles.default!.bucket).toBe(first.out.trim());
     expect(profiles.work!.bucket).toBe(second.out.trim());
     expect((await kvb(['--profile', 'work', 'bucket', 'show', '--json'], { configHome: home })).exitCode).toBe(0);
@@ -151,7 +158,12 @@ describe('kvb bucket', () => {
 
   it('update --secret-key keeps a profile that held the old secret key working', async () => {
     const home = tempConfigHome();
-    const id = (await kvb(['create-bucket', '--email', 'a@example.com', '--secret-key', 'old', '--save'], { configHome: home, env: { KVB_URL: server.url } })).out.trim();
+    const id = (
+      await kvb(['create-bucket', '--email', 'a@example.com', '--secret-key', 'old', '--save'], {
+        configHome: home,
+        env: { KVB_URL: server.url },
+      })
+    ).out.trim();
     const result = await kvb(['bucket', 'update', '--secret-key', 'new'], { configHome: home });
     expect(result.exitCode).toBe(0);
     expect(JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')).profiles.default.secret_key).toBe('new');

@@ -20,8 +20,10 @@ function cachesOf(command: string): string[] {
     .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs);
 }
 
-describe('the bundles\' V8 code cache (src/bundle/load-bundle.ts)', () => {
-  it('a run writes its command\'s cache; a corrupt cache is rejected, the command still works, and the cache is rewritten', { timeout: 60_000 }, async () => {
+describe("the bundles' V8 code cache (src/bundle/load-bundle.ts)", () => {
+  it("a run writes its command's cache; a corrupt cache is rejected, the command still works, and the cache is rewritten", {
+    timeout: 60_000,
+  }, async () => {
     const first = await kvb(['completion', 'bash']);
     expect(first.exitCode, first.stderr).toBe(0);
     const caches = cachesOf('completion');

@@ -83,7 +83,19 @@ describe('kvb txn --check', () => {
     await run(['txn', '--set', 'from=100', '--set', 'to=0']);
     const from = await revisionOf('from');
     const to = await revisionOf('to');
-    const ok = await run(['txn', '--check', `from@${from}`, '--check', `to@${to}`, '--check', 'nobody:absent', '--set', 'from=90', '--set', 'to=10']);
+    const ok = await run([
+      'txn',
+      '--check',
+      `from@${from}`,
+      '--check',
+      `to@${to}`,
+      '--check',
+      'nobody:absent',
+      '--set',
+      'from=90',
+      '--set',
+      'to=10',
+    ]);
     expect(ok.exitCode).toBe(0);
     const stale = await run(['txn', '--check', `from@${from}`, '--check', 'to:present', '--check', 'to:absent', '--set', 'from=0']);
     expect(stale.exitCode).toBe(6);
@@ -139,8 +151,15 @@ describe('kvb edit', () => {
 
   it('a key that does not exist opens empty and saving creates it with If-None-Match, typed as kvb set types an argument', async () => {
     const seen = join(scripts, 'seen-new.txt');
-    const text = await run(['edit', 'new/text'], { env: { EDITOR: editor('new-text.sh', `cp "$1" ${seen}
-printf 'hello\n' > "$1"`) } });
+    const text = await run(['edit', 'new/text'], {
+      env: {
+        EDITOR: editor(
+          'new-text.sh',
+          `cp "$1" ${seen}
+printf 'hello\n' > "$1"`,
+        ),
+      },
+    });
     expect(text.exitCode, text.stderr).toBe(0);
     expect(text.stderr).toMatch(/created \(revision \d+\)/);
     expect(readFileSync(seen, 'utf8')).toBe('');
@@ -158,8 +177,11 @@ printf 'hello\n' > "$1"`) } });
     expect(empty.stderr).toContain('nothing created');
     expect((await read('new/empty')).status).toBe(404);
     // Created by someone else while the editor was open: not overwritten, the edit kept, exit 6.
-    const sneaky = editor('new-race.sh', `node ${KVB_BIN} set new/race theirs
-printf 'mine\n' > "$1"`);
+    const sneaky = editor(
+      'new-race.sh',
+      `node ${KVB_BIN} set new/race theirs
+printf 'mine\n' > "$1"`,
+    );
     const race = await run(['edit', 'new/race'], { env: { EDITOR: sneaky } });
     expect(race.exitCode).toBe(6);
     expect(race.stderr).toContain('was created while you were editing it');

@@ -97,7 +97,9 @@ describe('configuration precedence: flag > env > profile > default', () => {
   it('no bucket anywhere is a usage error that says how to give one (exit 1)', async () => {
     const result = await kvb(['get', 'k'], { env: { KVB_URL: server.url } });
     expect(result.exitCode).toBe(1);
-    expect(result.stderr).toBe('kvb: no bucket given: pass --bucket ID, set KVB_BUCKET, or save a profile (kvb init, kvb create-bucket --save)\n');
+    expect(result.stderr).toBe(
+      'kvb: no bucket given: pass --bucket ID, set KVB_BUCKET, or save a profile (kvb init, kvb create-bucket --save)\n',
+    );
   });
 
   it('a config file that is not JSON is exit 1 naming the file', async () => {
@@ -138,13 +140,20 @@ describe('exit codes and failure messages', () => {
     }
     expect(results[1]!.stderr).toBe("kvb: unknown command 'sett' (Did you mean set?)\n");
     expect(results[4]!.stderr).toBe("kvb: too many arguments for 'del'. Expected 1 argument but got 2.\n");
-    expect(results[5]!.stderr).toBe("kvb: option '--ttl <seconds>' argument 'soon' is invalid. --ttl must be an integer from 0 to 2147483647\n");
+    expect(results[5]!.stderr).toBe(
+      "kvb: option '--ttl <seconds>' argument 'soon' is invalid. --ttl must be an integer from 0 to 2147483647\n",
+    );
   });
 
   it('an empty key is refused in words, before any request (exit 1)', async () => {
     failing.requests.length = 0;
     const results = await Promise.all(
-      [['get', ''], ['del', ''], ['set', '', 'v'], ['incr', '']].map((args) => kvb([...args, '--bucket', 'b', '--url', failing.url])),
+      [
+        ['get', ''],
+        ['del', ''],
+        ['set', '', 'v'],
+        ['incr', ''],
+      ].map((args) => kvb([...args, '--bucket', 'b', '--url', failing.url])),
     );
     for (const result of results) expect(result).toMatchObject({ exitCode: 1, stderr: 'kvb: a key must not be empty\n' });
     expect(failing.requests).toHaveLength(0);
@@ -227,7 +236,11 @@ describe('exit codes and failure messages', () => {
       ]);
       for (const result of [flag, env]) {
         expect(result.exitCode).toBe(4);
-        expect(result.stderr).toMatch(new RegExp(`^kvb: cannot reach ${url} \\(timed out waiting for the response\\) after 0.5 s \\(--timeout or KVB_TIMEOUT allows longer\\)`));
+        expect(result.stderr).toMatch(
+          new RegExp(
+            `^kvb: cannot reach ${url} \\(timed out waiting for the response\\) after 0.5 s \\(--timeout or KVB_TIMEOUT allows longer\\)`,
+          ),
+        );
         expect(result.stderr.split('\n')).toHaveLength(2);
       }
       expect(bad.exitCode).toBe(1);

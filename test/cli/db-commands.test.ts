@@ -22,12 +22,44 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kvb-db-'));
   sqliteFile = join(dir, 'source.db');
   const server = await startServer({ db: sqliteFile });
-  bucket = await createBucket(server.api, { secret_key: 'admin-secret', read_key: 'reader', write_key: 'writer', signing_key: 'sign-key', default_ttl: '0' });
+  bucket = await createBucket(server.api, {
+    secret_key: 'admin-secret',
+    read_key: 'reader',
+    write_key: 'writer',
+    signing_key: 'sign-key',
+    default_ttl: '0',
+  });
   // Rotating the signing key once makes the generation 1: the dump must carry it.
-  expect((await call(`${server.api}/${bucket}`, { method: 'PATCH', ...json({ signing_key: 'sign-key-2' }, bearer('admin-secret')) })).status).toBeLessThan(300);
-  expect((await call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: [{ set: 'user/1', value: 'one' }, { set: 'user/2', value: { n: 2 } }, { set: 'other', value: 'x', ttl: 3600 }] }, bearer('writer')) })).status).toBe(204);
-  await call(`${server.api}/${bucket}/bin`, { method: 'PUT', body: Buffer.from([0, 255, 1]), headers: { ...bearer('writer'), 'content-type': 'application/octet-stream' } });
-  const minted = await call(`${server.api}/${bucket}/tokens/`, { method: 'POST', headers: bearer('admin-secret'), body: new URLSearchParams({ prefix: 'user/', permissions: 'read,enumerate', ttl: '3600' }) });
+  expect(
+    (await call(`${server.api}/${bucket}`, { method: 'PATCH', ...json({ signing_key: 'sign-key-2' }, bearer('admin-secret')) })).status,
+  ).toBeLessThan(300);
+  expect(
+    (
+      await call(`${server.api}/${bucket}`, {
+        method: 'POST',
+        ...json(
+          {
+            txn: [
+              { set: 'user/1', value: 'one' },
+              { set: 'user/2', value: { n: 2 } },
+              { set: 'other', value: 'x', ttl: 3600 },
+            ],
+          },
+          bearer('writer'),
+        ),
+      })
+    ).status,
+  ).toBe(204);
+  await call(`${server.api}/${bucket}/bin`, {
+    method: 'PUT',
+    body: Buffer.from([0, 255, 1]),
+    headers: { ...bearer('writer'), 'content-type': 'application/octet-stream' },
+  });
+  const minted = await call(`${server.api}/${bucket}/tokens/`, {
+    method: 'POST',
+    headers: bearer('admin-secret'),
+    body: new URLSearchParams({ prefix: 'user/', permissions: 'read,enumerate', ttl: '3600' }),
+  });
   token = (minted.json() as { access_token: string }).access_token;
   await server.stop({ keepData: true });
 }, 60_000);
@@ -49,7 +81,10 @@ async function servesTheSameBucket(dbUrl: string): Promise<void> {
     expectError(await call(`${server.api}/${bucket}/user/1`), 401, 'unauthorized');
     expectError(await call(`${server.api}/${bucket}/user/1`, { headers: bearer('wrong') }), 401, 'unauthorized');
     expect((await call(`${server.api}/${bucket}/new`, { method: 'PUT', body: 'x', headers: bearer('writer') })).status).toBeLessThan(300);
-    expect((await call(`${server.api}/${bucket}`, { headers: bearer('admin-secret') })).json()).toMatchObject({ signing_key_generation: 1, default_ttl: 0 });
+    expect((await call(`${server.api}/${bucket}`, { headers: bearer('admin-secret') })).json()).toMatchObject({
+      signing_key_generation: 1,
+      default_ttl: 0,
+    });
   } finally {
     await server.stop({ keepData: true });
   }
@@ -142,27 +177,31 @@ describe('kvb db dump and restore', () => {
     expect((await db(['dump', '--db', join(dir, 'typo.db')])).stderr).toContain('no database at');
   }, 120_000);
 
-  it.skipIf(!POSTGRES_URL)('moves SQLite -> PostgreSQL -> SQLite: same credentials, tokens minted before the move still work', async () => {
-    const schema = uniqueName('kvb_dbmove');
-    schemas.push(schema);
-    const pgUrl = postgresUrl({ schema });
-    const file = join(dir, 'all.dump');
-    // The target schema gets kvb's tables when a server (or the restore) first opens it.
-    const restored = await db(['restore', file, '--db', pgUrl]);
-    expect(restored.exitCode, restored.stderr).toBe(0);
-    expect(restored.stderr).toContain('restored 1 buckets, 4 keys');
-    await servesTheSameBucket(pgUrl);
-    // And back: PostgreSQL (now with one key more) -> a fresh SQLite file.
-    const back = join(dir, 'back.dump');
-    expect((await db(['dump', '--db', pgUrl, '-o', back])).exitCode).toBe(0);
-    const sqliteAgain = join(dir, 'again.db');
-    const s = await startServer({ db: sqliteAgain });
-    await s.stop({ keepData: true });
-    const res = await db(['restore', back, '--db', sqliteAgain]);
-    expect(res.exitCode, res.stderr).toBe(0);
-    expect(res.stderr).toContain('restored 1 buckets, 5 keys');
-    await servesTheSameBucket(sqliteAgain);
-  }, 180_000);
+  it.skipIf(!POSTGRES_URL)(
+    'moves SQLite -> PostgreSQL -> SQLite: same credentials, tokens minted before the move still work',
+    async () => {
+      const schema = uniqueName('kvb_dbmove');
+      schemas.push(schema);
+      const pgUrl = postgresUrl({ schema });
+      const file = join(dir, 'all.dump');
+      // The target schema gets kvb's tables when a server (or the restore) first opens it.
+      const restored = await db(['restore', file, '--db', pgUrl]);
+      expect(restored.exitCode, restored.stderr).toBe(0);
+      expect(restored.stderr).toContain('restored 1 buckets, 4 keys');
+      await servesTheSameBucket(pgUrl);
+      // And back: PostgreSQL (now with one key more) -> a fresh SQLite file.
+      const back = join(dir, 'back.dump');
+      expect((await db(['dump', '--db', pgUrl, '-o', back])).exitCode).toBe(0);
+      const sqliteAgain = join(dir, 'again.db');
+      const s = await startServer({ db: sqliteAgain });
+      await s.stop({ keepData: true });
+      const res = await db(['restore', back, '--db', sqliteAgain]);
+      expect(res.exitCode, res.stderr).toBe(0);
+      expect(res.stderr).toContain('restored 1 buckets, 5 keys');
+      await servesTheSameBucket(sqliteAgain);
+    },
+    180_000,
+  );
 });
 
 describe('kvb db backup', () => {
@@ -179,7 +218,9 @@ describe('kvb db backup', () => {
 });
 
 describe('kvb db on a running SQLite server', () => {
-  it('backup copies the live file under write load: the copy passes integrity_check and holds every write acknowledged before it began', { timeout: 180_000 }, async () => {
+  it('backup copies the live file under write load: the copy passes integrity_check and holds every write acknowledged before it began', {
+    timeout: 180_000,
+  }, async () => {
     const live = mkdtempSync(join(tmpdir(), 'kvb-live-'));
     const file = join(live, 'kvb.db');
     const server = await startServer({ db: file });
@@ -226,9 +267,17 @@ describe('kvb db on a running SQLite server', () => {
       try {
         expect(copy.pragma('integrity_check', { simple: true })).toBe('ok');
         const revisionOf = copy.prepare('select revision from entries where bucket_id = ? and key = ?');
-        const missing = [...before].filter(([key, revision]) => (revisionOf.get(id, Buffer.from(key)) as { revision: number } | undefined)?.revision !== revision);
+        const missing = [...before].filter(
+          ([key, revision]) => (revisionOf.get(id, Buffer.from(key)) as { revision: number } | undefined)?.revision !== revision,
+        );
         expect(missing).toEqual([]);
-        expect((copy.prepare("select count(*) as n from entries where key >= cast('fill/' as blob) and key < cast('fill0' as blob)").get() as { n: number }).n).toBe(1600);
+        expect(
+          (
+            copy.prepare("select count(*) as n from entries where key >= cast('fill/' as blob) and key < cast('fill0' as blob)").get() as {
+              n: number;
+            }
+          ).n,
+        ).toBe(1600);
       } finally {
         copy.close();
       }

@@ -41,7 +41,10 @@ describe('completion scripts', () => {
     const complete = (words: string[]) =>
       execFileSync(
         'bash',
-        ['-c', `source completions/kvb.bash; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _kvb; printf '%s\\n' "\${COMPREPLY[@]}"`],
+        [
+          '-c',
+          `source completions/kvb.bash; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _kvb; printf '%s\\n' "\${COMPREPLY[@]}"`,
+        ],
         { cwd: ROOT, encoding: 'utf8' },
       )
         .split('\n')
@@ -59,14 +62,20 @@ describe('completion scripts', () => {
 
   it.skipIf(!has('zsh'))('the zsh script parses, registers _kvb, and offers subcommands, flags and values', () => {
     expect(spawnSync('zsh', ['-n', 'completions/_kvb'], { cwd: ROOT }).status).toBe(0);
-    const registered = execFileSync('zsh', ['-fc', 'autoload -Uz compinit && compinit -u -D && source completions/_kvb && print -r -- $_comps[kvb]'], {
-      cwd: ROOT,
-      encoding: 'utf8',
-      env: { ...process.env, HOME: tmpdir() },
-    });
+    const registered = execFileSync(
+      'zsh',
+      ['-fc', 'autoload -Uz compinit && compinit -u -D && source completions/_kvb && print -r -- $_comps[kvb]'],
+      {
+        cwd: ROOT,
+        encoding: 'utf8',
+        env: { ...process.env, HOME: tmpdir() },
+      },
+    );
     expect(registered).toBe('_kvb\n');
     const complete = (...words: string[]) =>
-      execFileSync('zsh', ['-f', 'test/helpers/zsh-complete.zsh', 'completions/_kvb', ...words], { cwd: ROOT, encoding: 'utf8' }).split('\n').filter(Boolean);
+      execFileSync('zsh', ['-f', 'test/helpers/zsh-complete.zsh', 'completions/_kvb', ...words], { cwd: ROOT, encoding: 'utf8' })
+        .split('\n')
+        .filter(Boolean);
     expect(complete('kvb', 'bucket', '')).toEqual(['show', 'update', 'delete', 'exists']);
     expect(complete('kvb', 'set', 'k', '--type', '')).toEqual(['json', 'text', 'int', 'float', 'bytes']);
     expect(complete('kvb', 'get', '--')).toEqual(expect.arrayContaining(['--json', '--url', '--bucket', '--token', '--profile']));
@@ -113,7 +122,9 @@ describe('man page', () => {
 
   it('its SYNOPSIS names every command', () => {
     const synopsis = text.slice(text.indexOf('.SH SYNOPSIS'), text.indexOf('.SH DESCRIPTION'));
-    const missing = program.commands.map((c) => c.name()).filter((name) => name !== 'help' && !new RegExp(`^\\.B kvb ${name}(\\s|$)`, 'm').test(synopsis));
+    const missing = program.commands
+      .map((c) => c.name())
+      .filter((name) => name !== 'help' && !new RegExp(`^\\.B kvb ${name}(\\s|$)`, 'm').test(synopsis));
     expect(missing).toEqual([]);
   });
 
@@ -159,7 +170,7 @@ describe('man page', () => {
 });
 
 describe('bin/kvb', () => {
-  it('chooses a code cache by the program\'s own command names, which the build appends to its loader (no copied list)', () => {
+  it("chooses a code cache by the program's own command names, which the build appends to its loader (no copied list)", () => {
     const { COMMAND_NAMES } = createRequire(import.meta.url)(join(ROOT, 'dist/load-bundle.cjs')) as { COMMAND_NAMES: string[] };
     expect(COMMAND_NAMES).toEqual([...program.commands.map((c) => c.name()), 'help']);
     expect(COMMAND_NAMES).toEqual(expect.arrayContaining(['history', 'rollback', 'serve']));
@@ -175,7 +186,9 @@ describe('module boundaries', () => {
       static: m[1] !== undefined && !/^\s*(import|export)\s+type\s/.test(m[0]),
     }));
   const files = (dir: string): string[] =>
-    readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+    readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+    );
 
   // The layering between folders (cli, client, server, store, …) is checked in test/unit/import-direction.test.ts.
   it('start-up loads every command definition but, statically, no HTTP, clack, client or server, and of Node only what every run loads', () => {

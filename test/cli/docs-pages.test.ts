@@ -16,7 +16,13 @@ import { type RunningServer, startServer } from '../helpers/server.js';
  */
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
-const PAGES = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`), 'bench/results/older-runs.md'];
+const PAGES = [
+  'README.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+  'bench/results/older-runs.md',
+];
 
 interface Block {
   page: string;
@@ -54,7 +60,11 @@ function anchors(page: string): Set<string> {
   const seen = new Map<string, number>();
   const result = new Set<string>();
   for (const [, heading] of prose(page).matchAll(/^#{1,6} (.+)$/gm)) {
-    const slug = heading!.trim().toLowerCase().replace(/[^\p{L}\p{N}_\- ]/gu, '').replace(/ /g, '-');
+    const slug = heading!
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+      .replace(/ /g, '-');
     const n = seen.get(slug) ?? 0;
     seen.set(slug, n + 1);
     result.add(n === 0 ? slug : `${slug}-${n}`);
@@ -116,10 +126,19 @@ describe('examples', () => {
     const source = read('src/client/index.ts');
     const imports = all
       .filter((b) => ['ts', 'js', 'typescript', 'javascript'].includes(b.lang))
-      .flatMap((b) => [...b.text.matchAll(/import\s+(type\s+)?\{([^}]*)\}\s+from\s+'kvb(?:\/|-)client'/g)].map((m) => ({ b, typeOnly: !!m[1], names: m[2]! })));
+      .flatMap((b) =>
+        [...b.text.matchAll(/import\s+(type\s+)?\{([^}]*)\}\s+from\s+'kvb(?:\/|-)client'/g)].map((m) => ({
+          b,
+          typeOnly: !!m[1],
+          names: m[2]!,
+        })),
+      );
     expect(imports.length).toBeGreaterThan(3);
     for (const { b, typeOnly, names } of imports) {
-      for (const raw of names.split(',').map((n) => n.trim()).filter(Boolean)) {
+      for (const raw of names
+        .split(',')
+        .map((n) => n.trim())
+        .filter(Boolean)) {
         const isType = typeOnly || raw.startsWith('type ');
         const name = raw.replace(/^type\s+/, '').split(/\s+as\s+/)[0]!;
         if (isType) expect(source, `${b.page}:${b.line}: type ${name}`).toMatch(new RegExp(`\\b${name}\\b`));
@@ -179,7 +198,11 @@ describe('examples', () => {
           if (['-h', '--help'].includes(word)) continue;
           const flag = word.split('=')[0]!;
           const option = chain.flatMap((c) => c.options).find((o) => o.long === flag || o.short === flag);
-          if (!option) return `unknown flag ${flag} for kvb ${chain.slice(1).map((c) => c.name()).join(' ')}`.trimEnd();
+          if (!option)
+            return `unknown flag ${flag} for kvb ${chain
+              .slice(1)
+              .map((c) => c.name())
+              .join(' ')}`.trimEnd();
           if ((option.required || option.optional) && !word.includes('=')) i++;
           continue;
         }
@@ -214,7 +237,9 @@ describe('examples', () => {
     });
 
     it('each one parses against the real program', () => {
-      const wrong = calls.map(({ b, args }) => ({ where: `${b.page}:${b.line}: kvb ${args.join(' ')}`, why: problem(args) })).filter((c) => c.why);
+      const wrong = calls
+        .map(({ b, args }) => ({ where: `${b.page}:${b.line}: kvb ${args.join(' ')}`, why: problem(args) }))
+        .filter((c) => c.why);
       expect(wrong).toEqual([]);
     });
   });
@@ -237,20 +262,23 @@ describe('examples', () => {
       expect(runnable.map((b) => b.page)).toEqual(expect.arrayContaining(['README.md', 'docs/http-api.md']));
     });
 
-    it.each(runnable.map((b) => [`${b.page}:${b.line}`, b] as const))('%s exits 0, prints nothing on stderr, and prints what its comments say', (_, b) => {
-      const script = b.text.replaceAll('http://127.0.0.1:8080', server.url);
-      const result = spawnSync('bash', ['-o', 'pipefail', '-c', script], { cwd, encoding: 'utf8', timeout: 60_000 });
-      expect(result.stderr).toBe('');
-      expect(result.status).toBe(0);
-      // A comment after a command (`curl … # hello`) is what that command prints; they appear in order.
-      let rest = result.stdout;
-      const expected = [...b.text.matchAll(/^[^#\n]*\S[ \t]+# (.+)$/gm)].map((m) => m[1]!.trim());
-      expect(expected.length).toBeGreaterThan(0);
-      for (const text of expected) {
-        const at = rest.indexOf(text);
-        expect(at, `${text} in ${JSON.stringify(result.stdout.slice(0, 2000))}`).toBeGreaterThanOrEqual(0);
-        rest = rest.slice(at + text.length);
-      }
-    });
+    it.each(runnable.map((b) => [`${b.page}:${b.line}`, b] as const))(
+      '%s exits 0, prints nothing on stderr, and prints what its comments say',
+      (_, b) => {
+        const script = b.text.replaceAll('http://127.0.0.1:8080', server.url);
+        const result = spawnSync('bash', ['-o', 'pipefail', '-c', script], { cwd, encoding: 'utf8', timeout: 60_000 });
+        expect(result.stderr).toBe('');
+        expect(result.status).toBe(0);
+        // A comment after a command (`curl … # hello`) is what that command prints; they appear in order.
+        let rest = result.stdout;
+        const expected = [...b.text.matchAll(/^[^#\n]*\S[ \t]+# (.+)$/gm)].map((m) => m[1]!.trim());
+        expect(expected.length).toBeGreaterThan(0);
+        for (const text of expected) {
+          const at = rest.indexOf(text);
+          expect(at, `${text} in ${JSON.stringify(result.stdout.slice(0, 2000))}`).toBeGreaterThanOrEqual(0);
+          rest = rest.slice(at + text.length);
+        }
+      },
+    );
   });
 });

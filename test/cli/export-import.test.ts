@@ -59,7 +59,9 @@ describe('kvb ls follows cursors', () => {
   it('--limit caps it; json pages join into one array; reverse and skip work across pages', async () => {
     const limited = await kvb(['ls', '--bucket', bucket, '--limit', '12345'], { env: { KVB_URL: server.url } });
     expect(limited.out.split('\n').filter(Boolean)).toHaveLength(12345);
-    const json = await kvb(['ls', '--bucket', bucket, '--format', 'json', '--limit', '25000', '--skip', '5', '--reverse'], { env: { KVB_URL: server.url } });
+    const json = await kvb(['ls', '--bucket', bucket, '--format', 'json', '--limit', '25000', '--skip', '5', '--reverse'], {
+      env: { KVB_URL: server.url },
+    });
     const keys = JSON.parse(json.out) as string[];
     expect(keys).toHaveLength(25_000);
     expect(keys[0]).toBe('key/099994');
@@ -92,10 +94,17 @@ describe('kvb export and kvb import', () => {
     expect((await call(`${server.api}/${target}/key%2F099999`)).text).toBe('v'.repeat(300));
 
     // Through a pipe, a prefix only.
-    const piped = await execa('sh', ['-c', `node ${KVB_BIN} export key/0000 --bucket ${bucket} | node ${KVB_BIN} import - --bucket ${target} --mode replace --prefix key/0000`], {
-      env: { XDG_CONFIG_HOME: tempConfigHome(), KVB_URL: server.url },
-      reject: false,
-    });
+    const piped = await execa(
+      'sh',
+      [
+        '-c',
+        `node ${KVB_BIN} export key/0000 --bucket ${bucket} | node ${KVB_BIN} import - --bucket ${target} --mode replace --prefix key/0000`,
+      ],
+      {
+        env: { XDG_CONFIG_HOME: tempConfigHome(), KVB_URL: server.url },
+        reject: false,
+      },
+    );
     expect(piped.exitCode, piped.stderr).toBe(0);
     expect(piped.stderr).toContain('imported 100 keys');
   }, 120_000);

@@ -33,14 +33,20 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
     expect((await run(['get', 'cfg/a', '--rev', String(r2), '--json'])).out).toContain('"value":"two"');
     expect((await run(['get', 'cfg/a', '--rev', String(r4)])).exitCode).toBe(2);
     expect((await run(['ls', '--rev', String(r2)])).out).toBe('cfg/a\n');
-    const listed = JSON.parse((await run(['ls', 'cfg/', '--rev', String(r4 - 1), '--values', '--format', 'json'])).out) as Array<{ key: string; value: string }>;
+    const listed = JSON.parse((await run(['ls', 'cfg/', '--rev', String(r4 - 1), '--values', '--format', 'json'])).out) as Array<{
+      key: string;
+      value: string;
+    }>;
     expect(listed.map((e) => [e.key, e.value])).toEqual([
       ['cfg/a', 'two'],
       ['cfg/b', 'b'],
     ]);
     const history = await run(['history', 'cfg/a', '--values']);
     expect(history.exitCode).toBe(0);
-    const lines = history.out.trim().split('\n').map((l) => JSON.parse(l) as { rev: number; operation: string; value: unknown });
+    const lines = history.out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { rev: number; operation: string; value: unknown });
     expect(lines.map((l) => [l.rev, l.operation, l.value])).toEqual([
       [r4, 'delete', null],
       [r2, 'set', 'two'],
@@ -59,7 +65,12 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
     expect((await run(['set', 'who/a', 'y', '--type', 'text'], { env: { ...env, KVB_TOKEN: token.access_token } })).exitCode).toBe(0);
     const piped = await run(['history', 'who/a'], { env });
     expect(piped.exitCode, piped.stderr).toBe(0);
-    expect(piped.out.trim().split('\n').map((l) => (JSON.parse(l) as { actor: unknown }).actor)).toEqual([
+    expect(
+      piped.out
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { actor: unknown }).actor),
+    ).toEqual([
       { kind: 'token', token_id: token.id, address: '127.0.0.1' },
       { kind: 'secret', token_id: null, address: '127.0.0.1' },
     ]);
@@ -72,12 +83,19 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
     // --actor: only that token's changes (the secret key may filter; the token itself may not).
     const filtered = await run(['history', 'who/a', '--actor', `token:${token.id}`], { env });
     expect(filtered.exitCode, filtered.stderr).toBe(0);
-    expect(filtered.out.trim().split('\n').map((l) => (JSON.parse(l) as { actor: { kind: string } }).actor.kind)).toEqual(['token']);
+    expect(
+      filtered.out
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { actor: { kind: string } }).actor.kind),
+    ).toEqual(['token']);
     const refused = await run(['history', 'who/a', '--actor', 'secret'], { env: { ...env, KVB_TOKEN: token.access_token } });
     expect(refused.exitCode).toBe(3);
   });
 
-  it('rollback: --dry-run changes nothing, a pipe without --yes is refused, --yes makes one new revision', { timeout: 120_000 }, async () => {
+  it('rollback: --dry-run changes nothing, a pipe without --yes is refused, --yes makes one new revision', {
+    timeout: 120_000,
+  }, async () => {
     const before = Number((await call(`${server.api}/${bucket}`, { token: SECRET })).headers.get('kvb-revision'));
     await revisionAfter(['set', 'cfg/a', 'three', '--type', 'text']);
     await revisionAfter(['set', 'other', 'x', '--type', 'text']);
@@ -99,7 +117,7 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
     expect((await run(['history', 'cfg/b'])).out.split('\n')[0]).toContain('"operation":"rollback"');
   });
 
-  it('an import is history like any write: the keys\' newest change, the state before it still readable', { timeout: 120_000 }, async () => {
+  it("an import is history like any write: the keys' newest change, the state before it still readable", { timeout: 120_000 }, async () => {
     const before = await revisionAfter(['set', 'cfg/b', 'b', '--type', 'text']);
     const exported = await run(['export']);
     expect(exported.exitCode, exported.stderr).toBe(0);
@@ -126,7 +144,12 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
       };
       await expect.poll(floorNow, { timeout: 20_000, interval: 200 }).toBe(true);
       const floor = Number((await call(`${bounded.api}/${id}`, { token: SECRET })).headers.get('kvb-history-floor'));
-      const show = await inTerminal(['bucket', 'show'], [], { KVB_URL: bounded.url, KVB_BUCKET: id, KVB_TOKEN: SECRET, PTY_COLUMNS: '200' });
+      const show = await inTerminal(['bucket', 'show'], [], {
+        KVB_URL: bounded.url,
+        KVB_BUCKET: id,
+        KVB_TOKEN: SECRET,
+        PTY_COLUMNS: '200',
+      });
       expect(show.output).toContain(`from revision ${floor}`);
       const gone = await runThere(['get', 'cfg/b', '--rev', String(floor - 1)]);
       expect(gone.exitCode).toBe(7);

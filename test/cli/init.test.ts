@@ -8,7 +8,8 @@ import { call } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 const { down: DOWN, up: UP, backspace: BACKSPACE, ctrlC: CTRL_C } = KEYS;
-const wizard = (steps: TerminalStep[], env: Record<string, string>, onSent?: (step: number) => void) => inTerminal(['init'], steps, env, onSent);
+const wizard = (steps: TerminalStep[], env: Record<string, string>, onSent?: (step: number) => void) =>
+  inTerminal(['init'], steps, env, onSent);
 
 let server: RunningServer;
 beforeAll(async () => {
@@ -42,7 +43,9 @@ describe('kvb init', () => {
 
     const file = join(home, 'kvb', 'config.json');
     expect(statSync(file).mode & 0o777).toBe(0o600);
-    const profile = (JSON.parse(readFileSync(file, 'utf8')) as { profiles: Record<string, { url: string; bucket: string; secret_key: string }> }).profiles.wizard!;
+    const profile = (
+      JSON.parse(readFileSync(file, 'utf8')) as { profiles: Record<string, { url: string; bucket: string; secret_key: string }> }
+    ).profiles.wizard!;
     expect(profile.url).toBe(server.url);
     expect(profile.secret_key).toMatch(/^[A-Za-z0-9_][A-Za-z0-9_-]{42}$/);
     // The generated keys are shown once, in the wizard's output.
@@ -50,7 +53,13 @@ describe('kvb init', () => {
     expect(result.output).toMatch(/signing_key: [A-Za-z0-9_-]{43}/);
 
     const policy = (await call(`${server.api}/${profile.bucket}`, { token: profile.secret_key })).json();
-    expect(policy).toMatchObject({ has_secret_key: true, has_signing_key: true, has_read_key: true, has_write_key: true, default_ttl: 3600 });
+    expect(policy).toMatchObject({
+      has_secret_key: true,
+      has_signing_key: true,
+      has_read_key: true,
+      has_write_key: true,
+      default_ttl: 3600,
+    });
     expect(result.output).toContain('Private bucket: every request needs one of its keys.');
     expect(result.output).not.toContain('ANONYMOUS ACCESS');
     // The profile works on its own.
@@ -82,8 +91,11 @@ describe('kvb init', () => {
     expect(result.timedOut, result.output).toBeNull();
     expect(result.exitCode, result.output).toBe(0);
     expect(result.output).toContain('That secret key is 5 characters');
-    const profiles = (JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as { profiles: Record<string, { secret_key: string; bucket: string }> })
-      .profiles;
+    const profiles = (
+      JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as {
+        profiles: Record<string, { secret_key: string; bucket: string }>;
+      }
+    ).profiles;
     expect(profiles.taken).toEqual(taken);
     expect(profiles.fresh!.secret_key).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(result.output).toContain(`secret_key: ${profiles.fresh!.secret_key}`);
@@ -113,9 +125,14 @@ describe('kvb init', () => {
     expect(result.exitCode, result.output).toBe(0);
     expect(result.output).toContain(`ANONYMOUS ACCESS: anyone who can reach ${server.url} will be able to write and delete every key.`);
     expect(result.output).toContain('will be able to read and list every key; write and delete every key.');
-    expect(result.output).toMatch(/ANONYMOUS ACCESS to bucket [0-9a-f-]{36}: anyone who can reach the server can read and list every key; write and delete every key\./);
-    const profile = (JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as { profiles: Record<string, { bucket: string; secret_key: string }> })
-      .profiles.default!;
+    expect(result.output).toMatch(
+      /ANONYMOUS ACCESS to bucket [0-9a-f-]{36}: anyone who can reach the server can read and list every key; write and delete every key\./,
+    );
+    const profile = (
+      JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as {
+        profiles: Record<string, { bucket: string; secret_key: string }>;
+      }
+    ).profiles.default!;
     const policy = (await call(`${server.api}/${profile.bucket}`, { token: profile.secret_key })).json();
     expect(policy).toMatchObject({ has_secret_key: true, has_read_key: false, has_write_key: false });
   });
@@ -142,8 +159,11 @@ describe('kvb init', () => {
     expect(result.timedOut, result.output).toBeNull();
     expect(result.exitCode, result.output).toBe(0);
     expect(result.output).toContain('Private bucket: every request needs one of its keys.');
-    const profile = (JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as { profiles: Record<string, { bucket: string; secret_key: string }> })
-      .profiles.default!;
+    const profile = (
+      JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as {
+        profiles: Record<string, { bucket: string; secret_key: string }>;
+      }
+    ).profiles.default!;
     const policy = (await call(`${server.api}/${profile.bucket}`, { token: profile.secret_key })).json();
     expect(policy).toMatchObject({ has_secret_key: true, has_read_key: true, has_write_key: true });
   });
@@ -218,8 +238,11 @@ describe('kvb init', () => {
       expect(result.timedOut, result.output).toBeNull();
       expect(result.output).toMatch(/Bucket [0-9a-f-]{36} was created and its profile saved despite the interruption/);
       expect(result.exitCode, result.output).toBe(0);
-      const profile = (JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as { profiles: Record<string, { bucket: string; secret_key: string }> })
-        .profiles.default!;
+      const profile = (
+        JSON.parse(readFileSync(join(home, 'kvb', 'config.json'), 'utf8')) as {
+          profiles: Record<string, { bucket: string; secret_key: string }>;
+        }
+      ).profiles.default!;
       expect(result.output).toContain(`secret_key: ${profile.secret_key}`);
       expect((await call(`${server.api}/${profile.bucket}`, { token: profile.secret_key })).status).toBe(200);
     } finally {

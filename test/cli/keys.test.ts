@@ -96,7 +96,7 @@ describe('kvb set and kvb get', () => {
     expect((await run(['ls', 'arg-word', '--values'])).out).toBe('arg-word=world\n');
   });
 
-  it('stdin and --file follow the same rule (UTF-8 is text, one trailing newline dropped); --raw keeps the server\'s inference; --type always wins', async () => {
+  it("stdin and --file follow the same rule (UTF-8 is text, one trailing newline dropped); --raw keeps the server's inference; --type always wins", async () => {
     const file = join(tmpdir(), `kvb-cli-infer-${process.pid}.txt`);
     writeFileSync(file, 'world\n');
     await Promise.all([
@@ -173,12 +173,14 @@ describe('kvb set and kvb get', () => {
       run(['set', 'j-text', 'hi', '--type', 'text', '--ttl', '120']),
       run(['set', 'j-bytes', '-', '--ttl', '0'], { input: Buffer.from([0xff, 0xfe]) }),
     ]);
-    const [big, int, text, bytes] = await Promise.all(
-      ['j-big', 'j-int', 'j-text', 'j-bytes'].map((key) => run(['get', key, '--json'])),
-    );
+    const [big, int, text, bytes] = await Promise.all(['j-big', 'j-int', 'j-text', 'j-bytes'].map((key) => run(['get', key, '--json'])));
     const rev = async (key: string) => (await read(key)).headers.get('kvb-revision');
-    expect(big!.out).toBe(`{"key":"j-big","type":"json","value":{"n":12345678901234567890},"expires_at":null,"revision":${await rev('j-big')}}\n`);
-    expect(int!.out).toBe(`{"key":"j-int","type":"int64","value":"9223372036854775807","expires_at":null,"revision":${await rev('j-int')}}\n`);
+    expect(big!.out).toBe(
+      `{"key":"j-big","type":"json","value":{"n":12345678901234567890},"expires_at":null,"revision":${await rev('j-big')}}\n`,
+    );
+    expect(int!.out).toBe(
+      `{"key":"j-int","type":"int64","value":"9223372036854775807","expires_at":null,"revision":${await rev('j-int')}}\n`,
+    );
     expect(bytes!.out).toBe(`{"key":"j-bytes","type":"bytes","value":"//4=","expires_at":null,"revision":${await rev('j-bytes')}}\n`);
     const parsed = JSON.parse(text!.out) as { key: string; type: string; value: string; expires_at: string };
     expect(parsed).toMatchObject({ key: 'j-text', type: 'text', value: 'hi' });

@@ -76,8 +76,13 @@ describe('kvb ls', () => {
   beforeAll(async () => {
     big = await createBucket(server.api, { secret_key: SECRET });
     for (let batch = 0; batch < 3; batch++) {
-      const ops = Array.from({ length: 1000 }, (_, i) => ({ set: `k${String(batch * 1000 + i).padStart(5, '0')}`, value: `${'v'.repeat(100)}${i}` }));
-      expect((await call(`${server.api}/${big}`, { method: 'POST', ...json({ txn: ops }, { authorization: `Bearer ${SECRET}` }) })).status).toBe(204);
+      const ops = Array.from({ length: 1000 }, (_, i) => ({
+        set: `k${String(batch * 1000 + i).padStart(5, '0')}`,
+        value: `${'v'.repeat(100)}${i}`,
+      }));
+      expect(
+        (await call(`${server.api}/${big}`, { method: 'POST', ...json({ txn: ops }, { authorization: `Bearer ${SECRET}` }) })).status,
+      ).toBe(204);
     }
   });
 
@@ -89,9 +94,16 @@ describe('kvb ls', () => {
   });
 
   it('a prefix with * or ? that matches nothing gets a hint that listing is by prefix, on stderr; stdout stays the (empty) listing', async () => {
-    const [glob, json, plain, literal] = await Promise.all([run(['ls', 'user/*']), run(['ls', 'user/?', '--format', 'json']), run(['ls', 'nothing/']), run(['ls', 'user/1*'])]);
+    const [glob, json, plain, literal] = await Promise.all([
+      run(['ls', 'user/*']),
+      run(['ls', 'user/?', '--format', 'json']),
+      run(['ls', 'nothing/']),
+      run(['ls', 'user/1*']),
+    ]);
     expect(glob).toMatchObject({ exitCode: 0, out: '' });
-    expect(glob.stderr).toBe('kvb: no keys start with "user/*": kvb ls lists by prefix, where * and ? are plain characters (kvb ls user/ lists every key starting with user/)\n');
+    expect(glob.stderr).toBe(
+      'kvb: no keys start with "user/*": kvb ls lists by prefix, where * and ? are plain characters (kvb ls user/ lists every key starting with user/)\n',
+    );
     expect(json.out).toBe('[]\n');
     expect(json.stderr).toContain('lists by prefix');
     // No wildcard, or nothing empty: nothing to explain.

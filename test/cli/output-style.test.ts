@@ -27,7 +27,12 @@ beforeAll(async () => {
   bucket = await createBucket(server.api, { secret_key: SECRET, default_ttl: '0' });
   env = { KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: SECRET, XDG_CONFIG_HOME: tempConfigHome() };
   const put = async (key: string, body: string | Buffer, query = '', contentType?: string) => {
-    const answer = await call(`${server.api}/${bucket}/${key}${query}`, { method: 'PUT', body, token: SECRET, ...(contentType && { headers: { 'content-type': contentType } }) });
+    const answer = await call(`${server.api}/${bucket}/${key}${query}`, {
+      method: 'PUT',
+      body,
+      token: SECRET,
+      ...(contentType && { headers: { 'content-type': contentType } }),
+    });
     expect(answer.status).toBe(200);
     lastRevision = Number(answer.headers.get('kvb-revision'));
   };
@@ -50,7 +55,9 @@ describe('at a terminal: plain columns, one value rendering', () => {
   });
 
   it('history is plain lower-case columns: bytes as <N bytes>, int64 as a number, JSON as stored, expiry relative, who made it', async () => {
-    const results = await Promise.all(['w/bin', 'w/n', 'w/big'].map((key) => inTerminal(['history', key, '--values'], [], { ...env, PTY_COLUMNS: '200' })));
+    const results = await Promise.all(
+      ['w/bin', 'w/n', 'w/big'].map((key) => inTerminal(['history', key, '--values'], [], { ...env, PTY_COLUMNS: '200' })),
+    );
     for (const result of results) {
       expect(result.exitCode, result.output).toBe(0);
       expect(result.output).not.toMatch(/[─│┌└]/);
@@ -112,7 +119,9 @@ describe('kvb watch --values renders values as ls does', () => {
 describe('the CLI no longer carries a table library', () => {
   it('cli-table3 is no longer a dependency, and nothing in src/ imports it', async () => {
     const { readFileSync } = await import('node:fs');
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { dependencies: Record<string, string> };
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
     expect(Object.keys(pkg.dependencies)).not.toContain('cli-table3');
     expect(readFileSync(new URL('../../src/cli/output.ts', import.meta.url), 'utf8')).not.toContain('cli-table3');
   });

@@ -13,7 +13,8 @@ const SECRET = 'cli-primitives-secret';
 const env = () => ({ KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: SECRET });
 const run = (args: string[], options: CliOptions = {}) => kvb(args, { ...options, env: { ...env(), ...options.env } });
 const read = (key: string) => call(`${server.api}/${bucket}/${encodeURIComponent(key)}`, { token: SECRET });
-const txn = (ops: unknown) => call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: ops }, { authorization: `Bearer ${SECRET}` }) });
+const txn = (ops: unknown) =>
+  call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: ops }, { authorization: `Bearer ${SECRET}` }) });
 const keysUnder = async (prefix: string) =>
   JSON.parse((await call(`${server.api}/${bucket}/?format=json&prefix=${encodeURIComponent(prefix)}`, { token: SECRET })).text) as string[];
 
@@ -62,7 +63,12 @@ describe('kvb expire and kvb ttl', () => {
   // sequence, so a loaded machine pays for four processes in a row rather than eleven.
   it('changes the expiry, keeps the value and type, and 0 removes it; a missing key exits 2', async () => {
     const refusals = Promise.all([run(['expire', 'e/missing', '5']), run(['ttl', 'e/missing']), run(['expire', 'e/k', '-1'])]);
-    const put = await call(`${server.api}/${bucket}/e/k?ttl=0`, { method: 'PUT', body: 'value', token: SECRET, headers: { 'content-type': 'text/plain' } });
+    const put = await call(`${server.api}/${bucket}/e/k?ttl=0`, {
+      method: 'PUT',
+      body: 'value',
+      token: SECRET,
+      headers: { 'content-type': 'text/plain' },
+    });
     expect(put.status, put.text).toBe(200);
     const expired = await run(['expire', 'e/k', '600']);
     expect(expired.exitCode).toBe(0);
@@ -99,11 +105,17 @@ describe('kvb del --prefix', () => {
   });
   it('asks at a terminal with the count; no keeps every key, yes deletes them', async () => {
     await txn(Array.from({ length: 12 }, (_, i) => ({ set: `t/${i}`, value: i })));
-    const no = await inTerminal(['del', '--prefix', 't/'], [{ expect: 'Delete 12 keys under "t/"?', send: '\r' }], { ...env(), XDG_CONFIG_HOME: tempConfigHome() });
+    const no = await inTerminal(['del', '--prefix', 't/'], [{ expect: 'Delete 12 keys under "t/"?', send: '\r' }], {
+      ...env(),
+      XDG_CONFIG_HOME: tempConfigHome(),
+    });
     expect(no.timedOut).toBeNull();
     expect(no.exitCode).toBe(1);
     expect(await keysUnder('t/')).toHaveLength(12);
-    const yes = await inTerminal(['del', '--prefix', 't/'], [{ expect: 'Delete 12 keys under "t/"?', send: 'y\r' }], { ...env(), XDG_CONFIG_HOME: tempConfigHome() });
+    const yes = await inTerminal(['del', '--prefix', 't/'], [{ expect: 'Delete 12 keys under "t/"?', send: 'y\r' }], {
+      ...env(),
+      XDG_CONFIG_HOME: tempConfigHome(),
+    });
     expect(yes.exitCode).toBe(0);
     expect(yes.output).toContain('deleted 12 keys');
     expect(await keysUnder('t/')).toEqual([]);
@@ -123,7 +135,12 @@ describe('kvb ls --folders', () => {
     const json = await run(['ls', '--folders', 'dir/', '--format', 'json']);
     expect(JSON.parse(json.out)).toEqual([{ key: 'dir/a' }, { prefix: 'dir/b/' }, { key: 'dir/c' }, { prefix: 'dir/d/' }]);
     const jsonl = await run(['ls', '--folders', 'dir/', '--format', 'jsonl', '--reverse', '--limit', '3']);
-    expect(jsonl.out.trimEnd().split('\n').map((l) => JSON.parse(l) as unknown)).toEqual([{ prefix: 'dir/d/' }, { key: 'dir/c' }, { prefix: 'dir/b/' }]);
+    expect(
+      jsonl.out
+        .trimEnd()
+        .split('\n')
+        .map((l) => JSON.parse(l) as unknown),
+    ).toEqual([{ prefix: 'dir/d/' }, { key: 'dir/c' }, { prefix: 'dir/b/' }]);
     expect((await run(['ls', '--folders', 'di'])).out).toBe('dir/\ndirt\n');
     expect((await run(['ls', '--folders', '--values'])).exitCode).toBe(1);
   });
@@ -134,7 +151,10 @@ describe('kvb watch --exec', () => {
     const dir = mkdtempSync(join(tmpdir(), 'kvb-exec-'));
     const out = join(dir, 'events');
     const handler = join(dir, 'handler.sh');
-    writeFileSync(handler, `printf '%s|%s|%s|%s|%s|' "$KVB_OP" "$KVB_KEY" "$KVB_REVISION" "$KVB_VALUE_TYPE" "$KVB_VALUE" >> ${out}\ncat >> ${out}\n`);
+    writeFileSync(
+      handler,
+      `printf '%s|%s|%s|%s|%s|' "$KVB_OP" "$KVB_KEY" "$KVB_REVISION" "$KVB_VALUE_TYPE" "$KVB_VALUE" >> ${out}\ncat >> ${out}\n`,
+    );
     const watch = kvbRunning(['watch', 'x/', '--values', '--exec', `sh ${handler}`], { env: env() });
     try {
       // The watch is live once a write made after it started shows up: write until one does.
@@ -148,10 +168,13 @@ describe('kvb watch --exec', () => {
       // The writes that set it up go over HTTP: the CLI under test here is the watcher.
       let probe = 0;
       await expect
-        .poll(async () => {
-          await call(`${server.api}/${bucket}/x/probe`, { method: 'PUT', body: String(probe++), token: SECRET });
-          return lines().length;
-        }, { timeout: 20_000, interval: 200 })
+        .poll(
+          async () => {
+            await call(`${server.api}/${bucket}/x/probe`, { method: 'PUT', body: String(probe++), token: SECRET });
+            return lines().length;
+          },
+          { timeout: 20_000, interval: 200 },
+        )
         .toBeGreaterThan(0);
       // A probe's event can still arrive after the poll ends: count only the changes made below.
       const changes = () => lines().filter((l) => l.split('|')[1] !== 'x/probe');

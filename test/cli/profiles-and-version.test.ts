@@ -65,7 +65,9 @@ describe('kvb profile', () => {
     expect(used).toMatchObject({ exitCode: 0, stderr: 'now using profile "work"\n' });
     expect(JSON.parse((await kvb(['profile', 'show', '--json'], { configHome: home })).out).name).toBe('work');
     expect(JSON.parse((await kvb(['--profile', 'default', 'profile', 'show', '--json'], { configHome: home })).out).name).toBe('default');
-    expect(JSON.parse((await kvb(['profile', 'show', '--json'], { configHome: home, env: { KVB_PROFILE: 'default' } })).out).name).toBe('default');
+    expect(JSON.parse((await kvb(['profile', 'show', '--json'], { configHome: home, env: { KVB_PROFILE: 'default' } })).out).name).toBe(
+      'default',
+    );
     // The chosen profile is what other commands connect with: its URL appears in the failure.
     expect((await kvb(['get', 'k'], { configHome: home, env: { KVB_TIMEOUT: '2' } })).stderr).toContain('http://kv.example:8080');
 
@@ -87,7 +89,10 @@ describe('kvb profile', () => {
     const complete = (words: string[]) =>
       execFileSync(
         'bash',
-        ['-c', `source completions/kvb.bash; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _kvb; printf '%s\\n' "\${COMPREPLY[@]}"`],
+        [
+          '-c',
+          `source completions/kvb.bash; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _kvb; printf '%s\\n' "\${COMPREPLY[@]}"`,
+        ],
         { cwd: ROOT, encoding: 'utf8', env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, XDG_CONFIG_HOME: home } },
       )
         .split('\n')
@@ -117,7 +122,9 @@ describe('kvb version', () => {
     const dead = await deadUrl();
     const [text, json] = await Promise.all([kvb(['version', '--url', dead]), kvb(['version', '--json', '--url', dead])]);
     expect(text).toMatchObject({ exitCode: 4, out: `client ${VERSION}\n` });
-    expect(text.stderr).toMatch(new RegExp(`^kvb: no server version: cannot reach ${dead} \\(connection refused\\); the URL came from --url.*\\n$`));
+    expect(text.stderr).toMatch(
+      new RegExp(`^kvb: no server version: cannot reach ${dead} \\(connection refused\\); the URL came from --url.*\\n$`),
+    );
     expect(json.exitCode).toBe(4);
     expect(JSON.parse(json.out)).toEqual({ client: VERSION, server: null, url: dead });
   });

@@ -98,7 +98,11 @@ describe('one typing rule for values from an argument, stdin, --file and txn --s
 
   it('on the wire, a transaction set may name its "type" (an extension), written as in an export line', async () => {
     const txn = (ops: unknown[]) =>
-      call(`${server.api}/${bucket}`, { method: 'POST', body: JSON.stringify({ txn: ops }), headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` } });
+      call(`${server.api}/${bucket}`, {
+        method: 'POST',
+        body: JSON.stringify({ txn: ops }),
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` },
+      });
     expect(
       (
         await txn([
@@ -148,12 +152,19 @@ describe('JSON output: int64 as decimal strings, listings that carry the type', 
     const got = JSON.parse((await run(['get', 'n/max', '--json'])).out) as { value: unknown };
     expect(got.value).toBe('9223372036854775807');
     const jsonl = (await run(['ls', 'n/', '--format', 'jsonl', '--values'])).out.trimEnd().split('\n');
-    expect(jsonl.map((l) => JSON.parse(l) as { key: string; type: string; value: unknown }).map(({ key, type, value }) => [key, type, value])).toEqual([
+    expect(
+      jsonl.map((l) => JSON.parse(l) as { key: string; type: string; value: unknown }).map(({ key, type, value }) => [key, type, value]),
+    ).toEqual([
       ['n/bytes', 'bytes', 'AAH/'],
       ['n/max', 'int64', '9223372036854775807'],
       ['n/text', 'text', 'AAH/'],
     ]);
-    const array = JSON.parse((await run(['ls', 'n/', '--format', 'json', '--values'])).out) as Array<{ key: string; type: string; size: number; rev: number }>;
+    const array = JSON.parse((await run(['ls', 'n/', '--format', 'json', '--values'])).out) as Array<{
+      key: string;
+      type: string;
+      size: number;
+      rev: number;
+    }>;
     expect(array.map((o) => [o.key, o.type, o.size])).toEqual([
       ['n/bytes', 'bytes', 3],
       ['n/max', 'int64', 19],
@@ -172,7 +183,10 @@ describe('JSON output: int64 as decimal strings, listings that carry the type', 
   it('ls -l piped is tab-separated key, type, size, expires_at and rev', async () => {
     const result = await run(['ls', 'n/', '-l']);
     expect(result.exitCode).toBe(0);
-    const rows = result.out.trimEnd().split('\n').map((l) => l.split('\t'));
+    const rows = result.out
+      .trimEnd()
+      .split('\n')
+      .map((l) => l.split('\t'));
     expect(rows.map((r) => r.slice(0, 3))).toEqual([
       ['n/bytes', 'bytes', '3'],
       ['n/max', 'int64', '19'],
@@ -202,7 +216,7 @@ describe('JSON output: int64 as decimal strings, listings that carry the type', 
 });
 
 describe('the value limit: --max-value-bytes, named by the server and checked by the CLI', () => {
-  it('the CLI refuses a value over the server\'s limit before sending it, naming the limit; the server names it too', async () => {
+  it("the CLI refuses a value over the server's limit before sending it, naming the limit; the server names it too", async () => {
     const big = Buffer.alloc(20_000, 0x61);
     const result = await run(['set', 'too-big', '-'], { input: big });
     expect(result.exitCode).toBe(1);
@@ -223,7 +237,8 @@ describe('the value limit: --max-value-bytes, named by the server and checked by
     const raised = await startServer({ args: ['--max-value-bytes', '65536'] });
     try {
       const b = await createBucket(raised.api, { secret_key: SECRET });
-      const on = (args: string[], options: CliOptions = {}) => kvb(args, { ...options, env: { KVB_URL: raised.url, KVB_BUCKET: b, KVB_TOKEN: SECRET } });
+      const on = (args: string[], options: CliOptions = {}) =>
+        kvb(args, { ...options, env: { KVB_URL: raised.url, KVB_BUCKET: b, KVB_TOKEN: SECRET } });
       const value = Buffer.alloc(35_000, 0x62);
       expect((await on(['set', 'ok', '-'], { input: value })).exitCode).toBe(0);
       expect((await call(`${raised.api}/${b}/ok`, { token: SECRET })).body).toEqual(value);
@@ -241,7 +256,7 @@ describe('the value limit: --max-value-bytes, named by the server and checked by
 });
 
 describe('credentials and connections', () => {
-  it('mint-token on a bucket without a signing key explains the cause and the fix, exit 1; the wire keeps the spec\'s 503', async () => {
+  it("mint-token on a bucket without a signing key explains the cause and the fix, exit 1; the wire keeps the spec's 503", async () => {
     const result = await run(['mint-token', '--prefix', 'u/', '--permissions', 'read', '--ttl', '60']);
     expect(result.exitCode).toBe(1);
     expect(result.stderr).toBe(
@@ -256,8 +271,13 @@ describe('credentials and connections', () => {
   });
 
   it('an expired token says when it expired; a token outside its prefix names the prefix', async () => {
-    const signed = await createBucket(server.api, { secret_key: SECRET, read_key: 'signed-read-key', signing_key: 'signing-key-for-rules' });
-    const on = (args: string[], token?: string) => kvb(args, { env: { KVB_URL: server.url, KVB_BUCKET: signed, KVB_TOKEN: token ?? SECRET } });
+    const signed = await createBucket(server.api, {
+      secret_key: SECRET,
+      read_key: 'signed-read-key',
+      signing_key: 'signing-key-for-rules',
+    });
+    const on = (args: string[], token?: string) =>
+      kvb(args, { env: { KVB_URL: server.url, KVB_BUCKET: signed, KVB_TOKEN: token ?? SECRET } });
     const [short, long] = (
       await Promise.all(['1', '600'].map((ttl) => on(['mint-token', '--prefix', 'u/', '--permissions', 'read', '--ttl', ttl])))
     ).map((minted) => minted.out.trim());
@@ -279,9 +299,12 @@ describe('credentials and connections', () => {
   it('profile add saves a profile for an existing bucket, which then works; an existing name needs --force', async () => {
     await run(['set', 'shared', 'team value']);
     const home = tempConfigHome();
-    const add = await kvb(['profile', 'add', 'team', '--url', server.url.replace('http://', ''), '--bucket', bucket, '--token', 'scripting-rules-read'], {
-      configHome: home,
-    });
+    const add = await kvb(
+      ['profile', 'add', 'team', '--url', server.url.replace('http://', ''), '--bucket', bucket, '--token', 'scripting-rules-read'],
+      {
+        configHome: home,
+      },
+    );
     expect(add.exitCode, add.stderr).toBe(0);
     expect((await kvb(['--profile', 'team', 'get', 'shared'], { configHome: home })).out).toBe('team value');
     const shown = JSON.parse((await kvb(['profile', 'show', 'team', '--json'], { configHome: home })).out) as Record<string, string>;
@@ -369,7 +392,13 @@ describe('kvb import --format jsonl', () => {
     const before = Date.now();
     const result = await kvb(['import', '--format', 'jsonl', '-'], {
       env: { ...env(), KVB_BUCKET: target },
-      input: ['{"key":"d/default","value":"a"}', '{"key":"d/never","value":"b","ttl":0}', '{"key":"d/null","value":"c","expires_at":null}', '{"key":"d/own","value":"d","ttl":60}', ''].join('\n'),
+      input: [
+        '{"key":"d/default","value":"a"}',
+        '{"key":"d/never","value":"b","ttl":0}',
+        '{"key":"d/null","value":"c","expires_at":null}',
+        '{"key":"d/own","value":"d","ttl":60}',
+        '',
+      ].join('\n'),
     });
     expect(result.exitCode, result.stderr).toBe(0);
     const expiry = async (key: string) => {

@@ -37,7 +37,9 @@ describe('kvb watch', () => {
     }
   });
 
-  it('prints each change once, reconnects after the server restarts and resumes where it left off; Ctrl-C exits 0', { timeout: 60_000 }, async () => {
+  it('prints each change once, reconnects after the server restarts and resumes where it left off; Ctrl-C exits 0', {
+    timeout: 60_000,
+  }, async () => {
     const port = await freePort();
     const first = await startServer({ args: ['--port', String(port)] });
     const bucket = await createBucket(first.api);
@@ -70,7 +72,9 @@ describe('kvb watch', () => {
 });
 
 describe('kvb watch --exec', () => {
-  it('a key or value containing U+0000 is still handled: the event on stdin, the variable named in KVB_OMITTED, never skipped', { timeout: 60_000 }, async () => {
+  it('a key or value containing U+0000 is still handled: the event on stdin, the variable named in KVB_OMITTED, never skipped', {
+    timeout: 60_000,
+  }, async () => {
     const server = await startServer();
     const dir = mkdtempSync(join(tmpdir(), 'kvb-exec-'));
     const bucket = await createBucket(server.api);
@@ -81,10 +85,13 @@ describe('kvb watch --exec', () => {
     try {
       // Connected once a first change is handled (no output to wait for with --exec).
       await expect
-        .poll(async () => {
-          await call(`${server.api}/${bucket}/n%2Fready`, { method: 'PUT', body: 'ready', headers: { 'content-type': 'text/plain' } });
-          return readdirSync(dir).length;
-        }, { timeout: 20_000, interval: 200 })
+        .poll(
+          async () => {
+            await call(`${server.api}/${bucket}/n%2Fready`, { method: 'PUT', body: 'ready', headers: { 'content-type': 'text/plain' } });
+            return readdirSync(dir).length;
+          },
+          { timeout: 20_000, interval: 200 },
+        )
         .toBeGreaterThan(0);
       const put = (key: string, body: string) =>
         call(`${server.api}/${bucket}/${encodeURIComponent(key)}`, { method: 'PUT', body, headers: { 'content-type': 'text/plain' } });
@@ -97,7 +104,10 @@ describe('kvb watch --exec', () => {
         event: JSON.parse(readFileSync(join(dir, `${rev}.in`), 'utf8')) as { key: string; value: string },
         env: readFileSync(join(dir, `${rev}.env`), 'utf8'),
       });
-      expect(handled(revisions[0]!)).toEqual({ event: expect.objectContaining({ key: 'n/value', value: 'a\u0000b' }), env: 'n/value|KVB_VALUE' });
+      expect(handled(revisions[0]!)).toEqual({
+        event: expect.objectContaining({ key: 'n/value', value: 'a\u0000b' }),
+        env: 'n/value|KVB_VALUE',
+      });
       expect(handled(revisions[1]!)).toEqual({ event: expect.objectContaining({ key: 'n/k\u0000ey', value: 'plain' }), env: '|KVB_KEY' });
       expect(handled(revisions[2]!)).toEqual({ event: expect.objectContaining({ key: 'n/after', value: 'z' }), env: 'n/after|' });
       expect(watch.err()).toContain('KVB_VALUE of set "n/value" at revision');
@@ -112,7 +122,9 @@ describe('kvb watch --exec', () => {
 });
 
 describe('kvb watch and kvb/client when the server drains', () => {
-  it('SIGTERM ends both feeds with closed at once: the server exits long before its shutdown timeout, kvb watch says why', { timeout: 120_000 }, async () => {
+  it('SIGTERM ends both feeds with closed at once: the server exits long before its shutdown timeout, kvb watch says why', {
+    timeout: 120_000,
+  }, async () => {
     // A shutdown timeout of 100 s: a watcher that held the drain would hold the exit that long.
     const server = await startServer({ args: ['--shutdown-timeout', '100'] });
     const bucket = await createBucket(server.api);
@@ -130,10 +142,13 @@ describe('kvb watch and kvb/client when the server drains', () => {
     try {
       // Both connected: a change written now reaches both.
       await expect
-        .poll(async () => {
-          await call(`${server.api}/${bucket}/w%2F1`, { method: 'PUT', body: '1' });
-          return seen.includes('w/1') && watch.events().some((e) => e.key === 'w/1');
-        }, { timeout: 20_000, interval: 300 })
+        .poll(
+          async () => {
+            await call(`${server.api}/${bucket}/w%2F1`, { method: 'PUT', body: '1' });
+            return seen.includes('w/1') && watch.events().some((e) => e.key === 'w/1');
+          },
+          { timeout: 20_000, interval: 300 },
+        )
         .toBe(true);
       process.kill(server.process.pid!, 'SIGTERM');
       const result = await server.process;

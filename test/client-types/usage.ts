@@ -1,13 +1,5 @@
 // Compiled by test/unit/client-types.test.ts with tsc --noEmit: how an app uses `kvb/client`.
-import {
-  type Entry,
-  type KvbBucket,
-  PreconditionFailedError,
-  type WatchEvent,
-  connect,
-  connectFromEnv,
-  createBucket,
-} from 'kvb/client';
+import { type Entry, type KvbBucket, PreconditionFailedError, type WatchEvent, connect, connectFromEnv, createBucket } from 'kvb/client';
 
 export async function usage(): Promise<void> {
   const id: string = await createBucket({ url: 'http://127.0.0.1:8080' }, { email: 'me@example.com', secret_key: 'S' });

@@ -61,7 +61,13 @@ export async function startAppServer(options: AppServerOptions = {}): Promise<Ap
       quota: { maxKeys: config.maxKeysPerBucket, maxBytes: config.maxBytesPerBucket },
     });
     const app = await buildApp(store, config, { logStream: { write: (line) => void (output += line) } });
-    const sweeper = startSweeper(store, config.sweepIntervalSeconds * 1000, app.log, config.watchRetentionSeconds * 1000, historyByteBound(config));
+    const sweeper = startSweeper(
+      store,
+      config.sweepIntervalSeconds * 1000,
+      app.log,
+      config.watchRetentionSeconds * 1000,
+      historyByteBound(config),
+    );
     const url = await app.listen({ host: config.host, port: 0 });
     const origin = new URL(url).origin;
     injectors.set(origin, injector(app, origin));
@@ -127,7 +133,8 @@ function injector(app: FastifyInstance, origin: string): Injector {
       const next = new URL(location, url);
       const keepsBody = answer.statusCode === 307 || answer.statusCode === 308;
       const { body: _body, ...rest } = init;
-      if (next.origin === origin) return send(next, keepsBody ? init : { ...rest, method: request.method === 'HEAD' ? 'HEAD' : 'GET' }, hops + 1);
+      if (next.origin === origin)
+        return send(next, keepsBody ? init : { ...rest, method: request.method === 'HEAD' ? 'HEAD' : 'GET' }, hops + 1);
     }
     const responseHeaders = new Headers();
     for (const [name, value] of Object.entries(answer.headers)) {
@@ -135,7 +142,11 @@ function injector(app: FastifyInstance, origin: string): Injector {
       for (const each of Array.isArray(value) ? value : [value]) responseHeaders.append(name, String(each));
     }
     const empty = request.method === 'HEAD' || answer.statusCode === 204 || answer.statusCode === 304;
-    return new Response(empty ? null : answer.rawPayload, { status: answer.statusCode, statusText: answer.statusMessage, headers: responseHeaders });
+    return new Response(empty ? null : answer.rawPayload, {
+      status: answer.statusCode,
+      statusText: answer.statusMessage,
+      headers: responseHeaders,
+    });
   };
   return (url, init) => send(url, init, 0);
 }

@@ -28,9 +28,18 @@ export interface CliOptions {
 /** A fresh, empty XDG_CONFIG_HOME. */
 export const tempConfigHome = (): string => mkdtempSync(join(tmpdir(), 'kvb-cli-config-'));
 
-const CLEARED = Object.fromEntries(Object.keys(process.env).filter((k) => k.startsWith('KVB_')).map((k) => [k, undefined]));
+const CLEARED = Object.fromEntries(
+  Object.keys(process.env)
+    .filter((k) => k.startsWith('KVB_'))
+    .map((k) => [k, undefined]),
+);
 
-const childEnv = (options: CliOptions) => ({ ...CLEARED, NO_COLOR: undefined, XDG_CONFIG_HOME: options.configHome ?? tempConfigHome(), ...options.env });
+const childEnv = (options: CliOptions) => ({
+  ...CLEARED,
+  NO_COLOR: undefined,
+  XDG_CONFIG_HOME: options.configHome ?? tempConfigHome(),
+  ...options.env,
+});
 
 /** Runs the real `bin/kvb` as a child process (`node bin/kvb …`) and collects bytes, text and exit code. */
 export async function kvb(args: string[], options: CliOptions = {}): Promise<CliResult> {
@@ -66,7 +75,13 @@ export interface RunningCli {
 
 /** Starts a long-running `bin/kvb` command (`watch`, `lock`) and collects its output as it comes. */
 export function kvbRunning(args: string[], options: Omit<CliOptions, 'input'> = {}): RunningCli {
-  const child = execa('node', [KVB_BIN, ...args], { env: childEnv(options), extendEnv: true, reject: false, buffer: false, stdin: 'ignore' });
+  const child = execa('node', [KVB_BIN, ...args], {
+    env: childEnv(options),
+    extendEnv: true,
+    reject: false,
+    buffer: false,
+    stdin: 'ignore',
+  });
   let out = '';
   let err = '';
   child.stdout?.setEncoding('utf8').on('data', (c: string) => (out += c));
@@ -76,7 +91,12 @@ export function kvbRunning(args: string[], options: Omit<CliOptions, 'input'> = 
     out: () => out,
     err: () => err,
     // A line is complete once its newline arrived; the text after the last one may be half a line.
-    events: () => out.split('\n').slice(0, -1).filter(Boolean).map((line) => JSON.parse(line) as StreamEvent),
+    events: () =>
+      out
+        .split('\n')
+        .slice(0, -1)
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as StreamEvent),
     async stop(signal = 'SIGINT') {
       child.kill(signal);
       return (await child).exitCode;

@@ -20,5 +20,9 @@ export function exportFile(items: ExportItem[], bucket = 'test'): string {
 
 /** `count` text keys `${prefix}00001`… with short values. */
 export function manyKeys(count: number, prefix = 'k'): ExportItem[] {
-  return Array.from({ length: count }, (_, i) => ({ key: `${prefix}${String(i).padStart(6, '0')}`, type: 'text' as const, value: JSON.stringify(`v${i}`) }));
+  return Array.from({ length: count }, (_, i) => ({
+    key: `${prefix}${String(i).padStart(6, '0')}`,
+    type: 'text' as const,
+    value: JSON.stringify(`v${i}`),
+  }));
 }

@@ -56,17 +56,13 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     applicationName = uniqueName('kvb_server');
     dbArg = postgresUrl({ application_name: applicationName }, db);
   }
-  const child = execa(
-    'node',
-    [KVB_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--db', dbArg, ...(options.args ?? [])],
-    {
-      env: { KVB_LOG_LEVEL: 'info', ...options.env },
-      extendEnv: true,
-      reject: false,
-      all: true,
-      buffer: false,
-    },
-  );
+  const child = execa('node', [KVB_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--db', dbArg, ...(options.args ?? [])], {
+    env: { KVB_LOG_LEVEL: 'info', ...options.env },
+    extendEnv: true,
+    reject: false,
+    all: true,
+    buffer: false,
+  });
   let output = '';
   child.all?.setEncoding('utf8');
   const url = await new Promise<string>((resolve, reject) => {

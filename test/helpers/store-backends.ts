@@ -65,4 +65,9 @@ export async function openTestStore(
 }
 
 /** A counter update adding `n` (an absent key starts from it); keeps a live key's expiry, none for a new one. */
-export const addCounter = (n: number | bigint): CounterUpdate => ({ op: 'counter', delta: { kind: 'int64', value: BigInt(n) }, expiresAt: null, keepExpiry: true });
+export const addCounter = (n: number | bigint): CounterUpdate => ({
+  op: 'counter',
+  delta: { kind: 'int64', value: BigInt(n) },
+  expiresAt: null,
+  keepExpiry: true,
+});

@@ -2,7 +2,10 @@ import BetterSqlite3 from 'better-sqlite3';
 import { TEST_BACKEND, withAdminClient } from './backend.js';
 
 /** What a bucket really stores, counted in the database itself, beside the usage counters kvb keeps. */
-export async function recountUsage(db: string, bucket: string): Promise<{ keys: number; bytes: number; usage: { keys: number; bytes: number } }> {
+export async function recountUsage(
+  db: string,
+  bucket: string,
+): Promise<{ keys: number; bytes: number; usage: { keys: number; bytes: number } }> {
   const countSql = 'select count(*) as n, coalesce(sum(length(key) + length(value)), 0) as b from entries where bucket_id = ';
   const usageSql = 'select usage_keys as k, usage_bytes as b from buckets where id = ';
   if (TEST_BACKEND === 'sqlite') {

@@ -7,7 +7,20 @@ import { type AppServer, startAppServer } from '../helpers/app-server.js';
  * and whether a refusal is 401 (no usable credential) or 403 (a valid one without the right).
  */
 type Who = 'anonymous' | 'read_key' | 'write_key' | 'secret_key' | 'token';
-type Op = 'read' | 'list' | 'list_values' | 'set' | 'counter' | 'delete' | 'txn' | 'rollback_dry_run' | 'rollback' | 'policy' | 'patch' | 'mint' | 'delete_bucket';
+type Op =
+  | 'read'
+  | 'list'
+  | 'list_values'
+  | 'set'
+  | 'counter'
+  | 'delete'
+  | 'txn'
+  | 'rollback_dry_run'
+  | 'rollback'
+  | 'policy'
+  | 'patch'
+  | 'mint'
+  | 'delete_bucket';
 type Config = 'none' | 'secret' | 'read' | 'write' | 'all';
 
 const CONFIGS: Record<Config, Record<string, string>> = {
@@ -89,13 +102,31 @@ async function perform(bucket: string, op: Op, auth: Record<string, string>) {
     case 'patch':
       return call(base, { method: 'PATCH', ...json({ default_ttl: 100 }, auth) });
     case 'mint':
-      return call(`${base}/tokens/`, { method: 'POST', body: new URLSearchParams({ prefix: 'k', permissions: 'read', ttl: '60' }), headers: auth });
+      return call(`${base}/tokens/`, {
+        method: 'POST',
+        body: new URLSearchParams({ prefix: 'k', permissions: 'read', ttl: '60' }),
+        headers: auth,
+      });
     case 'delete_bucket':
       return call(base, { method: 'DELETE', headers: auth });
   }
 }
 
-const OPS: Op[] = ['read', 'list', 'list_values', 'set', 'counter', 'delete', 'txn', 'rollback_dry_run', 'rollback', 'policy', 'patch', 'mint', 'delete_bucket'];
+const OPS: Op[] = [
+  'read',
+  'list',
+  'list_values',
+  'set',
+  'counter',
+  'delete',
+  'txn',
+  'rollback_dry_run',
+  'rollback',
+  'policy',
+  'patch',
+  'mint',
+  'delete_bucket',
+];
 const WHO: Who[] = ['anonymous', 'read_key', 'write_key', 'secret_key', 'token'];
 
 /** A bucket of the given configuration with `k1` set, and the Authorization header for `who`. */
@@ -177,7 +208,9 @@ describe('credential presentation', () => {
   });
   it('the write key cannot read when a read key is set; the read key cannot write when a write key is set', async () => {
     expect((await read({ headers: { authorization: 'Bearer W' } })).status).toBe(403);
-    expect((await call(`${server.api}/${bucket}/k`, { method: 'POST', body: 'x', headers: { authorization: 'Bearer R' } })).status).toBe(403);
+    expect((await call(`${server.api}/${bucket}/k`, { method: 'POST', body: 'x', headers: { authorization: 'Bearer R' } })).status).toBe(
+      403,
+    );
   });
   it('a key shared by two roles gets both', async () => {
     const b = await createBucket(server.api, { secret_key: 'S', read_key: 'RW', write_key: 'RW' });

@@ -31,7 +31,12 @@ interface RawAnswer {
 /** Sends one request on a fresh connection and returns the answer's raw header lines. */
 async function raw(method: string, path: string, headers: Record<string, string> = {}, body = ''): Promise<RawAnswer> {
   const socket = await rawSocket(server);
-  const head = [`${method} /api/v1/${bucket}/${path} HTTP/1.1`, 'Host: kvb.test', 'Connection: close', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+  const head = [
+    `${method} /api/v1/${bucket}/${path} HTTP/1.1`,
+    'Host: kvb.test',
+    'Connection: close',
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+  ];
   if (body !== '' || method === 'PUT' || method === 'POST' || method === 'PATCH') head.push(`Content-Length: ${Buffer.byteLength(body)}`);
   socket.write(`${head.join('\r\n')}\r\n\r\n${body}`);
   const text = await readUntilEnd(socket);
@@ -83,7 +88,9 @@ describe('answer headers, byte for byte', () => {
     expect(head.body).toBe('');
     const notModified = await raw('GET', 'h/text', { ...auth, 'If-None-Match': `"${revision}"` });
     expect(notModified.status).toBe('HTTP/1.1 304 Not Modified');
-    expect(sorted(notModified.lines)).toEqual(sorted(['x-content-type-options: nosniff', 'vary: Origin', `etag: "${revision}"`, `kvb-revision: ${revision}`, 'Connection: close']));
+    expect(sorted(notModified.lines)).toEqual(
+      sorted(['x-content-type-options: nosniff', 'vary: Origin', `etag: "${revision}"`, `kvb-revision: ${revision}`, 'Connection: close']),
+    );
   });
 
   it('every value type without an expiry, the counter, and a browser’s cross-origin GET', async () => {
@@ -96,21 +103,48 @@ describe('answer headers, byte for byte', () => {
       // Without a Content-Type the value's type is inferred (the spec's rule).
       const set = await raw('PUT', key, type === 'json' ? { ...auth, 'Content-Type': 'application/json' } : auth, body);
       const revision = /^kvb-revision: (\d+)$/m.exec(set.lines.join('\n'))![1]!;
-      const expected = ['x-content-type-options: nosniff', 'vary: Origin', `content-type: ${contentType}`, `kvb-type: ${type}`, `etag: "${revision}"`, `kvb-revision: ${revision}`, `content-length: ${body.length}`, 'Connection: close'];
+      const expected = [
+        'x-content-type-options: nosniff',
+        'vary: Origin',
+        `content-type: ${contentType}`,
+        `kvb-type: ${type}`,
+        `etag: "${revision}"`,
+        `kvb-revision: ${revision}`,
+        `content-length: ${body.length}`,
+        'Connection: close',
+      ];
       expect(sorted(set.lines), key).toEqual(sorted(expected));
       expect(sorted((await raw('GET', key, auth)).lines), key).toEqual(sorted(expected));
     }
     const bytes = await raw('PUT', 'h/bytes', { ...auth, 'Content-Type': 'application/octet-stream' }, 'ab');
     const revision = /^kvb-revision: (\d+)$/m.exec(bytes.lines.join('\n'))![1]!;
     expect(sorted((await raw('GET', 'h/bytes', auth)).lines)).toEqual(
-      sorted(['x-content-type-options: nosniff', 'vary: Origin', 'content-type: application/octet-stream', 'kvb-type: bytes', `etag: "${revision}"`, `kvb-revision: ${revision}`, 'content-length: 2', 'Connection: close']),
+      sorted([
+        'x-content-type-options: nosniff',
+        'vary: Origin',
+        'content-type: application/octet-stream',
+        'kvb-type: bytes',
+        `etag: "${revision}"`,
+        `kvb-revision: ${revision}`,
+        'content-length: 2',
+        'Connection: close',
+      ]),
     );
 
     const counter = await raw('PATCH', 'h/int', auth, '+8');
     const counted = /^kvb-revision: (\d+)$/m.exec(counter.lines.join('\n'))![1]!;
     expect(counter.body).toBe('50');
     expect(sorted(counter.lines)).toEqual(
-      sorted(['x-content-type-options: nosniff', 'vary: Origin', 'content-type: text/plain; charset=utf-8', 'kvb-type: int64', `etag: "${counted}"`, `kvb-revision: ${counted}`, 'content-length: 2', 'Connection: close']),
+      sorted([
+        'x-content-type-options: nosniff',
+        'vary: Origin',
+        'content-type: text/plain; charset=utf-8',
+        'kvb-type: int64',
+        `etag: "${counted}"`,
+        `kvb-revision: ${counted}`,
+        'content-length: 2',
+        'Connection: close',
+      ]),
     );
 
     const browser = await raw('GET', 'h/int', { ...auth, Origin: 'https://app.example' });

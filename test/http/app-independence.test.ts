@@ -12,7 +12,10 @@ let flooded: AppServer;
 let quiet: AppServer;
 beforeAll(async () => {
   // No wait allowed on either: a verification that would have to queue is refused at once.
-  [flooded, quiet] = await Promise.all([startAppServer({ config: { verificationWaitSeconds: 0 } }), startAppServer({ config: { verificationWaitSeconds: 0 } })]);
+  [flooded, quiet] = await Promise.all([
+    startAppServer({ config: { verificationWaitSeconds: 0 } }),
+    startAppServer({ config: { verificationWaitSeconds: 0 } }),
+  ]);
 });
 afterAll(async () => {
   await Promise.all([flooded?.stop(), quiet?.stop()]);
@@ -23,7 +26,9 @@ const metricsOf = async (server: AppServer) => (await call(`${server.url}/metric
 
 describe(`two apps in one process (${TEST_BACKEND})`, () => {
   it("a flood of unseen credentials on one app neither queues nor refuses the other's first contact", async () => {
-    const [floodedBucket, quietBucket] = await Promise.all([flooded, quiet].map((server) => createBucket(server.api, { secret_key: 'admin' })));
+    const [floodedBucket, quietBucket] = await Promise.all(
+      [flooded, quiet].map((server) => createBucket(server.api, { secret_key: 'admin' })),
+    );
     // More at once than the machine verifies at once: the rest would queue, and may not.
     const guesses = Array.from({ length: 16 }, (_, i) => call(`${flooded.api}/${floodedBucket}/k`, { token: `guess-${i}` }));
     const firstContact = call(`${quiet.api}/${quietBucket}/k`, { token: 'admin' });

@@ -52,10 +52,17 @@ describe(`per-bucket quotas (${TEST_BACKEND})`, () => {
     expect((await put(bucket, 'k0', 'longer value')).status).toBe(200);
     expect((await call(`${server.api}/${bucket}/k0`)).text).toBe('longer value');
     // A counter on a new key is a new key too.
-    expectOverQuota(await call(`${server.api}/${bucket}/hits`, { method: 'PATCH', body: '+1', headers: { ...bearer('w'), 'content-type': 'text/plain' } }), /keys/);
+    expectOverQuota(
+      await call(`${server.api}/${bucket}/hits`, {
+        method: 'PATCH',
+        body: '+1',
+        headers: { ...bearer('w'), 'content-type': 'text/plain' },
+      }),
+      /keys/,
+    );
     expect((await call(`${server.api}/${bucket}/k1`, { method: 'DELETE', headers: bearer('w') })).status).toBe(204);
     expect((await put(bucket, 'new', 'abc')).status).toBe(200);
-    expect(await usage(bucket)).toEqual({ keys: MAX_KEYS, bytes: (2 + 12) + 3 * 5 + (3 + 3) });
+    expect(await usage(bucket)).toEqual({ keys: MAX_KEYS, bytes: 2 + 12 + 3 * 5 + (3 + 3) });
   });
 
   it('the byte limit counts keys and values; a write that grows past it gets 507, one that shrinks passes', async () => {
@@ -74,7 +81,13 @@ describe(`per-bucket quotas (${TEST_BACKEND})`, () => {
     const bucket = await createBucket(server.api, { secret_key: 'admin', write_key: 'w' });
     const txn = (ops: unknown[]) => call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: ops }, bearer('w')) });
     expect((await txn([0, 1, 2, 3].map((i) => ({ set: `t${i}`, value: 'x' })))).status).toBe(204);
-    expectOverQuota(await txn([{ set: 'a', value: 'x' }, { set: 'b', value: 'x' }]), /quota of 5 keys \(it holds 4; the write adds 2\)/);
+    expectOverQuota(
+      await txn([
+        { set: 'a', value: 'x' },
+        { set: 'b', value: 'x' },
+      ]),
+      /quota of 5 keys \(it holds 4; the write adds 2\)/,
+    );
     expect((await call(`${server.api}/${bucket}/a`)).status).toBe(404);
     expect((await txn([{ delete: 't0' }, { set: 'a', value: 'x' }, { set: 'b', value: 'x' }])).status).toBe(204);
     expect(await usage(bucket)).toEqual({ keys: 5, bytes: 3 * (2 + 1) + 2 * (1 + 1) });
@@ -85,7 +98,11 @@ describe(`per-bucket quotas (${TEST_BACKEND})`, () => {
     const lines = (n: number, prefix: string) =>
       exportFile(Array.from({ length: n }, (_, i) => ({ key: `${prefix}${i}`, type: 'text' as const, value: '"x"' })));
     const importBody = (body: string, mode = 'merge') =>
-      call(`${server.api}/${bucket}?mode=${mode}`, { method: 'POST', body, headers: { ...bearer('admin'), 'content-type': 'application/x-ndjson' } });
+      call(`${server.api}/${bucket}?mode=${mode}`, {
+        method: 'POST',
+        body,
+        headers: { ...bearer('admin'), 'content-type': 'application/x-ndjson' },
+      });
     expect((await importBody(lines(3, 'a'))).status).toBe(200);
     expectOverQuota(await importBody(lines(3, 'b')), /quota of 5 keys/);
     expect((await call(`${server.api}/${bucket}/b0`)).status).toBe(404);
@@ -115,7 +132,15 @@ describe(`per-bucket quotas (${TEST_BACKEND})`, () => {
     expect(admin.headers.get('kvb-quota-bytes')).toBe(String(MAX_BYTES));
     // The spec's policy body keeps its shape.
     expect(Object.keys(admin.json() as object).sort()).toEqual(
-      ['anonymous_access', 'default_ttl', 'has_read_key', 'has_secret_key', 'has_signing_key', 'has_write_key', 'signing_key_generation'].sort(),
+      [
+        'anonymous_access',
+        'default_ttl',
+        'has_read_key',
+        'has_secret_key',
+        'has_signing_key',
+        'has_write_key',
+        'signing_key_generation',
+      ].sort(),
     );
     for (const other of [bearer('r'), bearer('w'), {}]) {
       const answer = await call(`${server.api}/${bucket}`, { headers: other });
@@ -141,18 +166,32 @@ describe(`per-bucket quotas (${TEST_BACKEND})`, () => {
       let answer: Answer;
       if (kind < 4) answer = await put(bucket, key, 'v'.repeat(random(60)));
       else if (kind < 6) answer = await call(`${server.api}/${bucket}/${key}`, { method: 'DELETE', headers: bearer('w') });
-      else if (kind < 7) answer = await call(`${server.api}/${bucket}/n${random(7)}`, { method: 'PATCH', body: '+1', headers: { ...bearer('w'), 'content-type': 'text/plain' } });
+      else if (kind < 7)
+        answer = await call(`${server.api}/${bucket}/n${random(7)}`, {
+          method: 'PATCH',
+          body: '+1',
+          headers: { ...bearer('w'), 'content-type': 'text/plain' },
+        });
       else {
-        const ops = [{ set: keys[random(keys.length)], value: 'x'.repeat(random(40)) }, { delete: keys[random(keys.length)] }, { set: keys[random(keys.length)], value: 'y' }];
+        const ops = [
+          { set: keys[random(keys.length)], value: 'x'.repeat(random(40)) },
+          { delete: keys[random(keys.length)] },
+          { set: keys[random(keys.length)], value: 'y' },
+        ];
         answer = await call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: ops }, bearer('w')) });
       }
       statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
     };
     // Eight clients at once, 250 writes each.
-    await Promise.all(Array.from({ length: 8 }, async () => {
-      for (let i = 0; i < 250; i++) await one();
-    }));
-    expect([...statuses.keys()].every((s) => [200, 204, 404, 507].includes(s)), JSON.stringify([...statuses])).toBe(true);
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        for (let i = 0; i < 250; i++) await one();
+      }),
+    );
+    expect(
+      [...statuses.keys()].every((s) => [200, 204, 404, 507].includes(s)),
+      JSON.stringify([...statuses]),
+    ).toBe(true);
     expect(statuses.get(507), 'some writes met the quota').toBeGreaterThan(0);
     const counted = await recount(server.db, bucket);
     expect(counted.usage).toEqual({ keys: counted.keys, bytes: counted.bytes });
@@ -167,7 +206,8 @@ describe(`usage without quotas (${TEST_BACKEND})`, () => {
     const free = await startAppServer();
     try {
       const bucket = await createBucket(free.api, { secret_key: 'admin' });
-      for (let i = 0; i < 20; i++) expect((await call(`${free.api}/${bucket}/k${i}`, { method: 'PUT', body: 'v'.repeat(100) })).status).toBe(200);
+      for (let i = 0; i < 20; i++)
+        expect((await call(`${free.api}/${bucket}/k${i}`, { method: 'PUT', body: 'v'.repeat(100) })).status).toBe(200);
       const answer = await call(`${free.api}/${bucket}`, { headers: bearer('admin') });
       expect(answer.headers.get('kvb-usage-keys')).toBe('20');
       expect(answer.headers.get('kvb-quota-keys')).toBeNull();

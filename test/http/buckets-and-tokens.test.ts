@@ -35,7 +35,11 @@ describe('Create bucket', () => {
     ['a repeated field', 'email=a@b&email=c@d'],
   ])('%s is 400', async (_name, fields) => {
     const body = typeof fields === 'string' ? fields : new URLSearchParams(fields as Record<string, string>).toString();
-    expectError(await call(`${server.api}/`, { method: 'POST', body, headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 400, 'bad_request');
+    expectError(
+      await call(`${server.api}/`, { method: 'POST', body, headers: { 'content-type': 'application/x-www-form-urlencoded' } }),
+      400,
+      'bad_request',
+    );
   });
   it('a JSON body is 400: creation takes a form', async () => {
     expectError(await call(`${server.api}/`, { method: 'POST', ...json({ email: 'a@b' }) }), 400, 'bad_request');
@@ -96,16 +100,29 @@ describe('Bucket policy: GET, HEAD, PATCH, DELETE', () => {
   ])('PATCH with %s is 400 and changes nothing', async (_name, body) => {
     const id = await createBucket(server.api, { secret_key: 's' });
     expectError(await call(`${server.api}/${id}`, { method: 'PATCH', ...json(body, admin('s')) }), 400, 'bad_request');
-    expect((await call(`${server.api}/${id}`, { headers: admin('s') })).json()).toMatchObject({ has_read_key: false, has_write_key: false, default_ttl: 604800 });
+    expect((await call(`${server.api}/${id}`, { headers: admin('s') })).json()).toMatchObject({
+      has_read_key: false,
+      has_write_key: false,
+      default_ttl: 604800,
+    });
   });
   it('PATCH with invalid JSON or another content type is 400', async () => {
     const id = await createBucket(server.api, { secret_key: 's' });
-    expectError(await call(`${server.api}/${id}`, { method: 'PATCH', headers: { ...admin('s'), 'content-type': 'application/json' }, body: '{' }), 400, 'bad_request');
-    expectError(await call(`${server.api}/${id}`, { method: 'PATCH', headers: { ...admin('s'), 'content-type': 'text/plain' }, body: '{}' }), 400, 'bad_request');
+    expectError(
+      await call(`${server.api}/${id}`, { method: 'PATCH', headers: { ...admin('s'), 'content-type': 'application/json' }, body: '{' }),
+      400,
+      'bad_request',
+    );
+    expectError(
+      await call(`${server.api}/${id}`, { method: 'PATCH', headers: { ...admin('s'), 'content-type': 'text/plain' }, body: '{}' }),
+      400,
+      'bad_request',
+    );
   });
   it('signing_key_generation goes up on every set, rotation and clear', async () => {
     const id = await createBucket(server.api, { secret_key: 's', signing_key: 'k1' });
-    const generation = async () => ((await call(`${server.api}/${id}`, { headers: admin('s') })).json() as { signing_key_generation: number }).signing_key_generation;
+    const generation = async () =>
+      ((await call(`${server.api}/${id}`, { headers: admin('s') })).json() as { signing_key_generation: number }).signing_key_generation;
     expect(await generation()).toBe(0);
     await call(`${server.api}/${id}`, { method: 'PATCH', ...json({ signing_key: 'k2' }, admin('s')) });
     expect(await generation()).toBe(1);
@@ -136,7 +153,16 @@ describe('Temporary tokens', () => {
     id = await createBucket(server.api, { secret_key: 's', read_key: 'r', write_key: 'w', signing_key: 'signing' });
     const seeded = await call(`${server.api}/${id}`, {
       method: 'POST',
-      ...json({ txn: [{ set: 'user/1', value: 'one' }, { set: 'user/2', value: 'two' }, { set: 'other', value: 'secret stuff' }] }, admin('s')),
+      ...json(
+        {
+          txn: [
+            { set: 'user/1', value: 'one' },
+            { set: 'user/2', value: 'two' },
+            { set: 'other', value: 'secret stuff' },
+          ],
+        },
+        admin('s'),
+      ),
     });
     expect(seeded.status).toBe(204);
   });
@@ -167,12 +193,23 @@ describe('Temporary tokens', () => {
     expectError(await mint(fields as Record<string, string>), 400, 'bad_request');
   });
   it('needs the admin credential: 401 without, 403 with a read key', async () => {
-    expectError(await call(`${server.api}/${id}/tokens/`, { method: 'POST', body: new URLSearchParams({ prefix: 'p', permissions: 'read', ttl: '9' }) }), 401, 'unauthorized');
+    expectError(
+      await call(`${server.api}/${id}/tokens/`, {
+        method: 'POST',
+        body: new URLSearchParams({ prefix: 'p', permissions: 'read', ttl: '9' }),
+      }),
+      401,
+      'unauthorized',
+    );
     expectError(await mint({ prefix: 'p', permissions: 'read', ttl: '9' }, 'r'), 403, 'forbidden');
   });
   it('a bucket without a signing key answers 503', async () => {
     const plain = await createBucket(server.api, { secret_key: 's' });
-    const res = await call(`${server.api}/${plain}/tokens/`, { method: 'POST', headers: admin('s'), body: new URLSearchParams({ prefix: 'p', permissions: 'read', ttl: '9' }) });
+    const res = await call(`${server.api}/${plain}/tokens/`, {
+      method: 'POST',
+      headers: admin('s'),
+      body: new URLSearchParams({ prefix: 'p', permissions: 'read', ttl: '9' }),
+    });
     expectError(res, 503, 'service_unavailable');
   });
   it('a token has exactly its permissions under its prefix, in every endpoint', async () => {
@@ -198,7 +235,10 @@ describe('Temporary tokens', () => {
   });
   it('enumerate lists keys but not values; write and delete stay in the prefix, transactions too', async () => {
     const lister = await tokenFor({ prefix: 'user/', permissions: 'enumerate', ttl: '60' });
-    expect((await call(`${server.api}/${id}/?format=json`, { headers: { authorization: `Bearer ${lister}` } })).json()).toEqual(['user/1', 'user/2']);
+    expect((await call(`${server.api}/${id}/?format=json`, { headers: { authorization: `Bearer ${lister}` } })).json()).toEqual([
+      'user/1',
+      'user/2',
+    ]);
     expectError(await call(`${server.api}/${id}/?values=true`, { headers: { authorization: `Bearer ${lister}` } }), 403, 'forbidden');
     expectError(await call(`${server.api}/${id}/user/1`, { headers: { authorization: `Bearer ${lister}` } }), 403, 'forbidden');
     const writer = await tokenFor({ prefix: 'user/', permissions: 'write,delete', ttl: '60' });
@@ -207,8 +247,24 @@ describe('Temporary tokens', () => {
     expect((await call(`${server.api}/${id}/user/n`, { method: 'PATCH', headers: as, body: '+1' })).status).toBe(200);
     expect((await call(`${server.api}/${id}/user/3`, { method: 'DELETE', headers: as })).status).toBe(204);
     expectError(await call(`${server.api}/${id}/other`, { method: 'POST', headers: as, body: 'x' }), 403, 'forbidden');
-    expect((await call(`${server.api}/${id}`, { method: 'POST', ...json({ txn: [{ set: 'user/4', value: 1 }, { delete: 'user/4' }] }, as) })).status).toBe(204);
-    expectError(await call(`${server.api}/${id}`, { method: 'POST', headers: { ...as, 'content-type': 'application/json' }, body: JSON.stringify({ txn: [{ set: 'user/5', value: 1 }, { set: 'other', value: 1 }] }) }), 403, 'forbidden');
+    expect(
+      (await call(`${server.api}/${id}`, { method: 'POST', ...json({ txn: [{ set: 'user/4', value: 1 }, { delete: 'user/4' }] }, as) }))
+        .status,
+    ).toBe(204);
+    expectError(
+      await call(`${server.api}/${id}`, {
+        method: 'POST',
+        headers: { ...as, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          txn: [
+            { set: 'user/5', value: 1 },
+            { set: 'other', value: 1 },
+          ],
+        }),
+      }),
+      403,
+      'forbidden',
+    );
     expectError(await call(`${server.api}/${id}/user/5`, { headers: admin('s') }), 404, 'not_found');
     expect((await call(`${server.api}/${id}/other`, { headers: admin('s') })).text).toBe('secret stuff');
   });
@@ -222,7 +278,15 @@ describe('Temporary tokens', () => {
   it('rotating or clearing the signing key invalidates earlier tokens at once', async () => {
     const rotating = await createBucket(server.api, { secret_key: 's', read_key: 'r', signing_key: 'k1' });
     const mintHere = async () =>
-      ((await call(`${server.api}/${rotating}/tokens/`, { method: 'POST', headers: admin('s'), body: new URLSearchParams({ prefix: 'a', permissions: 'read', ttl: '60' }) })).json() as { access_token: string }).access_token;
+      (
+        (
+          await call(`${server.api}/${rotating}/tokens/`, {
+            method: 'POST',
+            headers: admin('s'),
+            body: new URLSearchParams({ prefix: 'a', permissions: 'read', ttl: '60' }),
+          })
+        ).json() as { access_token: string }
+      ).access_token;
     await call(`${server.api}/${rotating}/a`, { method: 'POST', headers: admin('s'), body: 'x' });
     const old = await mintHere();
     const read = (token: string) => call(`${server.api}/${rotating}/a`, { headers: { authorization: `Bearer ${token}` } });
@@ -241,7 +305,15 @@ describe('Temporary tokens', () => {
   it('a token of another bucket is refused even with the same signing key', async () => {
     const a = await createBucket(server.api, { secret_key: 's', read_key: 'r', signing_key: 'same' });
     const b = await createBucket(server.api, { secret_key: 's', read_key: 'r', signing_key: 'same' });
-    const token = ((await call(`${server.api}/${a}/tokens/`, { method: 'POST', headers: admin('s'), body: new URLSearchParams({ prefix: 'k', permissions: 'read', ttl: '60' }) })).json() as { access_token: string }).access_token;
+    const token = (
+      (
+        await call(`${server.api}/${a}/tokens/`, {
+          method: 'POST',
+          headers: admin('s'),
+          body: new URLSearchParams({ prefix: 'k', permissions: 'read', ttl: '60' }),
+        })
+      ).json() as { access_token: string }
+    ).access_token;
     expectError(await call(`${server.api}/${b}/k`, { headers: { authorization: `Bearer ${token}` } }), 401, 'unauthorized');
   });
   it('forged tokens are refused: alg none, HS512, wrong key, tampered prefix, future nbf, signed with the signing key itself', async () => {

@@ -22,7 +22,8 @@ async function newBucket(): Promise<string> {
   return createBucket({ url: server.url }, { email: 'fence@example.com', secret_key: SECRET, default_ttl: 0 });
 }
 
-const client = (bucket: string, extra: Partial<Parameters<typeof connect>[0]> = {}): KvbBucket => connect({ url: server.url, bucket, token: SECRET, ...extra });
+const client = (bucket: string, extra: Partial<Parameters<typeof connect>[0]> = {}): KvbBucket =>
+  connect({ url: server.url, bucket, token: SECRET, ...extra });
 
 /** The key's create revision, as the server answers it when asked. */
 const createRevisionOf = async (kv: KvbBucket, key: string) => (await kv.http.get(kv.id, key, { createRevision: true })).createRevision;
@@ -31,7 +32,7 @@ const lostEvent = (lock: Lock) =>
   new Promise<void>((resolve) => (lock.lost.aborted ? resolve() : lock.lost.addEventListener('abort', () => resolve(), { once: true })));
 
 describe('lock tokens and fenced writes', () => {
-  it('the token is the lock key\'s create revision; it stays the same across renewals, and a fenced write commits', async () => {
+  it("the token is the lock key's create revision; it stays the same across renewals, and a fenced write commits", async () => {
     const kv = client(await newBucket());
     const lock = await kv.lock('fence/renewed', { ttl: 3 });
     const acquired = (await kv.get('fence/renewed'))!.revision;
@@ -46,7 +47,7 @@ describe('lock tokens and fenced writes', () => {
     await lock.release();
   });
 
-  it('a holder paused past its TTL, whose lock another has taken, is refused; the new holder\'s fenced write commits', async () => {
+  it("a holder paused past its TTL, whose lock another has taken, is refused; the new holder's fenced write commits", async () => {
     const bucket = await newBucket();
     let paused = false;
     // A paused process: its requests (renewals included) get nowhere until it resumes.
@@ -72,13 +73,15 @@ describe('lock tokens and fenced writes', () => {
     expect((await second.get('fence/work'))?.value).toBe('by a');
     expect(await second.atomic().fence(b).set('fence/work', 'by b').commit()).toMatchObject({ ok: true });
     // The same check spelled out, as the robustness suite and other languages send it.
-    expect(await second.atomic().checkCreated('fence/lock', a.token).set('fence/work', 'stale again').commit()).toMatchObject({ ok: false });
+    expect(await second.atomic().checkCreated('fence/lock', a.token).set('fence/work', 'stale again').commit()).toMatchObject({
+      ok: false,
+    });
     expect((await second.get('fence/work'))?.value).toBe('by b');
     await b.release();
     await a.release();
   });
 
-  it('an acquire whose answer was lost and retried finds its own write, with that write\'s token', async () => {
+  it("an acquire whose answer was lost and retried finds its own write, with that write's token", async () => {
     const bucket = await newBucket();
     let written: number | undefined;
     // The first acquiring PUT reaches the server, but its answer is lost: the client sees a 503 and retries.

@@ -234,7 +234,15 @@ describe('atomic and update', () => {
     const kv = await newBucket();
     const a = await kv.set('a', 100n);
     const b = await kv.set('b', 'x');
-    const done = await kv.atomic().check('a', a.revision).check('b', b.revision).check('new', null).set('a', 90).set('new', 'hi').delete('b').commit();
+    const done = await kv
+      .atomic()
+      .check('a', a.revision)
+      .check('b', b.revision)
+      .check('new', null)
+      .set('a', 90)
+      .set('new', 'hi')
+      .delete('b')
+      .commit();
     expect(done.ok).toBe(true);
     if (!done.ok) return;
     expect(done.revision).toBeGreaterThan(b.revision);
@@ -242,7 +250,13 @@ describe('atomic and update', () => {
     expect(await kv.get('b')).toBeNull();
 
     const refused = await kv.atomic().check('a', a.revision).checkExists('new', true).check('new', null).set('a', 1).commit();
-    expect(refused).toEqual({ ok: false, failedChecks: [{ index: 0, key: 'a' }, { index: 2, key: 'new' }] });
+    expect(refused).toEqual({
+      ok: false,
+      failedChecks: [
+        { index: 0, key: 'a' },
+        { index: 2, key: 'new' },
+      ],
+    });
     expect((await kv.get('a'))?.value).toBe(90n);
     expect(() => kv.atomic().set('k', null)).toThrow(TypeError);
     expect(() => kv.atomic().set('k', 5, { type: 'text' })).toThrow(TypeError);
@@ -447,10 +461,15 @@ describe('retries, timeouts and cancellation', () => {
     const fetchLike: FetchLike = async (url, init) => {
       calls.push(`${init.method} ${url}`);
       if (match(init) && left-- > 0) {
-        return new Response(JSON.stringify({ error: { code: status, message: status === 429 ? 'too_many_requests' : 'service_unavailable', detail: 'busy' } }), {
-          status,
-          headers: { 'retry-after': '0', 'content-type': 'application/json' },
-        });
+        return new Response(
+          JSON.stringify({
+            error: { code: status, message: status === 429 ? 'too_many_requests' : 'service_unavailable', detail: 'busy' },
+          }),
+          {
+            status,
+            headers: { 'retry-after': '0', 'content-type': 'application/json' },
+          },
+        );
       }
       return fetch(url, init as RequestInit);
     };
@@ -477,7 +496,11 @@ describe('retries, timeouts and cancellation', () => {
     expect(await base.get('n')).toBeNull();
     const txns = flaky(503, 1, (init) => init.method === 'POST');
     const txnClient = connect({ url: server.url, bucket: base.id, token: SECRET, fetch: txns.fetchLike });
-    const refused = await txnClient.atomic().set('a', 'b').commit().catch((e: unknown) => e);
+    const refused = await txnClient
+      .atomic()
+      .set('a', 'b')
+      .commit()
+      .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(UnavailableError);
     expect(txns.calls.length).toBe(1);
     expect(await base.get('a')).toBeNull();

@@ -15,7 +15,11 @@ const url = (key: string) => `${server.api}/${bucket}/${key}`;
 const bearer = (credential: string) => ({ authorization: `Bearer ${credential}` });
 
 async function mint(permissions: string): Promise<string> {
-  const res = await call(`${server.api}/${bucket}/tokens/`, { method: 'POST', headers: bearer('admin'), body: new URLSearchParams({ prefix: 'p/', permissions, ttl: '3600' }) });
+  const res = await call(`${server.api}/${bucket}/tokens/`, {
+    method: 'POST',
+    headers: bearer('admin'),
+    body: new URLSearchParams({ prefix: 'p/', permissions, ttl: '3600' }),
+  });
   expect(res.status, res.text).toBe(200);
   return (res.json() as { access_token: string }).access_token;
 }
@@ -32,7 +36,8 @@ afterAll(async () => {
 });
 
 /** The answer a transaction `check` of `p/k` gets from a credential. */
-const checkAnswer = (credential: string) => call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: [{ check: 'p/k', exists: true }] }, bearer(credential)) });
+const checkAnswer = (credential: string) =>
+  call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: [{ check: 'p/k', exists: true }] }, bearer(credential)) });
 
 function expectSameRefusal(answer: Answer, check: Answer): void {
   expectError(answer, 403, 'forbidden');
@@ -60,7 +65,10 @@ describe('Conditional writes need read permission, as transaction checks do', ()
       expectSameRefusal(answer, check);
     }
     // An absent key answers the same: existence is not revealed either.
-    expectSameRefusal(await call(url('p/absent'), { method: 'PUT', body: 'x', headers: { 'if-none-match': '*', ...bearer(writeOnly) } }), check);
+    expectSameRefusal(
+      await call(url('p/absent'), { method: 'PUT', body: 'x', headers: { 'if-none-match': '*', ...bearer(writeOnly) } }),
+      check,
+    );
     const stored = await call(url('p/k'), { headers: bearer('reader') });
     expect([stored.text, stored.headers.get('etag')]).toEqual(['1', '"1"']);
     // Unconditional writes still work for it.
@@ -68,7 +76,10 @@ describe('Conditional writes need read permission, as transaction checks do', ()
   });
 
   it('the bucket write_key (when the bucket has a read_key) is refused alike; read+write credentials get 412 with the ETag', async () => {
-    expectSameRefusal(await call(url('p/k'), { method: 'PUT', body: '2', headers: { 'if-none-match': '*', ...bearer('writer') } }), await checkAnswer('writer'));
+    expectSameRefusal(
+      await call(url('p/k'), { method: 'PUT', body: '2', headers: { 'if-none-match': '*', ...bearer('writer') } }),
+      await checkAnswer('writer'),
+    );
     for (const credential of [readWrite, 'admin']) {
       const refused = await call(url('p/k'), { method: 'PUT', body: '2', headers: { 'if-none-match': '*', ...bearer(credential) } });
       expectError(refused, 412, 'precondition_failed');

@@ -137,9 +137,12 @@ describe('List keys', () => {
     expect((await list('?format=json&reverse=0&limit=1')).json()).toEqual(['Z']);
     expect((await list('?format=json&limit=0')).json()).toEqual([]);
   });
-  it.each(['limit=-1', 'limit=abc', 'skip=1.5', 'reverse=maybe', 'values=2', 'limit=1&limit=2', 'limit=1000001'])('%s is 400', async (q) => {
-    expectError(await list(`?${q}`), 400, 'bad_request');
-  });
+  it.each(['limit=-1', 'limit=abc', 'skip=1.5', 'reverse=maybe', 'values=2', 'limit=1&limit=2', 'limit=1000001'])(
+    '%s is 400',
+    async (q) => {
+      expectError(await list(`?${q}`), 400, 'bad_request');
+    },
+  );
   it('Accept chooses the format; ?format= wins; no Accept means text', async () => {
     expect((await list('?prefix=a/', { accept: 'application/json' })).json()).toEqual(['a/10', 'a/2']);
     expect((await list('?prefix=a/', { accept: 'application/x-ndjson' })).text).toBe('"a/10"\n"a/2"\n');
@@ -160,7 +163,10 @@ describe('List keys', () => {
     const big = await createBucket(server.api);
     const keys = Array.from({ length: 2500 }, (_, i) => `k${String(i).padStart(5, '0')}`);
     for (let i = 0; i < keys.length; i += 1000) {
-      const res = await call(`${server.api}/${big}`, { method: 'POST', ...json({ txn: keys.slice(i, i + 1000).map((k) => ({ set: k, value: 1 })) }) });
+      const res = await call(`${server.api}/${big}`, {
+        method: 'POST',
+        ...json({ txn: keys.slice(i, i + 1000).map((k) => ({ set: k, value: 1 })) }),
+      });
       expect(res.status).toBe(204);
     }
     const all = (await call(`${server.api}/${big}/?format=json&limit=2500`)).json() as string[];
@@ -178,7 +184,8 @@ describe('List keys', () => {
 describe('Transactions', () => {
   it('sets and deletes commit together: strings become text, the rest JSON as written', async () => {
     await call(url('t-old'), { method: 'POST', body: 'x' });
-    const body = '{"txn":[{"set":"t-str","value":"hi"},{"set":"t-num","value":12345678901234567890},{"set":"t-obj","value":{ "a" : [1.10, true] }},{"set":"t-bool","value":false},{"delete":"t-old"}]}';
+    const body =
+      '{"txn":[{"set":"t-str","value":"hi"},{"set":"t-num","value":12345678901234567890},{"set":"t-obj","value":{ "a" : [1.10, true] }},{"set":"t-bool","value":false},{"delete":"t-old"}]}';
     const res = await call(`${server.api}/${bucket}`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
     expect(res.status).toBe(204);
     expect(res.body.length).toBe(0);
@@ -191,19 +198,68 @@ describe('Transactions', () => {
     expectError(await call(url('t-old')), 404, 'not_found');
   });
   it('per-operation ttl, and the bucket default otherwise', async () => {
-    expect((await txn([{ set: 't-ttl', value: 1, ttl: 0 }, { set: 't-default', value: 1 }])).status).toBe(204);
+    expect(
+      (
+        await txn([
+          { set: 't-ttl', value: 1, ttl: 0 },
+          { set: 't-default', value: 1 },
+        ])
+      ).status,
+    ).toBe(204);
     expect((await call(url('t-ttl'))).headers.get('kvb-expires-at')).toBeNull();
     expect((await call(url('t-default'))).headers.get('kvb-expires-at')).not.toBeNull();
   });
   it.each([
-    ['a null value', [{ set: 'x1', value: 'ok' }, { set: 'x2', value: null }]],
-    ['a non-string key', [{ set: 'x1', value: 1 }, { set: 5, value: 1 }]],
-    ['an empty key', [{ set: 'x1', value: 1 }, { set: '', value: 1 }]],
-    ['a key over 128 bytes', [{ set: 'x1', value: 1 }, { set: 'k'.repeat(129), value: 1 }]],
-    ['a value over 16 KiB', [{ set: 'x1', value: 1 }, { set: 'x2', value: 'v'.repeat(16 * 1024 + 1) }]],
-    ['an unknown operation', [{ set: 'x1', value: 1 }, { put: 'x2', value: 1 }]],
+    [
+      'a null value',
+      [
+        { set: 'x1', value: 'ok' },
+        { set: 'x2', value: null },
+      ],
+    ],
+    [
+      'a non-string key',
+      [
+        { set: 'x1', value: 1 },
+        { set: 5, value: 1 },
+      ],
+    ],
+    [
+      'an empty key',
+      [
+        { set: 'x1', value: 1 },
+        { set: '', value: 1 },
+      ],
+    ],
+    [
+      'a key over 128 bytes',
+      [
+        { set: 'x1', value: 1 },
+        { set: 'k'.repeat(129), value: 1 },
+      ],
+    ],
+    [
+      'a value over 16 KiB',
+      [
+        { set: 'x1', value: 1 },
+        { set: 'x2', value: 'v'.repeat(16 * 1024 + 1) },
+      ],
+    ],
+    [
+      'an unknown operation',
+      [
+        { set: 'x1', value: 1 },
+        { put: 'x2', value: 1 },
+      ],
+    ],
     ['extra fields', [{ set: 'x1', value: 1, extra: 1 }]],
-    ['a delete with a value', [{ set: 'x1', value: 1 }, { delete: 'x2', value: 1 }]],
+    [
+      'a delete with a value',
+      [
+        { set: 'x1', value: 1 },
+        { delete: 'x2', value: 1 },
+      ],
+    ],
     ['a missing value', [{ set: 'x1' }]],
     ['a bad ttl', [{ set: 'x1', value: 1, ttl: -1 }]],
     ['a non-object operation', [{ set: 'x1', value: 1 }, 'set']],
@@ -220,11 +276,19 @@ describe('Transactions', () => {
     ['other top-level fields', '{"txn":[{"set":"x1","value":1}],"more":1}'],
     ['invalid JSON', '{"txn":['],
   ])('a body that is %s is 400', async (_name, body) => {
-    expectError(await call(`${server.api}/${bucket}`, { method: 'POST', body, headers: { 'content-type': 'application/json' } }), 400, 'bad_request');
+    expectError(
+      await call(`${server.api}/${bucket}`, { method: 'POST', body, headers: { 'content-type': 'application/json' } }),
+      400,
+      'bad_request',
+    );
   });
   it('a non-JSON content type is 400', async () => {
     const body = JSON.stringify({ txn: [{ set: 'x1', value: 1 }] });
-    expectError(await call(`${server.api}/${bucket}`, { method: 'POST', body, headers: { 'content-type': 'text/plain' } }), 400, 'bad_request');
+    expectError(
+      await call(`${server.api}/${bucket}`, { method: 'POST', body, headers: { 'content-type': 'text/plain' } }),
+      400,
+      'bad_request',
+    );
     expectError(await call(`${server.api}/${bucket}`, { method: 'POST', body: Buffer.from(body) }), 400, 'bad_request');
   });
   it('1000 operations commit', async () => {

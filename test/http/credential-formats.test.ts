@@ -34,13 +34,20 @@ async function storedHashes(server: AppServer, bucket: string, set?: Hashes): Pr
   if (server.backend === 'postgres') {
     const schema = new URL(server.db).searchParams.get('schema') ?? 'public';
     return withAdminClient(async (client) => {
-      if (set) await client.query(`update "${schema}".buckets set secret_key_hash = $1, read_key_hash = $2, write_key_hash = $3 where id = $4`, [...HASH_COLUMNS.map((c) => set[c]), bucket]);
+      if (set)
+        await client.query(`update "${schema}".buckets set secret_key_hash = $1, read_key_hash = $2, write_key_hash = $3 where id = $4`, [
+          ...HASH_COLUMNS.map((c) => set[c]),
+          bucket,
+        ]);
       return (await client.query<Hashes>(`select ${columns} from "${schema}".buckets where id = $1`, [bucket])).rows[0]!;
     });
   }
   const file = new BetterSqlite3(server.db);
   try {
-    if (set) file.prepare('update buckets set secret_key_hash = ?, read_key_hash = ?, write_key_hash = ? where id = ?').run(...HASH_COLUMNS.map((c) => set[c]), bucket);
+    if (set)
+      file
+        .prepare('update buckets set secret_key_hash = ?, read_key_hash = ?, write_key_hash = ? where id = ?')
+        .run(...HASH_COLUMNS.map((c) => set[c]), bucket);
     return file.prepare(`select ${columns} from buckets where id = ?`).get(bucket) as Hashes;
   } finally {
     file.close();
@@ -79,7 +86,9 @@ describe(`credential hash formats (${TEST_BACKEND})`, () => {
     }
   });
 
-  it('legacy hashes keep working, move to the shared salt as keys are set, and dump/restore carries both', { timeout: 120_000 }, async () => {
+  it('legacy hashes keep working, move to the shared salt as keys are set, and dump/restore carries both', {
+    timeout: 120_000,
+  }, async () => {
     const keys = { admin: 'old-admin', read: 'old-reader', write: 'old-writer' };
     const first = await startAppServer();
     let second: AppServer | undefined;
@@ -88,14 +97,20 @@ describe(`credential hash formats (${TEST_BACKEND})`, () => {
       const bucket = await createBucket(first.api, { secret_key: keys.admin, read_key: keys.read, write_key: keys.write });
       await first.stop({ keepData: true });
       // As an older kvb stored them: a salt per key.
-      const legacy = { secret_key_hash: await hashCredentialLegacy(keys.admin), read_key_hash: await hashCredentialLegacy(keys.read), write_key_hash: await hashCredentialLegacy(keys.write) };
+      const legacy = {
+        secret_key_hash: await hashCredentialLegacy(keys.admin),
+        read_key_hash: await hashCredentialLegacy(keys.read),
+        write_key_hash: await hashCredentialLegacy(keys.write),
+      };
       await storedHashes(first, bucket, legacy);
 
       second = await startAppServer({ db: first.db });
       expect(await access(second, bucket, keys)).toEqual({ admin: 200, read: 404, write: 200 });
       expect((await call(`${second.api}/${bucket}/k`, { headers: bearer('a-guess') })).status).toBe(401);
       // Setting the read key: it moves to the shared format; the others stay as they were.
-      expect((await call(`${second.api}/${bucket}`, { method: 'PATCH', ...json({ read_key: 'new-reader' }, bearer(keys.admin)) })).status).toBeLessThan(300);
+      expect(
+        (await call(`${second.api}/${bucket}`, { method: 'PATCH', ...json({ read_key: 'new-reader' }, bearer(keys.admin)) })).status,
+      ).toBeLessThan(300);
       keys.read = 'new-reader';
       expect(await access(second, bucket, keys)).toEqual({ admin: 200, read: 404, write: 200 });
       expect((await call(`${second.api}/${bucket}/missing`, { headers: bearer('old-reader') })).status).toBe(401);
@@ -109,7 +124,10 @@ describe(`credential hash formats (${TEST_BACKEND})`, () => {
       const dir = tempDir();
       const dumped = await db(['dump', '--db', first.db, '-o', join(dir, 'all.dump')]);
       expect(dumped.exitCode, dumped.stderr).toBe(0);
-      const line = readFileSync(join(dir, 'all.dump'), 'utf8').split('\n').map((l) => (l ? JSON.parse(l) : {})).find((l) => l.id === bucket);
+      const line = readFileSync(join(dir, 'all.dump'), 'utf8')
+        .split('\n')
+        .map((l) => (l ? JSON.parse(l) : {}))
+        .find((l) => l.id === bucket);
       expect(line).toMatchObject(mixed);
       const target = join(dir, 'restored.db');
       // An empty kvb database to restore into (restore does not create one).
@@ -119,7 +137,9 @@ describe(`credential hash formats (${TEST_BACKEND})`, () => {
       restored = await startAppServer({ db: target });
       expect(await access(restored, bucket, keys)).toEqual({ admin: 200, read: 404, write: 200 });
       // The next key set joins the shared salt the read key already has.
-      expect((await call(`${restored.api}/${bucket}`, { method: 'PATCH', ...json({ secret_key: 'new-admin' }, bearer(keys.admin)) })).status).toBeLessThan(300);
+      expect(
+        (await call(`${restored.api}/${bucket}`, { method: 'PATCH', ...json({ secret_key: 'new-admin' }, bearer(keys.admin)) })).status,
+      ).toBeLessThan(300);
       keys.admin = 'new-admin';
       expect(await access(restored, bucket, keys)).toEqual({ admin: 200, read: 404, write: 200 });
       await restored.stop({ keepData: true });

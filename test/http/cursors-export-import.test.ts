@@ -20,7 +20,8 @@ const exportOf = (bucket: string, query = '', headers: Record<string, string> = 
 
 /** Parses one listing page in any format into its keys. */
 function keysOf(format: string, text: string): string[] {
-  if (format === 'json') return (JSON.parse(text) as unknown[]).map((item) => (Array.isArray(item) ? (item[0] as string) : (item as string)));
+  if (format === 'json')
+    return (JSON.parse(text) as unknown[]).map((item) => (Array.isArray(item) ? (item[0] as string) : (item as string)));
   const lines = text.split('\n').filter((l) => l !== '');
   if (format === 'jsonl') return lines.map((l) => JSON.parse(l) as string | [string]).map((item) => (Array.isArray(item) ? item[0] : item));
   return lines.map((l) => (l.includes('=') ? l.slice(0, l.indexOf('=')) : l));
@@ -56,7 +57,8 @@ describe('Cursor pagination', () => {
       for (const format of ['text', 'json', 'jsonl']) {
         for (const reverse of [false, true]) {
           const seen = new Map<string, number>();
-          let next: string | undefined = `${server.api}/${bucket}/?limit=1000&format=${format}${reverse ? '&reverse=true' : ''}${format === 'jsonl' ? '&values=true' : ''}`;
+          let next: string | undefined =
+            `${server.api}/${bucket}/?limit=1000&format=${format}${reverse ? '&reverse=true' : ''}${format === 'jsonl' ? '&values=true' : ''}`;
           let pages = 0;
           while (next) {
             const res = await call(next, { headers: bearer('admin') });
@@ -90,7 +92,17 @@ describe('Cursor pagination', () => {
 
   it('a limit that ends exactly at the last key gives no cursor (never an empty last page)', async () => {
     const id = await createBucket(server.api);
-    await call(`${server.api}/${id}`, { method: 'POST', ...json({ txn: [{ set: 'a', value: 1 }, { set: 'b', value: 2 }, { set: 'c', value: 3 }, { set: 'd', value: 4 }] }) });
+    await call(`${server.api}/${id}`, {
+      method: 'POST',
+      ...json({
+        txn: [
+          { set: 'a', value: 1 },
+          { set: 'b', value: 2 },
+          { set: 'c', value: 3 },
+          { set: 'd', value: 4 },
+        ],
+      }),
+    });
     const first = await call(`${server.api}/${id}/?limit=2`);
     expect(first.text).toBe('a\nb\n');
     const cursor = first.headers.get('kvb-next-cursor')!;
@@ -102,7 +114,9 @@ describe('Cursor pagination', () => {
     // Limits above one storage page stream, and still know their cursor up front.
     const all = await call(`${server.api}/${bucket}/?limit=1500&values=true`, { headers: bearer('admin') });
     expect(all.text.split('\n').filter(Boolean)).toHaveLength(1500);
-    const rest = await call(`${server.api}/${bucket}/?limit=100000&cursor=${all.headers.get('kvb-next-cursor')}`, { headers: bearer('admin') });
+    const rest = await call(`${server.api}/${bucket}/?limit=100000&cursor=${all.headers.get('kvb-next-cursor')}`, {
+      headers: bearer('admin'),
+    });
     expect(rest.text.split('\n').filter(Boolean)).toHaveLength(25_000 - 1500);
     expect(rest.headers.get('kvb-next-cursor')).toBeNull();
   });
@@ -163,7 +177,12 @@ const EDGE: Array<{ key: string; body: Buffer; contentType?: string; type: strin
   { key: 'float/-0.0', body: Buffer.from('-0.0'), type: 'float64' },
   { key: 'float/5e-324', body: Buffer.from('5e-324'), type: 'float64' },
   { key: 'bytes/all', body: Buffer.from(Array.from({ length: 256 }, (_, i) => i)), contentType: 'application/octet-stream', type: 'bytes' },
-  { key: 'bytes/16k', body: Buffer.from(Array.from({ length: 16384 }, (_, i) => (i * 7919) % 256)), contentType: 'application/octet-stream', type: 'bytes' },
+  {
+    key: 'bytes/16k',
+    body: Buffer.from(Array.from({ length: 16384 }, (_, i) => (i * 7919) % 256)),
+    contentType: 'application/octet-stream',
+    type: 'bytes',
+  },
   { key: 'text/16k', body: Buffer.from('é'.repeat(8192)), contentType: 'text/plain', type: 'text' },
   { key: 'text/controls', body: Buffer.from('a\nb\r\u0000"\\\u2028'), contentType: 'text/plain', type: 'text' },
   { key: 'json/doc', body: Buffer.from('{"a":[1,2.50,"x"],"b":{"c":null}}'), contentType: 'application/json', type: 'json' },
@@ -215,7 +234,16 @@ describe('Export and import', () => {
     expect(end.kvb).toBe('end');
     expect(end.count).toBe(EDGE.length);
     const { createHash } = await import('node:crypto');
-    expect(end.sha256).toBe(createHash('sha256').update(lines.slice(0, -1).map((l) => `${l}\n`).join('')).digest('hex'));
+    expect(end.sha256).toBe(
+      createHash('sha256')
+        .update(
+          lines
+            .slice(0, -1)
+            .map((l) => `${l}\n`)
+            .join(''),
+        )
+        .digest('hex'),
+    );
     const byKey = new Map(lines.slice(1, -1).map((l) => [(JSON.parse(l) as { key: string }).key, l]));
     expect(byKey.get('int/max')).toBe('{"key":"int/max","type":"int64","value":"9223372036854775807","expires_at":null}');
     expect(JSON.parse(byKey.get('float/5e-324')!).value).toBe(5e-324);
@@ -275,13 +303,21 @@ describe('Export and import', () => {
     const res = await importInto(target, exportFile(items));
     expectError(res, 400, 'bad_request');
     expect(res.headers.get('kvb-error-detail')).toMatch(/^line 17: /);
-    for (const [value, type] of [['"!!"', 'bytes'], ['1', 'text'], ['"1e999"', 'float64'], ['1e999', 'float64'], ['"99999999999999999999"', 'int64']]) {
+    for (const [value, type] of [
+      ['"!!"', 'bytes'],
+      ['1', 'text'],
+      ['"1e999"', 'float64'],
+      ['1e999', 'float64'],
+      ['"99999999999999999999"', 'int64'],
+    ]) {
       const bad = await importInto(target, exportFile([{ key: 'k', type: type as 'text', value: value! }]));
       expectError(bad, 400, 'bad_request');
       expect(bad.headers.get('kvb-error-detail')).toMatch(/^line 2: /);
     }
     const tooBig = await importInto(target, exportFile([{ key: 'k', type: 'text', value: JSON.stringify('x'.repeat(16385)) }]));
-    expect(tooBig.headers.get('kvb-error-detail')).toMatch(/^line 2: the value \(\d+ bytes\) is larger than the server's limit of 16384 bytes/);
+    expect(tooBig.headers.get('kvb-error-detail')).toMatch(
+      /^line 2: the value \(\d+ bytes\) is larger than the server's limit of 16384 bytes/,
+    );
     expect((await call(`${server.api}/${target}/`)).text).toBe('');
   });
 
@@ -289,10 +325,13 @@ describe('Export and import', () => {
     const target = await createBucket(server.api);
     const past = new Date(Date.now() - 1000).toISOString();
     const future = new Date(Date.now() + 3_600_000).toISOString();
-    const res = await importInto(target, exportFile([
-      { key: 'old', type: 'text', value: '"o"', expires_at: past },
-      { key: 'new', type: 'text', value: '"n"', expires_at: future },
-    ]));
+    const res = await importInto(
+      target,
+      exportFile([
+        { key: 'old', type: 'text', value: '"o"', expires_at: past },
+        { key: 'new', type: 'text', value: '"n"', expires_at: future },
+      ]),
+    );
     expect(res.json()).toMatchObject({ imported: 1, skipped: 1 });
     expect((await call(`${server.api}/${target}/old`)).status).toBe(404);
     const got = await call(`${server.api}/${target}/new`);
@@ -301,25 +340,52 @@ describe('Export and import', () => {
 
   it('merge sets every line; replace leaves the bucket (or the prefix) exactly as the file', async () => {
     const target = await createBucket(server.api);
-    await call(`${server.api}/${target}`, { method: 'POST', ...json({ txn: [{ set: 'a/1', value: 'old' }, { set: 'a/2', value: 'old' }, { set: 'b/1', value: 'keep' }] }) });
-    const file = exportFile([{ key: 'a/1', type: 'text', value: '"new"' }, { key: 'a/3', type: 'text', value: '"new"' }]);
+    await call(`${server.api}/${target}`, {
+      method: 'POST',
+      ...json({
+        txn: [
+          { set: 'a/1', value: 'old' },
+          { set: 'a/2', value: 'old' },
+          { set: 'b/1', value: 'keep' },
+        ],
+      }),
+    });
+    const file = exportFile([
+      { key: 'a/1', type: 'text', value: '"new"' },
+      { key: 'a/3', type: 'text', value: '"new"' },
+    ]);
     expect((await importInto(target, file)).json()).toMatchObject({ imported: 2, skipped: 0 });
     expect((await call(`${server.api}/${target}/?values=true`)).text).toBe('a/1=new\na/2=old\na/3=new\nb/1=keep\n');
     expect((await importInto(target, file, '?mode=replace&prefix=a/')).status).toBe(200);
     expect((await call(`${server.api}/${target}/?values=true`)).text).toBe('a/1=new\na/3=new\nb/1=keep\n');
-    expectError(await importInto(target, exportFile([{ key: 'b/2', type: 'text', value: '"x"' }]), '?mode=replace&prefix=a/'), 400, 'bad_request');
+    expectError(
+      await importInto(target, exportFile([{ key: 'b/2', type: 'text', value: '"x"' }]), '?mode=replace&prefix=a/'),
+      400,
+      'bad_request',
+    );
     expect((await importInto(target, file, '?mode=replace')).status).toBe(200);
     expect((await call(`${server.api}/${target}/?values=true`)).text).toBe('a/1=new\na/3=new\n');
     expectError(await importInto(target, file, '?mode=overwrite'), 400, 'bad_request');
   });
 
-  it("a token imports only inside its prefix (403, nothing written); replace needs delete permission", async () => {
+  it('a token imports only inside its prefix (403, nothing written); replace needs delete permission', async () => {
     const target = await createBucket(server.api, { secret_key: 's', signing_key: 'sign', write_key: 'w' });
     const mint = async (permissions: string) =>
-      ((await call(`${server.api}/${target}/tokens/`, { method: 'POST', headers: bearer('s'), body: new URLSearchParams({ prefix: 'p/', permissions, ttl: '60' }) })).json() as { access_token: string }).access_token;
+      (
+        (
+          await call(`${server.api}/${target}/tokens/`, {
+            method: 'POST',
+            headers: bearer('s'),
+            body: new URLSearchParams({ prefix: 'p/', permissions, ttl: '60' }),
+          })
+        ).json() as { access_token: string }
+      ).access_token;
     const writer = await mint('write');
     const inside = exportFile([{ key: 'p/1', type: 'text', value: '"x"' }]);
-    const outside = exportFile([{ key: 'p/2', type: 'text', value: '"x"' }, { key: 'q/1', type: 'text', value: '"x"' }]);
+    const outside = exportFile([
+      { key: 'p/2', type: 'text', value: '"x"' },
+      { key: 'q/1', type: 'text', value: '"x"' },
+    ]);
     expectError(await importInto(target, outside, '', bearer(writer)), 403, 'forbidden');
     expectError(await importInto(target, inside, '?mode=replace', bearer(writer)), 403, 'forbidden');
     expect((await importInto(target, inside, '', bearer(writer))).json()).toMatchObject({ imported: 1, skipped: 0 });
@@ -362,12 +428,24 @@ describe('Export and import', () => {
         const lines = res.text.split('\n').filter(Boolean);
         const end = JSON.parse(lines.at(-1)!) as { count: number; sha256: string };
         const { createHash } = await import('node:crypto');
-        expect(end.sha256).toBe(createHash('sha256').update(lines.slice(0, -1).map((l) => `${l}\n`).join('')).digest('hex'));
+        expect(end.sha256).toBe(
+          createHash('sha256')
+            .update(
+              lines
+                .slice(0, -1)
+                .map((l) => `${l}\n`)
+                .join(''),
+            )
+            .digest('hex'),
+        );
         const keys = lines.slice(1, -1).map((l) => (JSON.parse(l) as { key: string }).key);
         expect(end.count).toBe(keys.length);
         expect(keys.filter((k) => k.startsWith('before/'))).toHaveLength(1000);
         // The `during/` writes are a prefix of the writer's sequence: a snapshot, not a mix.
-        const during = keys.filter((k) => k.startsWith('during/')).map((k) => Number(k.slice(7))).sort((a, b) => a - b);
+        const during = keys
+          .filter((k) => k.startsWith('during/'))
+          .map((k) => Number(k.slice(7)))
+          .sort((a, b) => a - b);
         expect(during).toEqual(Array.from({ length: during.length }, (_, i) => i));
       }
     } finally {

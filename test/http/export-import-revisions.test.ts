@@ -41,7 +41,11 @@ describe('Export and import with bucket revisions', () => {
       { key: 'imp/2', type: 'int64', value: '"42"' },
       { key: 'imp/3', type: 'json', value: '{"n":1}' },
     ]);
-    const res = await call(`${server.api}/${bucket}`, { method: 'POST', body: file, headers: { ...auth, 'content-type': 'application/x-ndjson' } });
+    const res = await call(`${server.api}/${bucket}`, {
+      method: 'POST',
+      body: file,
+      headers: { ...auth, 'content-type': 'application/x-ndjson' },
+    });
     expect(res.status, res.text).toBe(200);
     expect(res.json()).toEqual({ imported: 3, skipped: 0, rev: before + 1 });
     expect(res.headers.get('kvb-revision')).toBe(String(before + 1));
@@ -54,8 +58,12 @@ describe('Export and import with bucket revisions', () => {
     }
     // The ETag is usable: If-Match with it succeeds once, and the stale one then fails.
     const etag = `"${before + 1}"`;
-    expect((await call(`${server.api}/${bucket}/imp/1`, { method: 'PUT', body: 'y', headers: { ...auth, 'if-match': etag } })).status).toBeLessThan(300);
-    expect((await call(`${server.api}/${bucket}/imp/2`, { method: 'PUT', body: '7', headers: { ...auth, 'if-match': `"${before}"` } })).status).toBe(412);
+    expect(
+      (await call(`${server.api}/${bucket}/imp/1`, { method: 'PUT', body: 'y', headers: { ...auth, 'if-match': etag } })).status,
+    ).toBeLessThan(300);
+    expect(
+      (await call(`${server.api}/${bucket}/imp/2`, { method: 'PUT', body: '7', headers: { ...auth, 'if-match': `"${before}"` } })).status,
+    ).toBe(412);
     // Keys the import did not touch keep their revisions.
     expect((await call(`${server.api}/${bucket}/a`, { headers: auth })).headers.get('kvb-revision')).toBe('1');
   });
@@ -63,7 +71,11 @@ describe('Export and import with bucket revisions', () => {
   it('a refused import (bad line) changes no revision', async () => {
     const before = await revisionOf();
     const bad = exportFile([{ key: 'z', type: 'int64', value: '"nope"' }]);
-    const res = await call(`${server.api}/${bucket}`, { method: 'POST', body: bad, headers: { ...auth, 'content-type': 'application/x-ndjson' } });
+    const res = await call(`${server.api}/${bucket}`, {
+      method: 'POST',
+      body: bad,
+      headers: { ...auth, 'content-type': 'application/x-ndjson' },
+    });
     expect(res.status).toBe(400);
     expect(await revisionOf()).toBe(before);
   });

@@ -27,7 +27,8 @@ afterAll(async () => {
 const url = (key: string, query = '') => `${server.api}/${bucket}/${encodeURIComponent(key)}${query}`;
 const put = (key: string, value: string, headers: Record<string, string> = {}, query = '') =>
   call(url(key, query), { method: 'PUT', body: value, headers: { ...auth, 'content-type': 'text/plain', ...headers } });
-const txn = (ops: unknown, token = SECRET) => call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: ops }, { authorization: `Bearer ${token}` }) });
+const txn = (ops: unknown, token = SECRET) =>
+  call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: ops }, { authorization: `Bearer ${token}` }) });
 const revisionOf = (answer: { headers: Headers }) => Number(answer.headers.get('kvb-revision'));
 /** The key's create revision as GET answers it when asked. */
 const createRevision = async (key: string) => {
@@ -84,13 +85,22 @@ describe('transaction check {"check": K, "created": N}', () => {
     // A renewal is a write: the revision moves, the create revision (the token) stays.
     const renewed = revisionOf(await put('t/lock', 'holder-1', { 'if-match': `"${token}"` }, '?ttl=60'));
     expect(renewed).toBe(token + 1);
-    const fenced = await txn([{ check: 't/lock', created: token }, { set: 't/work', value: 'by holder 1' }]);
+    const fenced = await txn([
+      { check: 't/lock', created: token },
+      { set: 't/work', value: 'by holder 1' },
+    ]);
     expect(fenced.status, fenced.text).toBe(204);
 
-    const stale = await txn([{ set: 't/work', value: 'stale' }, { check: 't/lock', created: renewed }]);
+    const stale = await txn([
+      { set: 't/work', value: 'stale' },
+      { check: 't/lock', created: renewed },
+    ]);
     expectError(stale, 409, 'conflict');
     expect(stale.headers.get('kvb-failed-checks')).toBe('1');
-    const absent = await txn([{ check: 't/none', created: token }, { set: 't/work', value: 'stale' }]);
+    const absent = await txn([
+      { check: 't/none', created: token },
+      { set: 't/work', value: 'stale' },
+    ]);
     expect(absent.headers.get('kvb-failed-checks')).toBe('0');
     expect((await call(url('t/work'), { headers: auth })).text).toBe('by holder 1');
   });
@@ -116,21 +126,37 @@ describe('transaction check {"check": K, "created": N}', () => {
       body: new URLSearchParams({ prefix: 'p/', permissions: 'write', ttl: '60' }),
     });
     const { access_token: writeOnly } = minted.json() as { access_token: string };
-    expectError(await txn([{ check: 'p/lock', created: 1 }, { set: 'p/w', value: 'x' }], writeOnly), 403, 'forbidden');
+    expectError(
+      await txn(
+        [
+          { check: 'p/lock', created: 1 },
+          { set: 'p/w', value: 'x' },
+        ],
+        writeOnly,
+      ),
+      403,
+      'forbidden',
+    );
   });
 });
 
 describe('kvb lock and fenced CLI writes', () => {
   const env = () => ({ KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: SECRET, XDG_CONFIG_HOME: tempConfigHome() });
 
-  it('kvb lock gives its command KVB_LOCK_REVISION, the lock key\'s create revision; kvb txn --fence with it commits', async () => {
+  it("kvb lock gives its command KVB_LOCK_REVISION, the lock key's create revision; kvb txn --fence with it commits", async () => {
     const script = 'echo "token=$KVB_LOCK_REVISION" >&2 && node "$KVB" txn --fence "$KVB_LOCK:$KVB_LOCK_REVISION" --set cli/report=done';
-    const run = await execa('node', [KVB_BIN, 'lock', 'cli/lock', '--', 'sh', '-c', script], { env: { ...env(), KVB: KVB_BIN }, reject: false });
+    const run = await execa('node', [KVB_BIN, 'lock', 'cli/lock', '--', 'sh', '-c', script], {
+      env: { ...env(), KVB: KVB_BIN },
+      reject: false,
+    });
     expect(run.exitCode, run.stderr).toBe(0);
     const token = Number(/^token=(\d+)$/m.exec(run.stderr)?.[1]);
     // The token is the revision of the write that created the lock key (its history's first set).
     const history = await call(url('cli/lock', '?history=true'), { headers: auth });
-    const records = history.text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { rev: number; operation: string });
+    const records = history.text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { rev: number; operation: string });
     expect(records.at(-1)).toMatchObject({ rev: token, operation: 'set' });
     expect(records[0]?.operation).toBe('delete');
     const report = await call(url('cli/report'), { headers: auth });
@@ -143,17 +169,27 @@ describe('kvb lock and fenced CLI writes', () => {
     const first = revisionOf(await put('cli/stale', 'a', { 'if-none-match': '*' }));
     expect((await call(url('cli/stale'), { method: 'DELETE', headers: auth })).status).toBe(204);
     const second = revisionOf(await put('cli/stale', 'b', { 'if-none-match': '*' }));
-    const stale = await execa('node', [KVB_BIN, 'txn', '--fence', `cli/stale:${first}`, '--set', 'cli/out=stale'], { env: env(), reject: false });
+    const stale = await execa('node', [KVB_BIN, 'txn', '--fence', `cli/stale:${first}`, '--set', 'cli/out=stale'], {
+      env: env(),
+      reject: false,
+    });
     expect(stale.exitCode).toBe(6);
     expect(stale.stderr).toContain(`--fence cli/stale:${first}`);
     expect((await call(url('cli/out'), { headers: auth })).status).toBe(404);
-    const current = await execa('node', [KVB_BIN, 'txn', '--fence', `cli/stale:${second}`, '--set', 'cli/out=current'], { env: env(), reject: false });
+    const current = await execa('node', [KVB_BIN, 'txn', '--fence', `cli/stale:${second}`, '--set', 'cli/out=current'], {
+      env: env(),
+      reject: false,
+    });
     expect(current.exitCode, current.stderr).toBe(0);
     expect((await call(url('cli/out'), { headers: auth })).text).toBe('current');
   });
 
   it('--fence takes LOCK:TOKEN and guards writes: anything else is a usage error (exit 1) before any request', async () => {
-    for (const args of [['--fence', 'no-token', '--set', 'a=1'], ['--fence', 'lock:12x', '--set', 'a=1'], ['--fence', 'lock:5']]) {
+    for (const args of [
+      ['--fence', 'no-token', '--set', 'a=1'],
+      ['--fence', 'lock:12x', '--set', 'a=1'],
+      ['--fence', 'lock:5'],
+    ]) {
       const run = await execa('node', [KVB_BIN, 'txn', ...args], { env: { ...env(), KVB_URL: 'http://127.0.0.1:9' }, reject: false });
       expect(run.exitCode, run.stderr).toBe(1);
       expect(run.stderr).toMatch(/--fence/);

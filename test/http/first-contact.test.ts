@@ -34,7 +34,6 @@ function getFrom(localAddress: string, url: string, token: string): Promise<Repl
   });
 }
 
-
 describe(`first contact under load (${TEST_BACKEND})`, () => {
   it('64 new buckets, each first used with its fresh key, all at once: every one is answered, none 429', { timeout: 120_000 }, async () => {
     const server = await startServer();
@@ -50,7 +49,9 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
       const started = performance.now();
       const answers = await Promise.all(buckets.map(({ id, key }) => getFrom('127.0.0.1', `${server.api}/${id}/missing`, key)));
       const slowest = Math.max(...answers.map((a) => a.ms));
-      console.log(`first contact, 64 buckets at once (${TEST_BACKEND}): slowest ${slowest.toFixed(0)} ms, all in ${(performance.now() - started).toFixed(0)} ms`);
+      console.log(
+        `first contact, 64 buckets at once (${TEST_BACKEND}): slowest ${slowest.toFixed(0)} ms, all in ${(performance.now() - started).toFixed(0)} ms`,
+      );
       expect(answers.map((a) => a.status)).toEqual(answers.map(() => 404));
     } finally {
       await server.stop();
@@ -65,13 +66,18 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
       // A queue allowance per address short enough that 500 guesses are refused on any machine
       // (one scrypt run would have to take under 24 ms), long enough that a queue is left to be fair about.
       server = await startServer({ args: ['--verification-wait', '6'] });
-      [flooded, quietBucket] = await Promise.all([createBucket(server.api, { read_key: 'flooded-reader' }), createBucket(server.api, { read_key: 'quiet-reader' })]);
+      [flooded, quietBucket] = await Promise.all([
+        createBucket(server.api, { read_key: 'flooded-reader' }),
+        createBucket(server.api, { read_key: 'quiet-reader' }),
+      ]);
     });
     afterAll(async () => {
       await server?.stop();
     });
 
-    it("gets 429s, while another address's first contact is answered in its turn and cached requests never wait for the queue", { timeout: 120_000 }, async () => {
+    it("gets 429s, while another address's first contact is answered in its turn and cached requests never wait for the queue", {
+      timeout: 120_000,
+    }, async () => {
       const cachedUrl = `${server.api}/${quietBucket}/missing`;
       await latencies(cachedUrl, 'quiet-reader', 5); // verified once, cached from here on
       const quiet = await latencies(cachedUrl, 'quiet-reader', 60);
@@ -129,7 +135,9 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
     });
   });
 
-  it('200 clients with the keys of 50 buckets reconnect to a freshly started server at once: all are answered', { timeout: 180_000 }, async () => {
+  it('200 clients with the keys of 50 buckets reconnect to a freshly started server at once: all are answered', {
+    timeout: 180_000,
+  }, async () => {
     const first = await startServer();
     let second: RunningServer | undefined;
     try {
@@ -153,7 +161,9 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
         }),
       );
       const slowest = Math.max(...answers.map((a) => a.ms));
-      console.log(`restart, 200 clients of 50 buckets (${TEST_BACKEND}): slowest ${slowest.toFixed(0)} ms, all in ${(performance.now() - started).toFixed(0)} ms`);
+      console.log(
+        `restart, 200 clients of 50 buckets (${TEST_BACKEND}): slowest ${slowest.toFixed(0)} ms, all in ${(performance.now() - started).toFixed(0)} ms`,
+      );
       expect(answers.map((a) => a.status)).toEqual(Array.from({ length: 200 }, (_, c) => (c % 4 < 2 ? 404 : 200)));
     } finally {
       await second?.stop();
@@ -166,10 +176,14 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
 function putFrom(url: string, token: string): Promise<Reply> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: 'PUT', agent: false, headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve({ status: res.statusCode!, retryAfter: res.headers['retry-after'], ms: performance.now() - started }));
-    });
+    const req = http.request(
+      url,
+      { method: 'PUT', agent: false, headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode!, retryAfter: res.headers['retry-after'], ms: performance.now() - started }));
+      },
+    );
     req.on('error', reject);
     req.end('v');
   });

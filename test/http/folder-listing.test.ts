@@ -66,13 +66,16 @@ describe('Delimiter listing: keys directly under the prefix and the folders belo
     const { items: reversed } = await items('prefix=a/&delimiter=/&format=json&reverse=true');
     expect(reversed.map((i) => ('key' in i ? i.key : i.prefix))).toEqual(['a/z/', 'a/x', 'a/tmp/', 'a/sub/', 'a/2', 'a/1']);
     const jsonl = await list('prefix=a/sub/&delimiter=/&format=jsonl&meta=true');
-    const lines = jsonl.text.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = jsonl.text
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines.map((l) => l.key ?? l.prefix)).toEqual(['a/sub/deeper/', 'a/sub/x', 'a/sub/y']);
     expect(lines[1]).toMatchObject({ key: 'a/sub/x', type: 'text', size: 7 });
     const { items: valued } = await items('prefix=a/sub/&delimiter=/&format=json&values=true');
     expect(valued.find((i) => 'key' in i && i.key === 'a/sub/x')).toMatchObject({ value: 'a/sub/x' });
   });
-  it('a big folder costs one seek, not a read of its keys (counted by the server\'s own storage metric)', async () => {
+  it("a big folder costs one seek, not a read of its keys (counted by the server's own storage metric)", async () => {
     const before = await listReads();
     const { items: top } = await items('delimiter=/&format=json');
     const reads = (await listReads()) - before;
@@ -103,10 +106,23 @@ describe('Delimiter listing: keys directly under the prefix and the folders belo
   });
   it('a token lists folders only inside its own prefix', async () => {
     const token = JSON.parse(
-      (await call(`${server.api}/${bucket}/tokens/`, { method: 'POST', headers: { ...admin, 'content-type': 'application/x-www-form-urlencoded' }, body: 'prefix=a/&permissions=enumerate&ttl=60' })).text,
+      (
+        await call(`${server.api}/${bucket}/tokens/`, {
+          method: 'POST',
+          headers: { ...admin, 'content-type': 'application/x-www-form-urlencoded' },
+          body: 'prefix=a/&permissions=enumerate&ttl=60',
+        })
+      ).text,
     ).access_token as string;
     const res = await list('delimiter=/&format=json', { authorization: `Bearer ${token}` });
-    expect(JSON.parse(res.text)).toEqual([{ key: 'a/1' }, { key: 'a/2' }, { prefix: 'a/sub/' }, { prefix: 'a/tmp/' }, { key: 'a/x' }, { prefix: 'a/z/' }]);
+    expect(JSON.parse(res.text)).toEqual([
+      { key: 'a/1' },
+      { key: 'a/2' },
+      { prefix: 'a/sub/' },
+      { prefix: 'a/tmp/' },
+      { key: 'a/x' },
+      { prefix: 'a/z/' },
+    ]);
     expectError(await list('prefix=b&delimiter=/&format=json', { authorization: `Bearer ${token}` }), 403, 'forbidden');
   });
   it('text format, skip and an empty delimiter are 400; a listing without delimiter is unchanged', async () => {

@@ -19,7 +19,10 @@ const FIXTURES = new URL('../fixtures/', import.meta.url).pathname;
 let plain: AppServer;
 let proxied: AppServer;
 beforeAll(async () => {
-  [plain, proxied] = await Promise.all([startAppServer({ config: { sweepIntervalSeconds: 1 } }), startAppServer({ config: { trustProxy: '127.0.0.1' } })]);
+  [plain, proxied] = await Promise.all([
+    startAppServer({ config: { sweepIntervalSeconds: 1 } }),
+    startAppServer({ config: { trustProxy: '127.0.0.1' } }),
+  ]);
 });
 afterAll(async () => {
   await Promise.all([plain?.stop(), proxied?.stop()]);
@@ -54,11 +57,22 @@ describe('history records who made each change (the actor)', () => {
     expect((await call(u(open, 'k'), { method: 'POST', body: 's', token: 'actor-secret' })).status).toBe(200);
     expect((await call(u(open, 'k'), { method: 'POST', body: 'r', token: 'actor-read' })).status).toBe(200);
     expect((await call(u(open, 'k'), { method: 'DELETE' })).status).toBe(204);
-    expect((await call(`${plain.api}/${open}`, { method: 'POST', ...json({ txn: [{ set: 'tok/t', value: 1 }] }, { authorization: `Bearer ${token.access_token}` }) })).status).toBe(204);
+    expect(
+      (
+        await call(`${plain.api}/${open}`, {
+          method: 'POST',
+          ...json({ txn: [{ set: 'tok/t', value: 1 }] }, { authorization: `Bearer ${token.access_token}` }),
+        })
+      ).status,
+    ).toBe(204);
     expect((await call(u(keyed, 'n'), { method: 'PATCH', body: '+1', token: 'actor-write' })).status).toBe(200);
     // A rollback by the secret key, and an import by the write key.
-    const secondCounter = Number((await call(u(keyed, 'n'), { method: 'PATCH', body: '+1', token: 'actor-write' })).headers.get('kvb-revision'));
-    expect((await call(`${plain.api}/${keyed}?rollback=${secondCounter - 1}`, { method: 'POST', token: 'actor-secret2' })).status).toBe(200);
+    const secondCounter = Number(
+      (await call(u(keyed, 'n'), { method: 'PATCH', body: '+1', token: 'actor-write' })).headers.get('kvb-revision'),
+    );
+    expect((await call(`${plain.api}/${keyed}?rollback=${secondCounter - 1}`, { method: 'POST', token: 'actor-secret2' })).status).toBe(
+      200,
+    );
 
     const at = (kind: string, tokenId: string | null = null) => ({ kind, token_id: tokenId, address: '127.0.0.1' });
     expect((await history(plain.api, open, 'k', 'actor-secret')).map((l) => [l.operation, l.actor])).toEqual([
@@ -66,7 +80,9 @@ describe('history records who made each change (the actor)', () => {
       ['set', at('read')],
       ['set', at('secret')],
     ]);
-    expect((await history(plain.api, open, 'tok/t', 'actor-secret')).map((l) => [l.operation, l.actor])).toEqual([['transaction', at('token', token.id)]]);
+    expect((await history(plain.api, open, 'tok/t', 'actor-secret')).map((l) => [l.operation, l.actor])).toEqual([
+      ['transaction', at('token', token.id)],
+    ]);
     expect((await history(plain.api, keyed, 'n', 'actor-secret2')).map((l) => [l.operation, l.actor])).toEqual([
       ['rollback', at('secret')],
       ['counter', at('write')],
@@ -75,7 +91,11 @@ describe('history records who made each change (the actor)', () => {
     // An import is history like any write: its change to the key is recorded on top, with the importer as actor.
     const exported = await call(`${plain.api}/${keyed}/?export=true`, { token: 'actor-secret2' });
     expect(exported.status).toBe(200);
-    const imported = await call(`${plain.api}/${keyed}`, { method: 'POST', body: exported.body, headers: { 'content-type': 'application/x-ndjson', authorization: 'Bearer actor-write' } });
+    const imported = await call(`${plain.api}/${keyed}`, {
+      method: 'POST',
+      body: exported.body,
+      headers: { 'content-type': 'application/x-ndjson', authorization: 'Bearer actor-write' },
+    });
     expect(imported.status, imported.text).toBe(200);
     expect((await history(plain.api, keyed, 'n', 'actor-secret2')).map((l) => [l.operation, l.actor])).toEqual([
       ['import', at('write')],
@@ -86,7 +106,12 @@ describe('history records who made each change (the actor)', () => {
   });
 
   it("a token's id is the one minting answered; neither the token nor any credential appears in history or the logs", async () => {
-    const bucket = await createBucket(plain.api, { secret_key: 'leak-secret', read_key: 'leak-read', write_key: 'leak-write', signing_key: 'leak-sign' });
+    const bucket = await createBucket(plain.api, {
+      secret_key: 'leak-secret',
+      read_key: 'leak-read',
+      write_key: 'leak-write',
+      signing_key: 'leak-sign',
+    });
     const token = await mint(plain.api, bucket, 'leak-secret', 'p/');
     expect(token.id).toMatch(/^[A-Za-z0-9_-]{8,64}$/);
     const other = await mint(plain.api, bucket, 'leak-secret', 'p/');
@@ -110,16 +135,22 @@ describe('history records who made each change (the actor)', () => {
       [token.access_token, { kind: 'token', token_id: token.id, address: '127.0.0.1' }],
     ];
     // Warm the credential caches first, so the writes below arrive together.
-    for (const [credential] of credentials) expect((await call(`${plain.api}/${bucket}/g%2Fwarm`, { method: 'POST', body: '0', token: credential })).status).toBe(200);
+    for (const [credential] of credentials)
+      expect((await call(`${plain.api}/${bucket}/g%2Fwarm`, { method: 'POST', body: '0', token: credential })).status).toBe(200);
     const writes = Array.from({ length: 60 }, (_, i) => ({ key: `g/${i % 4}`, credential: credentials[i % 3]! }));
-    const answers = await Promise.all(writes.map((w, i) => call(`${plain.api}/${bucket}/${encodeURIComponent(w.key)}`, { method: 'POST', body: String(i), token: w.credential[0] })));
+    const answers = await Promise.all(
+      writes.map((w, i) =>
+        call(`${plain.api}/${bucket}/${encodeURIComponent(w.key)}`, { method: 'POST', body: String(i), token: w.credential[0] }),
+      ),
+    );
     const expected = new Map<number, Line['actor']>();
     answers.forEach((a, i) => {
       expect(a.status).toBe(200);
       expected.set(Number(a.headers.get('kvb-revision')), writes[i]!.credential[1]);
     });
     for (const key of ['g/0', 'g/1', 'g/2', 'g/3']) {
-      for (const line of await history(plain.api, bucket, key, 'g-secret')) expect(line.actor, `revision ${line.rev}`).toEqual(expected.get(line.rev));
+      for (const line of await history(plain.api, bucket, key, 'g-secret'))
+        expect(line.actor, `revision ${line.rev}`).toEqual(expected.get(line.rev));
     }
   });
 
@@ -148,15 +179,22 @@ describe('history records who made each change (the actor)', () => {
     const direct = await createBucket(plain.api);
     expect((await call(`${proxied.api}/${viaProxy}/k`, { method: 'POST', body: '1', headers })).status).toBe(200);
     expect((await call(`${plain.api}/${direct}/k`, { method: 'POST', body: '1', headers })).status).toBe(200);
-    expect((await history(proxied.api, viaProxy, 'k', '')).map((l) => l.actor)).toEqual([{ kind: 'anonymous', token_id: null, address: '203.0.113.7' }]);
-    expect((await history(plain.api, direct, 'k', '')).map((l) => l.actor)).toEqual([{ kind: 'anonymous', token_id: null, address: '127.0.0.1' }]);
+    expect((await history(proxied.api, viaProxy, 'k', '')).map((l) => l.actor)).toEqual([
+      { kind: 'anonymous', token_id: null, address: '203.0.113.7' },
+    ]);
+    expect((await history(plain.api, direct, 'k', '')).map((l) => l.actor)).toEqual([
+      { kind: 'anonymous', token_id: null, address: '127.0.0.1' },
+    ]);
   });
 
   it("the TTL sweeper's expiries record the server itself, with no address", async () => {
     const bucket = await createBucket(plain.api);
     expect((await call(`${plain.api}/${bucket}/short?ttl=1`, { method: 'POST', body: 'x' })).status).toBe(200);
     await expect
-      .poll(async () => (await history(plain.api, bucket, 'short', '')).map((l) => [l.operation, l.actor]), { timeout: 15_000, interval: 250 })
+      .poll(async () => (await history(plain.api, bucket, 'short', '')).map((l) => [l.operation, l.actor]), {
+        timeout: 15_000,
+        interval: 250,
+      })
       .toEqual([
         ['expire', { kind: 'server', token_id: null, address: null }],
         ['set', { kind: 'anonymous', token_id: null, address: '127.0.0.1' }],
@@ -164,8 +202,13 @@ describe('history records who made each change (the actor)', () => {
   });
 
   describe('the secret key can filter a key history by actor (actor=KIND or actor=token:ID)', () => {
-    it('keeps only that actor\'s changes, page by page, and refuses other credentials and bad values', async () => {
-      const bucket = await createBucket(plain.api, { secret_key: 'f-secret', read_key: 'f-read', write_key: 'f-write', signing_key: 'f-sign' });
+    it("keeps only that actor's changes, page by page, and refuses other credentials and bad values", async () => {
+      const bucket = await createBucket(plain.api, {
+        secret_key: 'f-secret',
+        read_key: 'f-read',
+        write_key: 'f-write',
+        signing_key: 'f-sign',
+      });
       const [a, b] = [await mint(plain.api, bucket, 'f-secret', 'x'), await mint(plain.api, bucket, 'f-secret', 'x')];
       const by = [a.access_token, 'f-write', b.access_token, a.access_token, 'f-secret', a.access_token];
       const revisions: number[] = [];
@@ -187,7 +230,12 @@ describe('history records who made each change (the actor)', () => {
       while (next) {
         const page = await call(next, { token: 'f-secret' });
         expect(page.status, page.text).toBe(200);
-        paged.push(...page.text.split('\n').filter(Boolean).map((l) => (JSON.parse(l) as Line).rev));
+        paged.push(
+          ...page.text
+            .split('\n')
+            .filter(Boolean)
+            .map((l) => (JSON.parse(l) as Line).rev),
+        );
         const link = page.headers.get('link');
         next = link ? new URL(/<([^>]+)>/.exec(link)![1]!, plain.url).href : null;
       }
@@ -197,7 +245,11 @@ describe('history records who made each change (the actor)', () => {
       expectError(await call(`${plain.api}/${bucket}/x?history=true&actor=write`, { token: a.access_token }), 403, 'forbidden');
       expectError(await call(`${plain.api}/${bucket}/x?history=true&actor=write`), 401, 'unauthorized');
       for (const bad of ['admin', 'write:abc', 'token:', 'token:a b', '']) {
-        expectError(await call(`${plain.api}/${bucket}/x?history=true&actor=${encodeURIComponent(bad)}`, { token: 'f-secret' }), 400, 'bad_request');
+        expectError(
+          await call(`${plain.api}/${bucket}/x?history=true&actor=${encodeURIComponent(bad)}`, { token: 'f-secret' }),
+          400,
+          'bad_request',
+        );
       }
       // Without the filter a reader still sees every change, each with its actor.
       expect(revsOf(await history(plain.api, bucket, 'x', 'f-read'))).toEqual([...revisions].reverse());
@@ -223,7 +275,10 @@ describe('history records who made each change (the actor)', () => {
     try {
       expect((await history(server.api, id, 'greeting', 's3cret')).map((l) => l.actor)).toEqual([null]);
       expect((await call(`${server.api}/${id}/greeting`, { method: 'POST', body: 'hi', token: 's3cret' })).status).toBe(200);
-      expect((await history(server.api, id, 'greeting', 's3cret')).map((l) => l.actor)).toEqual([{ kind: 'secret', token_id: null, address: '127.0.0.1' }, null]);
+      expect((await history(server.api, id, 'greeting', 's3cret')).map((l) => l.actor)).toEqual([
+        { kind: 'secret', token_id: null, address: '127.0.0.1' },
+        null,
+      ]);
     } finally {
       await server.stop();
       rmSync(dataDir, { recursive: true, force: true });

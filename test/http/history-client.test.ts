@@ -61,7 +61,11 @@ describe(`kvb/client history (${TEST_BACKEND})`, () => {
       const kv = connect({ url: bounded.url, bucket: id, token: SECRET });
       await kv.set('k', 'old');
       const { revision } = await kv.set('k', 'v');
-      await expect.poll(async () => (await kv.get('k', { revision: revision - 1 }).catch((e: unknown) => e)) instanceof GoneError, { timeout: 20_000 }).toBe(true);
+      await expect
+        .poll(async () => (await kv.get('k', { revision: revision - 1 }).catch((e: unknown) => e)) instanceof GoneError, {
+          timeout: 20_000,
+        })
+        .toBe(true);
       const err = await kv.get('k', { revision: revision - 1 }).catch((e: unknown) => e);
       expect((err as GoneError).status).toBe(410);
       expect((err as GoneError).floor).toBe(revision);

@@ -18,7 +18,10 @@ async function mint(api: string, bucket: string, prefix: string, permissions: st
 }
 
 /** Every recorded change of `key` (read with the secret key `s`), newest first. */
-async function historyOf(url: string, key: string): Promise<Array<{ rev: number; operation: string; size: number | null; value?: unknown }>> {
+async function historyOf(
+  url: string,
+  key: string,
+): Promise<Array<{ rev: number; operation: string; size: number | null; value?: unknown }>> {
   const answer = await call(`${url}${key}?history=true&values=true&limit=1000`, { headers: { authorization: 'Bearer s' } });
   expect(answer.status, answer.text).toBe(200);
   return answer.text
@@ -41,7 +44,8 @@ describe(`history hardening (${TEST_BACKEND})`, () => {
     it('the write key of a bucket with a read key cannot roll back (its answer would list every key)', async () => {
       const bucket = await createBucket(server.api, { default_ttl: '0', secret_key: 's', read_key: 'r', write_key: 'w' });
       const url = `${server.api}/${bucket}/`;
-      for (const k of ['a/x', 'b/secret']) expect((await call(`${url}${k}`, { method: 'PUT', body: 'hidden', token: 's' })).status).toBe(200);
+      for (const k of ['a/x', 'b/secret'])
+        expect((await call(`${url}${k}`, { method: 'PUT', body: 'hidden', token: 's' })).status).toBe(200);
       expectError(await call(`${url}?format=json`, { token: 'w' }), 403, 'forbidden');
       expectError(await call(`${server.api}/${bucket}?rollback=0&dry_run=true`, { method: 'POST', token: 'w' }), 403, 'forbidden');
       const attempt = await call(`${server.api}/${bucket}?rollback=0`, { method: 'POST', token: 'w' });
@@ -80,7 +84,7 @@ describe(`history hardening (${TEST_BACKEND})`, () => {
     });
   });
 
-  describe("an import keeps the history of keys it does not touch", () => {
+  describe('an import keeps the history of keys it does not touch', () => {
     for (const mode of ['merge', 'replace'] as const) {
       it(`a token's ${mode} import under a/ leaves b/'s past readable and rollable, and records its own keys' changes`, async () => {
         const bucket = await createBucket(server.api, { default_ttl: '0', secret_key: 's', signing_key: 'k'.repeat(32) });
@@ -101,7 +105,10 @@ describe(`history hardening (${TEST_BACKEND})`, () => {
         const old = await call(`${url}b/conf?rev=${revisionOf(first)}`, { token: 's' });
         expect(old.status, old.text).toBe(200);
         expect(old.text).toBe('old');
-        const plan = await call(`${server.api}/${bucket}?rollback=${revisionOf(first)}&prefix=b/&dry_run=true`, { method: 'POST', token: 's' });
+        const plan = await call(`${server.api}/${bucket}?rollback=${revisionOf(first)}&prefix=b/&dry_run=true`, {
+          method: 'POST',
+          token: 's',
+        });
         expect(plan.status, plan.text).toBe(200);
         expect((plan.json() as { changed: number }).changed).toBe(1);
         expect((await historyOf(url, 'b/conf')).map((r) => r.value)).toEqual(['new', 'old']);
@@ -202,7 +209,12 @@ describe(`history counts toward a byte bound (${TEST_BACKEND})`, () => {
     const size = 12_000;
     let last: Answer | undefined;
     for (let i = 0; i < 40; i++) {
-      last = await call(`${url}big`, { method: 'PUT', body: String(i % 10).repeat(size), headers: { 'content-type': 'text/plain' }, token: 's' });
+      last = await call(`${url}big`, {
+        method: 'PUT',
+        body: String(i % 10).repeat(size),
+        headers: { 'content-type': 'text/plain' },
+        token: 's',
+      });
       expect(last.status, last.text).toBe(200);
     }
     const kept = async () => {

@@ -125,104 +125,121 @@ describe(`history: reads at a revision, key history, rollback (${TEST_BACKEND})`
     await server?.stop();
   });
 
-  it(
-    'after 2,000 random writes, the state at 20 random revisions (keys and listings) equals the replay; a rollback makes the listing equal to the replay as one revision',
-    { timeout: 300_000 },
-    async () => {
-      const bucket = await createBucket(server.api, { default_ttl: '0' });
-      const url = `${server.api}/${bucket}/`;
-      const seed = Date.now() % 100000;
-      const steps = await randomWrites(url, seed);
-      const last = Math.max(...steps.map((s) => s.revision));
-      const rng = random(seed + 1);
+  it('after 2,000 random writes, the state at 20 random revisions (keys and listings) equals the replay; a rollback makes the listing equal to the replay as one revision', {
+    timeout: 300_000,
+  }, async () => {
+    const bucket = await createBucket(server.api, { default_ttl: '0' });
+    const url = `${server.api}/${bucket}/`;
+    const seed = Date.now() % 100000;
+    const steps = await randomWrites(url, seed);
+    const last = Math.max(...steps.map((s) => s.revision));
+    const rng = random(seed + 1);
 
-      for (let i = 0; i < 20; i++) {
-        const revision = 1 + rng.int(last);
-        const expected = replay(steps, revision);
-        const listed = await listAll(url, `rev=${revision}`);
-        expect(listed, `seed ${seed}, revision ${revision}`).toEqual(expected);
-        // Single keys, present and absent at that revision.
-        const state = new Map(expected);
-        for (const k of [...PREFIXES.map((p) => `${p}k${rng.int(25)}`), rng.pick(COUNTERS)]) {
-          const r = await call(`${url}${k}?rev=${revision}`);
-          const want = state.get(k);
-          if (want) {
-            expect(r.status, `${k} at ${revision}: ${r.text}`).toBe(200);
-            expect({ type: r.headers.get('kvb-type'), text: r.text }).toEqual(want);
-            const head = await call(`${url}${k}?rev=${revision}`, { method: 'HEAD' });
-            expect(head.status).toBe(200);
-            expect(head.headers.get('kvb-type')).toBe(want.type);
-          } else {
-            expectError(r, 404, 'not_found');
-            expect((await call(`${url}${k}?rev=${revision}`, { method: 'HEAD' })).status).toBe(404);
-          }
+    for (let i = 0; i < 20; i++) {
+      const revision = 1 + rng.int(last);
+      const expected = replay(steps, revision);
+      const listed = await listAll(url, `rev=${revision}`);
+      expect(listed, `seed ${seed}, revision ${revision}`).toEqual(expected);
+      // Single keys, present and absent at that revision.
+      const state = new Map(expected);
+      for (const k of [...PREFIXES.map((p) => `${p}k${rng.int(25)}`), rng.pick(COUNTERS)]) {
+        const r = await call(`${url}${k}?rev=${revision}`);
+        const want = state.get(k);
+        if (want) {
+          expect(r.status, `${k} at ${revision}: ${r.text}`).toBe(200);
+          expect({ type: r.headers.get('kvb-type'), text: r.text }).toEqual(want);
+          const head = await call(`${url}${k}?rev=${revision}`, { method: 'HEAD' });
+          expect(head.status).toBe(200);
+          expect(head.headers.get('kvb-type')).toBe(want.type);
+        } else {
+          expectError(r, 404, 'not_found');
+          expect((await call(`${url}${k}?rev=${revision}`, { method: 'HEAD' })).status).toBe(404);
         }
       }
+    }
 
-      // Reverse, prefix and small pages with cursors, as of one revision.
-      const revision = 1 + rng.int(last);
-      const reversed = await listAll(url, `rev=${revision}&prefix=b/&reverse=true&limit=1000000`);
-      expect(reversed).toEqual(replay(steps, revision, 'b/').reverse());
-      const paged: string[] = [];
-      let page = await call(`${url}?rev=${revision}&prefix=a/&limit=4&format=json`);
-      for (;;) {
-        expect(page.status).toBe(200);
-        expect(page.headers.get('kvb-revision')).toBe(String(revision));
-        paged.push(...(page.json() as string[]));
-        const cursor = page.headers.get('kvb-next-cursor');
-        if (!cursor) break;
-        page = await call(`${url}?rev=${revision}&prefix=a/&limit=4&format=json&cursor=${encodeURIComponent(cursor)}`);
-      }
-      expect(paged).toEqual(replay(steps, revision, 'a/').map(([k]) => k));
+    // Reverse, prefix and small pages with cursors, as of one revision.
+    const revision = 1 + rng.int(last);
+    const reversed = await listAll(url, `rev=${revision}&prefix=b/&reverse=true&limit=1000000`);
+    expect(reversed).toEqual(replay(steps, revision, 'b/').reverse());
+    const paged: string[] = [];
+    let page = await call(`${url}?rev=${revision}&prefix=a/&limit=4&format=json`);
+    for (;;) {
+      expect(page.status).toBe(200);
+      expect(page.headers.get('kvb-revision')).toBe(String(revision));
+      paged.push(...(page.json() as string[]));
+      const cursor = page.headers.get('kvb-next-cursor');
+      if (!cursor) break;
+      page = await call(`${url}?rev=${revision}&prefix=a/&limit=4&format=json&cursor=${encodeURIComponent(cursor)}`);
+    }
+    expect(paged).toEqual(replay(steps, revision, 'a/').map(([k]) => k));
 
-      // An export as of that revision.
-      const exported = await call(`${url}?export=true&rev=${revision}`);
-      expect(exported.status, exported.text).toBe(200);
-      const lines = exported.text.trim().split('\n').map((l) => JSON.parse(l) as { key?: string; value?: unknown; rev?: number });
-      expect(lines[0]!.rev).toBe(revision);
-      expect(lines.slice(1, -1).map((l) => [l.key, String(l.value)])).toEqual(replay(steps, revision).map(([k, v]) => [k, v.text]));
+    // An export as of that revision.
+    const exported = await call(`${url}?export=true&rev=${revision}`);
+    expect(exported.status, exported.text).toBe(200);
+    const lines = exported.text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { key?: string; value?: unknown; rev?: number });
+    expect(lines[0]!.rev).toBe(revision);
+    expect(lines.slice(1, -1).map((l) => [l.key, String(l.value)])).toEqual(replay(steps, revision).map(([k, v]) => [k, v.text]));
 
-      // Rollback of the whole bucket: one new revision, the listing equal to the replay.
-      const target = 1 + rng.int(last);
-      const before = revisionOf(await call(`${url}?format=json`));
-      const dry = await call(`${server.api}/${bucket}?rollback=${target}&dry_run=true`, { method: 'POST' });
-      expect(dry.status, dry.text).toBe(200);
-      expect(revisionOf(await call(`${url}?format=json`))).toBe(before);
-      const rolled = await call(`${server.api}/${bucket}?rollback=${target}`, { method: 'POST' });
-      expect(rolled.status, rolled.text).toBe(200);
-      const outcome = rolled.json() as { revision: number; changed: number };
-      expect(outcome.changed).toBe((dry.json() as { changed: number }).changed);
-      expect(outcome.changed).toBeGreaterThan(0);
-      expect(outcome.revision).toBe(before + 1);
-      expect(revisionOf(rolled)).toBe(before + 1);
-      expect(await listAll(url, '')).toEqual(replay(steps, target));
+    // Rollback of the whole bucket: one new revision, the listing equal to the replay.
+    const target = 1 + rng.int(last);
+    const before = revisionOf(await call(`${url}?format=json`));
+    const dry = await call(`${server.api}/${bucket}?rollback=${target}&dry_run=true`, { method: 'POST' });
+    expect(dry.status, dry.text).toBe(200);
+    expect(revisionOf(await call(`${url}?format=json`))).toBe(before);
+    const rolled = await call(`${server.api}/${bucket}?rollback=${target}`, { method: 'POST' });
+    expect(rolled.status, rolled.text).toBe(200);
+    const outcome = rolled.json() as { revision: number; changed: number };
+    expect(outcome.changed).toBe((dry.json() as { changed: number }).changed);
+    expect(outcome.changed).toBeGreaterThan(0);
+    expect(outcome.revision).toBe(before + 1);
+    expect(revisionOf(rolled)).toBe(before + 1);
+    expect(await listAll(url, '')).toEqual(replay(steps, target));
 
-      // The rollback is history too: rolling it back restores the state before it.
-      const undo = await call(`${server.api}/${bucket}?rollback=${before}`, { method: 'POST' });
-      expect(undo.status, undo.text).toBe(200);
-      expect((undo.json() as { revision: number }).revision).toBe(before + 2);
-      expect(await listAll(url, '')).toEqual(replay(steps, last));
+    // The rollback is history too: rolling it back restores the state before it.
+    const undo = await call(`${server.api}/${bucket}?rollback=${before}`, { method: 'POST' });
+    expect(undo.status, undo.text).toBe(200);
+    expect((undo.json() as { revision: number }).revision).toBe(before + 2);
+    expect(await listAll(url, '')).toEqual(replay(steps, last));
 
-      // A rollback of one prefix leaves the other prefixes as they were.
-      const prefixTarget = 1 + rng.int(last);
-      const prefixRolled = await call(`${server.api}/${bucket}?rollback=${prefixTarget}&prefix=a/`, { method: 'POST' });
-      expect(prefixRolled.status, prefixRolled.text).toBe(200);
-      const after = await listAll(url, '');
-      expect(after.filter(([k]) => k.startsWith('a/'))).toEqual(replay(steps, prefixTarget, 'a/'));
-      expect(after.filter(([k]) => !k.startsWith('a/'))).toEqual(replay(steps, last).filter(([k]) => !k.startsWith('a/')));
-    },
-  );
+    // A rollback of one prefix leaves the other prefixes as they were.
+    const prefixTarget = 1 + rng.int(last);
+    const prefixRolled = await call(`${server.api}/${bucket}?rollback=${prefixTarget}&prefix=a/`, { method: 'POST' });
+    expect(prefixRolled.status, prefixRolled.text).toBe(200);
+    const after = await listAll(url, '');
+    expect(after.filter(([k]) => k.startsWith('a/'))).toEqual(replay(steps, prefixTarget, 'a/'));
+    expect(after.filter(([k]) => !k.startsWith('a/'))).toEqual(replay(steps, last).filter(([k]) => !k.startsWith('a/')));
+  });
 
-  it('a key\'s history: newest first, with the operation that made each change, paged by cursor; values with values=true', { timeout: 60_000 }, async () => {
+  it("a key's history: newest first, with the operation that made each change, paged by cursor; values with values=true", {
+    timeout: 60_000,
+  }, async () => {
     const bucket = await createBucket(server.api, { default_ttl: '0' });
     const url = `${server.api}/${bucket}/`;
     const set = (body: string) => call(`${url}h`, { method: 'PUT', body, headers: { 'content-type': 'text/plain' } });
     const r1 = revisionOf(await set('one'));
-    const r2 = revisionOf(await call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: [{ set: 'h', value: 'two' }, { set: 'other', value: 1 }] }) }));
+    const r2 = revisionOf(
+      await call(`${server.api}/${bucket}`, {
+        method: 'POST',
+        ...json({
+          txn: [
+            { set: 'h', value: 'two' },
+            { set: 'other', value: 1 },
+          ],
+        }),
+      }),
+    );
     const r3 = revisionOf(await call(`${url}h`, { method: 'DELETE' }));
     const r4 = revisionOf(await call(`${url}h`, { method: 'PATCH', body: '+5' }));
-    const r5 = revisionOf((await call(`${server.api}/${bucket}?rollback=${r2}`, { method: 'POST' })));
-    const lines = (a: Answer) => a.text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const r5 = revisionOf(await call(`${server.api}/${bucket}?rollback=${r2}`, { method: 'POST' }));
+    const lines = (a: Answer) =>
+      a.text
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
 
     const all = await call(`${url}h?history=true&values=true`);
     expect(all.status, all.text).toBe(200);
@@ -277,7 +294,9 @@ describe(`history: reads at a revision, key history, rollback (${TEST_BACKEND})`
     expect(then.headers.get('kvb-expires-at')).not.toBeNull();
   });
 
-  it('a POST with a transaction body stays a transaction whatever its query (the spec\'s answer is unchanged)', { timeout: 60_000 }, async () => {
+  it("a POST with a transaction body stays a transaction whatever its query (the spec's answer is unchanged)", {
+    timeout: 60_000,
+  }, async () => {
     const bucket = await createBucket(server.api, { default_ttl: '0' });
     const r = await call(`${server.api}/${bucket}?rollback=0`, { method: 'POST', ...json({ txn: [{ set: 'x', value: 'y' }] }) });
     expect(r.status).toBe(204);
@@ -345,7 +364,8 @@ describe(`history retention: pruning keeps the state at the floor (${TEST_BACKEN
       floor = await floorOf();
     }
     expect(floor).toBe(last);
-    for (const revision of [floor, Math.floor((floor + last) / 2)]) expect(await listAll(url, `rev=${revision}`)).toEqual(replay(steps, revision));
+    for (const revision of [floor, Math.floor((floor + last) / 2)])
+      expect(await listAll(url, `rev=${revision}`)).toEqual(replay(steps, revision));
     const below = await call(`${url}a/k1?rev=${floor - 1}`);
     expectError(below, 410, 'gone');
     expect(below.headers.get('kvb-history-floor')).toBe(String(floor));
@@ -363,7 +383,6 @@ describe(`history retention: pruning keeps the state at the floor (${TEST_BACKEN
     expect(rolled.status, rolled.text).toBe(200);
     expect(await listAll(url, '')).toEqual(replay(steps, floor));
   });
-
 });
 
 describe(`rollback is counted against quotas (${TEST_BACKEND})`, () => {

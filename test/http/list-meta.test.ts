@@ -26,11 +26,21 @@ describe('Listing extension: ?values=true&meta=true (issue 16 item 2; "rev" from
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^application\/x-ndjson/);
     expect(res.text.endsWith('\n')).toBe(true);
-    const rows = res.text.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    const rows = res.text
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(rows.map((r) => r.key)).toEqual(['a-text', 'b-json', 'c-bytes', 'd-expiring', 'e-count']);
     expect(rows[0]).toEqual({ key: 'a-text', type: 'text', size: 6, expires_at: null, rev: expect.any(Number), value: 'héllo' });
     expect(rows[1]).toMatchObject({ type: 'json', expires_at: null, value: { x: [1, 2] } });
-    expect(rows[2]).toEqual({ key: 'c-bytes', type: 'bytes', size: 3, expires_at: null, rev: expect.any(Number), value: Buffer.from([0, 255, 1]).toString('base64') });
+    expect(rows[2]).toEqual({
+      key: 'c-bytes',
+      type: 'bytes',
+      size: 3,
+      expires_at: null,
+      rev: expect.any(Number),
+      value: Buffer.from([0, 255, 1]).toString('base64'),
+    });
     expect(rows[4]).toEqual({ key: 'e-count', type: 'int64', size: 1, expires_at: null, rev: expect.any(Number), value: 7 });
     const expires = rows[3]!.expires_at as string;
     expect(expires).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
@@ -42,7 +52,10 @@ describe('Listing extension: ?values=true&meta=true (issue 16 item 2; "rev" from
     const res = await call(`${server.api}/${bucket}/?values=true&meta=true&format=json&reverse=true&limit=2`);
     expect(res.status).toBe(200);
     const rows = res.json() as Array<{ key: string; type: string }>;
-    expect(rows.map((r) => [r.key, r.type])).toEqual([['e-count', 'int64'], ['d-expiring', 'text']]);
+    expect(rows.map((r) => [r.key, r.type])).toEqual([
+      ['e-count', 'int64'],
+      ['d-expiring', 'text'],
+    ]);
   });
 
   it('without meta (or meta=false) the answer is exactly the existing [key, value] form', async () => {
@@ -69,13 +82,16 @@ describe('Listing extension: ?values=true&meta=true (issue 16 item 2; "rev" from
   });
 });
 
-describe('Listing extension: ?meta=true without values (the console\'s badges)', () => {
+describe("Listing extension: ?meta=true without values (the console's badges)", () => {
   it('jsonl and json: one object per key with type, size in bytes, expiry and revision, and no value', async () => {
     const withValues = (await call(`${server.api}/${bucket}/?values=true&meta=true&format=json`)).json() as Array<Record<string, unknown>>;
     const res = await call(`${server.api}/${bucket}/?meta=true&format=jsonl`);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^application\/x-ndjson/);
-    const rows = res.text.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    const rows = res.text
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     // The same metadata as with values, without the value.
     expect(rows).toEqual(withValues.map(({ value: _value, ...rest }) => rest));
     expect(rows[0]).toEqual({ key: 'a-text', type: 'text', size: 6, expires_at: null, rev: expect.any(Number) });
@@ -87,7 +103,8 @@ describe('Listing extension: ?meta=true without values (the console\'s badges)',
   });
 
   it('size counts bytes, not characters, for text and JSON with non-ASCII characters', async () => {
-    const put = (key: string, body: string, type: string) => call(`${server.api}/${bucket}/${key}?ttl=0`, { method: 'PUT', body, headers: { 'content-type': type } });
+    const put = (key: string, body: string, type: string) =>
+      call(`${server.api}/${bucket}/${key}?ttl=0`, { method: 'PUT', body, headers: { 'content-type': type } });
     expect((await put('f-utf8', 'ü€😀', 'text/plain')).status).toBe(200);
     expect((await put('g-json', '{"name":"Zoë"}', 'application/json')).status).toBe(200);
     const rows = (await call(`${server.api}/${bucket}/?meta=true&format=json&prefix=f`)).json() as Array<{ size: number }>;
@@ -112,7 +129,11 @@ describe('Listing extension: ?meta=true without values (the console\'s badges)',
   });
 
   it("needs read permission, as values=true does: it reveals each value's type and size", async () => {
-    const secured = await createBucket(server.api, { secret_key: 'meta-secret', read_key: 'meta-reader', signing_key: 'meta-signing-key-0123456789' });
+    const secured = await createBucket(server.api, {
+      secret_key: 'meta-secret',
+      read_key: 'meta-reader',
+      signing_key: 'meta-signing-key-0123456789',
+    });
     expect((await call(`${server.api}/${secured}/notes%2Fa?ttl=0`, { method: 'PUT', body: 'x', token: 'meta-secret' })).status).toBe(200);
     const mint = async (permissions: string) => {
       const res = await call(`${server.api}/${secured}/tokens/`, {
@@ -123,13 +144,16 @@ describe('Listing extension: ?meta=true without values (the console\'s badges)',
       expect(res.status, res.text).toBe(200);
       return (res.json() as { access_token: string }).access_token;
     };
-    const list = (token: string | undefined, query: string) => call(`${server.api}/${secured}/?format=json&${query}`, token ? { token } : {});
+    const list = (token: string | undefined, query: string) =>
+      call(`${server.api}/${secured}/?format=json&${query}`, token ? { token } : {});
     const enumerator = await mint('enumerate');
     expect((await list(enumerator, 'meta=false')).json()).toEqual(['notes/a']);
     expectError(await list(enumerator, 'meta=true'), 403, 'forbidden');
     expectError(await list(enumerator, 'values=true'), 403, 'forbidden');
     const reader = await mint('read');
-    expect((await list(reader, 'meta=true')).json()).toEqual([{ key: 'notes/a', type: 'text', size: 1, expires_at: null, rev: expect.any(Number) }]);
+    expect((await list(reader, 'meta=true')).json()).toEqual([
+      { key: 'notes/a', type: 'text', size: 1, expires_at: null, rev: expect.any(Number) },
+    ]);
     expect((await list('meta-reader', 'meta=true')).status).toBe(200);
     expectError(await list(undefined, 'meta=true'), 401, 'unauthorized');
   });

@@ -78,7 +78,9 @@ describe('kvb lock: one holder at a time', () => {
     }
   });
 
-  it('a holder killed with SIGKILL keeps the lock until its TTL runs out, then the others get it, one at a time', { timeout: 180_000 }, async () => {
+  it('a holder killed with SIGKILL keeps the lock until its TTL runs out, then the others get it, one at a time', {
+    timeout: 180_000,
+  }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kvb-lock-'));
     try {
       const runs = Array.from({ length: 8 }, (_, i) => contender(i % 2 === 0 ? a : b, dir, 5, { HANG_FIRST: '1' }));
@@ -92,7 +94,8 @@ describe('kvb lock: one holder at a time', () => {
       const results = await Promise.all(runs);
       const killed = results.filter((r) => r.signal === 'SIGKILL');
       expect(killed).toHaveLength(1);
-      for (const run of results.filter((r) => r.signal !== 'SIGKILL')) expect({ exitCode: run.exitCode, stderr: run.stderr }).toMatchObject({ exitCode: 0 });
+      for (const run of results.filter((r) => r.signal !== 'SIGKILL'))
+        expect({ exitCode: run.exitCode, stderr: run.stderr }).toMatchObject({ exitCode: 0 });
       expect(lines(join(dir, 'violations'))).toEqual([]);
       expect(lines(join(dir, 'entries'))).toHaveLength(8);
     } finally {
@@ -100,9 +103,12 @@ describe('kvb lock: one holder at a time', () => {
     }
   });
 
-  it('the command\'s exit code is kvb\'s, and the lock is free again afterwards', async () => {
+  it("the command's exit code is kvb's, and the lock is free again afterwards", async () => {
     const env = { KVB_URL: a.url, KVB_BUCKET: bucket, KVB_TOKEN: SECRET, XDG_CONFIG_HOME: tempConfigHome() };
-    const failed = await execa('node', [KVB_BIN, 'lock', 'lock/code', '--', 'sh', '-c', 'test "$KVB_LOCK" = lock/code && exit 7'], { env, reject: false });
+    const failed = await execa('node', [KVB_BIN, 'lock', 'lock/code', '--', 'sh', '-c', 'test "$KVB_LOCK" = lock/code && exit 7'], {
+      env,
+      reject: false,
+    });
     expect(failed.exitCode).toBe(7);
     const get = await execa('node', [KVB_BIN, 'get', 'lock/code'], { env, reject: false });
     expect(get.exitCode).toBe(2);
@@ -125,12 +131,18 @@ describe('kvb lock: one holder at a time', () => {
     ]);
     for (const gaveUp of [after, before]) {
       expect(gaveUp.exitCode, gaveUp.stderr).toBe(4);
-      expect(gaveUp.stderr).toBe('kvb: gave up waiting for lock "lock/busy" after 1 s (--timeout): another holder still has it; nothing was run');
+      expect(gaveUp.stderr).toBe(
+        'kvb: gave up waiting for lock "lock/busy" after 1 s (--timeout): another holder still has it; nothing was run',
+      );
     }
     expect(existsSync(marker)).toBe(false);
     expect((await execa('node', [KVB_BIN, 'get', 'lock/busy'], { env, reject: false })).stdout).toBe('someone-else');
     // A free lock within the timeout: taken and run as usual.
-    const free = await execa('node', [KVB_BIN, 'lock', '--timeout', '30', 'lock/free', '--', 'touch', marker], { env, reject: false, timeout: 60_000 });
+    const free = await execa('node', [KVB_BIN, 'lock', '--timeout', '30', 'lock/free', '--', 'touch', marker], {
+      env,
+      reject: false,
+      timeout: 60_000,
+    });
     expect(free.exitCode, free.stderr).toBe(0);
     expect(existsSync(marker)).toBe(true);
     rmSync(dir, { recursive: true, force: true });

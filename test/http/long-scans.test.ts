@@ -64,7 +64,10 @@ async function expectHealthAnswersDuring(scans: () => Promise<Array<{ status: nu
 describe.skipIf(!onSqlite)('Long scans give other requests their turn (SQLite, whose reads block)', () => {
   it('four concurrent rollback dry runs over 50,000 keys leave /health answering', { timeout: 180_000 }, async () => {
     const bucket = await createBucket(server.api);
-    const target = await importKeys(bucket, Array.from({ length: 50_000 }, (_, i) => `r/${String(i).padStart(6, '0')}`));
+    const target = await importKeys(
+      bucket,
+      Array.from({ length: 50_000 }, (_, i) => `r/${String(i).padStart(6, '0')}`),
+    );
     expect((await call(`${server.api}/${bucket}/r%2Fnew`, { method: 'PUT', body: 'x' })).status).toBe(200);
     await expectHealthAnswersDuring(() =>
       Promise.all(Array.from({ length: 4 }, () => call(`${server.api}/${bucket}?rollback=${target}&dry_run=true`, { method: 'POST' }))),
@@ -73,10 +76,15 @@ describe.skipIf(!onSqlite)('Long scans give other requests their turn (SQLite, w
 
   it('a folder listing of 10,000 one-key folders leaves /health answering, and lists each folder once', { timeout: 180_000 }, async () => {
     const bucket = await createBucket(server.api);
-    await importKeys(bucket, Array.from({ length: 10_000 }, (_, i) => `f/${String(i).padStart(5, '0')}/k`));
+    await importKeys(
+      bucket,
+      Array.from({ length: 10_000 }, (_, i) => `f/${String(i).padStart(5, '0')}/k`),
+    );
     let listed: string[] = [];
     await expectHealthAnswersDuring(async () => {
-      const answers = await Promise.all(Array.from({ length: 2 }, () => call(`${server.api}/${bucket}/?prefix=f/&delimiter=/&limit=10000&format=json`)));
+      const answers = await Promise.all(
+        Array.from({ length: 2 }, () => call(`${server.api}/${bucket}/?prefix=f/&delimiter=/&limit=10000&format=json`)),
+      );
       listed = (JSON.parse(answers[0]!.text) as Array<{ prefix: string }>).map((item) => item.prefix);
       return answers;
     });

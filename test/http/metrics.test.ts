@@ -40,7 +40,8 @@ describe('GET /metrics (issue 16 item 14)', () => {
     const start = sample(before, 'kvb_keys_expired_swept_total')!;
     expect(start).toBeGreaterThanOrEqual(0);
     const bucket = await createBucket(server.api);
-    for (const k of ['a', 'b', 'c']) expect((await call(`${server.api}/${bucket}/${k}?ttl=1`, { method: 'POST', body: 'x' })).status).toBe(200);
+    for (const k of ['a', 'b', 'c'])
+      expect((await call(`${server.api}/${bucket}/${k}?ttl=1`, { method: 'POST', body: 'x' })).status).toBe(200);
     expect((await call(`${server.api}/${bucket}/kept`, { method: 'POST', body: 'x' })).status).toBe(200);
     let now = start;
     for (let i = 0; i < 40 && now < start + 3; i++) {
@@ -64,7 +65,9 @@ describe('GET /metrics (issue 16 item 14)', () => {
     for (const op of ['set', 'get', 'update', 'list', 'delete']) expect(count(after, op), op).toBeGreaterThan(count(before, op));
     const series = after.split('\n').filter((l) => l.startsWith('kvb_store_operation_duration_seconds'));
     const ops = new Set(series.map((l) => /op="([^"]+)"/.exec(l)?.[1]));
-    expect([...ops].every((op) => ['get', 'set', 'delete', 'update', 'list', 'commit', 'bucket_read', 'bucket_write', 'count'].includes(op!))).toBe(true);
+    expect(
+      [...ops].every((op) => ['get', 'set', 'delete', 'update', 'list', 'commit', 'bucket_read', 'bucket_write', 'count'].includes(op!)),
+    ).toBe(true);
     expect(series.some((l) => l.includes('status='))).toBe(false);
     expect(after).not.toContain(bucket);
   });

@@ -2,7 +2,15 @@ import { compileErrors, validate } from '@readme/openapi-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
 import { call, createBucket } from '../helpers/http.js';
-import { DEFAULT_BUCKET_TTL_SECONDS, DEFAULT_LIST_LIMIT, MAX_KEY_BYTES, MAX_LIST_LIMIT, MAX_TTL_SECONDS, PERMISSIONS, VALUE_TYPES } from '../../src/limits.js';
+import {
+  DEFAULT_BUCKET_TTL_SECONDS,
+  DEFAULT_LIST_LIMIT,
+  MAX_KEY_BYTES,
+  MAX_LIST_LIMIT,
+  MAX_TTL_SECONDS,
+  PERMISSIONS,
+  VALUE_TYPES,
+} from '../../src/limits.js';
 
 interface Operation {
   operationId?: string;
@@ -102,7 +110,21 @@ describe('the OpenAPI document', () => {
 
   it('documents the query parameters of listing and of setting', () => {
     const names = (o: Operation) => (o.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name);
-    expect(names(op('get', '/api/v1/{bucket}/')).sort()).toEqual(['cursor', 'delimiter', 'export', 'format', 'limit', 'meta', 'prefix', 'rev', 'reverse', 'since', 'skip', 'values', 'watch']);
+    expect(names(op('get', '/api/v1/{bucket}/')).sort()).toEqual([
+      'cursor',
+      'delimiter',
+      'export',
+      'format',
+      'limit',
+      'meta',
+      'prefix',
+      'rev',
+      'reverse',
+      'since',
+      'skip',
+      'values',
+      'watch',
+    ]);
     expect(names(op('post', '/api/v1/{bucket}/{key}'))).toEqual(['ttl']);
     expect(names(op('patch', '/api/v1/{bucket}/{key}'))).toEqual(['ttl']);
   });
@@ -110,7 +132,9 @@ describe('the OpenAPI document', () => {
   it('states the limits and vocabularies of src/limits.ts', () => {
     const param = (method: string, path: string, name: string) =>
       (op(method, path).parameters ?? []).find((p) => p.name === name) as { description?: string } | undefined;
-    expect(param('get', '/api/v1/{bucket}/', 'limit')?.description).toBe(`at most this many, 0 to ${MAX_LIST_LIMIT} (default ${DEFAULT_LIST_LIMIT})`);
+    expect(param('get', '/api/v1/{bucket}/', 'limit')?.description).toBe(
+      `at most this many, 0 to ${MAX_LIST_LIMIT} (default ${DEFAULT_LIST_LIMIT})`,
+    );
     expect(param('post', '/api/v1/{bucket}/{key}', 'ttl')?.description).toContain(`0 to ${MAX_TTL_SECONDS}`);
     expect(param('get', '/api/v1/{bucket}/{key}', 'key')?.description).toContain(`1 to ${MAX_KEY_BYTES} bytes`);
     const token = JSON.stringify(op('post', '/api/v1/{bucket}/tokens/').requestBody);
@@ -260,7 +284,11 @@ describe('the document agrees with the server', () => {
       body: String(example('patch', '/api/v1/{bucket}/{key}', 'text/plain')),
     });
     expect(counter.text).toBe('1');
-    const minted = await call(`${server.api}/${bucket}/tokens/`, { method: 'POST', headers: auth, body: form(op('post', '/api/v1/{bucket}/tokens/')) });
+    const minted = await call(`${server.api}/${bucket}/tokens/`, {
+      method: 'POST',
+      headers: auth,
+      body: form(op('post', '/api/v1/{bucket}/tokens/')),
+    });
     expect(minted.status, minted.text).toBe(200);
     expect(minted.json()).toEqual({ access_token: expect.any(String), id: expect.any(String) });
   });

@@ -24,7 +24,10 @@ describe('Error envelope', () => {
 
 describe('GET / (not in the API)', () => {
   it('a browser (Accept: text/html) is redirected to the console; an API client keeps the JSON 404 envelope', async () => {
-    const browser = await call(`${server.url}/`, { headers: { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' }, redirect: 'manual' });
+    const browser = await call(`${server.url}/`, {
+      headers: { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' },
+      redirect: 'manual',
+    });
     expect(browser.status).toBe(302);
     expect(browser.headers.get('location')).toBe('console/');
     expect(browser.headers.get('vary')).toContain('Accept');
@@ -57,7 +60,9 @@ describe('Operational endpoints (root)', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
     expect(res.text).toMatch(/^kvb_http_requests_total\{method="GET",route="\/api\/v1\/:bucket\/\*",status="200"\} \d+$/m);
-    expect(res.text).toMatch(/^kvb_http_request_duration_seconds_bucket\{le="0\.001",method="POST",route="\/api\/v1\/:bucket\/\*",status="200"\} \d+$/m);
+    expect(res.text).toMatch(
+      /^kvb_http_request_duration_seconds_bucket\{le="0\.001",method="POST",route="\/api\/v1\/:bucket\/\*",status="200"\} \d+$/m,
+    );
     expect(res.text).toMatch(/^kvb_keys_stored \d+$/m);
     expect(res.text).toMatch(/^process_resident_memory_bytes \d+/m);
     expect(res.text).toMatch(/^nodejs_eventloop_lag_seconds /m);
@@ -71,7 +76,9 @@ describe('Operational endpoints (root)', () => {
     const doc = res.json() as { openapi: string; info: { version: string }; paths: Record<string, unknown> };
     expect(doc.openapi).toMatch(/^3\./);
     expect(doc.info.version).toBe(VERSION);
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/health', '/ready', '/api/v1/', '/api/v1/{bucket}', '/api/v1/{bucket}/{key}']));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/health', '/ready', '/api/v1/', '/api/v1/{bucket}', '/api/v1/{bucket}/{key}']),
+    );
   });
   it('/swagger-ui/ serves the explorer page', async () => {
     const res = await call(`${server.url}/swagger-ui/`);
@@ -107,14 +114,21 @@ describe('HTTP edges', () => {
     expectError(res, 400, 'bad_request');
   });
   it('a form body over 16 KiB is 400, not 413', async () => {
-    const res = await call(`${server.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'a@b', secret_key: 'x'.repeat(20_000) }) });
+    const res = await call(`${server.api}/`, {
+      method: 'POST',
+      body: new URLSearchParams({ email: 'a@b', secret_key: 'x'.repeat(20_000) }),
+    });
     expectError(res, 400, 'bad_request');
   });
   it('a PATCH body that is not JSON is 400, not 415', async () => {
     const bucket = await createBucket(server.api);
-    expectError(await call(`${server.api}/${bucket}`, { method: 'PATCH', body: '{}', headers: { 'content-type': 'text/plain' } }), 400, 'bad_request');
+    expectError(
+      await call(`${server.api}/${bucket}`, { method: 'PATCH', body: '{}', headers: { 'content-type': 'text/plain' } }),
+      400,
+      'bad_request',
+    );
   });
-  it('errors carry their reason in Kvb-Error-Detail and, the same words, in the envelope\'s detail', async () => {
+  it("errors carry their reason in Kvb-Error-Detail and, the same words, in the envelope's detail", async () => {
     const bucket = await createBucket(server.api);
     const res = await call(`${server.api}/${bucket}/${'k'.repeat(129)}`, { method: 'POST', body: 'v' });
     expectError(res, 400, 'bad_request');
@@ -127,7 +141,11 @@ describe('CORS on the product endpoints', () => {
     const bucket = await createBucket(server.api);
     const preflight = await call(`${server.api}/${bucket}/k`, {
       method: 'OPTIONS',
-      headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+      headers: {
+        origin: 'https://app.example',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization,content-type',
+      },
     });
     expect(preflight.status).toBe(204);
     expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
@@ -141,7 +159,10 @@ describe('CORS on the product endpoints', () => {
     const bucket = await createBucket(server.api);
     const origin = { origin: 'https://app.example' };
     const set = await call(`${server.api}/${bucket}/k`, { method: 'POST', body: 'v', headers: origin });
-    for (const res of [await call(`${server.api}/${bucket}/absent`, { headers: origin }), await call(`${server.url}/no-such-route`, { headers: origin })]) {
+    for (const res of [
+      await call(`${server.api}/${bucket}/absent`, { headers: origin }),
+      await call(`${server.url}/no-such-route`, { headers: origin }),
+    ]) {
       expect(res.status).toBe(404);
       expect(res.headers.get('access-control-allow-origin')).toBe('*');
       expect(res.headers.get('access-control-expose-headers')).toBe(set.headers.get('access-control-expose-headers'));
@@ -154,7 +175,10 @@ describe('CORS on the product endpoints', () => {
       expect(res.headers.get('access-control-expose-headers')).toBeNull();
       expect(res.headers.get('vary')).toBe('Origin');
     }
-    const preflight = await call(`${server.api}/${bucket}/k`, { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'PUT' } });
+    const preflight = await call(`${server.api}/${bucket}/k`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://app.example', 'access-control-request-method': 'PUT' },
+    });
     expect(preflight.headers.get('access-control-max-age')).toBe('600');
     expect(preflight.headers.get('access-control-allow-methods')).toBe('GET, HEAD, POST, PUT, PATCH, DELETE');
     // A preflight needs Origin and Access-Control-Request-Method.

@@ -23,7 +23,8 @@ async function fresh(fields: Record<string, string> = {}) {
     patch: (key: string, delta: string, headers: Record<string, string> = {}) => call(url(key), { method: 'PATCH', body: delta, headers }),
     del: (key: string, headers: Record<string, string> = {}) => call(url(key), { method: 'DELETE', headers }),
     get: (key: string, headers: Record<string, string> = {}) => call(url(key), { headers }),
-    txn: (ops: unknown, headers: Record<string, string> = {}) => call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: ops }, headers) }),
+    txn: (ops: unknown, headers: Record<string, string> = {}) =>
+      call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: ops }, headers) }),
   };
 }
 
@@ -43,7 +44,10 @@ describe('Revisions', () => {
     expect([head.status, head.headers.get('etag'), head.headers.get('kvb-revision')]).toEqual([200, '"1"', '1']);
     const counter = await b.patch('n', '+1');
     expect([counter.text, counter.headers.get('etag'), counter.headers.get('kvb-revision')]).toEqual(['1', '"2"', '2']);
-    const txn = await b.txn([{ set: 'a', value: 'x' }, { set: 'c', value: 'y' }]);
+    const txn = await b.txn([
+      { set: 'a', value: 'x' },
+      { set: 'c', value: 'y' },
+    ]);
     expect([txn.status, txn.headers.get('kvb-revision')]).toEqual([204, '3']);
     // One revision for the whole transaction: both keys carry it.
     expect((await b.get('a')).headers.get('etag')).toBe('"3"');
@@ -197,7 +201,14 @@ describe('Transaction checks', () => {
     const b = await fresh();
     const tooMany = [...Array.from({ length: 1000 }, (_, i) => ({ set: `k${i}`, value: 'x' })), { check: 'k0', exists: false }];
     expectError(await b.txn(tooMany), 400, 'bad_request');
-    for (const bad of [{ check: 'k' }, { check: 'k', rev: 1, exists: true }, { check: 'k', rev: -1 }, { check: 'k', rev: 1.5 }, { check: 'k', exists: 'yes' }, { check: 'k', rev: 1, x: 1 }]) {
+    for (const bad of [
+      { check: 'k' },
+      { check: 'k', rev: 1, exists: true },
+      { check: 'k', rev: -1 },
+      { check: 'k', rev: 1.5 },
+      { check: 'k', exists: 'yes' },
+      { check: 'k', rev: 1, x: 1 },
+    ]) {
       expectError(await b.txn([bad]), 400, 'bad_request');
     }
   });
@@ -212,12 +223,24 @@ describe('Transaction checks', () => {
     const token = (mint.json() as { access_token: string }).access_token;
     const auth = { authorization: `Bearer ${token}` };
     expect((await b.txn([{ set: 'w/a', value: 'x' }], auth)).status).toBe(204);
-    expectError(await b.txn([{ check: 'w/a', exists: true }, { set: 'w/b', value: 'x' }], auth), 403, 'forbidden');
+    expectError(
+      await b.txn(
+        [
+          { check: 'w/a', exists: true },
+          { set: 'w/b', value: 'x' },
+        ],
+        auth,
+      ),
+      403,
+      'forbidden',
+    );
   });
 });
 
 describe('Linearizability under contention', () => {
-  it('16 clients doing GET + If-Match write of value+1, retrying on 412: final value = acknowledged writes, no revision acknowledged twice', { timeout: 60_000 }, async () => {
+  it('16 clients doing GET + If-Match write of value+1, retrying on 412: final value = acknowledged writes, no revision acknowledged twice', {
+    timeout: 60_000,
+  }, async () => {
     const b = await fresh();
     await b.put('n', '0');
     const acknowledged: number[] = [];
@@ -240,7 +263,10 @@ describe('Linearizability under contention', () => {
 
   it('transfers between two keys with checks on both keep the sum constant', { timeout: 60_000 }, async () => {
     const b = await fresh();
-    await b.txn([{ set: 'a', value: 1000 }, { set: 'b', value: 1000 }]);
+    await b.txn([
+      { set: 'a', value: 1000 },
+      { set: 'b', value: 1000 },
+    ]);
     let moved = 0;
     await Promise.all(
       Array.from({ length: 12 }, async (_, client) => {
@@ -267,7 +293,9 @@ describe('Linearizability under contention', () => {
 });
 
 describe('Deleting a bucket while writes are in flight (issue 19 item 7)', () => {
-  it('every write is either acknowledged before the delete or answered 404; no entry outlives the bucket', { timeout: 60_000 }, async () => {
+  it('every write is either acknowledged before the delete or answered 404; no entry outlives the bucket', {
+    timeout: 60_000,
+  }, async () => {
     for (let round = 0; round < 5; round++) {
       const b = await fresh();
       const writes = Array.from({ length: 60 }, (_, i) =>
@@ -288,10 +316,19 @@ describe('Deleting a bucket while writes are in flight (issue 19 item 7)', () =>
 describe('OpenAPI document', () => {
   it('describes the condition headers, ETag and Kvb-Revision, and the 304, 409 and 412 answers', async () => {
     const doc = (await call(`${server.url}/api-docs/openapi.json`)).json() as {
-      paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string }>; responses: Record<string, { headers?: Record<string, unknown> }> }>>;
+      paths: Record<
+        string,
+        Record<
+          string,
+          { parameters?: Array<{ name: string; in: string }>; responses: Record<string, { headers?: Record<string, unknown> }> }
+        >
+      >;
     };
     const key = doc.paths['/api/v1/{bucket}/{key}']!;
-    const headerParams = (method: string) => key[method]!.parameters!.filter((p) => p.in === 'header').map((p) => p.name).sort();
+    const headerParams = (method: string) =>
+      key[method]!.parameters!.filter((p) => p.in === 'header')
+        .map((p) => p.name)
+        .sort();
     for (const method of ['post', 'put', 'patch', 'delete']) expect(headerParams(method)).toEqual(['if-match', 'if-none-match']);
     // A read may also ask for the key's create revision (a lock's fencing token).
     expect(headerParams('get')).toEqual(['if-match', 'if-none-match', 'kvb-include']);

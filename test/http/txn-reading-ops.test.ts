@@ -15,7 +15,8 @@ afterAll(async () => {
 });
 
 const admin = { authorization: 'Bearer admin-secret' };
-const txn = (ops: unknown, headers: Record<string, string> = admin) => call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: ops }, headers) });
+const txn = (ops: unknown, headers: Record<string, string> = admin) =>
+  call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: ops }, headers) });
 const put = (key: string, body: string, query = '') =>
   call(`${server.api}/${bucket}/${encodeURIComponent(key)}${query}`, { method: 'POST', body: Buffer.from(body), headers: admin });
 const get = (key: string) => call(`${server.api}/${bucket}/${encodeURIComponent(key)}`, { headers: admin });
@@ -28,7 +29,10 @@ interface Results {
 /** The watch feed's events after `since`, read until `count` have arrived (bounded by the test timeout). */
 async function eventsAfter(since: number, count: number): Promise<Array<Record<string, unknown>>> {
   const controller = new AbortController();
-  const res = await fetch(`${server.api}/${bucket}/?watch=true&values=true&format=jsonl&since=${since}`, { headers: admin, signal: controller.signal });
+  const res = await fetch(`${server.api}/${bucket}/?watch=true&values=true&format=jsonl&since=${since}`, {
+    headers: admin,
+    signal: controller.signal,
+  });
   const events: Array<Record<string, unknown>> = [];
   let buffer = '';
   const decoder = new TextDecoder();
@@ -64,10 +68,17 @@ describe('Transaction get: several keys read at one revision', () => {
     expect(Number((await txn([{ check: 'm/a', exists: true }])).headers.get('kvb-revision'))).toBe(before);
   });
   it('values read together come from one revision while writers change them in lockstep', async () => {
-    await txn([{ set: 'pair/x', value: 0 }, { set: 'pair/y', value: 0 }]);
+    await txn([
+      { set: 'pair/x', value: 0 },
+      { set: 'pair/y', value: 0 },
+    ]);
     let stop = false;
     const writer = (async () => {
-      for (let i = 1; !stop; i++) await txn([{ set: 'pair/x', value: i }, { set: 'pair/y', value: i }]);
+      for (let i = 1; !stop; i++)
+        await txn([
+          { set: 'pair/x', value: i },
+          { set: 'pair/y', value: i },
+        ]);
     })();
     for (let n = 0; n < 40; n++) {
       const body = JSON.parse((await txn([{ get: 'pair/x' }, { get: 'pair/y' }])).text) as Results;
@@ -80,7 +91,13 @@ describe('Transaction get: several keys read at one revision', () => {
   });
   it('a caller with read permission only may get; a token cannot get outside its prefix', async () => {
     const token = JSON.parse(
-      (await call(`${server.api}/${bucket}/tokens/`, { method: 'POST', headers: { ...admin, 'content-type': 'application/x-www-form-urlencoded' }, body: 'prefix=m/&permissions=read&ttl=60' })).text,
+      (
+        await call(`${server.api}/${bucket}/tokens/`, {
+          method: 'POST',
+          headers: { ...admin, 'content-type': 'application/x-www-form-urlencoded' },
+          body: 'prefix=m/&permissions=read&ttl=60',
+        })
+      ).text,
     ).access_token as string;
     const reader = { authorization: `Bearer ${token}` };
     expect((await txn([{ get: 'm/a' }], reader)).status).toBe(200);
@@ -125,7 +142,10 @@ describe('Transaction expire: a new expiry, the same value, one revision', () =>
   });
   it('a key that is not live fails like a check: 409 naming it, nothing written', async () => {
     await put('e/other', 'x');
-    const res = await txn([{ set: 'e/other', value: 'y' }, { expire: 'e/missing', ttl: 10 }]);
+    const res = await txn([
+      { set: 'e/other', value: 'y' },
+      { expire: 'e/missing', ttl: 10 },
+    ]);
     expectError(res, 409, 'conflict');
     expect(res.headers.get('kvb-failed-checks')).toBe('1');
     expect((await get('e/other')).text).toBe('x');
@@ -153,7 +173,10 @@ describe('Transaction delete_prefix: every live key under a prefix in one revisi
     expect(JSON.parse(res.text)).toEqual({ revision: before, results: [{ deleted: 0 }] });
   });
   it('commits with the other operations or not at all', async () => {
-    await txn([{ set: 'f/1', value: 1 }, { set: 'f/2', value: 2 }]);
+    await txn([
+      { set: 'f/1', value: 1 },
+      { set: 'f/2', value: 2 },
+    ]);
     expect((await txn([{ check: 'f/1', rev: 1 }, { delete_prefix: 'f/' }])).status).toBe(409);
     expect((await get('f/1')).status).toBe(200);
     const res = await txn([{ delete_prefix: 'f/' }, { set: 'f/3', value: 3 }, { get: 'f/1' }]);
@@ -164,14 +187,23 @@ describe('Transaction delete_prefix: every live key under a prefix in one revisi
   });
   it('a token may delete a prefix inside its own prefix only', async () => {
     const token = JSON.parse(
-      (await call(`${server.api}/${bucket}/tokens/`, { method: 'POST', headers: { ...admin, 'content-type': 'application/x-www-form-urlencoded' }, body: 'prefix=g/&permissions=delete,write&ttl=60' })).text,
+      (
+        await call(`${server.api}/${bucket}/tokens/`, {
+          method: 'POST',
+          headers: { ...admin, 'content-type': 'application/x-www-form-urlencoded' },
+          body: 'prefix=g/&permissions=delete,write&ttl=60',
+        })
+      ).text,
     ).access_token as string;
-    await txn([{ set: 'g/1', value: 1 }, { set: 'h/1', value: 1 }]);
+    await txn([
+      { set: 'g/1', value: 1 },
+      { set: 'h/1', value: 1 },
+    ]);
     expectError(await txn([{ delete_prefix: 'g' }], { authorization: `Bearer ${token}` }), 403, 'forbidden');
     expect(JSON.parse((await txn([{ delete_prefix: 'g/' }], { authorization: `Bearer ${token}` })).text).results).toEqual([{ deleted: 1 }]);
     expect((await get('h/1')).status).toBe(200);
   });
-  it('the bucket delete route is untouched: DELETE /api/v1/{bucket}/?prefix=… is still the spec\'s bucket delete, not a prefix delete', async () => {
+  it("the bucket delete route is untouched: DELETE /api/v1/{bucket}/?prefix=… is still the spec's bucket delete, not a prefix delete", async () => {
     // Documented: a prefix delete only exists as a transaction operation in a JSON body.
     const other = await createBucket(server.api);
     await call(`${server.api}/${other}/k`, { method: 'POST', body: '1' });
@@ -182,17 +214,25 @@ describe('Transaction delete_prefix: every live key under a prefix in one revisi
 
 describe('Transaction delete_prefix: the work of a whole transaction is bounded', () => {
   const keysUnder = async (id: string, prefix: string) =>
-    (JSON.parse((await call(`${server.api}/${id}/?format=json&limit=30000&prefix=${encodeURIComponent(prefix)}`, { headers: admin })).text) as string[]).length;
+    (
+      JSON.parse(
+        (await call(`${server.api}/${id}/?format=json&limit=30000&prefix=${encodeURIComponent(prefix)}`, { headers: admin })).text,
+      ) as string[]
+    ).length;
 
   it('prefix deletes that repeat or overlap are refused with a 400 naming both, before anything is deleted', async () => {
     await txn(Array.from({ length: 30 }, (_, i) => ({ set: `r/${i}`, value: i })));
     // The attack: one prefix delete a thousand times over, each one listing and deleting again.
     const repeated = await txn(Array.from({ length: 1000 }, () => ({ delete_prefix: 'r/' })));
     expectError(repeated, 400, 'bad_request');
-    expect(repeated.json()).toMatchObject({ error: { detail: expect.stringMatching(/txn\[1\]: prefix "r\/" repeats txn\[0\]'s prefix "r\/"/) } });
+    expect(repeated.json()).toMatchObject({
+      error: { detail: expect.stringMatching(/txn\[1\]: prefix "r\/" repeats txn\[0\]'s prefix "r\/"/) },
+    });
     const overlapping = await txn([{ delete_prefix: 'r/1' }, { set: 'q', value: 1 }, { delete_prefix: 'r/' }]);
     expectError(overlapping, 400, 'bad_request');
-    expect(overlapping.json()).toMatchObject({ error: { detail: expect.stringMatching(/txn\[2\]: prefix "r\/" overlaps txn\[0\]'s prefix "r\/1"/) } });
+    expect(overlapping.json()).toMatchObject({
+      error: { detail: expect.stringMatching(/txn\[2\]: prefix "r\/" overlaps txn\[0\]'s prefix "r\/1"/) },
+    });
     expect(await keysUnder(bucket, 'r/')).toBe(30);
     expect((await get('q')).status).toBe(404);
     // Prefixes side by side are fine, and so is writing under a prefix being cleared.
@@ -202,7 +242,9 @@ describe('Transaction delete_prefix: the work of a whole transaction is bounded'
     expect(await keysUnder(bucket, 'r/')).toBe(9);
   });
 
-  it('the prefix deletes of one transaction remove at most 50,000 keys together; one past it is refused whole', { timeout: 120_000 }, async () => {
+  it('the prefix deletes of one transaction remove at most 50,000 keys together; one past it is refused whole', {
+    timeout: 120_000,
+  }, async () => {
     const big = await createBucket(server.api, { secret_key: 'admin-secret' });
     const imported = await call(`${server.api}/${big}`, {
       method: 'POST',
@@ -210,7 +252,10 @@ describe('Transaction delete_prefix: the work of a whole transaction is bounded'
       headers: { ...admin, 'content-type': 'application/x-ndjson' },
     });
     expect(imported.status, imported.text).toBe(200);
-    const both = await call(`${server.api}/${big}`, { method: 'POST', ...json({ txn: [{ delete_prefix: 'a/' }, { delete_prefix: 'b/' }] }, admin) });
+    const both = await call(`${server.api}/${big}`, {
+      method: 'POST',
+      ...json({ txn: [{ delete_prefix: 'a/' }, { delete_prefix: 'b/' }] }, admin),
+    });
     expectError(both, 400, 'bad_request');
     expect(both.json()).toMatchObject({ error: { detail: expect.stringContaining('txn[1]: the prefix deletes up to this one') } });
     expect(both.json()).toMatchObject({ error: { detail: expect.stringContaining('more than 50000 keys') } });

@@ -27,7 +27,9 @@ describe(`usage counters under batched concurrent writes (${TEST_BACKEND})`, () 
     await a?.stop();
   });
 
-  it(`${WRITES.toLocaleString('en-US')} mixed concurrent writes: usage equals a recount, every acknowledged revision is distinct`, { timeout: 600_000 }, async () => {
+  it(`${WRITES.toLocaleString('en-US')} mixed concurrent writes: usage equals a recount, every acknowledged revision is distinct`, {
+    timeout: 600_000,
+  }, async () => {
     const bucket = await createBucket(a.api, { secret_key: 'admin', write_key: 'w' });
     let seed = 23;
     const random = (n: number) => {
@@ -43,10 +45,25 @@ describe(`usage counters under batched concurrent writes (${TEST_BACKEND})`, () 
       const kind = random(12);
       const url = `${server.api}/${bucket}/${key}`;
       let answer: Answer;
-      if (kind < 5) answer = await call(url, { method: 'PUT', body: 'v'.repeat(random(80)), headers: { ...bearer('w'), 'content-type': 'text/plain' } });
+      if (kind < 5)
+        answer = await call(url, {
+          method: 'PUT',
+          body: 'v'.repeat(random(80)),
+          headers: { ...bearer('w'), 'content-type': 'text/plain' },
+        });
       else if (kind < 7) answer = await call(url, { method: 'DELETE', headers: bearer('w') });
-      else if (kind < 8) answer = await call(`${server.api}/${bucket}/n${random(5)}`, { method: 'PATCH', body: '+7', headers: { ...bearer('w'), 'content-type': 'text/plain' } });
-      else if (kind < 9) answer = await call(url, { method: 'PUT', body: 'new', headers: { ...bearer('w'), 'content-type': 'text/plain', 'if-none-match': '*' } });
+      else if (kind < 8)
+        answer = await call(`${server.api}/${bucket}/n${random(5)}`, {
+          method: 'PATCH',
+          body: '+7',
+          headers: { ...bearer('w'), 'content-type': 'text/plain' },
+        });
+      else if (kind < 9)
+        answer = await call(url, {
+          method: 'PUT',
+          body: 'new',
+          headers: { ...bearer('w'), 'content-type': 'text/plain', 'if-none-match': '*' },
+        });
       else {
         const ops = [
           { set: keys[random(keys.length)], value: 'x'.repeat(random(50)) },
@@ -68,7 +85,10 @@ describe(`usage counters under batched concurrent writes (${TEST_BACKEND})`, () 
       }),
     );
     // Refused conditions (412) and deletes of absent keys (404) are expected; nothing else.
-    expect([...statuses.keys()].every((s) => [200, 204, 404, 412].includes(s)), JSON.stringify([...statuses])).toBe(true);
+    expect(
+      [...statuses.keys()].every((s) => [200, 204, 404, 412].includes(s)),
+      JSON.stringify([...statuses]),
+    ).toBe(true);
     expect(statuses.get(200)).toBeGreaterThan(WRITES / 2);
 
     const counted = await recountUsage(a.db, bucket);

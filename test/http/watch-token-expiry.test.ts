@@ -19,7 +19,11 @@ describe('Watching with a temporary token', () => {
   it('no change written after the token expired is delivered, and the stream ends with closed', { timeout: 30_000 }, async () => {
     const bucket = await createBucket(server.api, { secret_key: 'S', signing_key: 'K' });
     const admin = { authorization: 'Bearer S' };
-    const minted = await call(`${server.api}/${bucket}/tokens/`, { method: 'POST', headers: admin, body: new URLSearchParams({ prefix: 'k', permissions: 'read', ttl: '4' }) });
+    const minted = await call(`${server.api}/${bucket}/tokens/`, {
+      method: 'POST',
+      headers: admin,
+      body: new URLSearchParams({ prefix: 'k', permissions: 'read', ttl: '4' }),
+    });
     expect(minted.status, minted.text).toBe(200);
     const { access_token: token } = minted.json() as { access_token: string };
     const exp = (JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as { exp: number }).exp * 1000;

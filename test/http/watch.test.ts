@@ -115,113 +115,119 @@ describe(`watch: the change feed (${TEST_BACKEND}${TEST_BACKEND === 'postgres' ?
     await a?.stop();
   });
 
-  it(
-    '5,000 mixed operations from 32 clients: each watcher gets exactly the committed changes under its prefix, in order, transactions grouped',
-    { timeout: 300_000 },
-    async () => {
-      const bucket = await createBucket(a.api);
-      const api = (s: AppServer) => `${s.api}/${bucket}/`;
-      const w1 = await openWatch(`${api(a)}?watch=true&prefix=a/&format=jsonl`);
-      const w2 = await openWatch(`${api(b)}?watch=true&prefix=b/&values=true`, { accept: 'application/x-ndjson' });
-      const w3 = await openWatch(`${api(b)}?watch=true&values=true`, { accept: 'text/event-stream' });
-      for (const w of [w1, w2, w3]) await w.waitFor((m) => m.some((x) => x.event === 'sync'));
-      expect(w3.messages[0]).toMatchObject({ event: 'sync', id: 0, data: [{ type: 'sync', rev: 0 }] });
+  it('5,000 mixed operations from 32 clients: each watcher gets exactly the committed changes under its prefix, in order, transactions grouped', {
+    timeout: 300_000,
+  }, async () => {
+    const bucket = await createBucket(a.api);
+    const api = (s: AppServer) => `${s.api}/${bucket}/`;
+    const w1 = await openWatch(`${api(a)}?watch=true&prefix=a/&format=jsonl`);
+    const w2 = await openWatch(`${api(b)}?watch=true&prefix=b/&values=true`, { accept: 'application/x-ndjson' });
+    const w3 = await openWatch(`${api(b)}?watch=true&values=true`, { accept: 'text/event-stream' });
+    for (const w of [w1, w2, w3]) await w.waitFor((m) => m.some((x) => x.event === 'sync'));
+    expect(w3.messages[0]).toMatchObject({ event: 'sync', id: 0, data: [{ type: 'sync', rev: 0 }] });
 
-      /** Acknowledged revision -> the changes it made (key -> expected event). */
-      const expected = new Map<number, Map<string, Record<string, unknown>>>();
-      const ttlKeys = new Set<string>();
-      const ack = (rev: number, list: Array<Record<string, unknown>>) => {
-        if (expected.has(rev)) throw new Error(`revision ${rev} acknowledged twice`);
-        expected.set(rev, new Map(list.map((e) => [String(e.key), { ...e, rev }])));
-      };
-      const OPERATIONS = 5000;
-      let next = 0;
-      const prefixes = ['a/', 'b/', 'c/'];
-      const worker = async (client: number) => {
-        for (;;) {
-          const i = next++;
-          if (i >= OPERATIONS) return;
-          const p = prefixes[i % 3]!;
-          const kind = i % 10;
-          if (kind < 4) {
-            const key = `${p}k${i % 97}`;
-            const r = await call(`${api(a)}${key}`, { method: 'PUT', body: `v${i}`, headers: { 'content-type': 'text/plain' } });
-            expect(r.status).toBe(200);
-            ack(revisionOf(r.headers), [{ type: 'set', key, value: `v${i}`, value_type: 'text' }]);
-          } else if (kind < 6) {
-            const key = `${p}k${(i * 7) % 97}`;
-            const r = await call(`${api(a)}${key}`, { method: 'DELETE' });
-            if (r.status === 204) ack(revisionOf(r.headers), [{ type: 'delete', key }]);
-            else expect(r.status).toBe(404);
-          } else if (kind < 8) {
-            const key = `${p}counter${client % 4}`;
-            const r = await call(`${api(a)}${key}`, { method: 'PATCH', body: '+1' });
-            expect(r.status).toBe(200);
-            ack(revisionOf(r.headers), [{ type: 'set', key, value: r.text, value_type: 'int64' }]);
-          } else if (kind === 8) {
-            const k1 = `${p}t${i % 13}`;
-            const k2 = `${prefixes[(i + 1) % 3]}t${i % 13}`;
-            const r = await call(api(a).slice(0, -1), { method: 'POST', ...json({ txn: [{ set: k1, value: `x${i}` }, { set: k2, value: i }] }) });
-            expect([200, 204], r.text).toContain(r.status);
-            ack(revisionOf(r.headers), [
-              { type: 'set', key: k1, value: `x${i}`, value_type: 'text' },
-              { type: 'set', key: k2, value: i, value_type: 'json' },
-            ]);
-          } else {
-            const key = `${p}ttl${i}`;
-            ttlKeys.add(key);
-            const r = await call(`${api(a)}${key}?ttl=1`, { method: 'PUT', body: 'soon', headers: { 'content-type': 'text/plain' } });
-            expect(r.status).toBe(200);
-            ack(revisionOf(r.headers), [{ type: 'set', key, value: 'soon', value_type: 'text' }]);
-          }
+    /** Acknowledged revision -> the changes it made (key -> expected event). */
+    const expected = new Map<number, Map<string, Record<string, unknown>>>();
+    const ttlKeys = new Set<string>();
+    const ack = (rev: number, list: Array<Record<string, unknown>>) => {
+      if (expected.has(rev)) throw new Error(`revision ${rev} acknowledged twice`);
+      expected.set(rev, new Map(list.map((e) => [String(e.key), { ...e, rev }])));
+    };
+    const OPERATIONS = 5000;
+    let next = 0;
+    const prefixes = ['a/', 'b/', 'c/'];
+    const worker = async (client: number) => {
+      for (;;) {
+        const i = next++;
+        if (i >= OPERATIONS) return;
+        const p = prefixes[i % 3]!;
+        const kind = i % 10;
+        if (kind < 4) {
+          const key = `${p}k${i % 97}`;
+          const r = await call(`${api(a)}${key}`, { method: 'PUT', body: `v${i}`, headers: { 'content-type': 'text/plain' } });
+          expect(r.status).toBe(200);
+          ack(revisionOf(r.headers), [{ type: 'set', key, value: `v${i}`, value_type: 'text' }]);
+        } else if (kind < 6) {
+          const key = `${p}k${(i * 7) % 97}`;
+          const r = await call(`${api(a)}${key}`, { method: 'DELETE' });
+          if (r.status === 204) ack(revisionOf(r.headers), [{ type: 'delete', key }]);
+          else expect(r.status).toBe(404);
+        } else if (kind < 8) {
+          const key = `${p}counter${client % 4}`;
+          const r = await call(`${api(a)}${key}`, { method: 'PATCH', body: '+1' });
+          expect(r.status).toBe(200);
+          ack(revisionOf(r.headers), [{ type: 'set', key, value: r.text, value_type: 'int64' }]);
+        } else if (kind === 8) {
+          const k1 = `${p}t${i % 13}`;
+          const k2 = `${prefixes[(i + 1) % 3]}t${i % 13}`;
+          const r = await call(api(a).slice(0, -1), {
+            method: 'POST',
+            ...json({
+              txn: [
+                { set: k1, value: `x${i}` },
+                { set: k2, value: i },
+              ],
+            }),
+          });
+          expect([200, 204], r.text).toContain(r.status);
+          ack(revisionOf(r.headers), [
+            { type: 'set', key: k1, value: `x${i}`, value_type: 'text' },
+            { type: 'set', key: k2, value: i, value_type: 'json' },
+          ]);
+        } else {
+          const key = `${p}ttl${i}`;
+          ttlKeys.add(key);
+          const r = await call(`${api(a)}${key}?ttl=1`, { method: 'PUT', body: 'soon', headers: { 'content-type': 'text/plain' } });
+          expect(r.status).toBe(200);
+          ack(revisionOf(r.headers), [{ type: 'set', key, value: 'soon', value_type: 'text' }]);
         }
-      };
-      const t0 = Date.now();
-      await Promise.all(Array.from({ length: 32 }, (_, c) => worker(c)));
-      console.log(`watch test: ${OPERATIONS} operations in ${Date.now() - t0} ms`);
-      // The sweeper removes TTL keys (1 s TTL, 1 s sweeps): once it has reported one after the last
-      // write, the final revision is read (what it reported is checked below, whatever the count).
-      const lastWrite = Math.max(...expected.keys());
-      await w3.waitFor((m) => changes(m).some((e) => e.type === 'expire' && Number(e.rev) > lastWrite), 30_000);
-      const final = revisionOf((await call(`${api(a)}?limit=0`)).headers);
+      }
+    };
+    const t0 = Date.now();
+    await Promise.all(Array.from({ length: 32 }, (_, c) => worker(c)));
+    console.log(`watch test: ${OPERATIONS} operations in ${Date.now() - t0} ms`);
+    // The sweeper removes TTL keys (1 s TTL, 1 s sweeps): once it has reported one after the last
+    // write, the final revision is read (what it reported is checked below, whatever the count).
+    const lastWrite = Math.max(...expected.keys());
+    await w3.waitFor((m) => changes(m).some((e) => e.type === 'expire' && Number(e.rev) > lastWrite), 30_000);
+    const final = revisionOf((await call(`${api(a)}?limit=0`)).headers);
 
-      for (const [w, prefix] of [
-        [w1, 'a/'],
-        [w2, 'b/'],
-        [w3, ''],
-      ] as const) {
-        await w.waitFor((m) => caughtUp(m) >= final, 30_000);
-        const got = changes(w.messages);
-        // In revision order, never going back.
-        expect(got.filter((e, i) => i > 0 && Number(e.rev) < Number(got[i - 1]!.rev))).toEqual([]);
-        expect(got.filter((e) => !String(e.key).startsWith(prefix))).toEqual([]);
-        // Every acknowledged change under the prefix, exactly once, with its value when asked for
-        // (compared as one list: thousands of separate assertions would cost seconds).
-        const norm = (e: Record<string, unknown>) =>
-          `${String(e.rev)} ${String(e.type)} ${String(e.key)}${w === w1 || e.type !== 'set' ? '' : ` ${String(e.value_type)}=${JSON.stringify(e.value)}`}`;
-        const want = [...expected]
-          .flatMap(([, keys]) => [...keys.values()].filter((e) => String(e.key).startsWith(prefix)))
-          .map(norm)
-          .sort();
-        const mine = got.filter((e) => expected.has(Number(e.rev)));
-        expect(mine.map(norm).sort()).toEqual(want);
-        if (w === w1) expect(mine.every((e) => e.value === undefined)).toBe(true);
-        const count = want.length;
-        // Everything else is the sweeper's: expiries of TTL keys, each reported once.
-        const others = got.filter((e) => !expected.has(Number(e.rev)));
-        expect(others.filter((e) => e.type !== 'expire' || !ttlKeys.has(String(e.key)))).toEqual([]);
-        expect(new Set(others.map((e) => e.key)).size).toBe(others.length);
-        expect(others.length).toBeGreaterThan(0);
-        expect(got.length).toBe(count + others.length);
-      }
-      // SSE: one message per transaction (its id is the revision).
-      for (const m of w3.messages.filter((x) => x.data.length > 1)) {
-        expect(new Set(m.data.map((e) => e.rev))).toEqual(new Set([m.id]));
-      }
-      expect(w3.messages.some((m) => m.data.length === 2 && expected.get(m.id!)?.size === 2)).toBe(true);
-      for (const w of [w1, w2, w3]) w.abort();
-    },
-  );
+    for (const [w, prefix] of [
+      [w1, 'a/'],
+      [w2, 'b/'],
+      [w3, ''],
+    ] as const) {
+      await w.waitFor((m) => caughtUp(m) >= final, 30_000);
+      const got = changes(w.messages);
+      // In revision order, never going back.
+      expect(got.filter((e, i) => i > 0 && Number(e.rev) < Number(got[i - 1]!.rev))).toEqual([]);
+      expect(got.filter((e) => !String(e.key).startsWith(prefix))).toEqual([]);
+      // Every acknowledged change under the prefix, exactly once, with its value when asked for
+      // (compared as one list: thousands of separate assertions would cost seconds).
+      const norm = (e: Record<string, unknown>) =>
+        `${String(e.rev)} ${String(e.type)} ${String(e.key)}${w === w1 || e.type !== 'set' ? '' : ` ${String(e.value_type)}=${JSON.stringify(e.value)}`}`;
+      const want = [...expected]
+        .flatMap(([, keys]) => [...keys.values()].filter((e) => String(e.key).startsWith(prefix)))
+        .map(norm)
+        .sort();
+      const mine = got.filter((e) => expected.has(Number(e.rev)));
+      expect(mine.map(norm).sort()).toEqual(want);
+      if (w === w1) expect(mine.every((e) => e.value === undefined)).toBe(true);
+      const count = want.length;
+      // Everything else is the sweeper's: expiries of TTL keys, each reported once.
+      const others = got.filter((e) => !expected.has(Number(e.rev)));
+      expect(others.filter((e) => e.type !== 'expire' || !ttlKeys.has(String(e.key)))).toEqual([]);
+      expect(new Set(others.map((e) => e.key)).size).toBe(others.length);
+      expect(others.length).toBeGreaterThan(0);
+      expect(got.length).toBe(count + others.length);
+    }
+    // SSE: one message per transaction (its id is the revision).
+    for (const m of w3.messages.filter((x) => x.data.length > 1)) {
+      expect(new Set(m.data.map((e) => e.rev))).toEqual(new Set([m.id]));
+    }
+    expect(w3.messages.some((m) => m.data.length === 2 && expected.get(m.id!)?.size === 2)).toBe(true);
+    for (const w of [w1, w2, w3]) w.abort();
+  });
 
   it('a cut connection resumes with Last-Event-ID: nothing missed, nothing twice', { timeout: 60_000 }, async () => {
     const bucket = await createBucket(a.api);
@@ -252,12 +258,16 @@ describe(`watch: the change feed (${TEST_BACKEND}${TEST_BACKEND === 'postgres' ?
     second.abort();
   });
 
-  it('since older than the retained log answers reset and ends; since ahead of the bucket is a 400; other formats 406', { timeout: 30_000 }, async () => {
+  it('since older than the retained log answers reset and ends; since ahead of the bucket is a 400; other formats 406', {
+    timeout: 30_000,
+  }, async () => {
     const bucket = await createBucket(a.api);
     await call(`${a.api}/${bucket}/x`, { method: 'PUT', body: '1' });
     await call(`${a.api}/${bucket}/x`, { method: 'PUT', body: '2' });
     // Retention is 3 s and sweeps run every second: the floor rises past the first write.
-    await expect.poll(async () => (await call(`${a.api}/${bucket}`)).headers.get('kvb-history-floor'), { timeout: 20_000, interval: 200 }).toBe('2');
+    await expect
+      .poll(async () => (await call(`${a.api}/${bucket}`)).headers.get('kvb-history-floor'), { timeout: 20_000, interval: 200 })
+      .toBe('2');
     const w = await openWatch(`${b.api}/${bucket}/?watch=true&since=0&format=jsonl`);
     await w.ended;
     expect(events(w.messages)).toEqual([{ type: 'reset', rev: 2, oldest: 2 }]);
@@ -271,7 +281,9 @@ describe(`watch: the change feed (${TEST_BACKEND}${TEST_BACKEND === 'postgres' ?
     expect((await call(`${b.api}/${bucket}/?watch=true`, { headers: { accept: 'text/plain' } })).status).toBe(406);
   });
 
-  it('an import (one revision, no change rows) resets live watchers and later resumes from before it; values are the export encoding', { timeout: 30_000 }, async () => {
+  it('an import (one revision, no change rows) resets live watchers and later resumes from before it; values are the export encoding', {
+    timeout: 30_000,
+  }, async () => {
     const bucket = await createBucket(a.api);
     const live = await openWatch(`${b.api}/${bucket}/?watch=true&values=true&format=jsonl`);
     await live.waitFor((m) => m.some((x) => x.event === 'sync'));
@@ -280,7 +292,11 @@ describe(`watch: the change feed (${TEST_BACKEND}${TEST_BACKEND === 'postgres' ?
     await live.waitFor((m) => changes(m).length === 1);
     // int64 as the export writes it: a decimal string, exact beyond 2^53.
     expect(changes(live.messages)[0]).toMatchObject({ type: 'set', key: 'n', value: '9007199254740993' });
-    const imported = await call(`${a.api}/${bucket}?mode=replace`, { method: 'POST', body: exportFile(manyKeys(50)), headers: { 'content-type': 'application/x-ndjson' } });
+    const imported = await call(`${a.api}/${bucket}?mode=replace`, {
+      method: 'POST',
+      body: exportFile(manyKeys(50)),
+      headers: { 'content-type': 'application/x-ndjson' },
+    });
     expect(imported.status).toBe(200);
     const revision = revisionOf(imported.headers);
     await live.waitFor((m) => m.some((x) => x.event === 'reset'));
@@ -302,7 +318,15 @@ describe(`watch: the change feed (${TEST_BACKEND}${TEST_BACKEND === 'postgres' ?
     const bucket = await createBucket(a.api, { secret_key: 'S', signing_key: 'K1' });
     const admin = { authorization: 'Bearer S' };
     const mint = async (ttl: number) =>
-      ((await call(`${a.api}/${bucket}/tokens/`, { method: 'POST', headers: admin, body: new URLSearchParams({ prefix: 'p/', permissions: 'read,enumerate', ttl: String(ttl) }) })).json() as { access_token: string }).access_token;
+      (
+        (
+          await call(`${a.api}/${bucket}/tokens/`, {
+            method: 'POST',
+            headers: admin,
+            body: new URLSearchParams({ prefix: 'p/', permissions: 'read,enumerate', ttl: String(ttl) }),
+          })
+        ).json() as { access_token: string }
+      ).access_token;
     const short = await mint(2);
     const long = await mint(600);
     const expiring = await openWatch(`${b.api}/${bucket}/?watch=true&format=jsonl&access_token=${short}`);
@@ -322,7 +346,9 @@ describe(`watch: the change feed (${TEST_BACKEND}${TEST_BACKEND === 'postgres' ?
     expect(events(rotated.messages).at(-1)).toMatchObject({ type: 'closed' });
   });
 
-  it('1,000 concurrent watchers on one instance with bounded memory; all get the change; metrics count them', { timeout: 60_000 }, async () => {
+  it('1,000 concurrent watchers on one instance with bounded memory; all get the change; metrics count them', {
+    timeout: 60_000,
+  }, async () => {
     // Spawned: the bound is on the server process's own memory, apart from the 1,000 clients'.
     const spawned = await startServer();
     try {

@@ -23,7 +23,9 @@ describe.skipIf(!POSTGRES_URL)(
       await dropSchema(schema);
     });
 
-    it('32 concurrent writers of new keys on both instances end with exactly 100 keys and exactly 100 successful answers', { timeout: 120_000 }, async () => {
+    it('32 concurrent writers of new keys on both instances end with exactly 100 keys and exactly 100 successful answers', {
+      timeout: 120_000,
+    }, async () => {
       const bucket = await createBucket(a.api);
       const statuses: number[] = [];
       // 32 writers, 5 new keys each (160 attempts), alternating instances.

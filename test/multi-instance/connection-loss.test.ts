@@ -13,7 +13,9 @@ const SERVICE_UNAVAILABLE = { error: { code: 503, message: 'service_unavailable'
 const isEnvelope503 = (r: Answer) => {
   if (r.status !== 503) return false;
   const { error } = r.json() as { error: { code: number; message: string; detail?: unknown } };
-  return error.code === SERVICE_UNAVAILABLE.error.code && error.message === SERVICE_UNAVAILABLE.error.message && typeof error.detail === 'string';
+  return (
+    error.code === SERVICE_UNAVAILABLE.error.code && error.message === SERVICE_UNAVAILABLE.error.message && typeof error.detail === 'string'
+  );
 };
 
 // Through PgBouncer the server connections belong to PgBouncer, not to kvb (its application_name
@@ -21,7 +23,7 @@ const isEnvelope503 = (r: Answer) => {
 describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
   `losing the PostgreSQL connection${
     THROUGH_PGBOUNCER
-      ? ' (SKIPPED through PgBouncer: it kills kvb\'s own backends by application_name, which PgBouncer does not pass on)'
+      ? " (SKIPPED through PgBouncer: it kills kvb's own backends by application_name, which PgBouncer does not pass on)"
       : POSTGRES_URL
         ? ''
         : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'
@@ -34,7 +36,9 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
       for (const schema of schemas) await dropSchema(schema);
     });
 
-    it('pg_terminate_backend on its connections under load: 503 envelopes at worst, never a 500 or a crash, and it recovers', { timeout: 60_000 }, async () => {
+    it('pg_terminate_backend on its connections under load: 503 envelopes at worst, never a 500 or a crash, and it recovers', {
+      timeout: 60_000,
+    }, async () => {
       const schema = uniqueName('kvb_kill');
       schemas.push(schema);
       const server = await startServer({ db: postgresUrl({ schema }), args: ['--pool-size', '4'] });
@@ -54,7 +58,15 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
                 ? await call(`${base}/k${id}`)
                 : kind === 2
                   ? await call(`${base}/counter`, { method: 'PATCH', body: '+1' })
-                  : await call(base, { method: 'POST', ...json({ txn: [{ set: `t${id}`, value: n }, { set: 'shared', value: n }] }) });
+                  : await call(base, {
+                      method: 'POST',
+                      ...json({
+                        txn: [
+                          { set: `t${id}`, value: n },
+                          { set: 'shared', value: n },
+                        ],
+                      }),
+                    });
           answers.push(answer);
         }
       };
@@ -63,7 +75,15 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
           await worker(id);
         } catch (err) {
           running = false;
-          throw new Error(`request failed (${String(err)}); server output:\n${server.logs().split('\n').filter((l) => !l.includes('"level":30')).slice(-60).join('\n').slice(-12000)}`);
+          throw new Error(
+            `request failed (${String(err)}); server output:\n${server
+              .logs()
+              .split('\n')
+              .filter((l) => !l.includes('"level":30'))
+              .slice(-60)
+              .join('\n')
+              .slice(-12000)}`,
+          );
         }
       };
       const workers = Array.from({ length: 8 }, (_, i) => guarded(i));
@@ -81,7 +101,9 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
       expect(killed).toBeGreaterThan(0);
       const statuses = new Map<number, number>();
       for (const a of answers) statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1);
-      console.log(`terminated ${killed} connections; answers by status: ${JSON.stringify(Object.fromEntries(statuses))}; /ready: ${readiness.join(',')}`);
+      console.log(
+        `terminated ${killed} connections; answers by status: ${JSON.stringify(Object.fromEntries(statuses))}; /ready: ${readiness.join(',')}`,
+      );
       // The first read of a key may come before its first write landed (404); everything else is success or a 503 envelope.
       expect([...statuses.keys()].filter((s) => ![200, 204, 404, 503].includes(s))).toEqual([]);
       for (const a of answers.filter((r) => r.status === 503)) expect(isEnvelope503(a), a.text).toBe(true);
@@ -96,7 +118,9 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
       expect(server.logs()).not.toContain('unexpected error');
     });
 
-    it('while PostgreSQL is unreachable /ready is 503 degraded and requests get 503 envelopes; it recovers without a restart', { timeout: 60_000 }, async () => {
+    it('while PostgreSQL is unreachable /ready is 503 degraded and requests get 503 envelopes; it recovers without a restart', {
+      timeout: 60_000,
+    }, async () => {
       const target = new URL(POSTGRES_URL!);
       const outage = new TcpProxy(target.hostname, Number(target.port || 5432));
       await outage.open();
@@ -121,7 +145,15 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
         await call(`${base}/k`, { method: 'PUT', body: 'during' }),
         await call(`${base}/counter`, { method: 'PATCH', body: '+1' }),
         await call(`${base}/?format=json`),
-        await call(base, { method: 'POST', ...json({ txn: [{ set: 'a', value: 1 }, { set: 'b', value: 2 }] }) }),
+        await call(base, {
+          method: 'POST',
+          ...json({
+            txn: [
+              { set: 'a', value: 1 },
+              { set: 'b', value: 2 },
+            ],
+          }),
+        }),
         await call(`${server.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'x@y.z' }) }),
       ]) {
         expect(isEnvelope503(answer), `${answer.status} ${answer.text}`).toBe(true);
@@ -141,10 +173,15 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
       await outage.open();
       const port = outage.port;
       await outage.refuse(); // nothing listens on `port` now
-      const result = await execa('node', [KVB_BIN, 'serve', '--port', '0', '--db', `postgres://kvb@127.0.0.1:${port}/kvb`], { reject: false, timeout: 20_000 });
+      const result = await execa('node', [KVB_BIN, 'serve', '--port', '0', '--db', `postgres://kvb@127.0.0.1:${port}/kvb`], {
+        reject: false,
+        timeout: 20_000,
+      });
       expect(result.exitCode).toBe(1);
       expect(result.stdout).toBe('');
-      expect(result.stderr.trim().split('\n')).toEqual([`kvb: cannot open PostgreSQL at 127.0.0.1:${port}/kvb: connect ECONNREFUSED 127.0.0.1:${port}`]);
+      expect(result.stderr.trim().split('\n')).toEqual([
+        `kvb: cannot open PostgreSQL at 127.0.0.1:${port}/kvb: connect ECONNREFUSED 127.0.0.1:${port}`,
+      ]);
     });
   },
 );

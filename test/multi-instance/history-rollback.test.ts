@@ -20,19 +20,34 @@ describe.skipIf(!POSTGRES_URL)(
       await dropSchema(schema);
     });
 
-    it('a rollback on one instance is seen by watchers on the other as its sets and deletes, in one revision', { timeout: 120_000 }, async () => {
+    it('a rollback on one instance is seen by watchers on the other as its sets and deletes, in one revision', {
+      timeout: 120_000,
+    }, async () => {
       const bucket = await createBucket(a.api, { default_ttl: '0' });
       const txn = (ops: unknown[]) => call(`${a.api}/${bucket}`, { method: 'POST', ...json({ txn: ops }) });
-      expect((await txn([{ set: 'cfg/a', value: 'a1' }, { set: 'cfg/b', value: 'b1' }, { set: 'other', value: 'o1' }])).status).toBe(204);
+      expect(
+        (
+          await txn([
+            { set: 'cfg/a', value: 'a1' },
+            { set: 'cfg/b', value: 'b1' },
+            { set: 'other', value: 'o1' },
+          ])
+        ).status,
+      ).toBe(204);
       const good = Number((await call(`${a.api}/${bucket}/?format=json`)).headers.get('kvb-revision'));
-      expect((await txn([{ set: 'cfg/a', value: 'a2' }, { delete: 'cfg/b' }, { set: 'cfg/c', value: 'c2' }, { set: 'other', value: 'o2' }])).status).toBe(204);
+      expect(
+        (await txn([{ set: 'cfg/a', value: 'a2' }, { delete: 'cfg/b' }, { set: 'cfg/c', value: 'c2' }, { set: 'other', value: 'o2' }]))
+          .status,
+      ).toBe(204);
 
       const watcher = await watchStream(`${b.api}/${bucket}/?watch=true&format=jsonl&values=true`);
       await expect.poll(() => watcher.events.some((x) => x.type === 'sync'), { timeout: 30_000 }).toBe(true);
       const rolled = await call(`${a.api}/${bucket}?rollback=${good}&prefix=cfg/`, { method: 'POST' });
       expect(rolled.status, rolled.text).toBe(200);
       const revision = (rolled.json() as { revision: number }).revision;
-      await expect.poll(() => watcher.events.filter((x) => x.rev === revision && x.type !== 'progress').length, { timeout: 30_000 }).toBe(3);
+      await expect
+        .poll(() => watcher.events.filter((x) => x.rev === revision && x.type !== 'progress').length, { timeout: 30_000 })
+        .toBe(3);
       const seen = watcher.events
         .filter((x) => x.rev === revision && ['set', 'delete'].includes(String(x.type)))
         .map((x) => [x.type, x.key, x.value ?? null])

@@ -52,18 +52,28 @@ describe.skipIf(!POSTGRES_URL || THROUGH_PGBOUNCER)(
 
     it('with target_session_attrs=read-write a read-only server is refused: kvb serve says why and exits 1', async () => {
       const dead = await closedPort();
-      const db = withHostBefore(`127.0.0.1:${dead}`, { target_session_attrs: 'read-write', options: '-c default_transaction_read_only=on', schema: uniqueName('kvb_ro') });
+      const db = withHostBefore(`127.0.0.1:${dead}`, {
+        target_session_attrs: 'read-write',
+        options: '-c default_transaction_read_only=on',
+        schema: uniqueName('kvb_ro'),
+      });
       const result = await execa('node', [KVB_BIN, 'serve', '--port', '0', '--db', db], { reject: false, timeout: 20_000 });
       expect(result.exitCode).toBe(1);
       expect(result.stderr.trim().split('\n')).toEqual([
         expect.stringMatching(
-          new RegExp(`^kvb: cannot open PostgreSQL at 127\\.0\\.0\\.1:${dead}, [^ ]+: no read-write PostgreSQL server among the hosts \\(127\\.0\\.0\\.1:${dead}: connect ECONNREFUSED [^;]+; [^ ]+: is read-only \\(a standby\\?\\)\\)$`),
+          new RegExp(
+            `^kvb: cannot open PostgreSQL at 127\\.0\\.0\\.1:${dead}, [^ ]+: no read-write PostgreSQL server among the hosts \\(127\\.0\\.0\\.1:${dead}: connect ECONNREFUSED [^;]+; [^ ]+: is read-only \\(a standby\\?\\)\\)$`,
+          ),
         ),
       ]);
     });
 
     it('refuses a target_session_attrs kvb cannot write through, before connecting', async () => {
-      const result = await execa('node', [KVB_BIN, 'serve', '--port', '0', '--db', withHostBefore('127.0.0.1:1', { target_session_attrs: 'standby' })], { reject: false, timeout: 20_000 });
+      const result = await execa(
+        'node',
+        [KVB_BIN, 'serve', '--port', '0', '--db', withHostBefore('127.0.0.1:1', { target_session_attrs: 'standby' })],
+        { reject: false, timeout: 20_000 },
+      );
       expect(result.exitCode).toBe(1);
       expect(result.stderr).toMatch(/target_session_attrs=standby is not supported: kvb writes/);
     });

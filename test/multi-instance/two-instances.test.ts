@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { POSTGRES_URL, SERVER_POSTGRES_URL, THROUGH_PGBOUNCER, dropSchema, postgresUrl, uniqueName, withAdminClient } from '../helpers/backend.js';
+import {
+  POSTGRES_URL,
+  SERVER_POSTGRES_URL,
+  THROUGH_PGBOUNCER,
+  dropSchema,
+  postgresUrl,
+  uniqueName,
+  withAdminClient,
+} from '../helpers/backend.js';
 import { call, createBucket, json } from '../helpers/http.js';
 import { type RunningServer, startServer, storedKeys } from '../helpers/server.js';
 import { watchStream } from '../helpers/watch-stream.js';
@@ -67,13 +75,17 @@ describe.skipIf(!POSTGRES_URL)(
         return order.map((key, j) => (i % 2 === 1 && j % 2 === 1 ? { delete: key } : { set: key, value: `t${i}` }));
       };
       const answers = await Promise.all(
-        Array.from({ length: 60 }, (_, i) => call(`${(i % 2 === 0 ? a : b).api}/${bucket}`, { method: 'POST', ...json({ txn: opsOf(i) }) })),
+        Array.from({ length: 60 }, (_, i) =>
+          call(`${(i % 2 === 0 ? a : b).api}/${bucket}`, { method: 'POST', ...json({ txn: opsOf(i) }) }),
+        ),
       );
       expect(answers.map((r) => r.status)).toEqual(answers.map(() => 204));
-      const state = await Promise.all(keys.map(async (key) => {
-        const r = await call(`${b.api}/${bucket}/${key}`);
-        return r.status === 200 ? r.text : undefined;
-      }));
+      const state = await Promise.all(
+        keys.map(async (key) => {
+          const r = await call(`${b.api}/${bucket}/${key}`);
+          return r.status === 200 ? r.text : undefined;
+        }),
+      );
       const last = Number(state.find((v) => v !== undefined)!.slice(1));
       const expected = keys.map((key) => {
         const op = opsOf(last).find((o) => ('set' in o ? o.set : o.delete) === key)!;
@@ -111,10 +123,15 @@ describe.skipIf(!POSTGRES_URL)(
       }
     });
 
-    it('16 clients split across both instances doing GET + If-Match value+1: final value = acknowledged writes, revisions never shared; watchers on both see each revision once', { timeout: 120_000 }, async () => {
+    it('16 clients split across both instances doing GET + If-Match value+1: final value = acknowledged writes, revisions never shared; watchers on both see each revision once', {
+      timeout: 120_000,
+    }, async () => {
       const bucket = await createBucket(a.api);
       // Open before the first write (the stream's headers come once its start revision is fixed).
-      const watchers = [await watchStream(`${a.api}/${bucket}/?watch=true&values=true&format=jsonl`), await watchStream(`${b.api}/${bucket}/?watch=true&values=true&format=jsonl`)];
+      const watchers = [
+        await watchStream(`${a.api}/${bucket}/?watch=true&values=true&format=jsonl`),
+        await watchStream(`${b.api}/${bucket}/?watch=true&values=true&format=jsonl`),
+      ];
       await call(`${a.api}/${bucket}/n`, { method: 'PUT', body: '0' });
       const acknowledged: number[] = [];
       await Promise.all(
@@ -150,7 +167,15 @@ describe.skipIf(!POSTGRES_URL)(
 
     it('transfers with checks on both keys, split across both instances, keep the sum', { timeout: 60_000 }, async () => {
       const bucket = await createBucket(a.api);
-      await call(`${a.api}/${bucket}`, { method: 'POST', ...json({ txn: [{ set: 'a', value: 500 }, { set: 'b', value: 500 }] }) });
+      await call(`${a.api}/${bucket}`, {
+        method: 'POST',
+        ...json({
+          txn: [
+            { set: 'a', value: 500 },
+            { set: 'b', value: 500 },
+          ],
+        }),
+      });
       await Promise.all(
         Array.from({ length: 10 }, async (_, client) => {
           const server = client % 2 === 0 ? a : b;
@@ -190,7 +215,9 @@ describe.skipIf(!POSTGRES_URL)(
         const answers = await Promise.all(writes);
         expect((await deletion).status).toBe(204);
         for (const answer of answers) expect([200, 204, 404], answer.text).toContain(answer.status);
-        const { rows } = await withAdminClient((c) => c.query(`select count(*)::int as n from "${schema}".entries where bucket_id = $1`, [bucket]));
+        const { rows } = await withAdminClient((c) =>
+          c.query(`select count(*)::int as n from "${schema}".entries where bucket_id = $1`, [bucket]),
+        );
         expect(rows[0].n).toBe(0);
       }
     });
@@ -216,7 +243,9 @@ describe.skipIf(!POSTGRES_URL)(
       const bucket = await createBucket(a.api, { secret_key: 'admin', read_key: 'old-read' });
       expect((await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('old-read') })).status).toBe(200);
       expect((await call(`${a.api}/${bucket}`, { method: 'PATCH', ...json({ read_key: 'new-read' }, bearer('admin')) })).status).toBe(204);
-      await expect.poll(async () => (await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('old-read') })).status, SEEN).toBe(401);
+      await expect
+        .poll(async () => (await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('old-read') })).status, SEEN)
+        .toBe(401);
       expect((await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('old-read') })).status).toBe(401);
       expect((await call(`${b.api}/${bucket}/?format=json`, { headers: bearer('new-read') })).status).toBe(200);
     });

@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { POSTGRES_URL, SERVER_POSTGRES_URL, THROUGH_PGBOUNCER, dropSchema, postgresUrl, uniqueName, withAdminClient } from '../helpers/backend.js';
+import {
+  POSTGRES_URL,
+  SERVER_POSTGRES_URL,
+  THROUGH_PGBOUNCER,
+  dropSchema,
+  postgresUrl,
+  uniqueName,
+  withAdminClient,
+} from '../helpers/backend.js';
 import { type Answer, call, createBucket, json } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -26,7 +34,13 @@ describe.skipIf(!POSTGRES_URL)(
           `select revision, key, kind, value, xmin::text as tx from "${schema}".changes where bucket_id = $1 order by revision`,
           [bucket],
         );
-        return rows.map((r) => ({ revision: Number(r.revision), key: r.key.toString('utf8'), kind: r.kind, value: r.value?.toString('utf8'), tx: r.tx }));
+        return rows.map((r) => ({
+          revision: Number(r.revision),
+          key: r.key.toString('utf8'),
+          kind: r.kind,
+          value: r.value?.toString('utf8'),
+          tx: r.tx,
+        }));
       });
 
     beforeAll(async () => {
@@ -43,9 +57,13 @@ describe.skipIf(!POSTGRES_URL)(
       expect(a.logs()).toContain('concurrent writes to a bucket share one statement');
     });
 
-    it('400 concurrent SETs on 20 keys: each answered with its own revision, exactly the next 400, logged once each; each key holds its last write', { timeout: 60_000 }, async () => {
+    it('400 concurrent SETs on 20 keys: each answered with its own revision, exactly the next 400, logged once each; each key holds its last write', {
+      timeout: 60_000,
+    }, async () => {
       const bucket = await createBucket(a.api);
-      const answers = await Promise.all(range(0, 400).map((i) => call(`${either(i).api}/${bucket}/k${i % 20}`, { method: 'PUT', body: `v${i}` })));
+      const answers = await Promise.all(
+        range(0, 400).map((i) => call(`${either(i).api}/${bucket}/k${i % 20}`, { method: 'PUT', body: `v${i}` })),
+      );
       expect(answers.filter((r) => r.status !== 200).map((r) => r.text)).toEqual([]);
       const revisions = answers.map(revisionOf);
       expect([...revisions].sort((x, y) => x - y)).toEqual(range(1, 400));
@@ -53,7 +71,8 @@ describe.skipIf(!POSTGRES_URL)(
       const log = await changeLog(bucket);
       expect(log.map((c) => c.revision)).toEqual(range(1, 400));
       // The log says what each answer said: write i is the change at the revision it was given.
-      for (const [i, revision] of revisions.entries()) expect(log[revision - 1]).toMatchObject({ key: `k${i % 20}`, kind: 'set', value: `v${i}` });
+      for (const [i, revision] of revisions.entries())
+        expect(log[revision - 1]).toMatchObject({ key: `k${i % 20}`, kind: 'set', value: `v${i}` });
       // Writes did share transactions (rows written by one transaction share its xmin).
       expect(new Set(log.map((c) => c.tx)).size).toBeLessThan(400);
 
@@ -65,7 +84,9 @@ describe.skipIf(!POSTGRES_URL)(
       }
     });
 
-    it('600 concurrent +1 counter PATCHes split across both instances give exactly 600, each answer a distinct value', { timeout: 60_000 }, async () => {
+    it('600 concurrent +1 counter PATCHes split across both instances give exactly 600, each answer a distinct value', {
+      timeout: 60_000,
+    }, async () => {
       const bucket = await createBucket(a.api);
       const answers = await Promise.all(range(0, 600).map((i) => call(`${either(i).api}/${bucket}/hits`, { method: 'PATCH', body: '+1' })));
       expect(answers.filter((r) => r.status !== 200).map((r) => r.text)).toEqual([]);
@@ -75,7 +96,9 @@ describe.skipIf(!POSTGRES_URL)(
       expect(log.map((c) => c.revision)).toEqual(range(1, 600));
     });
 
-    it('a write that fails (a refused condition, an increment of text, failed txn checks) fails alone: the writes batched with it commit, with no gap in revisions', { timeout: 60_000 }, async () => {
+    it('a write that fails (a refused condition, an increment of text, failed txn checks) fails alone: the writes batched with it commit, with no gap in revisions', {
+      timeout: 60_000,
+    }, async () => {
       const bucket = await createBucket(a.api);
       expect((await call(`${a.api}/${bucket}/taken`, { method: 'PUT', body: 'x' })).status).toBe(200);
       expect((await call(`${a.api}/${bucket}/words`, { method: 'PUT', body: 'not a number' })).status).toBe(200);
@@ -84,7 +107,16 @@ describe.skipIf(!POSTGRES_URL)(
         () => call(`${either(0).api}/${bucket}/taken`, { method: 'PUT', body: 'y', headers: { 'if-none-match': '*' } }),
         () => call(`${either(1).api}/${bucket}/taken`, { method: 'PUT', body: 'y', headers: { 'if-match': '"999999"' } }),
         () => call(`${either(0).api}/${bucket}/words`, { method: 'PATCH', body: '+1' }),
-        () => call(`${either(1).api}/${bucket}`, { method: 'POST', ...json({ txn: [{ check: 'taken', exists: false }, { set: 'never', value: 'n' }] }) }),
+        () =>
+          call(`${either(1).api}/${bucket}`, {
+            method: 'POST',
+            ...json({
+              txn: [
+                { check: 'taken', exists: false },
+                { set: 'never', value: 'n' },
+              ],
+            }),
+          }),
         () => call(`${either(0).api}/${bucket}/absent`, { method: 'DELETE', headers: { 'if-match': '*' } }),
       ];
       const alone: number[] = [];
@@ -93,7 +125,11 @@ describe.skipIf(!POSTGRES_URL)(
       const start = Number((await call(`${a.api}/${bucket}/taken`)).headers.get('kvb-revision') ?? 0);
       const bucketRevision = (await changeLog(bucket)).at(-1)!.revision;
 
-      const requests = range(0, 300).map((i) => (i % 3 === 0 ? { fails: i % 5, run: failing[i % 5]! } : { fails: undefined, run: () => call(`${either(i).api}/${bucket}/ok${i % 7}`, { method: 'PUT', body: `v${i}` }) }));
+      const requests = range(0, 300).map((i) =>
+        i % 3 === 0
+          ? { fails: i % 5, run: failing[i % 5]! }
+          : { fails: undefined, run: () => call(`${either(i).api}/${bucket}/ok${i % 7}`, { method: 'PUT', body: `v${i}` }) },
+      );
       const answers = await Promise.all(requests.map((r) => r.run()));
       answers.forEach((answer, i) => {
         const { fails } = requests[i]!;

@@ -38,7 +38,9 @@ afterAll(async () => {
 });
 
 describe('kvb-client, packed and installed on its own', () => {
-  it('packs the built client and nothing else; installs offline from the tarball with no dependency, no native module, at the size docs/client.md states', { timeout: 180_000 }, async () => {
+  it('packs the built client and nothing else; installs offline from the tarball with no dependency, no native module, at the size docs/client.md states', {
+    timeout: 180_000,
+  }, async () => {
     await execa('npm', ['pack', '--pack-destination', work], { cwd: PACKAGE });
     const tarball = join(work, `kvb-client-${version}.tgz`);
     const listing = (await execa('tar', ['tzf', tarball])).stdout.split('\n');
@@ -72,21 +74,30 @@ describe('kvb-client, packed and installed on its own', () => {
   // Each runtime imports the installed package by its name from the app's directory.
   const runtimes = scenarioCommands(join('APP', 'scenario.mjs'));
   for (const runtime of runtimes) {
-    it.skipIf(!existsSync(runtime.command))(`${runtime.name}: the client scenario passes against the installed package`, { timeout: 120_000 }, async () => {
-      expect(existsSync(join(app, 'node_modules', 'kvb-client')), 'installed by the test above').toBe(true);
-      const scenario = join(app, 'scenario.mjs');
-      copyFileSync(CLIENT_SCENARIO, scenario);
-      const result = await execa(runtime.command, runtime.args.map((a) => (a === join('APP', 'scenario.mjs') ? scenario : a)), {
-        cwd: app,
-        env: { KVB_URL: server.url, DEAD_URL: dead, KVB_CLIENT_MODULE: 'kvb-client', NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' },
-        reject: false,
-        timeout: 110_000,
-      });
-      expect({ exitCode: result.exitCode, stderr: result.stderr }).toEqual({ exitCode: 0, stderr: '' });
-      expect(JSON.parse(result.stdout)).toEqual(SCENARIO_EXPECTED);
-    });
+    it.skipIf(!existsSync(runtime.command))(
+      `${runtime.name}: the client scenario passes against the installed package`,
+      { timeout: 120_000 },
+      async () => {
+        expect(existsSync(join(app, 'node_modules', 'kvb-client')), 'installed by the test above').toBe(true);
+        const scenario = join(app, 'scenario.mjs');
+        copyFileSync(CLIENT_SCENARIO, scenario);
+        const result = await execa(
+          runtime.command,
+          runtime.args.map((a) => (a === join('APP', 'scenario.mjs') ? scenario : a)),
+          {
+            cwd: app,
+            env: { KVB_URL: server.url, DEAD_URL: dead, KVB_CLIENT_MODULE: 'kvb-client', NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' },
+            reject: false,
+            timeout: 110_000,
+          },
+        );
+        expect({ exitCode: result.exitCode, stderr: result.stderr }).toEqual({ exitCode: 0, stderr: '' });
+        expect(JSON.parse(result.stdout)).toEqual(SCENARIO_EXPECTED);
+      },
+    );
   }
   for (const runtime of runtimes) {
-    if (!existsSync(runtime.command)) console.warn(`client-package: ${runtime.name} SKIPPED (${runtime.command} is missing: npm install --no-save deno bun)`);
+    if (!existsSync(runtime.command))
+      console.warn(`client-package: ${runtime.name} SKIPPED (${runtime.command} is missing: npm install --no-save deno bun)`);
   }
 });

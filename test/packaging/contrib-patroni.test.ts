@@ -22,21 +22,37 @@ afterAll(async () => {
 }, 90_000);
 
 describe('contrib/patroni', () => {
-  it.skipIf(missing.length > 0)('demo.sh starts etcd and two Patroni nodes from the shipped files, and kvb writes and reads through the primary', { timeout: 300_000 }, async () => {
-    const demo = await execa(DEMO, ['15500'], { reject: false, timeout: 240_000 });
-    stop = /^KVB_DEMO_DIR=(\S+)$/m.exec(demo.stdout)?.[1]?.concat('/stop');
-    expect(demo.exitCode, demo.stderr).toBe(0);
-    const db = /^KVB_DB='([^']+)'$/m.exec(demo.stdout)?.[1];
-    expect(db).toMatch(/^postgres:\/\/postgres:[^@]+@127\.0\.0\.1:15520,127\.0\.0\.1:15521\/postgres\?target_session_attrs=read-write/);
-    const server = await startServer({ db: db! });
-    try {
-      const created = await kvb(['create-bucket', '--email', 'ops@example.com', '--secret-key', 'ha-secret', '--read-key', 'r', '--write-key', 'w', '--url', server.url]);
-      expect(created.exitCode, created.stderr).toBe(0);
-      const env = { KVB_URL: server.url, KVB_BUCKET: created.out.trim(), KVB_TOKEN: 'ha-secret' };
-      expect((await kvb(['set', 'through/patroni', 'hello'], { env })).exitCode).toBe(0);
-      expect(await kvb(['get', 'through/patroni'], { env })).toMatchObject({ exitCode: 0, out: 'hello' });
-    } finally {
-      await server.stop();
-    }
-  });
+  it.skipIf(missing.length > 0)(
+    'demo.sh starts etcd and two Patroni nodes from the shipped files, and kvb writes and reads through the primary',
+    { timeout: 300_000 },
+    async () => {
+      const demo = await execa(DEMO, ['15500'], { reject: false, timeout: 240_000 });
+      stop = /^KVB_DEMO_DIR=(\S+)$/m.exec(demo.stdout)?.[1]?.concat('/stop');
+      expect(demo.exitCode, demo.stderr).toBe(0);
+      const db = /^KVB_DB='([^']+)'$/m.exec(demo.stdout)?.[1];
+      expect(db).toMatch(/^postgres:\/\/postgres:[^@]+@127\.0\.0\.1:15520,127\.0\.0\.1:15521\/postgres\?target_session_attrs=read-write/);
+      const server = await startServer({ db: db! });
+      try {
+        const created = await kvb([
+          'create-bucket',
+          '--email',
+          'ops@example.com',
+          '--secret-key',
+          'ha-secret',
+          '--read-key',
+          'r',
+          '--write-key',
+          'w',
+          '--url',
+          server.url,
+        ]);
+        expect(created.exitCode, created.stderr).toBe(0);
+        const env = { KVB_URL: server.url, KVB_BUCKET: created.out.trim(), KVB_TOKEN: 'ha-secret' };
+        expect((await kvb(['set', 'through/patroni', 'hello'], { env })).exitCode).toBe(0);
+        expect(await kvb(['get', 'through/patroni'], { env })).toMatchObject({ exitCode: 0, out: 'hello' });
+      } finally {
+        await server.stop();
+      }
+    },
+  );
 });

@@ -13,7 +13,7 @@ if (!enabled) console.log('Packaging test: SKIPPED (set KVB_TEST_PACKAGING=1 to 
 
 describe('packaging', () => {
   it.skipIf(!enabled)(
-    'npm pack, then npm install -g of the tarball: kvb runs from the compiled dist/, the man page is installed, no warning about kvb\'s own scripts',
+    "npm pack, then npm install -g of the tarball: kvb runs from the compiled dist/, the man page is installed, no warning about kvb's own scripts",
     async () => {
       const dir = mkdtempSync(join(tmpdir(), 'kvb-pack-'));
       try {
@@ -43,11 +43,18 @@ describe('packaging', () => {
         expect(version.stdout).toBe(VERSION);
         // The installed bundles find what stays outside them (better-sqlite3, Swagger UI's files) in node_modules.
         const port = 20000 + Math.floor(Math.random() * 20000);
-        const server = execa(join(prefix, 'bin', 'kvb'), ['serve', '--port', String(port), '--host', '127.0.0.1', '--db', join(dir, 'kvb.db')], { reject: false });
+        const server = execa(
+          join(prefix, 'bin', 'kvb'),
+          ['serve', '--port', String(port), '--host', '127.0.0.1', '--db', join(dir, 'kvb.db')],
+          { reject: false },
+        );
         try {
           // Listening once /health answers (an event, polled).
           await expect
-            .poll(async () => (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.status, { timeout: 20_000, interval: 100 })
+            .poll(async () => (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.status, {
+              timeout: 20_000,
+              interval: 100,
+            })
             .toBe(200);
           expect((await fetch(`http://127.0.0.1:${port}/swagger-ui/static/swagger-ui.css`)).status).toBe(200);
         } finally {

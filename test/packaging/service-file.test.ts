@@ -30,19 +30,22 @@ const text = readFileSync(UNIT, 'utf8');
 const settings = (name: string) => [...text.matchAll(new RegExp(`^${name}=(.*)$`, 'gm'))].map((m) => m[1]!);
 
 describe('contrib/kvb.service', () => {
-  it.skipIf(problem !== undefined)('systemd-analyze verify accepts it (ExecStart pointed at this checkout\'s kvb), and refuses a second ExecStart=', () => {
-    const unit = join(dir, 'kvb.service');
-    writeFileSync(unit, text.replace(/^ExecStart=\S+/m, `ExecStart=${KVB_BIN}`));
-    const run = spawnSync('systemd-analyze', ['verify', '--man=no', unit], { encoding: 'utf8' });
-    expect(`${run.stdout}${run.stderr}`.trim()).toBe('');
-    expect(run.status).toBe(0);
-    // The check can fail: the README's old unit (two ExecStart= lines) is refused.
-    const doubled = join(dir, 'doubled.service');
-    writeFileSync(doubled, text.replace(/^ExecStart=\S+ serve$/m, `ExecStart=${KVB_BIN} serve\nExecStart=${KVB_BIN} serve`));
-    const refused = spawnSync('systemd-analyze', ['verify', '--man=no', doubled], { encoding: 'utf8' });
-    expect(refused.status).not.toBe(0);
-    expect(refused.stderr).toContain('more than one ExecStart=');
-  });
+  it.skipIf(problem !== undefined)(
+    "systemd-analyze verify accepts it (ExecStart pointed at this checkout's kvb), and refuses a second ExecStart=",
+    () => {
+      const unit = join(dir, 'kvb.service');
+      writeFileSync(unit, text.replace(/^ExecStart=\S+/m, `ExecStart=${KVB_BIN}`));
+      const run = spawnSync('systemd-analyze', ['verify', '--man=no', unit], { encoding: 'utf8' });
+      expect(`${run.stdout}${run.stderr}`.trim()).toBe('');
+      expect(run.status).toBe(0);
+      // The check can fail: the README's old unit (two ExecStart= lines) is refused.
+      const doubled = join(dir, 'doubled.service');
+      writeFileSync(doubled, text.replace(/^ExecStart=\S+ serve$/m, `ExecStart=${KVB_BIN} serve\nExecStart=${KVB_BIN} serve`));
+      const refused = spawnSync('systemd-analyze', ['verify', '--man=no', doubled], { encoding: 'utf8' });
+      expect(refused.status).not.toBe(0);
+      expect(refused.stderr).toContain('more than one ExecStart=');
+    },
+  );
 
   it('is hardened: its own user, a read-only system, a state directory, no new privileges, a file limit, a drain on stop', () => {
     expect(settings('ExecStart')).toEqual(['/usr/local/bin/kvb serve']);

@@ -86,7 +86,10 @@ describe('access log', () => {
     }
     // Checked once the process has exited, so every line it would have written is in.
     expect(accessLines(quiet)).toEqual([]);
-    const bad = await execa('node', [KVB_BIN, 'serve', '--port', '0', '--db', ':memory:', '--access-log', 'sometimes'], { reject: false, timeout: 15_000 });
+    const bad = await execa('node', [KVB_BIN, 'serve', '--port', '0', '--db', ':memory:', '--access-log', 'sometimes'], {
+      reject: false,
+      timeout: 15_000,
+    });
     expect(bad).toMatchObject({ exitCode: 1, stderr: 'kvb: --access-log must be one of 1/0, true/false, yes/no, on/off, not "sometimes"' });
   });
 
@@ -101,7 +104,9 @@ describe('access log', () => {
       // One line per request, as a person reads them at a terminal: method, path, status, time.
       const lines = pretty.logs().split('\n');
       expect(lines.filter((line) => /INFO.*request GET \/health 200 [\d.]+ ms$/.test(line))).toHaveLength(1);
-      expect(lines.find((line) => line.includes('no-such-bucket'))).toMatch(/request GET \/api\/v1\/no-such-bucket\/k\?key=\S+ 404 [\d.]+ ms$/);
+      expect(lines.find((line) => line.includes('no-such-bucket'))).toMatch(
+        /request GET \/api\/v1\/no-such-bucket\/k\?key=\S+ 404 [\d.]+ ms$/,
+      );
       expect(pretty.logs()).not.toContain('secret-in-query');
       // No field on a line of its own (pino-pretty's default: nine lines for one request).
       expect(lines.filter((line) => /^\s+\w+: /.test(line))).toEqual([]);

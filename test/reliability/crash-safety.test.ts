@@ -48,7 +48,11 @@ describe('crash safety (kill -9 under write load)', () => {
             } else {
               attemptedTxns.push(n);
               const txn = Array.from({ length: 5 }, (_, i) => ({ set: `txn-${n}-${i}`, value: n, ttl: 0 }));
-              const res = await fetch(base, { method: 'POST', body: JSON.stringify({ txn }), headers: { 'content-type': 'application/json' } });
+              const res = await fetch(base, {
+                method: 'POST',
+                body: JSON.stringify({ txn }),
+                headers: { 'content-type': 'application/json' },
+              });
               if (res.status === 204) ackedTxns.push(n);
             }
           } catch {
@@ -59,7 +63,9 @@ describe('crash safety (kill -9 under write load)', () => {
       const workers = Array.from({ length: 16 }, (_, i) => worker(i));
       // Killed once this round has had writes acknowledged, however slowly the machine runs.
       const ackedBefore = ackedSets.size + ackedTxns.length + ackedIncrements;
-      await expect.poll(() => ackedSets.size + ackedTxns.length + ackedIncrements - ackedBefore, { timeout: 20_000, interval: 20 }).toBeGreaterThanOrEqual(100);
+      await expect
+        .poll(() => ackedSets.size + ackedTxns.length + ackedIncrements - ackedBefore, { timeout: 20_000, interval: 20 })
+        .toBeGreaterThanOrEqual(100);
       await current.stop({ keepData: true, signal: 'SIGKILL' });
       running = false;
       await Promise.all(workers);

@@ -3,7 +3,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket, expectError } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
-
 describe('13. the CPU spent verifying unseen credentials is bounded', () => {
   // The scheduler's own rules (fair turns, time bounds) are in test/unit/verification-scheduler.test.ts;
   // two sources at once against a spawned server in test/http/first-contact.test.ts.
@@ -18,7 +17,9 @@ describe('13. the CPU spent verifying unseen credentials is bounded', () => {
     await server.stop();
   });
 
-  it('a flood of wrong credentials gets 429 + Retry-After past the bound, and cached requests are answered while the flood still waits for its hashes', { timeout: 120_000 }, async () => {
+  it('a flood of wrong credentials gets 429 + Retry-After past the bound, and cached requests are answered while the flood still waits for its hashes', {
+    timeout: 120_000,
+  }, async () => {
     const url = `${server.api}/${bucket}/missing`;
     // Verified once, cached from here on.
     expect((await call(url, { token: 'the-reader' })).status).toBe(404);
@@ -42,11 +43,14 @@ describe('13. the CPU spent verifying unseen credentials is bounded', () => {
     };
     let queued = 0;
     await expect
-      .poll(async () => {
-        const { running, waiting } = await gauges();
-        queued = running + waiting;
-        return queued + answeredGuesses;
-      }, { timeout: 60_000, interval: 50 })
+      .poll(
+        async () => {
+          const { running, waiting } = await gauges();
+          queued = running + waiting;
+          return queued + answeredGuesses;
+        },
+        { timeout: 60_000, interval: 50 },
+      )
       .toBe(300);
     // Cached requests never queue for a hash: sent while hashes are still queued, each is answered
     // before the last of them. By order, not by latency, so a loaded machine cannot fake a failure.

@@ -21,7 +21,9 @@ interface WriterLog {
 }
 
 describe('SIGTERM drains: every request received is answered, none is reset', () => {
-  it('32 keep-alive writers through SIGTERM: no reset mid-request, every 2xx write present after restart', { timeout: 90_000 }, async () => {
+  it('32 keep-alive writers through SIGTERM: no reset mid-request, every 2xx write present after restart', {
+    timeout: 90_000,
+  }, async () => {
     const server = await startServer();
     const bucket = await createBucket(server.api);
     const origin = new URL(server.url).origin;
@@ -36,7 +38,12 @@ describe('SIGTERM drains: every request received is answered, none is reset', ()
         for (let n = 0; ; n++) {
           const key = `w${w}/${n}`;
           try {
-            const res = await client.request({ method: 'PUT', path: `/api/v1/${bucket}/${key}`, body: `${w}:${n}`, headers: { 'content-type': 'text/plain' } });
+            const res = await client.request({
+              method: 'PUT',
+              path: `/api/v1/${bucket}/${key}`,
+              body: `${w}:${n}`,
+              headers: { 'content-type': 'text/plain' },
+            });
             await res.body.text();
             if (res.statusCode >= 200 && res.statusCode < 300) log.acknowledged.set(key, `${w}:${n}`);
             else log.failures.push(`status ${res.statusCode}`);
@@ -56,7 +63,9 @@ describe('SIGTERM drains: every request received is answered, none is reset', ()
     };
     const writers = Array.from({ length: 32 }, (_, w) => writer(w));
     // Every writer under way (a few answers each) before the signal.
-    await expect.poll(() => logs.length === 32 && logs.every((l) => l.acknowledged.size >= 3), { timeout: 30_000, interval: 10 }).toBe(true);
+    await expect
+      .poll(() => logs.length === 32 && logs.every((l) => l.acknowledged.size >= 3), { timeout: 30_000, interval: 10 })
+      .toBe(true);
     signalled = true;
     // process.kill, not the helper's stop(): execa would SIGKILL after 5 s, and on a loaded
     // machine the drain may take longer (its own deadline, --shutdown-timeout, bounds it).
@@ -82,7 +91,9 @@ describe('SIGTERM drains: every request received is answered, none is reset', ()
     }
   });
 
-  it('/ready answers 503 (draining) with Connection: close on a connection opened before the signal; new connections are refused', { timeout: 60_000 }, async () => {
+  it('/ready answers 503 (draining) with Connection: close on a connection opened before the signal; new connections are refused', {
+    timeout: 60_000,
+  }, async () => {
     // A long grace for idle connections, so the check below does not race it.
     const server = await startServer({ env: { KVB_DRAIN_IDLE_GRACE_MS: '30000' } });
     const { hostname, port } = new URL(server.url);
@@ -92,7 +103,9 @@ describe('SIGTERM drains: every request received is answered, none is reset', ()
     idle.setEncoding('utf8').on('data', (chunk: string) => (answer += chunk));
     const closed = new Promise((resolve) => idle.once('close', resolve));
     // (Not fetch: its pooled keep-alive connection would sit out the long grace.)
-    const before = await new Promise<number | undefined>((resolve, reject) => get(`${server.url}/ready`, { agent: false }, (res) => resolve(res.resume().statusCode)).on('error', reject));
+    const before = await new Promise<number | undefined>((resolve, reject) =>
+      get(`${server.url}/ready`, { agent: false }, (res) => resolve(res.resume().statusCode)).on('error', reject),
+    );
     expect(before).toBe(200);
     process.kill(server.process.pid!, 'SIGTERM');
     await logged(server, /received SIGTERM, draining/);
@@ -115,7 +128,7 @@ describe('SIGTERM drains: every request received is answered, none is reset', ()
     await server.stop();
   });
 
-  it('a request pipelined behind the drain\'s last answer is neither answered nor applied', { timeout: 60_000 }, async () => {
+  it("a request pipelined behind the drain's last answer is neither answered nor applied", { timeout: 60_000 }, async () => {
     const server = await startServer();
     const bucket = await createBucket(server.api);
     const socket = await rawSocket(server);
@@ -124,7 +137,9 @@ describe('SIGTERM drains: every request received is answered, none is reset', ()
     socket.on('data', (chunk: string) => (received += chunk));
     // A PUT with half its body. `Expect: 100-continue` makes the server say when it has the
     // request (the handler is waiting for the rest of the body), instead of a guess.
-    socket.write(`PUT /api/v1/${bucket}/put HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\nhello`);
+    socket.write(
+      `PUT /api/v1/${bucket}/put HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\nhello`,
+    );
     await expect.poll(() => received, { timeout: 20_000 }).toContain('HTTP/1.1 100 Continue');
     process.kill(server.process.pid!, 'SIGTERM');
     await logged(server, /received SIGTERM, draining/);

@@ -144,7 +144,11 @@ describe(`fuzz (seed ${SEED})`, { timeout: 90_000 }, () => {
   it('keys: malformed encodings and lengths', async () => {
     const requests: Sent[] = [];
     for (let i = 0; i < 600; i++) {
-      requests.push({ method: rnd.pick(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH']), path: keyPath(randomEncodedKey()), body: undefined });
+      requests.push({
+        method: rnd.pick(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH']),
+        path: keyPath(randomEncodedKey()),
+        body: undefined,
+      });
       const last = requests[requests.length - 1]!;
       if (['POST', 'PUT'].includes(last.method)) last.body = 'v';
       if (last.method === 'PATCH') last.body = '+1';
@@ -154,14 +158,39 @@ describe(`fuzz (seed ${SEED})`, { timeout: 90_000 }, () => {
   });
 
   it('values: any body with any Content-Type is stored by inference or refused with 400', async () => {
-    const types = ['', 'application/json', 'application/json; charset=utf-8', 'text/plain', 'TEXT/PLAIN;charset=UTF-8', 'application/octet-stream', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'image/png', 'garbage', ';;;'];
+    const types = [
+      '',
+      'application/json',
+      'application/json; charset=utf-8',
+      'text/plain',
+      'TEXT/PLAIN;charset=UTF-8',
+      'application/octet-stream',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+      'image/png',
+      'garbage',
+      ';;;',
+    ];
     const requests: Sent[] = [];
     for (let i = 0; i < 500; i++) {
       const kind = rnd.int(5);
       const body =
-        kind === 0 ? rnd.bytes(rnd.int(300)) : kind === 1 ? rnd.ascii(rnd.int(300)) : kind === 2 ? `{"a":${rnd.ascii(5)}` : kind === 3 ? String(rnd.next() * 1e6) : rnd.bytes(rnd.pick([16_384, 16_385, 20_000]));
+        kind === 0
+          ? rnd.bytes(rnd.int(300))
+          : kind === 1
+            ? rnd.ascii(rnd.int(300))
+            : kind === 2
+              ? `{"a":${rnd.ascii(5)}`
+              : kind === 3
+                ? String(rnd.next() * 1e6)
+                : rnd.bytes(rnd.pick([16_384, 16_385, 20_000]));
       const contentType = rnd.pick(types);
-      requests.push({ method: rnd.pick(['POST', 'PUT']), path: keyPath(`v${i}`), body, headers: contentType ? { 'content-type': contentType } : {} });
+      requests.push({
+        method: rnd.pick(['POST', 'PUT']),
+        path: keyPath(`v${i}`),
+        body,
+        headers: contentType ? { 'content-type': contentType } : {},
+      });
     }
     await batch('values', requests);
     // Where the spec defines the outcome, check it: no Content-Type and a valid body stores a value.
@@ -171,22 +200,46 @@ describe(`fuzz (seed ${SEED})`, { timeout: 90_000 }, () => {
   });
 
   it('query parameters: ttl, limit, skip, format, reverse, values', async () => {
-    const junk = () => rnd.pick(['', '-1', '1.5', 'abc', '1e3', '99999999999999999999', '0x10', ' 1', '+1', '%00', '1&ttl=2', String(rnd.int(100))]);
+    const junk = () =>
+      rnd.pick(['', '-1', '1.5', 'abc', '1e3', '99999999999999999999', '0x10', ' 1', '+1', '%00', '1&ttl=2', String(rnd.int(100))]);
     const requests: Sent[] = [];
     for (let i = 0; i < 400; i++) {
       if (rnd.int(2)) requests.push({ method: 'POST', path: `${keyPath(`q${i}`)}?ttl=${encodeURIComponent(junk())}`, body: 'v' });
       else {
-        const params = ['limit', 'skip', 'format', 'reverse', 'values', 'prefix'].filter(() => rnd.int(2)).map((p) => `${p}=${encodeURIComponent(p === 'format' ? rnd.pick(['text', 'json', 'jsonl', 'xml', '', 'JSON']) : junk())}`);
-        requests.push({ method: 'GET', path: `/api/v1/${bucket}/?${params.join('&')}`, headers: { accept: rnd.pick(['*/*', 'image/png', 'application/json;q=0', 'text/plain', '', ',,,;q=abc']) } });
+        const params = ['limit', 'skip', 'format', 'reverse', 'values', 'prefix']
+          .filter(() => rnd.int(2))
+          .map((p) => `${p}=${encodeURIComponent(p === 'format' ? rnd.pick(['text', 'json', 'jsonl', 'xml', '', 'JSON']) : junk())}`);
+        requests.push({
+          method: 'GET',
+          path: `/api/v1/${bucket}/?${params.join('&')}`,
+          headers: { accept: rnd.pick(['*/*', 'image/png', 'application/json;q=0', 'text/plain', '', ',,,;q=abc']) },
+        });
       }
     }
     await batch('query', requests);
   });
 
   it('counter deltas', async () => {
-    const deltas = ['1', '++1', '+1e400', '+NaN', '+0x10', '', '+', '-', '+ 1', '+1.', '+.5', '-Infinity', '+1e308', '+9223372036854775807', '+9223372036854775808'];
+    const deltas = [
+      '1',
+      '++1',
+      '+1e400',
+      '+NaN',
+      '+0x10',
+      '',
+      '+',
+      '-',
+      '+ 1',
+      '+1.',
+      '+.5',
+      '-Infinity',
+      '+1e308',
+      '+9223372036854775807',
+      '+9223372036854775808',
+    ];
     const requests: Sent[] = deltas.map((d, i) => ({ method: 'PATCH', path: keyPath(`c${i}`), body: d }));
-    for (let i = 0; i < 200; i++) requests.push({ method: 'PATCH', path: keyPath(`c-rand-${i % 7}`), body: rnd.pick(['+', '-', '']) + rnd.ascii(rnd.int(12)) });
+    for (let i = 0; i < 200; i++)
+      requests.push({ method: 'PATCH', path: keyPath(`c-rand-${i % 7}`), body: rnd.pick(['+', '-', '']) + rnd.ascii(rnd.int(12)) });
     await batch('deltas', requests);
     // 10 MiB of digits: refused at once from Content-Length, without reading it.
     const huge = await sendOversized('PATCH', keyPath('c-huge'), 10, 0x39);
@@ -213,7 +266,19 @@ describe(`fuzz (seed ${SEED})`, { timeout: 90_000 }, () => {
         'string',
         null,
       ]);
-    const bodies = ['', 'null', '[]', '{}', '{"txn":{}}', '{"txn":[]}', '{"txn":[1]}', '{"txn":[{}]}', '{"txn":', 'x', JSON.stringify({ txn: Array.from({ length: 1001 }, (_, i) => ({ set: `k${i}`, value: i })) })];
+    const bodies = [
+      '',
+      'null',
+      '[]',
+      '{}',
+      '{"txn":{}}',
+      '{"txn":[]}',
+      '{"txn":[1]}',
+      '{"txn":[{}]}',
+      '{"txn":',
+      'x',
+      JSON.stringify({ txn: Array.from({ length: 1001 }, (_, i) => ({ set: `k${i}`, value: i })) }),
+    ];
     for (let i = 0; i < 200; i++) bodies.push(JSON.stringify({ txn: Array.from({ length: 1 + rnd.int(4) }, op) }));
     const requests: Sent[] = bodies.map((body) => ({
       method: 'POST',
@@ -229,13 +294,17 @@ describe(`fuzz (seed ${SEED})`, { timeout: 90_000 }, () => {
     const fields = ['email', 'secret_key', 'read_key', 'default_ttl', 'bogus', 'prefix', 'permissions', 'ttl'];
     for (let i = 0; i < 200; i++) {
       const form = new URLSearchParams();
-      for (const f of fields) if (rnd.int(3) === 0) form.append(f, rnd.pick(['', 'a@b', 'read', 'read,admin', 'x', '-5', '0', rnd.ascii(10)]));
+      for (const f of fields)
+        if (rnd.int(3) === 0) form.append(f, rnd.pick(['', 'a@b', 'read', 'read,admin', 'x', '-5', '0', rnd.ascii(10)]));
       const mint = rnd.int(2) === 0;
       requests.push({
         method: 'POST',
         path: mint ? `/api/v1/${bucket}/tokens/` : '/api/v1/',
         body: rnd.int(5) === 0 ? rnd.bytes(50) : form.toString(),
-        headers: { 'content-type': rnd.pick(['application/x-www-form-urlencoded', 'application/json', 'text/plain']), ...(mint ? auth() : {}) },
+        headers: {
+          'content-type': rnd.pick(['application/x-www-form-urlencoded', 'application/json', 'text/plain']),
+          ...(mint ? auth() : {}),
+        },
       });
     }
     await batch('forms', requests);

@@ -90,11 +90,22 @@ describe('hardening: what an attacker found', () => {
       } as RequestInit);
       expectError(streamed, 400, 'bad_request');
       // Within the bound, a read-only caller's checks run; a write among them is refused, nothing written.
-      const checks = await call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: [{ check: 'k', exists: false }] }, { authorization: 'Bearer r' }) });
+      const checks = await call(`${server.api}/${bucket}`, {
+        method: 'POST',
+        ...json({ txn: [{ check: 'k', exists: false }] }, { authorization: 'Bearer r' }),
+      });
       expect(checks.status, checks.text).toBe(204);
       const write = await call(`${server.api}/${bucket}`, {
         method: 'POST',
-        ...json({ txn: [{ check: 'k', exists: false }, { set: 'k', value: 1 }] }, { authorization: 'Bearer r' }),
+        ...json(
+          {
+            txn: [
+              { check: 'k', exists: false },
+              { set: 'k', value: 1 },
+            ],
+          },
+          { authorization: 'Bearer r' },
+        ),
       });
       expectError(write, 403, 'forbidden');
       expect((await call(`${server.api}/${bucket}/k`, { headers: { authorization: 'Bearer r' } })).status).toBe(404);
@@ -114,7 +125,9 @@ describe('hardening: what an attacker found', () => {
         headers: { 'content-type': 'application/json', authorization: 'Bearer w' },
       });
       expectError(answer, 400, 'bad_request');
-      expect(answer.headers.get('kvb-error-detail')).toMatch(/larger than the server's limit of 16384 bytes \(16 KiB\), set by kvb serve --max-value-bytes/);
+      expect(answer.headers.get('kvb-error-detail')).toMatch(
+        /larger than the server's limit of 16384 bytes \(16 KiB\), set by kvb serve --max-value-bytes/,
+      );
       // Measured before the fix: 515-658 MB more. The body itself is 16 MB, read once as a string.
       expect(rssBytes(server.process.pid!) - before).toBeLessThan(150 * 1024 * 1024);
     });
@@ -311,7 +324,9 @@ describe('16. upgrading gives existing buckets a token salt (SQLite file)', () =
       expectError(await call(`${second.api}/${bucket}/a`, { token: oldToken }), 401, 'unauthorized');
       const form = new URLSearchParams({ prefix: 'a', permissions: 'read', ttl: '600' });
       const minted = await call(`${second.api}/${bucket}/tokens/`, { method: 'POST', body: form, token: 'admin' });
-      expect((await call(`${second.api}/${bucket}/a`, { token: (minted.json() as { access_token: string }).access_token })).status).toBe(404);
+      expect((await call(`${second.api}/${bucket}/a`, { token: (minted.json() as { access_token: string }).access_token })).status).toBe(
+        404,
+      );
     } finally {
       await second.stop({ keepData: true });
     }

@@ -60,7 +60,9 @@ describe('--metrics-listen and --metrics-token', () => {
     expect(execFileSync('promtool', ['check', 'rules', RULES], { encoding: 'utf8', stdio: 'pipe' })).toMatch(/SUCCESS: \d+ rules found/);
     const text = (await call(`${metricsUrl}/metrics`, { token: 'scrape-secret' })).text;
     const exported = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!));
-    const named = new Set([...readFileSync(RULES, 'utf8').matchAll(/\b(kvb_[a-z_]+)/g)].map((m) => m[1]!.replace(/_(bucket|count|sum)$/, '')));
+    const named = new Set(
+      [...readFileSync(RULES, 'utf8').matchAll(/\b(kvb_[a-z_]+)/g)].map((m) => m[1]!.replace(/_(bucket|count|sum)$/, '')),
+    );
     const unknown = [...named].filter((name) => !exported.has(name) && !(name.startsWith('kvb_pg_') && TEST_BACKEND !== 'postgres'));
     expect(unknown).toEqual([]);
   });

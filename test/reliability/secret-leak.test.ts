@@ -72,7 +72,11 @@ beforeAll(async () => {
   });
   await record('old secret after rotation', `${b}`, { headers: { authorization: `Bearer ${SECRET}` } });
   await record('old token after rotation', `${b}/k1`, { headers: { authorization: `Bearer ${token}` } });
-  await record('malformed patch', `${b}`, { method: 'PATCH', body: `{"secret_key":"${ROTATED}"`, headers: { authorization: `Bearer ${ROTATED}`, 'content-type': 'application/json' } });
+  await record('malformed patch', `${b}`, {
+    method: 'PATCH',
+    body: `{"secret_key":"${ROTATED}"`,
+    headers: { authorization: `Bearer ${ROTATED}`, 'content-type': 'application/json' },
+  });
   await record('create with secrets', `${server.api}/`, {
     method: 'POST',
     body: new URLSearchParams({ email: 'x@example.com', secret_key: SECRET, read_key: READ, unknown: WRITE }),
@@ -96,7 +100,12 @@ describe('Secrets, tokens and values never leak', () => {
     expect(status('old token after rotation')).toBe(401);
     expect(status('create with secrets')).toBe(400);
     // The log really is verbose: one access line per request at trace level.
-    expect(server.logs().split('\n').filter((line) => line.includes('"msg":"request"')).length).toBeGreaterThanOrEqual(answers.length);
+    expect(
+      server
+        .logs()
+        .split('\n')
+        .filter((line) => line.includes('"msg":"request"')).length,
+    ).toBeGreaterThanOrEqual(answers.length);
   });
 
   it('no response header and no error body carries a secret, a token or the signing key', () => {

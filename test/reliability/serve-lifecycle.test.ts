@@ -24,7 +24,8 @@ afterAll(() => {
 describe('kvb serve: options, start-up and shutdown', () => {
   it('--help shows only what serve uses: no client flags or client exit codes', async () => {
     const { stdout } = await execa('node', [KVB_BIN, 'serve', '--help']);
-    for (const clientOnly of [/--url/, /--token/, /--bucket /, /--profile/, /--timeout/, /Global Options/, /key or bucket not found/]) expect(stdout).not.toMatch(clientOnly);
+    for (const clientOnly of [/--url/, /--token/, /--bucket /, /--profile/, /--timeout/, /Global Options/, /key or bucket not found/])
+      expect(stdout).not.toMatch(clientOnly);
     expect(stdout).toContain('0  stopped cleanly (SIGTERM or SIGINT)');
     expect(stdout).toContain('port already in use');
   });
@@ -145,7 +146,7 @@ describe('kvb serve: options, start-up and shutdown', () => {
     }
   });
 
-  it('the lock file beside the database (<db>-lock) gets the database file\'s permission bits', async () => {
+  it("the lock file beside the database (<db>-lock) gets the database file's permission bits", async () => {
     const dir = tempDir();
     const db = join(dir, 'kvb.db');
     await (await startServer({ dataDir: dir, db })).stop({ keepData: true });
@@ -181,7 +182,10 @@ describe('kvb serve: options, start-up and shutdown', () => {
       stderr: 'kvb: --db: unsupported database "mysql:": use a file path, sqlite:PATH, file:PATH, postgres:// or postgresql://',
     });
     expect(existsSync(join(cwd, 'mysql:'))).toBe(false);
-    expect(proc).toMatchObject({ exitCode: 1, stderr: 'kvb: cannot open SQLite database /proc/nope/x.db: cannot create directory /proc/nope: ENOENT' });
+    expect(proc).toMatchObject({
+      exitCode: 1,
+      stderr: 'kvb: cannot open SQLite database /proc/nope/x.db: cannot create directory /proc/nope: ENOENT',
+    });
     expect(empty).toMatchObject({ exitCode: 1, stderr: 'kvb: --db: "sqlite:" names no file' });
   });
 
@@ -211,7 +215,10 @@ describe('kvb serve: options, start-up and shutdown', () => {
     const servers = await Promise.all(['0', 'false', 'Off', 'YES', '1'].map(start));
     try {
       const statuses = await Promise.all(
-        servers.map(async (server) => (await call(`${server.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'a@example.com' }) })).status),
+        servers.map(
+          async (server) =>
+            (await call(`${server.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'a@example.com' }) })).status,
+        ),
       );
       expect(statuses).toEqual([201, 201, 201, 400, 400]);
     } finally {
@@ -222,6 +229,9 @@ describe('kvb serve: options, start-up and shutdown', () => {
       timeout: 15_000,
       env: { KVB_REQUIRE_SECRET_KEY: 'maybe' },
     });
-    expect(bad).toMatchObject({ exitCode: 1, stderr: 'kvb: KVB_REQUIRE_SECRET_KEY must be one of 1/0, true/false, yes/no, on/off, not "maybe"' });
+    expect(bad).toMatchObject({
+      exitCode: 1,
+      stderr: 'kvb: KVB_REQUIRE_SECRET_KEY must be one of 1/0, true/false, yes/no, on/off, not "maybe"',
+    });
   });
 });

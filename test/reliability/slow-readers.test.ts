@@ -23,7 +23,11 @@ describe('readers that stop reading', () => {
     // 3,000 values of 16 KiB: about 48 MiB of values, 64 MiB as base64 in a listing.
     const value = JSON.stringify(Buffer.alloc(16 * 1024, 7).toString('base64')).slice(0, 16 * 1024 - 4) + '"';
     const items = Array.from({ length: KEYS }, (_, i) => ({ key: `big/${String(i).padStart(5, '0')}`, type: 'text' as const, value }));
-    const res = await call(`${server.api}/${bucket}`, { method: 'POST', body: exportFile(items), headers: { 'content-type': 'application/x-ndjson' } });
+    const res = await call(`${server.api}/${bucket}`, {
+      method: 'POST',
+      body: exportFile(items),
+      headers: { 'content-type': 'application/x-ndjson' },
+    });
     expect(res.status, res.text).toBe(200);
     path = `/api/v1/${bucket}/?values=true&format=jsonl&limit=${KEYS}`;
   }, 60_000);
@@ -31,7 +35,9 @@ describe('readers that stop reading', () => {
     await server.stop();
   });
 
-  it(`${READERS} stalled readers pin a bounded amount of memory, the next streamed listing gets 503, and all are cut after the stall timeout`, { timeout: 120_000 }, async () => {
+  it(`${READERS} stalled readers pin a bounded amount of memory, the next streamed listing gets 503, and all are cut after the stall timeout`, {
+    timeout: 120_000,
+  }, async () => {
     const pid = server.process.pid!;
     // Warm up: one full listing read normally.
     const full = await call(`${server.url}${path}`);
@@ -41,7 +47,9 @@ describe('readers that stop reading', () => {
     const { hostname, port } = new URL(server.url);
     // Python, because it can give its sockets a tiny receive buffer: the listing then backs up
     // into the server as it would behind a real slow client, instead of into loopback buffers.
-    const readers = execa('python3', [STALLED_READERS, hostname, port, path, String(READERS), String(STALL_SECONDS + 6), '15'], { reject: false });
+    const readers = execa('python3', [STALLED_READERS, hostname, port, path, String(READERS), String(STALL_SECONDS + 6), '15'], {
+      reject: false,
+    });
     let stalled!: () => void;
     const started = new Promise<void>((resolve) => (stalled = resolve));
     readers.stdout?.on('data', (chunk: Buffer) => {

@@ -45,41 +45,49 @@ describe('storage faults answer what they are', () => {
 const disk = mountSmallDisk();
 const skipReason = typeof disk === 'string' ? disk : undefined;
 
-describe.skipIf(skipReason !== undefined)(`11. a full disk (SQLite on a 2 MiB tmpfs)${skipReason ? `: SKIPPED, ${skipReason}` : ''}`, () => {
-  let server: RunningServer;
-  beforeAll(async () => {
-    if (typeof disk === 'string') return;
-    server = await startServer({ db: join(disk.dir, 'kvb.db') });
-  });
-  afterAll(() => {
-    if (typeof disk !== 'string') disk.unmount();
-  });
+describe.skipIf(skipReason !== undefined)(
+  `11. a full disk (SQLite on a 2 MiB tmpfs)${skipReason ? `: SKIPPED, ${skipReason}` : ''}`,
+  () => {
+    let server: RunningServer;
+    beforeAll(async () => {
+      if (typeof disk === 'string') return;
+      server = await startServer({ db: join(disk.dir, 'kvb.db') });
+    });
+    afterAll(() => {
+      if (typeof disk !== 'string') disk.unmount();
+    });
 
-  it('answers writes 507 insufficient_storage with the reason, keeps reads working, and exits 0 on SIGTERM', { timeout: 60_000 }, async () => {
-    const bucket = await createBucket(server.api);
-    const value = 'v'.repeat(16 * 1024);
-    let refused;
-    for (let i = 0; i < 400 && !refused; i++) {
-      const answer = await call(`${server.api}/${bucket}/k${i}`, { method: 'PUT', body: `${i}${value}`.slice(0, 16384) });
-      if (answer.status !== 200) refused = answer;
-    }
-    expect(refused, 'the disk never filled').toBeDefined();
-    expectError(refused!, 507, 'insufficient_storage');
-    expect(refused!.headers.get('kvb-error-detail')).toMatch(/disk holding the database is full/);
-    const read = await call(`${server.api}/${bucket}/k0`);
-    expect(read.status).toBe(200);
-    expect(read.text.startsWith('0')).toBe(true);
-    expect((await call(`${server.url}/health`)).status).toBe(200);
-    expect(server.logs()).not.toMatch(/unexpected error/);
-    expect(await server.stop()).toBe(0);
-  });
+    it('answers writes 507 insufficient_storage with the reason, keeps reads working, and exits 0 on SIGTERM', {
+      timeout: 60_000,
+    }, async () => {
+      const bucket = await createBucket(server.api);
+      const value = 'v'.repeat(16 * 1024);
+      let refused;
+      for (let i = 0; i < 400 && !refused; i++) {
+        const answer = await call(`${server.api}/${bucket}/k${i}`, { method: 'PUT', body: `${i}${value}`.slice(0, 16384) });
+        if (answer.status !== 200) refused = answer;
+      }
+      expect(refused, 'the disk never filled').toBeDefined();
+      expectError(refused!, 507, 'insufficient_storage');
+      expect(refused!.headers.get('kvb-error-detail')).toMatch(/disk holding the database is full/);
+      const read = await call(`${server.api}/${bucket}/k0`);
+      expect(read.status).toBe(200);
+      expect(read.text.startsWith('0')).toBe(true);
+      expect((await call(`${server.url}/health`)).status).toBe(200);
+      expect(server.logs()).not.toMatch(/unexpected error/);
+      expect(await server.stop()).toBe(0);
+    });
 
-  it('a database on a read-only file system is refused at start with that reason, not "disk I/O error"', async () => {
-    if (typeof disk === 'string') return;
-    execFileSync('mount', ['-o', 'remount,ro', disk.dir], { stdio: 'pipe' });
-    const result = await execa('node', [KVB_BIN, 'serve', '--port', '0', '--db', join(disk.dir, 'kvb.db')], { reject: false, timeout: 20_000 });
-    expect(result.exitCode).toBe(1);
-    expect(result.stderr).toMatch(/cannot open SQLite database .*: the database file is on a read-only file system/);
-    expect(result.stderr).not.toMatch(/disk I\/O error/);
-  });
-});
+    it('a database on a read-only file system is refused at start with that reason, not "disk I/O error"', async () => {
+      if (typeof disk === 'string') return;
+      execFileSync('mount', ['-o', 'remount,ro', disk.dir], { stdio: 'pipe' });
+      const result = await execa('node', [KVB_BIN, 'serve', '--port', '0', '--db', join(disk.dir, 'kvb.db')], {
+        reject: false,
+        timeout: 20_000,
+      });
+      expect(result.exitCode).toBe(1);
+      expect(result.stderr).toMatch(/cannot open SQLite database .*: the database file is on a read-only file system/);
+      expect(result.stderr).not.toMatch(/disk I\/O error/);
+    });
+  },
+);

@@ -21,8 +21,22 @@ const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir,
 function issue(name: string, serial: string): void {
   openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', '/CN=localhost');
   openssl(
-    'x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-set_serial', serial, '-days', '2', '-out', `${name}.pem`,
-    '-extfile', 'san.cnf',
+    'x509',
+    '-req',
+    '-in',
+    `${name}.csr`,
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-set_serial',
+    serial,
+    '-days',
+    '2',
+    '-out',
+    `${name}.pem`,
+    '-extfile',
+    'san.cnf',
   );
 }
 
@@ -67,7 +81,8 @@ function httpOn(socket: TLSSocket, target: string): Promise<string> {
   });
 }
 
-const serveOnce = (args: string[]) => execa('node', [KVB_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--db', ':memory:', ...args], { reject: false, timeout: 20_000 });
+const serveOnce = (args: string[]) =>
+  execa('node', [KVB_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--db', ':memory:', ...args], { reject: false, timeout: 20_000 });
 
 describe('kvb serve --tls-cert/--tls-key', () => {
   let server: RunningServer;
@@ -150,7 +165,23 @@ describe('a certificate the CLI does not trust is a network failure (exit 4), no
   let server: RunningServer;
   beforeAll(async () => {
     // Self-signed: the certificate is its own issuer, as `openssl req -x509` makes one for a quick set-up.
-    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'self.key', '-out', 'self.pem', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1');
+    openssl(
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'self.key',
+      '-out',
+      'self.pem',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    );
     server = await startServer({ args: ['--tls-cert', path('self.pem'), '--tls-key', path('self.key')] });
   });
   afterAll(async () => {
@@ -205,17 +236,25 @@ describe('the TLS port closes half-open handshakes at the header timeout', () =>
   let server: RunningServer;
   beforeAll(async () => {
     // (Not cert.pem/key.pem: the SIGHUP test above leaves them a mismatched pair.)
-    server = await startServer({ args: ['--tls-cert', path('first.pem'), '--tls-key', path('first.key')], env: { KVB_HEADERS_TIMEOUT_MS: '1000' } });
+    server = await startServer({
+      args: ['--tls-cert', path('first.pem'), '--tls-key', path('first.key')],
+      env: { KVB_HEADERS_TIMEOUT_MS: '1000' },
+    });
   });
   afterAll(async () => {
     await server?.stop();
   });
 
-  it('a connection that sends nothing, or 7 bytes of a ClientHello, is closed; a full handshake still works', { timeout: 40_000 }, async () => {
+  it('a connection that sends nothing, or 7 bytes of a ClientHello, is closed; a full handshake still works', {
+    timeout: 40_000,
+  }, async () => {
     const port = Number(new URL(server.url).port);
     // The first 7 bytes of a TLS 1.2+ ClientHello record: handshake type, version, length, type.
     const partialHello = Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00]);
-    const [silent, partial] = await Promise.all([closedByServer(port, Buffer.alloc(0), 10_000), closedByServer(port, partialHello, 10_000)]);
+    const [silent, partial] = await Promise.all([
+      closedByServer(port, Buffer.alloc(0), 10_000),
+      closedByServer(port, partialHello, 10_000),
+    ]);
     expect({ silent, partial }).toEqual({ silent: true, partial: true });
     const socket = await handshake(port);
     expect(await httpOn(socket, '/health')).toMatch(/^HTTP\/1\.1 200 /);
@@ -241,7 +280,11 @@ describe('kvb serve refuses TLS files it cannot use, in one line', () => {
     const mismatch = await serveOnce(['--tls-cert', path('first.pem'), '--tls-key', path('stranger.key')]);
     expect(mismatch.exitCode).toBe(1);
     expect(mismatch.stderr).toContain(`the TLS key ${path('stranger.key')} does not belong to the certificate ${path('first.pem')}`);
-    const onlyCert = await execa('node', [KVB_BIN, 'serve', '--port', '0', '--db', ':memory:'], { reject: false, timeout: 20_000, env: { KVB_TLS_CERT: path('first.pem') } });
+    const onlyCert = await execa('node', [KVB_BIN, 'serve', '--port', '0', '--db', ':memory:'], {
+      reject: false,
+      timeout: 20_000,
+      env: { KVB_TLS_CERT: path('first.pem') },
+    });
     expect(onlyCert.exitCode).toBe(1);
     expect(onlyCert.stderr).toContain('--tls-cert and --tls-key go together');
   });
@@ -250,7 +293,10 @@ describe('kvb serve refuses TLS files it cannot use, in one line', () => {
     const open = await startServer({ args: ['--host', '0.0.0.0'] });
     try {
       await logged(open, /without TLS/);
-      const warnings = open.logs().split('\n').filter((line) => line.includes('without TLS'));
+      const warnings = open
+        .logs()
+        .split('\n')
+        .filter((line) => line.includes('without TLS'));
       expect(warnings).toHaveLength(1);
       expect(warnings[0]).toContain('clear text unless a proxy in front terminates TLS');
     } finally {

@@ -23,7 +23,9 @@ describe('SQLite WAL checkpoints beside the server', () => {
       const before = statSync(file).size;
       for (let i = 0; i < 400; i += 20) {
         const answers = await Promise.all(
-          Array.from({ length: 20 }, (_, j) => call(`${server.api}/${bucket}/k${i + j}`, { method: 'PUT', body: value, headers: { authorization: 'Bearer admin' } })),
+          Array.from({ length: 20 }, (_, j) =>
+            call(`${server.api}/${bucket}/k${i + j}`, { method: 'PUT', body: value, headers: { authorization: 'Bearer admin' } }),
+          ),
         );
         for (const answer of answers) expect(answer.status, answer.text).toBe(200);
       }
@@ -39,7 +41,8 @@ describe('SQLite WAL checkpoints beside the server', () => {
     const again = await startServer({ dataDir });
     try {
       // Every acknowledged write is there after the restart.
-      for (const key of ['k0', 'k199', 'k399']) expect((await call(`${again.api}/${bucket}/${key}`, { headers: { authorization: 'Bearer admin' } })).text).toBe(value);
+      for (const key of ['k0', 'k199', 'k399'])
+        expect((await call(`${again.api}/${bucket}/${key}`, { headers: { authorization: 'Bearer admin' } })).text).toBe(value);
     } finally {
       await again.stop();
     }

@@ -17,7 +17,10 @@ const txnBody = (txn: unknown[]) => ({ method: 'POST', headers: { 'content-type'
 
 /** Opens the accounts (one transaction, before any client starts). */
 export async function openAccounts(baseUrl: string, bucket: string): Promise<void> {
-  const ex = await send(`${baseUrl}/api/v1/${bucket}`, txnBody(ACCOUNTS.map((key) => ({ set: key, type: 'int64', value: String(OPENING_BALANCE) }))));
+  const ex = await send(
+    `${baseUrl}/api/v1/${bucket}`,
+    txnBody(ACCOUNTS.map((key) => ({ set: key, type: 'int64', value: String(OPENING_BALANCE) }))),
+  );
   if (ex.answer?.status !== 204) throw new Error(`opening the bank accounts: ${describe(ex)} ${ex.answer?.text ?? ''}`);
 }
 

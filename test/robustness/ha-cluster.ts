@@ -63,20 +63,28 @@ async function leaderName(): Promise<string | undefined> {
 
 /** Waits until a node other than `old` leads and takes writes. */
 async function waitNewLeader(old: string): Promise<string> {
-  return until('a new primary', async () => {
-    const name = await leaderName();
-    return name !== undefined && name !== old ? name : undefined;
-  }, 60_000);
+  return until(
+    'a new primary',
+    async () => {
+      const name = await leaderName();
+      return name !== undefined && name !== old ? name : undefined;
+    },
+    60_000,
+  );
 }
 
 /** A planned switchover to the synchronous standby; resolves once the standby leads. */
 export async function switchover(): Promise<string> {
   const { leader, standby } = await waitHealthy();
-  const status = await restStatus(`${leader.rest}/switchover`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ leader: leader.name, candidate: standby.name }),
-  }, 60_000); // Patroni answers once the switchover is done, seconds later on a busy machine.
+  const status = await restStatus(
+    `${leader.rest}/switchover`,
+    {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ leader: leader.name, candidate: standby.name }),
+    },
+    60_000,
+  ); // Patroni answers once the switchover is done, seconds later on a busy machine.
   if (status !== 200) throw new Error(`switchover: Patroni answered ${status}`);
   return `switchover ${leader.name} -> ${await waitNewLeader(leader.name)}`;
 }

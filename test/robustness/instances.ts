@@ -62,10 +62,14 @@ export class Instance {
 
   /** Starts `kvb serve` and resolves once it listens. */
   async start(): Promise<void> {
-    const child = spawn(process.execPath, [KVB_BIN, 'serve', '--port', String(this.port), '--host', '127.0.0.1', '--db', this.db, ...this.args], {
-      env: { ...process.env, KVB_LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [KVB_BIN, 'serve', '--port', String(this.port), '--host', '127.0.0.1', '--db', this.db, ...this.args],
+      {
+        env: { ...process.env, KVB_LOG_LEVEL: 'warn' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     children.add(child);
     child.once('exit', () => children.delete(child));
     this.child = child;

@@ -30,24 +30,43 @@ export async function lockHolder(ctx: WorkloadContext, index: number, errors: st
   /** One fenced write; false when the lock is no longer ours (or the answer is unknown). */
   const fencedWrite = async (token: number): Promise<boolean> => {
     const call = now();
-    const ex = await send(base, txn([{ check: LOCK_KEY, created: token }, { set: FENCED_KEY, value: `h${holder}.${n++}` }]));
+    const ex = await send(
+      base,
+      txn([
+        { check: LOCK_KEY, created: token },
+        { set: FENCED_KEY, value: `h${holder}.${n++}` },
+      ]),
+    );
     const ret = now();
     const outcome = outcomeOf(ex);
     recorder.count('fenced-write', outcome, describe(ex));
     if (ex.error && !ex.error.sent) return false;
     if (ex.answer?.status === 400) {
       // A server without the `created` check: the workload cannot run, and must not pass as if it had.
-      errors.push(`lock holder ${holder}: a fenced transaction was refused as malformed (does this server know {"check","created"}?): ${ex.answer.text.slice(0, 200)}`);
+      errors.push(
+        `lock holder ${holder}: a fenced transaction was refused as malformed (does this server know {"check","created"}?): ${ex.answer.text.slice(0, 200)}`,
+      );
       return false;
     }
     const revision = outcome === 'ok' ? revisionOf(ex.answer!) : undefined;
-    recorder.fenced.push({ holder, token, ...(revision !== undefined && { revision }), outcome, call, ret: outcome === 'unknown' ? Infinity : ret });
+    recorder.fenced.push({
+      holder,
+      token,
+      ...(revision !== undefined && { revision }),
+      outcome,
+      call,
+      ret: outcome === 'unknown' ? Infinity : ret,
+    });
     return outcome === 'ok';
   };
 
   while (ctx.running() && errors.length === 0) {
     // Acquire: create-only, so at most one live holder; an expired lock counts as absent.
-    const taken = await send(lockUrl, { method: 'PUT', headers: { 'content-type': 'text/plain', 'if-none-match': '*' }, body: `h${holder}` });
+    const taken = await send(lockUrl, {
+      method: 'PUT',
+      headers: { 'content-type': 'text/plain', 'if-none-match': '*' },
+      body: `h${holder}`,
+    });
     recorder.count('lock-acquire', outcomeOf(taken), describe(taken));
     if (taken.answer?.status !== 200) {
       await sleep(random.int(50, 200));
@@ -61,7 +80,11 @@ export async function lockHolder(ctx: WorkloadContext, index: number, errors: st
       held = await fencedWrite(token);
       if (!held) break;
       // Renew (keeps the create revision, so the token stays valid while renewed in time).
-      const renewed = await send(lockUrl, { method: 'PUT', headers: { 'content-type': 'text/plain', 'if-match': `"${rev}"` }, body: `h${holder}` });
+      const renewed = await send(lockUrl, {
+        method: 'PUT',
+        headers: { 'content-type': 'text/plain', 'if-match': `"${rev}"` },
+        body: `h${holder}`,
+      });
       recorder.count('lock-renew', outcomeOf(renewed), describe(renewed));
       if (renewed.answer?.status !== 200) break;
       rev = revisionOf(renewed.answer)!;

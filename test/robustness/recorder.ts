@@ -1,5 +1,16 @@
 import { performance } from 'node:perf_hooks';
-import type { BankRead, CounterInput, CounterOutput, FencedWrite, Op, Outcome, RecordedHistory, RegisterInput, RegisterOutput, WatchLog } from './history.js';
+import type {
+  BankRead,
+  CounterInput,
+  CounterOutput,
+  FencedWrite,
+  Op,
+  Outcome,
+  RecordedHistory,
+  RegisterInput,
+  RegisterOutput,
+  WatchLog,
+} from './history.js';
 
 /** The one clock of a run: every call, return and event time comes from it. */
 export const now = (): number => performance.now();

@@ -138,7 +138,9 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     const control: WatchControl = { abort: false };
     const watchStats: WatchStats = { events: 0, segments: 0, resets: 0, closed: 0 };
     const watcherCount = Math.max(2, scenario.instances);
-    const watching = Array.from({ length: watcherCount }, (_, i) => watcher(recorder, instances, bucket, i + 1, control, watchStats).catch(clientErrors(`watcher ${i}`)));
+    const watching = Array.from({ length: watcherCount }, (_, i) =>
+      watcher(recorder, instances, bucket, i + 1, control, watchStats).catch(clientErrors(`watcher ${i}`)),
+    );
     defer(options, () => {
       control.abort = true;
     });
@@ -244,7 +246,9 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       recorder,
       watch: { ...watchStats, watchers: watcherCount, finalRevision, caughtUp },
       faults,
-      errors: errors.concat(instances.filter((i) => !i.running).map((i) => `instance ${i.name} is not running at the end:\n${i.logTail(10)}`)),
+      errors: errors.concat(
+        instances.filter((i) => !i.running).map((i) => `instance ${i.name} is not running at the end:\n${i.logTail(10)}`),
+      ),
       wallMs: now() - started,
     };
   } finally {

@@ -123,7 +123,10 @@ async function main(): Promise<number> {
     return 0;
   }
   if (flags.list) {
-    for (const s of SCENARIOS) log(`${s.name.padEnd(20)} ${s.backend}, ${s.instances} instance(s), fault: ${s.nemesis}${s.ci ? '' : ' (not in ci)'}${s.args.length ? `, ${s.args.join(' ')}` : ''}`);
+    for (const s of SCENARIOS)
+      log(
+        `${s.name.padEnd(20)} ${s.backend}, ${s.instances} instance(s), fault: ${s.nemesis}${s.ci ? '' : ' (not in ci)'}${s.args.length ? `, ${s.args.join(' ')}` : ''}`,
+      );
     return 0;
   }
   if (flags.selftest) {
@@ -149,7 +152,9 @@ async function main(): Promise<number> {
   }
   if (flags.keep) mkdirSync(flags.keep, { recursive: true });
 
-  log(`robustness: profile ${profileName}, ${scenarios.length} scenario(s), ${seconds} s each, ${clients} clients at most ${rate || '∞'} req/s each, seed ${seed}`);
+  log(
+    `robustness: profile ${profileName}, ${scenarios.length} scenario(s), ${seconds} s each, ${clients} clients at most ${rate || '∞'} req/s each, seed ${seed}`,
+  );
   const started = Date.now();
   const problems: string[] = [];
   let skipped = 0;
@@ -174,8 +179,12 @@ async function main(): Promise<number> {
     }
     const { recorder, watch } = result;
     log(`  operations (kind ok/fail/unknown): ${summarize(recorder.tally)}`);
-    log(`  history: ${recorder.ops.length} ops (per key), ${recorder.bankReads.length} bank snapshots; not ok: ${[...recorder.reasons].map(([r, n]) => `${r}×${n}`).join(', ') || 'none'}`);
-    log(`  watch: ${watch.watchers} watchers, ${watch.events} events in ${watch.segments} segments (${watch.resets} resets, ${watch.closed} closed), final revision ${watch.finalRevision}`);
+    log(
+      `  history: ${recorder.ops.length} ops (per key), ${recorder.bankReads.length} bank snapshots; not ok: ${[...recorder.reasons].map(([r, n]) => `${r}×${n}`).join(', ') || 'none'}`,
+    );
+    log(
+      `  watch: ${watch.watchers} watchers, ${watch.events} events in ${watch.segments} segments (${watch.resets} resets, ${watch.closed} closed), final revision ${watch.finalRevision}`,
+    );
     log(`  faults: ${result.faults.length ? summarizeFaults(result.faults) : 'none'}`);
     for (const e of result.errors) {
       log(`  ERROR: ${e}`);
@@ -183,7 +192,10 @@ async function main(): Promise<number> {
     }
     if (flags.keep) {
       const file = join(flags.keep, `${scenario.name}-${scenarioSeed}.json`);
-      writeFileSync(file, JSON.stringify(result.history, (_k, v: unknown) => (v === Infinity ? null : v)));
+      writeFileSync(
+        file,
+        JSON.stringify(result.history, (_k, v: unknown) => (v === Infinity ? null : v)),
+      );
       log(`  history written to ${file}`);
     }
     const checkStarted = Date.now();
@@ -191,23 +203,33 @@ async function main(): Promise<number> {
     try {
       verdicts = await checkHistory(result.history, { budgetMs: profile.budgetMs });
     } catch (err) {
-      verdicts = [{ checker: 'checkHistory', result: 'anomaly', details: [`threw: ${err instanceof Error ? err.stack : String(err)}`], examined: 0 }];
+      verdicts = [
+        { checker: 'checkHistory', result: 'anomaly', details: [`threw: ${err instanceof Error ? err.stack : String(err)}`], examined: 0 },
+      ];
     }
     for (const v of verdicts) {
-      log(`  verdict ${v.checker}: ${v.result === 'ok' ? 'ok' : v.result.toUpperCase()} (${v.examined} examined)${v.details.length ? `\n    ${v.details.slice(0, 10).join('\n    ')}` : ''}`);
-      if (v.result === 'anomaly') problems.push(`${scenario.name} (seed ${scenarioSeed}): ${v.checker} found an anomaly: ${v.details[0] ?? ''}`);
-      if (v.result === 'unchecked' && profileName === 'ci') problems.push(`${scenario.name} (seed ${scenarioSeed}): ${v.checker} is unchecked: ${v.details[0] ?? ''}`);
+      log(
+        `  verdict ${v.checker}: ${v.result === 'ok' ? 'ok' : v.result.toUpperCase()} (${v.examined} examined)${v.details.length ? `\n    ${v.details.slice(0, 10).join('\n    ')}` : ''}`,
+      );
+      if (v.result === 'anomaly')
+        problems.push(`${scenario.name} (seed ${scenarioSeed}): ${v.checker} found an anomaly: ${v.details[0] ?? ''}`);
+      if (v.result === 'unchecked' && profileName === 'ci')
+        problems.push(`${scenario.name} (seed ${scenarioSeed}): ${v.checker} is unchecked: ${v.details[0] ?? ''}`);
     }
     if (verdicts.length === 0) problems.push(`${scenario.name}: the checkers returned no verdict`);
     log(`  time: run ${(result.wallMs / 1000).toFixed(1)} s, check ${((Date.now() - checkStarted) / 1000).toFixed(1)} s`);
   }
   removeDataDirs();
-  log(`\nrobustness: ${scenarios.length - skipped} scenario(s) run, ${skipped} skipped, in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  log(
+    `\nrobustness: ${scenarios.length - skipped} scenario(s) run, ${skipped} skipped, in ${((Date.now() - started) / 1000).toFixed(0)} s`,
+  );
   if (problems.length) log(`FAILED:\n  ${problems.join('\n  ')}`);
   else log('every verdict ok');
   // The closing line CI reads: scenarios, not operations.
   const failedScenarios = new Set(problems.map((p) => p.split(/[ :]/)[0])).size;
-  log(`robustness: ${scenarios.length - skipped - Math.min(failedScenarios, scenarios.length - skipped)} passed, ${failedScenarios} failed, ${skipped} skipped`);
+  log(
+    `robustness: ${scenarios.length - skipped - Math.min(failedScenarios, scenarios.length - skipped)} passed, ${failedScenarios} failed, ${skipped} skipped`,
+  );
   return problems.length ? 1 : 0;
 }
 

@@ -79,7 +79,12 @@ class Ops {
     return this.add({ client, model: 'counter', key, input: { f: 'read' }, call, ret, output: { value, revision } });
   }
   /** One multi-key request with a check per key (`{check, rev}` and a set): a cas per key, one group. */
-  checkedTransaction(client: number, writes: Record<string, [rev: number, value: string]>, [call, ret]: Times, revision: number | 'fail'): Op[] {
+  checkedTransaction(
+    client: number,
+    writes: Record<string, [rev: number, value: string]>,
+    [call, ret]: Times,
+    revision: number | 'fail',
+  ): Op[] {
     const group = ++this.group;
     return Object.entries(writes).map(([key, [rev, value]]) =>
       this.add({
@@ -133,7 +138,14 @@ function watchedWrites(): Op[] {
   h.delete(1, 'x', [21, 25], 5);
   return h.ops;
 }
-const allWatchedEvents = (): WatchEvent[] => [set('x', 1, '1'), set('y', 2, '2'), set('x', 3, '3'), set('y', 3, '4'), set('z', 4, '5'), del('x', 5)];
+const allWatchedEvents = (): WatchEvent[] => [
+  set('x', 1, '1'),
+  set('y', 2, '2'),
+  set('x', 3, '3'),
+  set('y', 3, '4'),
+  set('z', 4, '5'),
+  del('x', 5),
+];
 
 function watcher(watcherId: number, segments: WatchLog['segments'], caughtUpTo?: number): WatchLog {
   return { watcher: watcherId, segments, ...(caughtUpTo === undefined ? {} : { caughtUpTo }) };
@@ -246,7 +258,9 @@ function mustPass(): SelftestCase[] {
     h.read(3, 'x', [20, 25], 'b', 2);
     h.write(1, 'x', 'd', [30, 35], 3);
     // b shows in the feed (resolved, its return bounded by the event's receipt at 12); c never does (dropped).
-    const watches = [watcher(1, [{ instance: 'a', since: 0, events: [set('x', 1, 'a', 4), set('x', 2, 'b', 12), set('x', 3, 'd', 34)] }], 3)];
+    const watches = [
+      watcher(1, [{ instance: 'a', since: 0, events: [set('x', 1, 'a', 4), set('x', 2, 'b', 12), set('x', 3, 'd', 34)] }], 3),
+    ];
     ok('patching: an indeterminate write the complete feed shows, and one it never shows', { ops: h.ops, watches });
   }
   {
@@ -273,7 +287,12 @@ function mustPass(): SelftestCase[] {
     },
   });
   ok('fencing: tokens never decrease in revision order', {
-    fenced: [fenced(1, 5, 6, 0, 10), fenced(1, 5, 8, 11, 20), fenced(2, 9, 10, 21, 30), { holder: 1, token: 5, outcome: 'fail', call: 31, ret: 40 }],
+    fenced: [
+      fenced(1, 5, 6, 0, 10),
+      fenced(1, 5, 8, 11, 20),
+      fenced(2, 9, 10, 21, 30),
+      { holder: 1, token: 5, outcome: 'fail', call: 31, ret: 40 },
+    ],
   });
   return cases;
 }
@@ -358,7 +377,9 @@ function mustFail(): SelftestCase[] {
     const h = new Ops();
     h.write(1, 'x', 'a', [0, 5], 1);
     h.read(2, 'x', [20, 25], 'a', 1);
-    const watches = [watcher(1, [{ instance: 'a', since: 0, events: [set('x', 1, 'a', 4), set('x', 2, 'forged', 10), set('x', 3, 'a', 11)] }], 3)];
+    const watches = [
+      watcher(1, [{ instance: 'a', since: 0, events: [set('x', 1, 'a', 4), set('x', 2, 'forged', 10), set('x', 3, 'a', 11)] }], 3),
+    ];
     bad('patching: a watch feed with writes no client made', 'linearizability', { ops: h.ops, watches });
   }
   bad('watch: a gap (an acknowledged transaction never delivered)', 'watch-reliable', {
@@ -397,7 +418,11 @@ function mustFail(): SelftestCase[] {
     watches: [watcher(1, [{ instance: 'a', since: 0, events: [set('x', 1, '1'), set('y', 2, 'two'), ...allWatchedEvents().slice(2)] }])],
   });
   bad("bank: a snapshot that doesn't sum to the total", 'bank', {
-    bank: { accounts: ['a', 'b', 'c'], total: 300, reads: [bankRead(5, { a: 100, b: 100, c: 100 }, 0, 10), bankRead(7, { a: 50, b: 100, c: 100 }, 11, 20)] },
+    bank: {
+      accounts: ['a', 'b', 'c'],
+      total: 300,
+      reads: [bankRead(5, { a: 100, b: 100, c: 100 }, 0, 10), bankRead(7, { a: 50, b: 100, c: 100 }, 11, 20)],
+    },
   });
   bad('bank: two snapshots at one revision disagree', 'bank', {
     bank: { accounts: ['a', 'b'], total: 200, reads: [bankRead(5, { a: 100, b: 100 }, 0, 10), bankRead(5, { a: 90, b: 110 }, 11, 20)] },

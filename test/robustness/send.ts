@@ -32,7 +32,10 @@ export type Exchange = { answer: Answer; error?: undefined } | { answer?: undefi
  */
 const NOT_SENT = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EADDRNOTAVAIL']);
 
-export async function send(url: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Exchange> {
+export async function send(
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<Exchange> {
   try {
     const res = await request(url, {
       method: (init.method ?? 'GET') as 'GET',

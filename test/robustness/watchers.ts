@@ -36,7 +36,14 @@ function lastRevision(log: WatchLog, since: number): number {
 }
 
 /** Follows the feed until `control` says stop; returns when it has. */
-export async function watcher(recorder: Recorder, instances: Instance[], bucket: string, first: number, control: WatchControl, stats: WatchStats): Promise<void> {
+export async function watcher(
+  recorder: Recorder,
+  instances: Instance[],
+  bucket: string,
+  first: number,
+  control: WatchControl,
+  stats: WatchStats,
+): Promise<void> {
   const log: WatchLog = { watcher: recorder.newClient(), segments: [] };
   recorder.watches.push(log);
   let since = 0;

@@ -66,7 +66,13 @@ export async function registerClient(ctx: WorkloadContext, index: number): Promi
   };
 
   /** Sends, records, tallies; returns the exchange and its outcome. `okStatuses` widen ok (a 404 read). */
-  const exchange = async (kind: string, url: string, init: Parameters<typeof send>[1], build: (ex: Exchange, ok: boolean) => Parameters<Recorder['record']>[5], okStatuses: number[] = []) => {
+  const exchange = async (
+    kind: string,
+    url: string,
+    init: Parameters<typeof send>[1],
+    build: (ex: Exchange, ok: boolean) => Parameters<Recorder['record']>[5],
+    okStatuses: number[] = [],
+  ) => {
     const call = now();
     const ex = await send(url, init);
     const ret = now();
@@ -93,8 +99,22 @@ export async function registerClient(ctx: WorkloadContext, index: number): Promi
         if (ok && !counter) seen.set(key, revision);
         if (ok) noteRevision(revision);
         return counter
-          ? [{ model: 'counter', key, input: { f: 'read' }, output: { value: found ? Number(a.text) : 0, ...(revision !== undefined && { revision }) } }]
-          : [{ model: 'register', key, input: { f: 'read' }, output: { value: found ? a.text : null, ...(revision !== undefined && { revision }) } }];
+          ? [
+              {
+                model: 'counter',
+                key,
+                input: { f: 'read' },
+                output: { value: found ? Number(a.text) : 0, ...(revision !== undefined && { revision }) },
+              },
+            ]
+          : [
+              {
+                model: 'register',
+                key,
+                input: { f: 'read' },
+                output: { value: found ? a.text : null, ...(revision !== undefined && { revision }) },
+              },
+            ];
       },
       [404],
     );
@@ -121,7 +141,12 @@ export async function registerClient(ctx: WorkloadContext, index: number): Promi
         const etag = ex.answer.headers.etag;
         seen.set(key, typeof etag === 'string' ? Number(etag.replace(/"/g, '')) : undefined);
       }
-      const input = mode === 'write' ? { f: 'write' as const, value } : mode === 'cas' ? { f: 'cas' as const, rev: ifMatch, value } : { f: 'create' as const, value };
+      const input =
+        mode === 'write'
+          ? { f: 'write' as const, value }
+          : mode === 'cas'
+            ? { f: 'cas' as const, rev: ifMatch, value }
+            : { f: 'create' as const, value };
       return [{ model: 'register', key, input, output: { ...(revision !== undefined && { revision }) } }];
     });
   };
@@ -142,25 +167,47 @@ export async function registerClient(ctx: WorkloadContext, index: number): Promi
     await exchange('counter-add', keyUrl(instance, bucket, key), { method: 'PATCH', body: `+${delta}` }, (ex, ok) => {
       const revision = ok ? revisionOf(ex.answer!) : undefined;
       if (ok) noteRevision(revision);
-      return [{ model: 'counter', key, input: { f: 'add', delta }, output: ok ? { value: Number(ex.answer!.text), ...(revision !== undefined && { revision }) } : {} }];
+      return [
+        {
+          model: 'counter',
+          key,
+          input: { f: 'add', delta },
+          output: ok ? { value: Number(ex.answer!.text), ...(revision !== undefined && { revision }) } : {},
+        },
+      ];
     });
   };
 
   /** A consistent multi-read: gets of two registers and a counter in one transaction. */
   const multiRead = async () => {
     const keys = [...random.sample(REGISTERS, 2), random.pick(COUNTERS)];
-    await exchange('txn-read', bucketUrl(instance, bucket), { method: 'POST', ...jsonBody({ txn: keys.map((key) => ({ get: key })) }) }, (ex, ok) => {
-      const parsed = ok ? txnResults(ex.answer!) : undefined;
-      if (ok && !parsed) throw new Error(`a transaction of gets answered 2xx without results: ${ex.answer!.text.slice(0, 200)}`);
-      return keys.map((key, i) => {
-        const got = parsed?.results[i] as TxnGet | null | undefined;
-        if (COUNTERS.includes(key)) {
-          return { model: 'counter' as const, key, input: { f: 'read' as const }, output: got ? { value: Number(got.value), revision: got.rev } : { value: 0 } };
-        }
-        if (parsed) seen.set(key, got?.rev);
-        return { model: 'register' as const, key, input: { f: 'read' as const }, output: got ? { value: got.value, revision: got.rev } : { value: null } };
-      });
-    });
+    await exchange(
+      'txn-read',
+      bucketUrl(instance, bucket),
+      { method: 'POST', ...jsonBody({ txn: keys.map((key) => ({ get: key })) }) },
+      (ex, ok) => {
+        const parsed = ok ? txnResults(ex.answer!) : undefined;
+        if (ok && !parsed) throw new Error(`a transaction of gets answered 2xx without results: ${ex.answer!.text.slice(0, 200)}`);
+        return keys.map((key, i) => {
+          const got = parsed?.results[i] as TxnGet | null | undefined;
+          if (COUNTERS.includes(key)) {
+            return {
+              model: 'counter' as const,
+              key,
+              input: { f: 'read' as const },
+              output: got ? { value: Number(got.value), revision: got.rev } : { value: 0 },
+            };
+          }
+          if (parsed) seen.set(key, got?.rev);
+          return {
+            model: 'register' as const,
+            key,
+            input: { f: 'read' as const },
+            output: got ? { value: got.value, revision: got.rev } : { value: null },
+          };
+        });
+      },
+    );
   };
 
   /** A transaction with a check: compare-and-set of one register and a blind write of another. */
@@ -224,28 +271,36 @@ export async function registerClient(ctx: WorkloadContext, index: number): Promi
       return;
     }
     const then = new Map((JSON.parse(plan.answer.text) as Array<[string, string]>).map(([k, v]) => [k, v]));
-    await exchange('rollback', `${bucketUrl(instance, bucket)}?rollback=${target}&prefix=${REGISTER_PREFIX}`, { method: 'POST' }, (ex, ok) => {
-      let changes: Map<string, 'set' | 'delete'> | undefined;
-      let revision: number | undefined;
-      if (ok) {
-        const body = JSON.parse(ex.answer!.text) as { revision: number; changes: Array<{ key: string; action: 'set' | 'delete' }> };
-        changes = new Map(body.changes.map((c) => [c.key, c.action]));
-        revision = body.revision;
-        if (changes.size > 0) noteRevision(revision);
-      }
-      return REGISTERS.map((key) => {
-        const value = then.get(key);
-        const write = value === undefined ? { f: 'delete' as const } : { f: 'write' as const, value };
-        if (!changes) return { model: 'register' as const, key, input: write };
-        seen.delete(key);
-        const action = changes.get(key);
-        if (action === undefined) return { model: 'register' as const, key, input: { f: 'read' as const }, output: { value: value ?? null } };
-        if ((action === 'delete') !== (value === undefined)) {
-          throw new Error(`rollback to ${target}: ${key} was ${value === undefined ? 'absent' : `"${value}"`} then, yet the rollback did ${action}`);
+    await exchange(
+      'rollback',
+      `${bucketUrl(instance, bucket)}?rollback=${target}&prefix=${REGISTER_PREFIX}`,
+      { method: 'POST' },
+      (ex, ok) => {
+        let changes: Map<string, 'set' | 'delete'> | undefined;
+        let revision: number | undefined;
+        if (ok) {
+          const body = JSON.parse(ex.answer!.text) as { revision: number; changes: Array<{ key: string; action: 'set' | 'delete' }> };
+          changes = new Map(body.changes.map((c) => [c.key, c.action]));
+          revision = body.revision;
+          if (changes.size > 0) noteRevision(revision);
         }
-        return { model: 'register' as const, key, input: write, output: { revision } };
-      });
-    });
+        return REGISTERS.map((key) => {
+          const value = then.get(key);
+          const write = value === undefined ? { f: 'delete' as const } : { f: 'write' as const, value };
+          if (!changes) return { model: 'register' as const, key, input: write };
+          seen.delete(key);
+          const action = changes.get(key);
+          if (action === undefined)
+            return { model: 'register' as const, key, input: { f: 'read' as const }, output: { value: value ?? null } };
+          if ((action === 'delete') !== (value === undefined)) {
+            throw new Error(
+              `rollback to ${target}: ${key} was ${value === undefined ? 'absent' : `"${value}"`} then, yet the rollback did ${action}`,
+            );
+          }
+          return { model: 'register' as const, key, input: write, output: { revision } };
+        });
+      },
+    );
   };
 
   const minGapMs = ctx.ratePerClient > 0 ? 1000 / ctx.ratePerClient : 0;
@@ -293,11 +348,29 @@ export async function finalReads(ctx: WorkloadContext, errors: string[]): Promis
         if (a?.status === 200 || a?.status === 404) {
           const found = a.status === 200;
           const revision = found ? revisionOf(a) : undefined;
-          ctx.recorder.record(client, instance.name, call, ret, 'ok', [
-            counter
-              ? { model: 'counter', key, input: { f: 'read' }, output: { value: found ? Number(a.text) : 0, ...(revision !== undefined && { revision }) } }
-              : { model: 'register', key, input: { f: 'read' }, output: { value: found ? a.text : null, ...(revision !== undefined && { revision }) } },
-          ], a.status);
+          ctx.recorder.record(
+            client,
+            instance.name,
+            call,
+            ret,
+            'ok',
+            [
+              counter
+                ? {
+                    model: 'counter',
+                    key,
+                    input: { f: 'read' },
+                    output: { value: found ? Number(a.text) : 0, ...(revision !== undefined && { revision }) },
+                  }
+                : {
+                    model: 'register',
+                    key,
+                    input: { f: 'read' },
+                    output: { value: found ? a.text : null, ...(revision !== undefined && { revision }) },
+                  },
+            ],
+            a.status,
+          );
           ctx.recorder.count('final-read', 'ok');
           break;
         }

@@ -22,7 +22,8 @@ const RUNTIMES = scenarioCommands(CLIENT_SCENARIO);
 const bin = runtimeBin;
 
 for (const runtime of RUNTIMES) {
-  if (!existsSync(runtime.command)) console.warn(`client-runtimes: ${runtime.name} SKIPPED (${runtime.command} is missing: npm install --no-save deno bun)`);
+  if (!existsSync(runtime.command))
+    console.warn(`client-runtimes: ${runtime.name} SKIPPED (${runtime.command} is missing: npm install --no-save deno bun)`);
 }
 
 let server: AppServer;
@@ -37,7 +38,11 @@ afterAll(async () => {
 
 /** The whole client-library suite (vitest itself runs under Deno and Bun), on SQLite. */
 const SUITE: Array<{ name: string; command: string; args: string[] }> = [
-  { name: 'deno', command: bin('deno'), args: ['run', '--allow-all', '--no-prompt', fileURLToPath(new URL('../../node_modules/vitest/vitest.mjs', import.meta.url))] },
+  {
+    name: 'deno',
+    command: bin('deno'),
+    args: ['run', '--allow-all', '--no-prompt', fileURLToPath(new URL('../../node_modules/vitest/vitest.mjs', import.meta.url))],
+  },
   { name: 'bun', command: bin('bun'), args: ['--bun', fileURLToPath(new URL('../../node_modules/vitest/vitest.mjs', import.meta.url))] },
 ];
 
@@ -45,14 +50,32 @@ describe('test/http/client-library.test.ts under Deno and Bun', () => {
   for (const runtime of SUITE) {
     it.skipIf(!existsSync(runtime.command))(`${runtime.name}: every test of the client suite passes`, { timeout: 300_000 }, async () => {
       const out = join(mkdtempSync(join(tmpdir(), 'kvb-runtime-')), 'report.json');
-      const result = await execa(runtime.command, [...runtime.args, 'run', 'test/http/client-library.test.ts', '--project', 'sqlite', '--maxWorkers=1', '--reporter=json', `--outputFile=${out}`], {
-        cwd: fileURLToPath(new URL('../..', import.meta.url)),
-        env: { NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' },
-        reject: false,
-        timeout: 290_000,
-      });
+      const result = await execa(
+        runtime.command,
+        [
+          ...runtime.args,
+          'run',
+          'test/http/client-library.test.ts',
+          '--project',
+          'sqlite',
+          '--maxWorkers=1',
+          '--reporter=json',
+          `--outputFile=${out}`,
+        ],
+        {
+          cwd: fileURLToPath(new URL('../..', import.meta.url)),
+          env: { NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' },
+          reject: false,
+          timeout: 290_000,
+        },
+      );
       expect(existsSync(out), `no report from ${runtime.name}: ${result.stderr.slice(-2000)}`).toBe(true);
-      const report = JSON.parse(readFileSync(out, 'utf8')) as { numTotalTests: number; numPassedTests: number; numFailedTests: number; testResults: Array<{ assertionResults: Array<{ fullName: string; status: string; failureMessages: string[] }> }> };
+      const report = JSON.parse(readFileSync(out, 'utf8')) as {
+        numTotalTests: number;
+        numPassedTests: number;
+        numFailedTests: number;
+        testResults: Array<{ assertionResults: Array<{ fullName: string; status: string; failureMessages: string[] }> }>;
+      };
       const failed = report.testResults.flatMap((f) => f.assertionResults).filter((a) => a.status !== 'passed');
       expect(failed.map((a) => `${a.fullName}: ${a.failureMessages.join(' ').slice(0, 500)}`)).toEqual([]);
       expect(report.numTotalTests).toBeGreaterThanOrEqual(20);
@@ -64,14 +87,18 @@ describe('test/http/client-library.test.ts under Deno and Bun', () => {
 
 describe('kvb/client under each runtime it claims', () => {
   for (const runtime of RUNTIMES) {
-    it.skipIf(!existsSync(runtime.command))(`${runtime.name}: the scenario reports the same as everywhere`, { timeout: 120_000 }, async () => {
-      const result = await execa(runtime.command, runtime.args, {
-        env: { KVB_URL: server.url, DEAD_URL: dead, NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' },
-        reject: false,
-        timeout: 110_000,
-      });
-      expect({ exitCode: result.exitCode, stderr: result.stderr }).toEqual({ exitCode: 0, stderr: '' });
-      expect(JSON.parse(result.stdout)).toEqual(SCENARIO_EXPECTED);
-    });
+    it.skipIf(!existsSync(runtime.command))(
+      `${runtime.name}: the scenario reports the same as everywhere`,
+      { timeout: 120_000 },
+      async () => {
+        const result = await execa(runtime.command, runtime.args, {
+          env: { KVB_URL: server.url, DEAD_URL: dead, NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' },
+          reject: false,
+          timeout: 110_000,
+        });
+        expect({ exitCode: result.exitCode, stderr: result.stderr }).toEqual({ exitCode: 0, stderr: '' });
+        expect(JSON.parse(result.stdout)).toEqual(SCENARIO_EXPECTED);
+      },
+    );
   }
 });

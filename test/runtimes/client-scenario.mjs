@@ -97,6 +97,7 @@ const result = {
   deleted,
   doc: await kv.get('doc'),
   missing: missing instanceof NotFoundError ? `${missing.status} ${missing.detail}` : String(missing),
-  unreachable: unreachable instanceof KvbNetworkError ? `KvbNetworkError ${unreachable.reason}` : `${unreachable?.name}: ${unreachable?.message}`,
+  unreachable:
+    unreachable instanceof KvbNetworkError ? `KvbNetworkError ${unreachable.reason}` : `${unreachable?.name}: ${unreachable?.message}`,
 };
 console.log(JSON.stringify(result));

@@ -51,7 +51,7 @@ export function createRevisionCases(store: () => Store, newBucket: () => Promise
             : write === 'conditional'
               ? revisionOf(await store().setEntry(b, key, text('new'), null, now, { ifNoneMatch: '*' }))
               : write === 'counter'
-                ? (await store().updateEntry(b, key, now, addCounter(1)) as Entry).revision
+                ? ((await store().updateEntry(b, key, now, addCounter(1))) as Entry).revision
                 : revisionOf(await store().commit(b, [set(key, 'new')], now));
         expect(await created(b, key), write).toBe(revision);
       }
@@ -65,7 +65,9 @@ export function createRevisionCases(store: () => Store, newBucket: () => Promise
     it('a transaction creates its new keys at its revision; a delete and set of a live key in one transaction keeps it (the key was never absent)', async () => {
       const b = await newBucket();
       const before = revisionOf(await store().setEntry(b, 'live', text('1'), null, now));
-      const revision = revisionOf(await store().commit(b, [set('new', 'x'), { op: 'delete', key: 'live' }, set('live', '2'), set('new', 'y')], now));
+      const revision = revisionOf(
+        await store().commit(b, [set('new', 'x'), { op: 'delete', key: 'live' }, set('live', '2'), set('new', 'y')], now),
+      );
       expect(await created(b, 'new')).toBe(revision);
       expect(await created(b, 'live')).toBe(before);
     });
@@ -73,7 +75,9 @@ export function createRevisionCases(store: () => Store, newBucket: () => Promise
     it('sets of an absent key in one batch: the first creates it, the rest keep its create revision', async () => {
       const b = await newBucket();
       // Not awaited one by one: the stores take them as one batch where they batch writes.
-      const revisions = (await Promise.all(Array.from({ length: 8 }, (_, i) => store().setEntry(b, 'burst', text(String(i)), null, now)))).map(revisionOf);
+      const revisions = (
+        await Promise.all(Array.from({ length: 8 }, (_, i) => store().setEntry(b, 'burst', text(String(i)), null, now)))
+      ).map(revisionOf);
       expect(await created(b, 'burst')).toBe(Math.min(...revisions));
       expect((await store().getEntry(b, 'burst', now))?.revision).toBe(Math.max(...revisions));
     });
@@ -82,7 +86,8 @@ export function createRevisionCases(store: () => Store, newBucket: () => Promise
       const b = await newBucket();
       const token = revisionOf(await store().setEntry(b, 'lock', text('me'), now + 1000, now));
       await store().setEntry(b, 'lock', text('me'), now + 1000, now, { ifMatch: [token] });
-      const fenced = (at: number, token: number) => store().commit(b, [{ op: 'check', key: 'lock', created: token }, set('work', 'done')], at);
+      const fenced = (at: number, token: number) =>
+        store().commit(b, [{ op: 'check', key: 'lock', created: token }, set('work', 'done')], at);
       expect(revisionOf(await fenced(now, token))).toBe(token + 2);
       expect(await fenced(now, token + 1)).toEqual({ refused: 'checks', failed: [0] });
       expect(await store().commit(b, [{ op: 'check', key: 'never', created: token }], now)).toEqual({ refused: 'checks', failed: [0] });
@@ -114,7 +119,12 @@ export function createRevisionCases(store: () => Store, newBucket: () => Promise
       // An import decides liveness by the clock (as the import route does), not by the suite's `now`.
       await store().setEntry(b, 'lapsed', text('1'), Date.now() - 10_000, Date.now() - 20_000);
       const staging = await store().beginImport(b);
-      await staging.add(['kept', 'lapsed', 'fresh'].map((key) => ({ key, entry: { type: 'text', data: Buffer.from('i'), expiresAt: null, createRevision: 1 } })));
+      await staging.add(
+        ['kept', 'lapsed', 'fresh'].map((key) => ({
+          key,
+          entry: { type: 'text', data: Buffer.from('i'), expiresAt: null, createRevision: 1 },
+        })),
+      );
       const revision = revisionOf(await staging.apply({ replace: false, prefix: '' }));
       expect(await created(b, 'kept')).toBe(kept);
       expect(await created(b, 'lapsed')).toBe(revision);

@@ -121,12 +121,18 @@ describeEachBackend('import/export revisions', (backend, url) => {
     expect(dumped.revision).toBe(5);
 
     let text_ = '';
-    await dumpStore(store, async (chunk) => {
-      text_ += chunk;
-    }, NOW);
+    await dumpStore(
+      store,
+      async (chunk) => {
+        text_ += chunk;
+      },
+      NOW,
+    );
     const lines = text_.split('\n');
     expect(JSON.parse(lines[0]!)).toMatchObject({ kvb: 'dump', version: 3 });
-    const bucketLine = lines.map((l) => JSON.parse(l || 'null') as Record<string, unknown> | null).find((l) => l?.kvb === 'bucket' && l.id === b);
+    const bucketLine = lines
+      .map((l) => JSON.parse(l || 'null') as Record<string, unknown> | null)
+      .find((l) => l?.kvb === 'bucket' && l.id === b);
     expect(bucketLine).toMatchObject({ revision: 5, signing_key_generation: 3 });
     // `created`: the create revision (set at 1, overwritten while live at 3), a lock's fencing token.
     expect(lines).toContain(`{"key":"one","type":"text","value":"1b","expires_at":null,"rev":3,"created":1}`);

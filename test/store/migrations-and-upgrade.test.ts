@@ -42,18 +42,30 @@ describe('migrations, SQLite', () => {
     const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: raw }) });
     const [initial] = kvbMigrations('sqlite');
     await expect(runMigrations(db, [initial!, failing])).rejects.toThrow('disk full');
-    const tables = (raw.prepare("select name from sqlite_master where type = 'table' order by name").all() as Array<{ name: string }>).map((r) => r.name);
+    const tables = (raw.prepare("select name from sqlite_master where type = 'table' order by name").all() as Array<{ name: string }>).map(
+      (r) => r.name,
+    );
     expect(tables).toEqual(['buckets', 'entries', 'kysely_migration']);
     expect(raw.prepare('select name from kysely_migration').all()).toEqual([{ name: '0001_initial' }]);
     await db.destroy();
     // The real migrations then finish the job, and the database opens.
     const store = await openStore(path, { durability: 'normal', poolSize: 1 });
-    await store.createBucket({ id: 'b', email: 'a@b.c', secretKeyHash: null, readKeyHash: null, writeKeyHash: null, signingKey: null, signingKeyGeneration: 0, tokenSalt: null, defaultTtl: 0 });
+    await store.createBucket({
+      id: 'b',
+      email: 'a@b.c',
+      secretKeyHash: null,
+      readKeyHash: null,
+      writeKeyHash: null,
+      signingKey: null,
+      signingKeyGeneration: 0,
+      tokenSalt: null,
+      defaultTtl: 0,
+    });
     expect(await store.bucketRevision('b')).toBe(0);
     await store.close();
   });
 
-  it('a file holding another application\'s tables is refused without a single byte written (no tables, no WAL switch)', async () => {
+  it("a file holding another application's tables is refused without a single byte written (no tables, no WAL switch)", async () => {
     const path = join(tempDir(), 'other.db');
     const other = new BetterSqlite3(path);
     other.exec("create table users (id integer primary key, name text); insert into users (name) values ('ada')");
@@ -88,13 +100,15 @@ describe('migrations, SQLite', () => {
     expect(await verifyCredential('s3cret', bucket.secretKeyHash!)).toBe(true);
     expect(await verifyCredential('r3ad', bucket.readKeyHash!)).toBe(true);
     const now = Date.now();
-    expect((await store.getEntry(id, 'greeting', now))).toMatchObject({ type: 'text', data: Buffer.from('hello'), revision: 0 });
-    expect((await store.getEntry(id, 'n', now))).toMatchObject({ type: 'int64', data: Buffer.from('41') });
-    expect((await store.getEntry(id, 'j', now))).toMatchObject({ type: 'json', data: Buffer.from('{"a":1}') });
+    expect(await store.getEntry(id, 'greeting', now)).toMatchObject({ type: 'text', data: Buffer.from('hello'), revision: 0 });
+    expect(await store.getEntry(id, 'n', now)).toMatchObject({ type: 'int64', data: Buffer.from('41') });
+    expect(await store.getEntry(id, 'j', now)).toMatchObject({ type: 'json', data: Buffer.from('{"a":1}') });
     expect(await store.bucketRevision(id)).toBe(0);
     // 0005 counted the usage of what was stored: keys, and key + value bytes.
     const stored = new BetterSqlite3(path, { readonly: true });
-    const counted = stored.prepare('select count(*) as keys, sum(length(key) + length(value)) as bytes from entries where bucket_id = ?').get(id);
+    const counted = stored
+      .prepare('select count(*) as keys, sum(length(key) + length(value)) as bytes from entries where bucket_id = ?')
+      .get(id);
     stored.close();
     expect((counted as { keys: number }).keys).toBeGreaterThan(0);
     expect(await store.bucketUsage(id)).toEqual(counted);
@@ -125,7 +139,9 @@ describe('migrations, SQLite', () => {
     const steps = kvbMigrations('sqlite');
     const upTo0004 = steps.slice(0, steps.findIndex((s) => s.name === '0004_change_log') + 1);
     await runMigrations(db, upTo0004);
-    raw.prepare("insert into buckets (id, email, default_ttl, created_at, revision, changes_floor) values ('b', 'a@b.c', 0, 0, 2000, 2000)").run();
+    raw
+      .prepare("insert into buckets (id, email, default_ttl, created_at, revision, changes_floor) values ('b', 'a@b.c', 0, 0, 2000, 2000)")
+      .run();
     const insert = raw.prepare("insert into entries (bucket_id, key, type, value, expires_at, revision) values ('b', ?, 'text', ?, ?, ?)");
     raw.transaction(() => {
       for (let i = 0; i < 2000; i++) insert.run(Buffer.from(`k${i}`), Buffer.from(`v${i}`), i % 2 ? null : 4_000_000_000_000 + i, i + 1);
@@ -136,7 +152,13 @@ describe('migrations, SQLite', () => {
 
     const store = await openStore(path, { durability: 'normal', poolSize: 1 });
     // 0009 gives rows from before create revisions their revision as their create revision.
-    expect(await store.getEntry('b', 'k7', 0)).toEqual({ type: 'text', data: Buffer.from('v7'), expiresAt: null, revision: 8, createRevision: 8 });
+    expect(await store.getEntry('b', 'k7', 0)).toEqual({
+      type: 'text',
+      data: Buffer.from('v7'),
+      expiresAt: null,
+      revision: 8,
+      createRevision: 8,
+    });
     await store.close();
     const check = new BetterSqlite3(path, { readonly: true });
     expect((check.prepare("select sql from sqlite_master where name = 'entries'").get() as { sql: string }).sql).toMatch(/without rowid$/i);
@@ -144,9 +166,9 @@ describe('migrations, SQLite', () => {
     expect(check.prepare('select * from entries order by bucket_id, key').all()).toEqual(
       (before as Array<{ revision: number }>).map((row) => ({ ...row, create_revision: row.revision })),
     );
-    expect(check.prepare("select name from sqlite_master where type = 'index' and tbl_name = 'entries' and sql is not null").all()).toEqual([
-      { name: 'entries_expires_at' },
-    ]);
+    expect(check.prepare("select name from sqlite_master where type = 'index' and tbl_name = 'entries' and sql is not null").all()).toEqual(
+      [{ name: 'entries_expires_at' }],
+    );
     expect(check.prepare("select name from sqlite_master where name = 'entries_rebuilt'").all()).toEqual([]);
     check.close();
   });
@@ -172,7 +194,11 @@ describe.skipIf(!POSTGRES_URL)(`migrations, PostgreSQL${POSTGRES_URL ? '' : ' (S
       await expect(runMigrations(db, [kvbMigrations('postgres')[0]!, failing], schema)).rejects.toThrow('disk full');
       const { rows } = await pool.query('select table_name from information_schema.tables where table_schema = $1 order by 1', [schema]);
       expect(rows.map((r) => r.table_name)).toEqual(['buckets', 'entries', 'kysely_migration']);
-      const applied = await db.withSchema(schema).selectFrom('kysely_migration' as never).select(sql`name`.as('name')).execute();
+      const applied = await db
+        .withSchema(schema)
+        .selectFrom('kysely_migration' as never)
+        .select(sql`name`.as('name'))
+        .execute();
       expect(applied).toEqual([{ name: '0001_initial' }]);
     } finally {
       await db.destroy();
@@ -186,7 +212,11 @@ describe.skipIf(!POSTGRES_URL)(`migrations, PostgreSQL${POSTGRES_URL ? '' : ' (S
     try {
       const { rows } = await withAdminClient((c) => c.query(`select name from "${schema}".kysely_migration order by name`));
       // Every migration once (0006 is recorded on PostgreSQL too, where it has nothing to change).
-      expect(rows.map((r) => r.name)).toEqual(kvbMigrations('postgres').map((m) => m.name).sort());
+      expect(rows.map((r) => r.name)).toEqual(
+        kvbMigrations('postgres')
+          .map((m) => m.name)
+          .sort(),
+      );
       expect(rows.map((r) => r.name)).toContain('0006_entries_without_rowid');
       expect(rows.map((r) => r.name)).toContain('0005_bucket_usage');
       const leases = await withAdminClient((c) => c.query(`select name, expires_at from "${schema}".kvb_leases`));
@@ -215,7 +245,10 @@ describe.skipIf(!POSTGRES_URL)(`migrations, PostgreSQL${POSTGRES_URL ? '' : ' (S
       expect(await store.bucketRevision(id)).toBe(0);
       // 0005 counted the usage of what was stored: keys, and key + value bytes.
       const counted = await withAdminClient(async (c) => {
-        const { rows } = await c.query(`select count(*) as keys, sum(length(key) + length(value)) as bytes from "${schema}".entries where bucket_id = $1`, [id]);
+        const { rows } = await c.query(
+          `select count(*) as keys, sum(length(key) + length(value)) as bytes from "${schema}".entries where bucket_id = $1`,
+          [id],
+        );
         return { keys: Number(rows[0].keys), bytes: Number(rows[0].bytes) };
       });
       expect(counted.keys).toBeGreaterThan(0);

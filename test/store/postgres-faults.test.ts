@@ -17,28 +17,30 @@ const record = (id: string) => ({
   defaultTtl: 0,
 });
 
-describe.skipIf(!POSTGRES_URL)(`PostgreSQL store under injected failures and with two instances${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`, () => {
-  const schema = uniqueName('kvb_faults');
-  let a: Store;
-  let b: Store;
+describe.skipIf(!POSTGRES_URL)(
+  `PostgreSQL store under injected failures and with two instances${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`,
+  () => {
+    const schema = uniqueName('kvb_faults');
+    let a: Store;
+    let b: Store;
 
-  beforeAll(async () => {
-    const url = postgresUrl({ schema });
-    a = await openStore(url, { durability: 'normal', poolSize: 6 });
-    b = await openStore(url, { durability: 'normal', poolSize: 6 });
-  });
-  afterAll(async () => {
-    await Promise.all([a?.close(), b?.close()]);
-    await dropSchema(schema);
-  });
+    beforeAll(async () => {
+      const url = postgresUrl({ schema });
+      a = await openStore(url, { durability: 'normal', poolSize: 6 });
+      b = await openStore(url, { durability: 'normal', poolSize: 6 });
+    });
+    afterAll(async () => {
+      await Promise.all([a?.close(), b?.close()]);
+      await dropSchema(schema);
+    });
 
-  it('serialization failures (40001) and deadlocks (40P01) raised mid-write are retried: every operation applies exactly once', async () => {
-    const faults = 16;
-    // A trigger on entries fails the first `faults` row writes, alternating 40001 and 40P01. The count is
-    // a sequence because nextval survives the rollback the failure causes (a counter row would not).
-    await withAdminClient(async (c) => {
-      await c.query(`create sequence "${schema}".fault_seq`);
-      await c.query(`create function "${schema}".inject_fault() returns trigger language plpgsql as $$
+    it('serialization failures (40001) and deadlocks (40P01) raised mid-write are retried: every operation applies exactly once', async () => {
+      const faults = 16;
+      // A trigger on entries fails the first `faults` row writes, alternating 40001 and 40P01. The count is
+      // a sequence because nextval survives the rollback the failure causes (a counter row would not).
+      await withAdminClient(async (c) => {
+        await c.query(`create sequence "${schema}".fault_seq`);
+        await c.query(`create function "${schema}".inject_fault() returns trigger language plpgsql as $$
         declare n bigint := nextval('"${schema}".fault_seq');
         begin
           if n <= ${faults} then
@@ -46,43 +48,51 @@ describe.skipIf(!POSTGRES_URL)(`PostgreSQL store under injected failures and wit
           end if;
           return coalesce(new, old);
         end $$`);
-      await c.query(`create trigger inject before insert or update or delete on "${schema}".entries for each row execute function "${schema}".inject_fault()`);
+        await c.query(
+          `create trigger inject before insert or update or delete on "${schema}".entries for each row execute function "${schema}".inject_fault()`,
+        );
+      });
+      try {
+        await a.createBucket(record('faulty'));
+        const set = (key: string): TxnOp => ({ op: 'set', key, value: { type: 'text', data: Buffer.from(key) }, expiresAt: null });
+        const outcomes = await Promise.all([
+          ...Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).updateEntry('faulty', 'hits', NOW, addCounter(1))),
+          ...Array.from({ length: 10 }, (_, i) => a.setEntry('faulty', `s${i}`, { type: 'text', data: Buffer.from('x') }, null, NOW)),
+          ...Array.from({ length: 5 }, (_, i) => b.commit('faulty', [set(`t${i}a`), set(`t${i}b`)], NOW)),
+          ...Array.from({ length: 5 }, (_, i) =>
+            a.setEntry('faulty', `c${i}`, { type: 'text', data: Buffer.from('x') }, null, NOW, { ifNoneMatch: '*' }),
+          ),
+        ]);
+        expect(outcomes.filter((o) => isRefusal(o))).toEqual([]);
+        const injected = await withAdminClient((c) => c.query(`select last_value from "${schema}".fault_seq`));
+        expect(Number(injected.rows[0].last_value)).toBeGreaterThan(faults);
+        expect((await a.getEntry('faulty', 'hits', NOW))?.data.toString()).toBe('20');
+        // 40 operations, 40 revisions: none lost, none applied twice.
+        expect(await a.bucketRevision('faulty')).toBe(40);
+        const revisions = outcomes.map((o) => (o as { revision: number }).revision).sort((x, y) => x - y);
+        expect(revisions).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+      } finally {
+        await withAdminClient((c) => c.query(`drop trigger inject on "${schema}".entries`));
+      }
     });
-    try {
-      await a.createBucket(record('faulty'));
-      const set = (key: string): TxnOp => ({ op: 'set', key, value: { type: 'text', data: Buffer.from(key) }, expiresAt: null });
-      const outcomes = await Promise.all([
-        ...Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).updateEntry('faulty', 'hits', NOW, addCounter(1))),
-        ...Array.from({ length: 10 }, (_, i) => a.setEntry('faulty', `s${i}`, { type: 'text', data: Buffer.from('x') }, null, NOW)),
-        ...Array.from({ length: 5 }, (_, i) => b.commit('faulty', [set(`t${i}a`), set(`t${i}b`)], NOW)),
-        ...Array.from({ length: 5 }, (_, i) => a.setEntry('faulty', `c${i}`, { type: 'text', data: Buffer.from('x') }, null, NOW, { ifNoneMatch: '*' })),
-      ]);
-      expect(outcomes.filter((o) => isRefusal(o))).toEqual([]);
-      const injected = await withAdminClient((c) => c.query(`select last_value from "${schema}".fault_seq`));
-      expect(Number(injected.rows[0].last_value)).toBeGreaterThan(faults);
-      expect((await a.getEntry('faulty', 'hits', NOW))?.data.toString()).toBe('20');
-      // 40 operations, 40 revisions: none lost, none applied twice.
-      expect(await a.bucketRevision('faulty')).toBe(40);
-      const revisions = outcomes.map((o) => (o as { revision: number }).revision).sort((x, y) => x - y);
-      expect(revisions).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
-    } finally {
-      await withAdminClient((c) => c.query(`drop trigger inject on "${schema}".entries`));
-    }
-  });
 
-  it('two instances sweeping at once: one holds the sweep lease, every expired key goes, one revision per bucket per batch', async () => {
-    await a.createBucket(record('sweep1'));
-    await a.createBucket(record('sweep2'));
-    for (let i = 0; i < 30; i++) await (i % 2 ? a : b).setEntry(i < 20 ? 'sweep1' : 'sweep2', `e${i}`, { type: 'text', data: Buffer.from('x') }, NOW - 1, NOW - 10);
-    await a.setEntry('sweep1', 'kept', { type: 'text', data: Buffer.from('x') }, null, NOW);
-    const [fromA, fromB] = await Promise.all([a.sweepExpired(NOW, 1000), b.sweepExpired(NOW, 1000)]);
-    // The lease is taken by one of them; the other sweeps nothing.
-    expect([fromA, fromB].sort((x, y) => x - y)).toEqual([0, 30]);
-    expect(await a.countEntries()).toBeGreaterThanOrEqual(1);
-    expect(await a.getEntry('sweep1', 'kept', NOW)).toBeDefined();
-    expect(await a.bucketRevision('sweep1')).toBe(22);
-    expect(await a.bucketRevision('sweep2')).toBe(11);
-    const { rows } = await withAdminClient((c) => c.query(`select count(*)::int as n from "${schema}".entries where expires_at <= $1`, [NOW]));
-    expect(rows[0].n).toBe(0);
-  });
-});
+    it('two instances sweeping at once: one holds the sweep lease, every expired key goes, one revision per bucket per batch', async () => {
+      await a.createBucket(record('sweep1'));
+      await a.createBucket(record('sweep2'));
+      for (let i = 0; i < 30; i++)
+        await (i % 2 ? a : b).setEntry(i < 20 ? 'sweep1' : 'sweep2', `e${i}`, { type: 'text', data: Buffer.from('x') }, NOW - 1, NOW - 10);
+      await a.setEntry('sweep1', 'kept', { type: 'text', data: Buffer.from('x') }, null, NOW);
+      const [fromA, fromB] = await Promise.all([a.sweepExpired(NOW, 1000), b.sweepExpired(NOW, 1000)]);
+      // The lease is taken by one of them; the other sweeps nothing.
+      expect([fromA, fromB].sort((x, y) => x - y)).toEqual([0, 30]);
+      expect(await a.countEntries()).toBeGreaterThanOrEqual(1);
+      expect(await a.getEntry('sweep1', 'kept', NOW)).toBeDefined();
+      expect(await a.bucketRevision('sweep1')).toBe(22);
+      expect(await a.bucketRevision('sweep2')).toBe(11);
+      const { rows } = await withAdminClient((c) =>
+        c.query(`select count(*)::int as n from "${schema}".entries where expires_at <= $1`, [NOW]),
+      );
+      expect(rows[0].n).toBe(0);
+    });
+  },
+);

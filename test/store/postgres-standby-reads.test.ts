@@ -21,7 +21,9 @@ type Query = (this: pg.Client, config: unknown, ...rest: unknown[]) => unknown;
 const realQuery = pg.Client.prototype.query as unknown as Query;
 
 function asStandby(text: string): string {
-  return text.replace(/pg_catalog\.pg_is_in_recovery\(\)/g, 'true').replace(/^show transaction_read_only$/, "select 'on'::text as transaction_read_only");
+  return text
+    .replace(/pg_catalog\.pg_is_in_recovery\(\)/g, 'true')
+    .replace(/^show transaction_read_only$/, "select 'on'::text as transaction_read_only");
 }
 
 function standIn(this: pg.Client, config: unknown, ...rest: unknown[]): unknown {
@@ -50,75 +52,88 @@ const record = (id: string) => ({
 const text = (s: string) => ({ type: 'text' as const, data: Buffer.from(s) });
 const NOW = 1_800_000_000_000;
 
-describe.skipIf(!POSTGRES_URL)(`reads answered by a standby are never served${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`, () => {
-  const target = new URL(POSTGRES_URL ?? 'postgres://localhost');
-  const proxies = [new TcpProxy(target.hostname, Number(target.port || 5432)), new TcpProxy(target.hostname, Number(target.port || 5432))] as const;
-  const schema = uniqueName('kvb_standby');
-  const stores: Store[] = [];
-  const urlThrough = (ports: number[], query: string) =>
-    `postgres://${target.username}${target.password ? `:${target.password}` : ''}@${ports.map((p) => `127.0.0.1:${p}`).join(',')}${target.pathname}?schema=${schema}${query}`;
-  const open = async (ports: number[], query = '') => {
-    const store = await openStore(urlThrough(ports, query), { durability: 'normal', poolSize: 4, pgPrepare: 'on' });
-    stores.push(store);
-    await store.createBucket(record('b')).catch(() => {});
-    return store;
-  };
+describe.skipIf(!POSTGRES_URL)(
+  `reads answered by a standby are never served${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`,
+  () => {
+    const target = new URL(POSTGRES_URL ?? 'postgres://localhost');
+    const proxies = [
+      new TcpProxy(target.hostname, Number(target.port || 5432)),
+      new TcpProxy(target.hostname, Number(target.port || 5432)),
+    ] as const;
+    const schema = uniqueName('kvb_standby');
+    const stores: Store[] = [];
+    const urlThrough = (ports: number[], query: string) =>
+      `postgres://${target.username}${target.password ? `:${target.password}` : ''}@${ports.map((p) => `127.0.0.1:${p}`).join(',')}${target.pathname}?schema=${schema}${query}`;
+    const open = async (ports: number[], query = '') => {
+      const store = await openStore(urlThrough(ports, query), { durability: 'normal', poolSize: 4, pgPrepare: 'on' });
+      stores.push(store);
+      await store.createBucket(record('b')).catch(() => {});
+      return store;
+    };
 
-  beforeAll(async () => {
-    await Promise.all(proxies.map((p) => p.open()));
-    pg.Client.prototype.query = standIn as unknown as typeof pg.Client.prototype.query;
-  });
-  afterEach(() => {
-    demoted.clear();
-  });
-  afterAll(async () => {
-    pg.Client.prototype.query = realQuery as unknown as typeof pg.Client.prototype.query;
-    await Promise.all(stores.map((s) => s.close()));
-    await Promise.all(proxies.map((p) => p.close()));
-    await dropSchema(schema);
-  });
+    beforeAll(async () => {
+      await Promise.all(proxies.map((p) => p.open()));
+      pg.Client.prototype.query = standIn as unknown as typeof pg.Client.prototype.query;
+    });
+    afterEach(() => {
+      demoted.clear();
+    });
+    afterAll(async () => {
+      pg.Client.prototype.query = realQuery as unknown as typeof pg.Client.prototype.query;
+      await Promise.all(stores.map((s) => s.close()));
+      await Promise.all(proxies.map((p) => p.close()));
+      await dropSchema(schema);
+    });
 
-  it('after the first host turns standby, every read (hits, misses, lists, a transaction check) is answered by the writable host, and its old connections are not used again', async () => {
-    const [first, second] = [proxies[0].port, proxies[1].port];
-    const store = await open([first, second], '&target_session_attrs=read-write');
-    await store.setEntry('b', 'k', text('v1'), null, NOW);
-    // Every pooled connection open, all to the first host.
-    await Promise.all(Array.from({ length: 8 }, () => store.getEntry('b', 'k', NOW)));
-    expect(store.poolStats?.().total).toBe(4);
-    expect(new Set(answeredBy)).toEqual(new Set([first]));
+    it('after the first host turns standby, every read (hits, misses, lists, a transaction check) is answered by the writable host, and its old connections are not used again', async () => {
+      const [first, second] = [proxies[0].port, proxies[1].port];
+      const store = await open([first, second], '&target_session_attrs=read-write');
+      await store.setEntry('b', 'k', text('v1'), null, NOW);
+      // Every pooled connection open, all to the first host.
+      await Promise.all(Array.from({ length: 8 }, () => store.getEntry('b', 'k', NOW)));
+      expect(store.poolStats?.().total).toBe(4);
+      expect(new Set(answeredBy)).toEqual(new Set([first]));
 
-    demoted.add(first);
-    answeredBy.length = 0;
-    // A miss first: a standby's "absent" is as stale as any other answer.
-    expect(await store.getEntry('b', 'absent', NOW)).toBeUndefined();
-    expect(answeredBy.at(-1)).toBe(second);
-    expect((await store.getEntry('b', 'k', NOW))?.data.toString()).toBe('v1');
-    const listed = await store.listEntries('b', { prefix: '', reverse: false, columns: 'keys', offset: 0, limit: 10 }, NOW);
-    expect(listed.map((e) => e.key)).toEqual(['k']);
-    const outcome = await store.commit('b', [{ op: 'check', key: 'k', rev: 1 }, { op: 'set', key: 'k2', value: text('v2'), expiresAt: null }], NOW);
-    expect(outcome).toMatchObject({ revision: 2 });
-    // The first host answered at most once (the read that found it a standby, discarded); after that only the second.
-    expect(answeredBy.filter((p) => p === first).length).toBeLessThanOrEqual(1);
-    expect(answeredBy.slice(1).every((p) => p === second)).toBe(true);
-  });
+      demoted.add(first);
+      answeredBy.length = 0;
+      // A miss first: a standby's "absent" is as stale as any other answer.
+      expect(await store.getEntry('b', 'absent', NOW)).toBeUndefined();
+      expect(answeredBy.at(-1)).toBe(second);
+      expect((await store.getEntry('b', 'k', NOW))?.data.toString()).toBe('v1');
+      const listed = await store.listEntries('b', { prefix: '', reverse: false, columns: 'keys', offset: 0, limit: 10 }, NOW);
+      expect(listed.map((e) => e.key)).toEqual(['k']);
+      const outcome = await store.commit(
+        'b',
+        [
+          { op: 'check', key: 'k', rev: 1 },
+          { op: 'set', key: 'k2', value: text('v2'), expiresAt: null },
+        ],
+        NOW,
+      );
+      expect(outcome).toMatchObject({ revision: 2 });
+      // The first host answered at most once (the read that found it a standby, discarded); after that only the second.
+      expect(answeredBy.filter((p) => p === first).length).toBeLessThanOrEqual(1);
+      expect(answeredBy.slice(1).every((p) => p === second)).toBe(true);
+    });
 
-  it('with no writable host, a read a standby answered fails as unavailable (503), after one more try on a new connection; it is served again once the host is a primary', async () => {
-    const only = proxies[0].port;
-    const store = await open([only]);
-    await store.setEntry('b', 'one', text('x'), null, NOW);
-    await Promise.all(Array.from({ length: 8 }, () => store.getEntry('b', 'one', NOW)));
+    it('with no writable host, a read a standby answered fails as unavailable (503), after one more try on a new connection; it is served again once the host is a primary', async () => {
+      const only = proxies[0].port;
+      const store = await open([only]);
+      await store.setEntry('b', 'one', text('x'), null, NOW);
+      await Promise.all(Array.from({ length: 8 }, () => store.getEntry('b', 'one', NOW)));
 
-    demoted.add(only);
-    answeredBy.length = 0;
-    const err = await store.getEntry('b', 'one', NOW).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(StorageUnavailableError);
-    expect((err as StorageUnavailableError).cause).toBeInstanceOf(StandbyReadError);
-    expect(answeredBy).toEqual([only, only]);
+      demoted.add(only);
+      answeredBy.length = 0;
+      const err = await store.getEntry('b', 'one', NOW).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(StorageUnavailableError);
+      expect((err as StorageUnavailableError).cause).toBeInstanceOf(StandbyReadError);
+      expect(answeredBy).toEqual([only, only]);
 
-    demoted.delete(only);
-    expect((await store.getEntry('b', 'one', NOW))?.data.toString()).toBe('x');
-  });
-});
+      demoted.delete(only);
+      expect((await store.getEntry('b', 'one', NOW))?.data.toString()).toBe('x');
+    });
+  },
+);

@@ -25,10 +25,21 @@ beforeAll(async () => {
     cleanup = async () => rmSync(dir, { recursive: true, force: true });
   }
   for (const id of [BUCKET, 'other']) {
-    await store.createBucket({ id, email: 'e@x', secretKeyHash: null, readKeyHash: null, writeKeyHash: null, signingKey: null, signingKeyGeneration: 0, defaultTtl: 0, tokenSalt: null });
+    await store.createBucket({
+      id,
+      email: 'e@x',
+      secretKeyHash: null,
+      readKeyHash: null,
+      writeKeyHash: null,
+      signingKey: null,
+      signingKeyGeneration: 0,
+      defaultTtl: 0,
+      tokenSalt: null,
+    });
   }
   const staging = await store.beginImport(BUCKET);
-  for (let i = 0; i < 25; i++) await staging.add(Array.from({ length: 1000 }, (_, j) => entry(`k${String(i * 1000 + j).padStart(6, '0')}`)));
+  for (let i = 0; i < 25; i++)
+    await staging.add(Array.from({ length: 1000 }, (_, j) => entry(`k${String(i * 1000 + j).padStart(6, '0')}`)));
   await staging.apply({ replace: false, prefix: '' });
   await store.setEntry('other', 'k000001', { type: 'text', data: Buffer.from('other') }, null, NOW);
 }, 60_000);

@@ -76,7 +76,13 @@ function conformance(backend: StoreBackend, url: string) {
       expect(await store.countBuckets()).toBe(before + 1);
       expect(await store.getBucket(id)).toEqual(bucketRecord(id));
       expect(await store.updateBucket(id, { signingKey: 'sign-2', tokenSalt: 'salt-2', readKeyHash: 'hash-r', defaultTtl: 60 })).toBe(true);
-      expect(await store.getBucket(id)).toMatchObject({ signingKey: 'sign-2', signingKeyGeneration: 1, tokenSalt: 'salt-2', readKeyHash: 'hash-r', defaultTtl: 60 });
+      expect(await store.getBucket(id)).toMatchObject({
+        signingKey: 'sign-2',
+        signingKeyGeneration: 1,
+        tokenSalt: 'salt-2',
+        readKeyHash: 'hash-r',
+        defaultTtl: 60,
+      });
       expect(await store.updateBucket(id, { signingKey: null })).toBe(true);
       expect(await store.getBucket(id)).toMatchObject({ signingKey: null, signingKeyGeneration: 2 });
       expect(await store.updateBucket('no-such-bucket', { defaultTtl: 1 })).toBe(false);
@@ -108,7 +114,11 @@ function conformance(backend: StoreBackend, url: string) {
         expect((await store.getEntry(b, `i${text}`, NOW))?.data.toString()).toBe(text);
       }
       await store.setEntry(b, 'f', value('float64', '0.30000000000000004'), null, NOW);
-      expect(await store.getEntry(b, 'f', NOW)).toMatchObject({ type: 'float64', data: Buffer.from('0.30000000000000004'), expiresAt: null });
+      expect(await store.getEntry(b, 'f', NOW)).toMatchObject({
+        type: 'float64',
+        data: Buffer.from('0.30000000000000004'),
+        expiresAt: null,
+      });
     });
 
     it('bytes with NUL and invalid UTF-8 come back byte for byte', async () => {
@@ -140,7 +150,26 @@ function conformance(backend: StoreBackend, url: string) {
   });
 
   describe('listing', () => {
-    const keys = ['b', 'a', 'A', 'a\u0000', 'ab', 'aa', 'ab\u0000', 'abc', 'ac', 'é', 'e', 'z', '€', '😀', '\u{10FFFF}', '\u{10FFFF}a', '\u007f', '~'];
+    const keys = [
+      'b',
+      'a',
+      'A',
+      'a\u0000',
+      'ab',
+      'aa',
+      'ab\u0000',
+      'abc',
+      'ac',
+      'é',
+      'e',
+      'z',
+      '€',
+      '😀',
+      '\u{10FFFF}',
+      '\u{10FFFF}a',
+      '\u007f',
+      '~',
+    ];
     let bucket: string;
     beforeAll(async () => {
       bucket = await newBucket();
@@ -233,7 +262,19 @@ function conformance(backend: StoreBackend, url: string) {
     it('applies operations in order: the last one on a key wins', async () => {
       const b = await newBucket();
       await store.setEntry(b, 'gone', value('text', 'x'), null, NOW);
-      await store.commit(b, [set('a', '1'), { op: 'delete', key: 'a' }, { op: 'delete', key: 'b' }, set('b', '2'), set('c', '3'), set('c', '4'), { op: 'delete', key: 'gone' }], NOW);
+      await store.commit(
+        b,
+        [
+          set('a', '1'),
+          { op: 'delete', key: 'a' },
+          { op: 'delete', key: 'b' },
+          set('b', '2'),
+          set('c', '3'),
+          set('c', '4'),
+          { op: 'delete', key: 'gone' },
+        ],
+        NOW,
+      );
       expect(await listAll(store, b)).toEqual(['b', 'c']);
       expect((await store.getEntry(b, 'c', NOW))?.data.toString()).toBe('4');
     });
@@ -283,7 +324,16 @@ function conformance(backend: StoreBackend, url: string) {
       expect(revisionOf(await store.setEntry(b, 'b', text('2'), null, NOW))).toBe(2);
       expect(entryOf(await store.updateEntry(b, 'n', NOW, addCounter(1))).revision).toBe(3);
       expect(await store.deleteEntry(b, 'a', NOW)).toEqual({ deleted: true, revision: 4 });
-      expect(await store.commit(b, [{ op: 'set', key: 'c', value: text('3'), expiresAt: null }, { op: 'delete', key: 'b' }], NOW)).toEqual({ revision: 5 });
+      expect(
+        await store.commit(
+          b,
+          [
+            { op: 'set', key: 'c', value: text('3'), expiresAt: null },
+            { op: 'delete', key: 'b' },
+          ],
+          NOW,
+        ),
+      ).toEqual({ revision: 5 });
       expect(await store.bucketRevision(b)).toBe(5);
       expect((await store.getEntry(b, 'n', NOW))?.revision).toBe(3);
       expect((await store.getEntry(b, 'c', NOW))?.revision).toBe(5);
@@ -295,7 +345,10 @@ function conformance(backend: StoreBackend, url: string) {
 
     it('If-Match (a revision or *) and If-None-Match (*) decide in the write itself; a refusal changes nothing and names the live entry', async () => {
       const b = await newBucket();
-      expect(await store.setEntry(b, 'k', text('v1'), null, NOW, { ifMatch: '*' })).toEqual({ refused: 'precondition', current: undefined });
+      expect(await store.setEntry(b, 'k', text('v1'), null, NOW, { ifMatch: '*' })).toEqual({
+        refused: 'precondition',
+        current: undefined,
+      });
       expect(await store.setEntry(b, 'k', text('v1'), null, NOW, { ifNoneMatch: '*' })).toEqual({ revision: 1 });
       const refused = await store.setEntry(b, 'k', text('v2'), null, NOW, { ifNoneMatch: '*' });
       expect(refused).toMatchObject({ refused: 'precondition', current: { revision: 1, data: Buffer.from('v1') } });
@@ -329,7 +382,11 @@ function conformance(backend: StoreBackend, url: string) {
       expect(await store.commit(b, ops, NOW)).toEqual({ refused: 'checks', failed: [2, 3] });
       expect(await store.getEntry(b, 'y', NOW)).toBeUndefined();
       expect(await store.bucketRevision(b)).toBe(1);
-      const passing: TxnOp[] = [{ op: 'check', key: 'x', rev: 1 }, { op: 'check', key: 'y', exists: false }, { op: 'set', key: 'y', value: text('new'), expiresAt: null }];
+      const passing: TxnOp[] = [
+        { op: 'check', key: 'x', rev: 1 },
+        { op: 'check', key: 'y', exists: false },
+        { op: 'set', key: 'y', value: text('new'), expiresAt: null },
+      ];
       expect(await store.commit(b, passing, NOW)).toEqual({ revision: 2 });
       // Checks alone are no change.
       expect(await store.commit(b, [{ op: 'check', key: 'y', rev: 2 }], NOW)).toEqual({ revision: 2 });

@@ -41,15 +41,29 @@ function readingOps(backend: StoreBackend, url: string) {
     await cleanup?.();
   });
 
-  it('gets read the state before the transaction\'s writes; an expired key reads as absent; gets alone make no revision', async () => {
+  it("gets read the state before the transaction's writes; an expired key reads as absent; gets alone make no revision", async () => {
     const b = await newBucket();
     await store.setEntry(b, 'a', text('old'), null, NOW);
     await store.setEntry(b, 'expired', text('x'), NOW - 1, NOW - 10);
     const before = await store.bucketRevision(b);
-    const readOnly = await store.commit(b, [{ op: 'get', key: 'a' }, { op: 'get', key: 'expired' }], NOW);
+    const readOnly = await store.commit(
+      b,
+      [
+        { op: 'get', key: 'a' },
+        { op: 'get', key: 'expired' },
+      ],
+      NOW,
+    );
     expect(revisionOf(readOnly)).toBe(before);
     expect(await store.bucketRevision(b)).toBe(before);
-    const outcome = await store.commit(b, [{ op: 'set', key: 'a', value: text('new'), expiresAt: null }, { op: 'get', key: 'a' }], NOW);
+    const outcome = await store.commit(
+      b,
+      [
+        { op: 'set', key: 'a', value: text('new'), expiresAt: null },
+        { op: 'get', key: 'a' },
+      ],
+      NOW,
+    );
     expect(revisionOf(outcome)).toBe(before! + 1);
     const results = (outcome as { results: unknown[] }).results;
     expect(results[0]).toBeUndefined();
@@ -69,19 +83,34 @@ function readingOps(backend: StoreBackend, url: string) {
     expect(await store.bucketUsage(b)).toEqual(usage);
     const changes = await store.readChanges(b, revision - 1, 10);
     expect(changes).toEqual([expect.objectContaining({ revision, key: 'k', kind: 'set', expiresAt: NOW + 60_000 })]);
-    expect(await store.commit(b, [{ op: 'expire', key: 'k', expiresAt: null }, { op: 'expire', key: 'missing', expiresAt: null }], NOW)).toEqual({ refused: 'checks', failed: [1] });
+    expect(
+      await store.commit(
+        b,
+        [
+          { op: 'expire', key: 'k', expiresAt: null },
+          { op: 'expire', key: 'missing', expiresAt: null },
+        ],
+        NOW,
+      ),
+    ).toEqual({ refused: 'checks', failed: [1] });
     expect((await store.getEntry(b, 'k', NOW))?.expiresAt).toBe(NOW + 60_000);
   });
 
   it('delete_prefix removes exactly the live keys under the prefix, in one revision, with usage and the change log kept exact', async () => {
     const b = await newBucket();
     const keys = Array.from({ length: 300 }, (_, i) => `p/${i}`);
-    await store.commit(b, [...keys, 'p', 'q/1', 'p0'].map((key): TxnRequestOp => ({ op: 'set', key, value: text('v'), expiresAt: null })), NOW);
+    await store.commit(
+      b,
+      [...keys, 'p', 'q/1', 'p0'].map((key): TxnRequestOp => ({ op: 'set', key, value: text('v'), expiresAt: null })),
+      NOW,
+    );
     const usage = (await store.bucketUsage(b))!;
     const outcome = await store.commit(b, [{ op: 'delete_prefix', key: 'p/' }], NOW);
     const revision = revisionOf(outcome);
     expect((outcome as { results: unknown[] }).results).toEqual([{ op: 'delete_prefix', deleted: 300 }]);
-    const left = (await store.listEntries(b, { prefix: '', reverse: false, columns: 'keys', offset: 0, limit: 1000 }, NOW)).map((e) => e.key);
+    const left = (await store.listEntries(b, { prefix: '', reverse: false, columns: 'keys', offset: 0, limit: 1000 }, NOW)).map(
+      (e) => e.key,
+    );
     expect(left).toEqual(['p', 'p0', 'q/1']);
     const after = (await store.bucketUsage(b))!;
     expect(after.keys).toBe(usage.keys - 300);
@@ -94,7 +123,14 @@ function readingOps(backend: StoreBackend, url: string) {
   it('delete_prefix is atomic against concurrent writers: no key under the prefix older than its revision survives', async () => {
     const b = await newBucket();
     const writers = Array.from({ length: 20 }, (_, i) =>
-      store.commit(b, [{ op: 'set', key: `c/${i % 8}`, value: text(String(i)), expiresAt: null }, { op: 'set', key: `c/extra${i}`, value: text('x'), expiresAt: null }], NOW),
+      store.commit(
+        b,
+        [
+          { op: 'set', key: `c/${i % 8}`, value: text(String(i)), expiresAt: null },
+          { op: 'set', key: `c/extra${i}`, value: text('x'), expiresAt: null },
+        ],
+        NOW,
+      ),
     );
     const deletes = [4, 10, 16].map(async (at) => {
       await writers[at];
@@ -110,9 +146,16 @@ function readingOps(backend: StoreBackend, url: string) {
 describe('resolveTransaction (pure)', () => {
   it('refuses a prefix holding more keys than the limit, naming the operation and the limit', () => {
     const many = Array.from({ length: MAX_PREFIX_DELETE_KEYS + 1 }, (_, i) => `p/${i}`);
-    expect(() => resolveTransaction([{ op: 'get', key: 'x' }, { op: 'delete_prefix', key: 'p/' }], new Map(), new Map([['p/', many]]))).toThrow(
-      /txn\[1\].*more than 50000 keys/,
-    );
+    expect(() =>
+      resolveTransaction(
+        [
+          { op: 'get', key: 'x' },
+          { op: 'delete_prefix', key: 'p/' },
+        ],
+        new Map(),
+        new Map([['p/', many]]),
+      ),
+    ).toThrow(/txn\[1\].*more than 50000 keys/);
   });
   it('checks and expires fail by index; later writes keep request order', () => {
     const entry = { type: 'text' as const, data: Buffer.from('v'), expiresAt: null, revision: 3 };

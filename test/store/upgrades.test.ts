@@ -25,7 +25,8 @@ afterAll(async () => {
 });
 
 const kvbDb = (args: string[]) => execa('node', [KVB_BIN, 'db', ...args], { reject: false, env: { KVB_DB: '' } });
-const serveOnce = (db: string) => execa('node', [KVB_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--db', db], { reject: false, timeout: 20_000 });
+const serveOnce = (db: string) =>
+  execa('node', [KVB_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--db', db], { reject: false, timeout: 20_000 });
 const sha256 = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
 const ALL = kvbMigrations('sqlite').map((m) => m.name);
 
@@ -35,7 +36,11 @@ async function futureSqliteDatabase(): Promise<string> {
   await server.stop({ keepData: true });
   const raw = new BetterSqlite3(server.db);
   expect(raw.prepare('select distinct kvb_version from kysely_migration').all()).toEqual([{ kvb_version: VERSION }]);
-  raw.prepare("insert into kysely_migration (name, timestamp, kvb_version) values ('9999_from_the_future', '2030-01-01T00:00:00.000Z', '9.9.9')").run();
+  raw
+    .prepare(
+      "insert into kysely_migration (name, timestamp, kvb_version) values ('9999_from_the_future', '2030-01-01T00:00:00.000Z', '9.9.9')",
+    )
+    .run();
   raw.close();
   return server.db;
 }

@@ -76,7 +76,8 @@ async function storeWrite(store: Store, bucket: string, op: WriteOp): Promise<un
   }
 }
 
-const modelOutcome = (outcome: OpOutcome) => (outcome.ok ? outcome.value : { error: 'error' in outcome ? (outcome.error as { kind?: string }).kind : 'stale' });
+const modelOutcome = (outcome: OpOutcome) =>
+  outcome.ok ? outcome.value : { error: 'error' in outcome ? (outcome.error as { kind?: string }).kind : 'stale' };
 
 describeEachBackend('write rules: a store agrees with the model', (backend: StoreBackend, url: string) => {
   let store: Store;
@@ -94,7 +95,17 @@ describeEachBackend('write rules: a store agrees with the model', (backend: Stor
     await fc.assert(
       fc.asyncProperty(fc.array(writeOp, { minLength: 1, maxLength: 12 }), async (ops) => {
         const bucket = `model-${++n}`;
-        await store.createBucket({ id: bucket, email: 'm@test', secretKeyHash: 'h', readKeyHash: null, writeKeyHash: null, signingKey: null, signingKeyGeneration: 0, tokenSalt: null, defaultTtl: 0 } satisfies BucketRecord);
+        await store.createBucket({
+          id: bucket,
+          email: 'm@test',
+          secretKeyHash: 'h',
+          readKeyHash: null,
+          writeKeyHash: null,
+          signingKey: null,
+          signingKeyGeneration: 0,
+          tokenSalt: null,
+          defaultTtl: 0,
+        } satisfies BucketRecord);
         const model = new MemoryBuckets(QUOTA);
         model.createBucket(bucket);
         for (const [i, op] of ops.entries()) {
@@ -105,10 +116,19 @@ describeEachBackend('write rules: a store agrees with the model', (backend: Stor
         expect(await store.bucketRevision(bucket)).toBe(state.revision);
         expect(await store.bucketUsage(bucket)).toEqual(state.usage);
         const listed = await store.listEntries(bucket, { prefix: '', reverse: false, columns: 'values', offset: 0, limit: 100 }, NOW);
-        const live = [...state.rows].filter(([, row]) => row.expires_at === null || row.expires_at > NOW).sort(([a], [b]) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
-        expect(listed.map(({ key: k, entry }) => [k, entry!.type, entry!.data.toString(), entry!.expiresAt, entry!.revision, entry!.createRevision])).toEqual(
-          live.map(([k, row]) => [k, row.type, row.value.toString(), row.expires_at, row.revision, row.create_revision]),
-        );
+        const live = [...state.rows]
+          .filter(([, row]) => row.expires_at === null || row.expires_at > NOW)
+          .sort(([a], [b]) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+        expect(
+          listed.map(({ key: k, entry }) => [
+            k,
+            entry!.type,
+            entry!.data.toString(),
+            entry!.expiresAt,
+            entry!.revision,
+            entry!.createRevision,
+          ]),
+        ).toEqual(live.map(([k, row]) => [k, row.type, row.value.toString(), row.expires_at, row.revision, row.create_revision]));
       }),
       { numRuns: backend === 'sqlite' ? 60 : 25 },
     );

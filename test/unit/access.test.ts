@@ -56,7 +56,8 @@ describe('access matrix', () => {
 });
 
 describe('rollback: needs what its answer reveals (a listing with meta) and what it does (write, delete)', () => {
-  const mayRollBack = (p: Principal, policy: typeof none, dryRun = false) => rollbackOperations(dryRun).every((op) => allows(p, op, policy, 'a/'));
+  const mayRollBack = (p: Principal, policy: typeof none, dryRun = false) =>
+    rollbackOperations(dryRun).every((op) => allows(p, op, policy, 'a/'));
   it('the write key only where reads are public; a token only with read, write and delete', () => {
     expect(mayRollBack(key('write'), locked)).toBe(false);
     expect(mayRollBack(key('write'), { ...locked, hasReadKey: false })).toBe(true);

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 describe('the bundle build', () => {
-  it('prints no warning, and leaves Swagger UI\'s package.json to be found in node_modules at run time', { timeout: 240_000 }, async () => {
+  it("prints no warning, and leaves Swagger UI's package.json to be found in node_modules at run time", { timeout: 240_000 }, async () => {
     const out = mkdtempSync(join(tmpdir(), 'kvb-bundle-'));
     try {
       const result = await execa('node', ['scripts/build-bundle.mjs', '--outdir', out], { cwd: ROOT, all: true, reject: false });

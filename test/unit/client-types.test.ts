@@ -21,7 +21,9 @@ describe('kvb/client types', () => {
   it('a misspelled option fails to compile, and the error names it and the right spelling', { timeout: 120_000 }, async () => {
     const result = await check('tsconfig.misspelled.json');
     expect(result.exitCode).not.toBe(0);
-    expect(result.all).toMatch(/misspelled-option\.ts\(6,\d+\): error TS2561: .*'ifRevison' does not exist in type 'SetOptions'\. Did you mean to write 'ifRevision'\?/);
+    expect(result.all).toMatch(
+      /misspelled-option\.ts\(6,\d+\): error TS2561: .*'ifRevison' does not exist in type 'SetOptions'\. Did you mean to write 'ifRevision'\?/,
+    );
     // Only that error: the rest of the file is valid.
     expect(result.all?.trim().split('\n')).toHaveLength(1);
   });

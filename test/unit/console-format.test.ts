@@ -47,7 +47,9 @@ describe('console: value display and checks', () => {
 
   it('JSON is shown with its numbers as stored: no rounding past 2^53, 1.50 stays 1.50', () => {
     expect(prettyJson('99999999999999999999')).toBe('99999999999999999999');
-    expect(prettyJson('{"id":12345678901234567890,"x":[1.50,-0,1e400]}')).toBe('{\n  "id": 12345678901234567890,\n  "x": [\n    1.50,\n    -0,\n    1e400\n  ]\n}');
+    expect(prettyJson('{"id":12345678901234567890,"x":[1.50,-0,1e400]}')).toBe(
+      '{\n  "id": 12345678901234567890,\n  "x": [\n    1.50,\n    -0,\n    1e400\n  ]\n}',
+    );
     // As JSON.stringify indents, for JSON whose numbers are already short.
     const doc = '{"a":[1,{"b":null,"c":true}],"d":"x"}';
     expect(prettyJson(doc)).toBe(JSON.stringify(JSON.parse(doc), null, 2));
@@ -138,13 +140,20 @@ describe('console: live changes applied to the loaded rows', () => {
     expect(applyChange(rows, 'b', 'set', '', false, false)).toEqual(keys('a', 'b', 'c'));
   });
   it('in the folder view a key in a folder shows as its folder, once; deleting it leaves the folder', () => {
-    const rows: Row[] = [{ kind: 'key', key: 'p/a' }, { kind: 'folder', name: 'f/', prefix: 'p/f/' }];
+    const rows: Row[] = [
+      { kind: 'key', key: 'p/a' },
+      { kind: 'folder', name: 'f/', prefix: 'p/f/' },
+    ];
     expect(applyChange(rows, 'p/f/new', 'set', 'p/', true, true)).toBe(rows);
     expect(applyChange(rows, 'p/e/x', 'set', 'p/', true, true)).toEqual([rows[0], { kind: 'folder', name: 'e/', prefix: 'p/e/' }, rows[1]]);
     expect(applyChange(rows, 'p/f/new', 'delete', 'p/', true, true)).toBe(rows);
   });
   it('removeRow takes away a folder (by its prefix) or a key, and leaves the rows alone when it is not there', () => {
-    const rows: Row[] = [{ kind: 'key', key: 'p/a' }, { kind: 'folder', name: 'f/', prefix: 'p/f/' }, { kind: 'key', key: 'p/g' }];
+    const rows: Row[] = [
+      { kind: 'key', key: 'p/a' },
+      { kind: 'folder', name: 'f/', prefix: 'p/f/' },
+      { kind: 'key', key: 'p/g' },
+    ];
     expect(removeRow(rows, 'p/f/')).toEqual([rows[0], rows[2]]);
     expect(removeRow(rows, 'p/a')).toEqual([rows[1], rows[2]]);
     expect(removeRow(rows, 'p/zz')).toBe(rows);

@@ -1,10 +1,22 @@
 import { describe, expect, it } from 'vitest';
-import { bucketSalt, hashCredential, hashCredentialLegacy, matchCredential, newCredentialSalt, scryptRunsFor, verifyCredential } from '../../src/auth/credential-hash.js';
+import {
+  bucketSalt,
+  hashCredential,
+  hashCredentialLegacy,
+  matchCredential,
+  newCredentialSalt,
+  scryptRunsFor,
+  verifyCredential,
+} from '../../src/auth/credential-hash.js';
 
 describe('credential hashes: one scrypt run per presented credential', () => {
   it("a bucket's keys share one salt: each key matches its own slot only, for one scrypt run", async () => {
     const salt = newCredentialSalt();
-    const stored = [await hashCredential('admin-key', 'admin', salt), await hashCredential('read-key', 'read', salt), await hashCredential('write-key', 'write', salt)];
+    const stored = [
+      await hashCredential('admin-key', 'admin', salt),
+      await hashCredential('read-key', 'read', salt),
+      await hashCredential('write-key', 'write', salt),
+    ];
     expect(stored.every((h) => h.startsWith(`scrypt-shared$16384$8$1$${salt}$`))).toBe(true);
     expect(scryptRunsFor(stored)).toBe(1);
     expect(await matchCredential('admin-key', stored)).toEqual([true, false, false]);

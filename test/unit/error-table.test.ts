@@ -26,7 +26,10 @@ describe('the error table', () => {
     expect(used.length).toBeGreaterThanOrEqual(4);
     expect(used.filter(({ name }) => !Object.hasOwn(STORAGE_FAILURES, name))).toEqual([]);
     const defined = new Set(found(/\bcode\s*=\s*'(KVB_[A-Z_]+)'/g).map(({ name }) => name));
-    expect(Object.keys(STORAGE_FAILURES).filter((code) => !defined.has(code)), 'table rows no error carries').toEqual([]);
+    expect(
+      Object.keys(STORAGE_FAILURES).filter((code) => !defined.has(code)),
+      'table rows no error carries',
+    ).toEqual([]);
   });
 
   it('names every error kind the server throws or sends', () => {
@@ -39,7 +42,11 @@ describe('the error table', () => {
     const literal = found(/(\bexitCode\s*[=:]\s*\d+|new DbError\([^;]*,\s*\d+\))/g).filter(({ path }) => path !== 'errors.ts');
     expect(literal).toEqual([]);
     // The pattern finds what it looks for.
-    expect([...'readonly exitCode = 2; process.exitCode = 1; new DbError(`x`, 5)'.matchAll(/(\bexitCode\s*[=:]\s*\d+|new DbError\([^;]*,\s*\d+\))/g)]).toHaveLength(3);
+    expect([
+      ...'readonly exitCode = 2; process.exitCode = 1; new DbError(`x`, 5)'.matchAll(
+        /(\bexitCode\s*[=:]\s*\d+|new DbError\([^;]*,\s*\d+\))/g,
+      ),
+    ]).toHaveLength(3);
   });
 
   it('gives each exit code a meaning, and each is shown once in order', () => {
@@ -55,7 +62,8 @@ describe('the error table', () => {
     expect(outage).toBe('KVB_STORAGE_UNAVAILABLE');
     expect(ERRORS[STORAGE_FAILURES.KVB_STORAGE_UNAVAILABLE.kind].status).toBe(503);
     expect(STORAGE_FAILURES.KVB_STORAGE_UNAVAILABLE.exitCode).toBe(5);
-    for (const code of ['KVB_DATABASE_IN_USE', 'KVB_DATABASE_TOO_NEW', 'KVB_FOREIGN_DATABASE'] as const) expect(STORAGE_FAILURES[code].exitCode).toBe(1);
+    for (const code of ['KVB_DATABASE_IN_USE', 'KVB_DATABASE_TOO_NEW', 'KVB_FOREIGN_DATABASE'] as const)
+      expect(STORAGE_FAILURES[code].exitCode).toBe(1);
     expect(storageFailureOf(Object.assign(new Error('x'), { code: 'SQLITE_BUSY' }))).toBeUndefined();
     expect(storageFailureOf(Object.assign(new Error('x'), { code: 'toString' }))).toBeUndefined();
     expect(storageFailureOf(null)).toBeUndefined();

@@ -55,7 +55,17 @@ describe('history statements compile once per dialect, with named parameters', (
     expect(sqlite.logStaged!.sql).toContain('from "kvb_import"."staged" as "s"');
     expect(sqlite.logStagedKeepRevisions!.sql).toContain('"s"."revision" as "revision"');
     expect(pg.logCleared!.sql).toContain('\'delete\' as "kind"');
-    expect(pg.logClearedUpper!.params).toEqual(['bucket', 'revision', 'actorKind', 'actorToken', 'actorAddress', 'now', 'bucket', 'prefix', 'upper']);
+    expect(pg.logClearedUpper!.params).toEqual([
+      'bucket',
+      'revision',
+      'actorKind',
+      'actorToken',
+      'actorAddress',
+      'now',
+      'bucket',
+      'prefix',
+      'upper',
+    ]);
     expect(sqlite.logStaged!.params).toEqual(['bucket', 'revision', 'actorKind', 'actorToken', 'actorAddress', 'now']);
   });
 

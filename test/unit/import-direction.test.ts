@@ -129,7 +129,11 @@ describe('import direction', () => {
     const engine = (path: string) => /^store\/(sqlite|postgres|core)\//.exec(path)?.[1];
     expect(ALL.filter((i) => engine(i.from) === 'sqlite').length).toBeGreaterThan(5);
     expect(ALL.filter((i) => engine(i.from) === 'postgres').length).toBeGreaterThan(5);
-    expect(violations((i) => engine(i.from) !== undefined && engine(i.to) !== undefined && engine(i.from) !== engine(i.to) && engine(i.to) !== 'core')).toEqual([]);
+    expect(
+      violations(
+        (i) => engine(i.from) !== undefined && engine(i.to) !== undefined && engine(i.from) !== engine(i.to) && engine(i.to) !== 'core',
+      ),
+    ).toEqual([]);
   });
 
   it('client never imports server, store, auth or cli', () => {
@@ -146,9 +150,11 @@ describe('import direction', () => {
     for (const path of ALL.map((i) => i.from).filter((path) => layer(path) === 'client')) visit(path);
     expect([...reached].some((path) => path === 'values/value-type.ts')).toBe(true);
     const bare = [...reached].flatMap((path) =>
-      [...readFileSync(join(SRC, path), 'utf8').matchAll(/^\s*(?:import|export)\s[^'";]*?from\s+'([^.][^']*)'|^\s*import\s+'([^.][^']*)'|\bimport\(\s*'([^.][^']*)'\s*\)/gm)].map(
-        (m) => `${path} -> ${m[1] ?? m[2] ?? m[3]}`,
-      ),
+      [
+        ...readFileSync(join(SRC, path), 'utf8').matchAll(
+          /^\s*(?:import|export)\s[^'";]*?from\s+'([^.][^']*)'|^\s*import\s+'([^.][^']*)'|\bimport\(\s*'([^.][^']*)'\s*\)/gm,
+        ),
+      ].map((m) => `${path} -> ${m[1] ?? m[2] ?? m[3]}`),
     );
     expect(bare).toEqual([]);
   });

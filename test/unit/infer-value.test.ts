@@ -2,8 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { KvbError } from '../../src/errors.js';
 import { inferValue, mediaType } from '../../src/values/infer-value.js';
 
-const infer = (body: string | Buffer, contentType?: string) =>
-  inferValue(typeof body === 'string' ? Buffer.from(body) : body, contentType);
+const infer = (body: string | Buffer, contentType?: string) => inferValue(typeof body === 'string' ? Buffer.from(body) : body, contentType);
 
 describe('type inference, in the spec order of evidence', () => {
   it('application/json (with parameters) is JSON, even for a number', () => {

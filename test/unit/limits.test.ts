@@ -36,13 +36,21 @@ const STATED: Array<[file: string, phrase: string]> = [
   ['docs/http-api.md', `integer seconds, 0 to ${MAX_TTL_SECONDS} (0 = no expiry); token \`ttl\` 1 to ${MAX_TTL_SECONDS} |`],
   ['docs/http-api.md', `| list \`limit\` | integer 0 to ${MAX_LIST_LIMIT}, default ${DEFAULT_LIST_LIMIT} |`],
   ['docs/http-api.md', `at most \`limit\` keys (default ${DEFAULT_LIST_LIMIT})`],
-  ['docs/http-api.md', `| transaction | 1 to ${MAX_TXN_OPS} operations, body at most ${grouped(TXN_BODY_LIMIT)} bytes (${MAX_TXN_OPS} × (${MAX_VALUE_BYTES} + ${MAX_KEY_BYTES} + `],
+  [
+    'docs/http-api.md',
+    `| transaction | 1 to ${MAX_TXN_OPS} operations, body at most ${grouped(TXN_BODY_LIMIT)} bytes (${MAX_TXN_OPS} × (${MAX_VALUE_BYTES} + ${MAX_KEY_BYTES} + `,
+  ],
   ['docs/http-api.md', `\n1 to ${MAX_TXN_OPS} operations.`],
   ['docs/http-api.md', `the ${grouped(MAX_TXN_OPS)} operations`],
   ['docs/http-api.md', `at most ${grouped(MAX_PREFIX_DELETE_KEYS)} keys together`],
   ['docs/http-api.md', `\`prefix\` (1 to ${MAX_KEY_BYTES} bytes)`],
   ['docs/http-api.md', `\`ttl\` (1 to ${MAX_TTL_SECONDS} seconds)`],
-  ['docs/http-api.md', `from ${PERMISSIONS.map((p) => `\`${p}\``).join(', ').replace(/, (?=`enumerate`)/, ',\n')})`],
+  [
+    'docs/http-api.md',
+    `from ${PERMISSIONS.map((p) => `\`${p}\``)
+      .join(', ')
+      .replace(/, (?=`enumerate`)/, ',\n')})`,
+  ],
   ['docs/history.md', `(default ${HISTORY_PAGE_DEFAULT}, at most ${HISTORY_PAGE_MAX})`],
   ['docs/cli.md', `at most ${kib(MAX_VALUE_BYTES)} (${MAX_VALUE_BYTES} bytes, the spec's limit)`],
   ['docs/cli.md', `${grouped(MAX_PREFIX_DELETE_KEYS)} keys; a larger prefix in parts`],
@@ -54,7 +62,12 @@ const STATED: Array<[file: string, phrase: string]> = [
   ['man/kvb.1', `Default ${DEFAULT_BUCKET_TTL_SECONDS}\n.RB ( KVB_DEFAULT_TTL ).`],
   ['man/kvb.1', `Default ${MAX_VALUE_BYTES}, the spec's ${kib(MAX_VALUE_BYTES)}; at most ${MAX_VALUE_BYTES_CEILING}`],
   ['man/kvb.1', `(at most ${grouped(MAX_PREFIX_DELETE_KEYS)} keys; delete a larger prefix in parts)`],
-  ['man/kvb.1', `.BI \\-\\-permissions " list"\nComma\\-separated:\n${PERMISSIONS.map((p) => `.BR ${p} ,`).join('\n').replace(/,$/, '.')}`],
+  [
+    'man/kvb.1',
+    `.BI \\-\\-permissions " list"\nComma\\-separated:\n${PERMISSIONS.map((p) => `.BR ${p} ,`)
+      .join('\n')
+      .replace(/,$/, '.')}`,
+  ],
 ];
 
 describe('one source per fact (src/limits.ts)', () => {

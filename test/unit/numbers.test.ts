@@ -12,9 +12,8 @@ describe('number grammar', () => {
   it.each(['1.5', '-0.25', '1e3', '1E-7', '2.0'])('%s is Float64', (text) => {
     expect(parseNumber(text)?.kind).toBe('float64');
   });
-  it.each(['', ' 1', '1 ', '+1', '0x10', '01', '1.', '.5', 'NaN', 'Infinity', '1e', '--1', '1_000'])(
-    '%j is not a number',
-    (text) => expect(parseNumber(text)).toBeUndefined(),
+  it.each(['', ' 1', '1 ', '+1', '0x10', '01', '1.', '.5', 'NaN', 'Infinity', '1e', '--1', '1_000'])('%j is not a number', (text) =>
+    expect(parseNumber(text)).toBeUndefined(),
   );
   it('integers outside Int64 and overflowing floats are not numbers', () => {
     expect(parseNumber('9223372036854775808')).toBeUndefined();

@@ -1,11 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import { HostSelector, NoUsableHostError, type PostgresHost, needsSelection, parsePostgresHosts } from '../../src/store/postgres/postgres-hosts.js';
+import {
+  HostSelector,
+  NoUsableHostError,
+  type PostgresHost,
+  needsSelection,
+  parsePostgresHosts,
+} from '../../src/store/postgres/postgres-hosts.js';
 import { parsePostgresUrl } from '../../src/store/postgres/postgres-store.js';
 import { isPostgresConnectionError } from '../../src/store/storage-errors.js';
 
 describe('multi-host PostgreSQL URLs (libpq form)', () => {
   it('splits the host list, keeps each port, and hands node-postgres one host with everything else unchanged', () => {
-    const parsed = parsePostgresHosts('postgres://kvb:p%40ss@db1:5433,db2,[::1]:5435/kvb?target_session_attrs=read-write&sslmode=require&connect_timeout=3');
+    const parsed = parsePostgresHosts(
+      'postgres://kvb:p%40ss@db1:5433,db2,[::1]:5435/kvb?target_session_attrs=read-write&sslmode=require&connect_timeout=3',
+    );
     expect(parsed.hosts).toEqual([
       { host: 'db1', port: 5433 },
       { host: 'db2', port: undefined },
@@ -30,8 +38,12 @@ describe('multi-host PostgreSQL URLs (libpq form)', () => {
   });
 
   it('takes target_session_attrs out wherever it stands in the query', () => {
-    expect(parsePostgresHosts('postgres://a,b/db?target_session_attrs=primary').urlFor({ host: 'b', port: undefined })).toBe('postgres://b/db');
-    expect(parsePostgresHosts('postgres://a,b/db?x=1&target_session_attrs=any&y=2').urlFor({ host: 'a', port: 1 })).toBe('postgres://a:1/db?x=1&y=2');
+    expect(parsePostgresHosts('postgres://a,b/db?target_session_attrs=primary').urlFor({ host: 'b', port: undefined })).toBe(
+      'postgres://b/db',
+    );
+    expect(parsePostgresHosts('postgres://a,b/db?x=1&target_session_attrs=any&y=2').urlFor({ host: 'a', port: 1 })).toBe(
+      'postgres://a:1/db?x=1&y=2',
+    );
   });
 
   it.each([
@@ -51,7 +63,9 @@ describe('multi-host PostgreSQL URLs (libpq form)', () => {
   });
 
   it('kvb’s schema and application_name still work with several hosts; connect_timeout follows libpq (0 is none, at least 2 s)', () => {
-    const { connectionString, schema, hosts } = parsePostgresUrl('postgres://u@h1:1,h2:2/db?schema=tenant&target_session_attrs=read-write&connect_timeout=1');
+    const { connectionString, schema, hosts } = parsePostgresUrl(
+      'postgres://u@h1:1,h2:2/db?schema=tenant&target_session_attrs=read-write&connect_timeout=1',
+    );
     expect(schema).toBe('tenant');
     const first = new URL(connectionString);
     expect(first.host).toBe('h1:1');

@@ -36,12 +36,23 @@ describe('reads only from a primary', () => {
     const unchecked = Object.values(all).filter((s) => !isPlainRead(s.sql));
     expect(unchecked.length).toBeGreaterThan(0);
     for (const s of unchecked) {
-      const writes = /^\s*(insert|update|delete)\b/i.test(s.sql) || (/^\s*with\b/i.test(s.sql) && /\b(insert\s+into|update\s+\S+\s+set|delete\s+from)\b/i.test(s.sql));
+      const writes =
+        /^\s*(insert|update|delete)\b/i.test(s.sql) ||
+        (/^\s*with\b/i.test(s.sql) && /\b(insert\s+into|update\s+\S+\s+set|delete\s+from)\b/i.test(s.sql));
       const locks = /\bfor\s+update\b/i.test(s.sql);
       expect(writes || locks, `${s.name}: ${s.sql}`).toBe(true);
     }
     // The reads the HTTP API serves are all checked.
-    for (const name of ['getEntry', 'getBucket', 'bucketRevision', 'readBatch', 'changesAfter', 'readAt', 'keyHistory', listShapeName(LIST_SHAPES[0]!)]) {
+    for (const name of [
+      'getEntry',
+      'getBucket',
+      'bucketRevision',
+      'readBatch',
+      'changesAfter',
+      'readAt',
+      'keyHistory',
+      listShapeName(LIST_SHAPES[0]!),
+    ]) {
       expect(isPlainRead(all[name]!.sql), name).toBe(true);
     }
   });

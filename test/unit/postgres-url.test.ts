@@ -1,13 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import { isPostgresUrl } from '../../src/store/open-store.js';
 import { parsePostgresUrl } from '../../src/store/postgres/postgres-store.js';
-import { isPostgresConnectionError, isStorageUnavailable, mayHaveReachedServer, StorageUnavailableError } from '../../src/store/storage-errors.js';
+import {
+  isPostgresConnectionError,
+  isStorageUnavailable,
+  mayHaveReachedServer,
+  StorageUnavailableError,
+} from '../../src/store/storage-errors.js';
 
 describe('--db URL', () => {
   it('postgres:// and postgresql:// select PostgreSQL; paths and sqlite: URLs do not', () => {
     expect(isPostgresUrl('postgres://u@h/db')).toBe(true);
     expect(isPostgresUrl('postgresql://u@h:5433/db')).toBe(true);
-    for (const other of ['./kvb.db', '/var/lib/kvb/kvb.db', 'sqlite:/tmp/x.db', ':memory:', 'postgres.db']) expect(isPostgresUrl(other)).toBe(false);
+    for (const other of ['./kvb.db', '/var/lib/kvb/kvb.db', 'sqlite:/tmp/x.db', ':memory:', 'postgres.db'])
+      expect(isPostgresUrl(other)).toBe(false);
   });
 
   it('takes kvb’s schema parameter out and sends no options (no search_path: statements name their schema); application_name defaults to kvb', () => {
@@ -54,7 +60,11 @@ describe('storage errors', () => {
   });
 
   it('a connection lost midway may have applied the statement; one that was never made cannot have', () => {
-    for (const err of [new Error('Connection terminated unexpectedly'), Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }), Object.assign(new Error('server conn crashed?'), { code: '08P01' })]) {
+    for (const err of [
+      new Error('Connection terminated unexpectedly'),
+      Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }),
+      Object.assign(new Error('server conn crashed?'), { code: '08P01' }),
+    ]) {
       expect(mayHaveReachedServer(err), String(err)).toBe(true);
     }
     for (const err of [

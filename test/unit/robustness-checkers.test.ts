@@ -49,25 +49,42 @@ function generateHistory(seed: number, count: number, options: { clients: number
     if (rand() < 0.2) {
       // The counter.
       if (roll < 0.4) {
-        ops.push({ ...base, model: 'counter', key: 'n', input: { f: 'read' }, outcome: unknown ? 'unknown' : 'ok', ...(unknown ? {} : { output: { value: counter.value, ...(counter.live ? { revision: counter.rev } : {}) } }) });
+        ops.push({
+          ...base,
+          model: 'counter',
+          key: 'n',
+          input: { f: 'read' },
+          outcome: unknown ? 'unknown' : 'ok',
+          ...(unknown ? {} : { output: { value: counter.value, ...(counter.live ? { revision: counter.rev } : {}) } }),
+        });
       } else {
         const delta = Math.floor(rand() * 9) - 3;
         if (applies) {
           counter = { value: counter.value + delta, rev: ++bucketRevision, live: true };
           options.feed?.push({ revision: counter.rev, key: 'n', kind: 'set', value: String(counter.value), at: at + 1 });
         }
-        ops.push({ ...base, model: 'counter', key: 'n', input: { f: 'add', delta }, outcome: unknown ? 'unknown' : 'ok', ...(unknown ? {} : { output: { value: counter.value, revision: counter.rev } }) });
+        ops.push({
+          ...base,
+          model: 'counter',
+          key: 'n',
+          input: { f: 'add', delta },
+          outcome: unknown ? 'unknown' : 'ok',
+          ...(unknown ? {} : { output: { value: counter.value, revision: counter.rev } }),
+        });
       }
       continue;
     }
     const key = registers[Math.floor(rand() * registers.length)] as string;
     const current = state.get(key) ?? { value: null, rev: 0 };
     const value = `v${i + 1}`;
-    const outcome = (ok: boolean): Pick<Op, 'outcome' | 'status'> => (unknown ? { outcome: 'unknown' } : ok ? { outcome: 'ok' } : { outcome: 'fail', status: 412 });
+    const outcome = (ok: boolean): Pick<Op, 'outcome' | 'status'> =>
+      unknown ? { outcome: 'unknown' } : ok ? { outcome: 'ok' } : { outcome: 'fail', status: 412 };
     const commit = (next: string | null): RegisterOutput => {
       const revision = ++bucketRevision;
       state.set(key, { value: next, rev: revision });
-      options.feed?.push(next === null ? { revision, key, kind: 'delete', at: at + 1 } : { revision, key, kind: 'set', value: next, at: at + 1 });
+      options.feed?.push(
+        next === null ? { revision, key, kind: 'delete', at: at + 1 } : { revision, key, kind: 'set', value: next, at: at + 1 },
+      );
       return { revision };
     };
     if (roll < 0.4) {
@@ -80,15 +97,37 @@ function generateHistory(seed: number, count: number, options: { clients: number
       const rev = rand() < 0.7 ? current.rev : Math.max(0, current.rev - 1 - Math.floor(rand() * 3));
       const holds = current.value !== null && current.rev === rev;
       const output = holds && applies ? commit(value) : undefined;
-      ops.push({ ...base, model: 'register', key, input: { f: 'cas', rev, value }, ...outcome(holds), ...(output && !unknown ? { output } : {}) });
+      ops.push({
+        ...base,
+        model: 'register',
+        key,
+        input: { f: 'cas', rev, value },
+        ...outcome(holds),
+        ...(output && !unknown ? { output } : {}),
+      });
     } else if (roll < 0.92) {
       const holds = current.value === null;
       const output = holds && applies ? commit(value) : undefined;
-      ops.push({ ...base, model: 'register', key, input: { f: 'create', value }, ...outcome(holds), ...(output && !unknown ? { output } : {}) });
+      ops.push({
+        ...base,
+        model: 'register',
+        key,
+        input: { f: 'create', value },
+        ...outcome(holds),
+        ...(output && !unknown ? { output } : {}),
+      });
     } else {
       const holds = current.value !== null;
       const output = holds && applies ? commit(null) : undefined;
-      ops.push({ ...base, model: 'register', key, input: { f: 'delete' }, ...outcome(holds), ...(holds ? {} : { status: 404 }), ...(output && !unknown ? { output } : {}) });
+      ops.push({
+        ...base,
+        model: 'register',
+        key,
+        input: { f: 'delete' },
+        ...outcome(holds),
+        ...(holds ? {} : { status: 404 }),
+        ...(output && !unknown ? { output } : {}),
+      });
     }
   }
   return ops;
@@ -114,7 +153,9 @@ function plantStaleRead(ops: Op[]): Op {
   const acked = (op: Op): boolean => op.model === 'register' && op.outcome === 'ok' && op.input.f === 'write';
   for (const read of ops.slice(ops.length / 2)) {
     if (read.model !== 'register' || read.input.f !== 'read' || read.outcome !== 'ok') continue;
-    const older = ops.find((w) => w.key === read.key && acked(w) && ops.some((w2) => w2.key === read.key && acked(w2) && w.ret < w2.call && w2.ret < read.call));
+    const older = ops.find(
+      (w) => w.key === read.key && acked(w) && ops.some((w2) => w2.key === read.key && acked(w2) && w.ret < w2.call && w2.ret < read.call),
+    );
     if (older && older.input.f === 'write') {
       read.output = { value: older.input.value, revision: older.output?.revision };
       return read;
@@ -180,16 +221,51 @@ describe('linearizability search', () => {
     const verdict = checkLinearizable(ops, { budgetMs: 0 });
     expect(verdict.result).toBe('unchecked');
     expect(verdict.details.length).toBeGreaterThan(0);
-    expect(verdict.details[0]).toMatch(/^key "(k\d|n)": search stopped after 0 ms and \d+ steps on \d+ operations \(\d+ recorded\); not checked$/);
+    expect(verdict.details[0]).toMatch(
+      /^key "(k\d|n)": search stopped after 0 ms and \d+ steps on \d+ operations \(\d+ recorded\); not checked$/,
+    );
     const verdicts = checkHistory({ scenario: 'budget', ops, watches: [] }, { budgetMs: 0 });
     expect(verdicts.find((v) => v.checker === 'linearizability')?.result).toBe('unchecked');
   });
 
   it('takes a refusal as its condition failing only when the status says so', () => {
     const history = (status: number): Op[] => [
-      { id: 1, client: 1, instance: 'a', model: 'register', key: 'x', input: { f: 'write', value: 'a' }, call: 0, ret: 5, outcome: 'ok', output: { revision: 1 } },
-      { id: 2, client: 2, instance: 'b', model: 'register', key: 'x', input: { f: 'cas', rev: 1, value: 'b' }, call: 10, ret: 20, outcome: 'fail', status },
-      { id: 3, client: 1, instance: 'a', model: 'register', key: 'x', input: { f: 'read' }, call: 25, ret: 30, outcome: 'ok', output: { value: 'a', revision: 1 } },
+      {
+        id: 1,
+        client: 1,
+        instance: 'a',
+        model: 'register',
+        key: 'x',
+        input: { f: 'write', value: 'a' },
+        call: 0,
+        ret: 5,
+        outcome: 'ok',
+        output: { revision: 1 },
+      },
+      {
+        id: 2,
+        client: 2,
+        instance: 'b',
+        model: 'register',
+        key: 'x',
+        input: { f: 'cas', rev: 1, value: 'b' },
+        call: 10,
+        ret: 20,
+        outcome: 'fail',
+        status,
+      },
+      {
+        id: 3,
+        client: 1,
+        instance: 'a',
+        model: 'register',
+        key: 'x',
+        input: { f: 'read' },
+        call: 25,
+        ret: 30,
+        outcome: 'ok',
+        output: { value: 'a', revision: 1 },
+      },
     ];
     // 429: refused by the rate limit, not by If-Match; 412 while the key was at revision 1 is impossible.
     expect(checkLinearizable(history(429), { budgetMs: 1000 }).result).toBe('ok');
@@ -198,9 +274,44 @@ describe('linearizability search', () => {
 
   it("accepts a transaction's delete of an absent key, but not a plain DELETE answered ok on one", () => {
     const ops = (group: number | undefined): Op[] => [
-      { id: 1, client: 1, instance: 'a', model: 'register', key: 'x', input: { f: 'delete' }, call: 0, ret: 5, outcome: 'ok', output: { revision: 1 }, ...(group === undefined ? {} : { group }) },
-      { id: 2, client: 1, instance: 'a', model: 'register', key: 'y', input: { f: 'write', value: 'a' }, call: 0, ret: 5, outcome: 'ok', output: { revision: 1 }, ...(group === undefined ? {} : { group }) },
-      { id: 3, client: 1, instance: 'a', model: 'register', key: 'x', input: { f: 'read' }, call: 6, ret: 7, outcome: 'ok', output: { value: null } },
+      {
+        id: 1,
+        client: 1,
+        instance: 'a',
+        model: 'register',
+        key: 'x',
+        input: { f: 'delete' },
+        call: 0,
+        ret: 5,
+        outcome: 'ok',
+        output: { revision: 1 },
+        ...(group === undefined ? {} : { group }),
+      },
+      {
+        id: 2,
+        client: 1,
+        instance: 'a',
+        model: 'register',
+        key: 'y',
+        input: { f: 'write', value: 'a' },
+        call: 0,
+        ret: 5,
+        outcome: 'ok',
+        output: { revision: 1 },
+        ...(group === undefined ? {} : { group }),
+      },
+      {
+        id: 3,
+        client: 1,
+        instance: 'a',
+        model: 'register',
+        key: 'x',
+        input: { f: 'read' },
+        call: 6,
+        ret: 7,
+        outcome: 'ok',
+        output: { value: null },
+      },
     ];
     expect(checkLinearizable(ops(7), { budgetMs: 1000 }).result).toBe('ok');
     expect(checkLinearizable(ops(undefined), { budgetMs: 1000 }).result).toBe('anomaly');
@@ -228,7 +339,12 @@ describe('patching from the watch feed', () => {
     expect(patch!.resolved + patch!.dropped).toBe(unknown);
     expect(patch!.ops.filter((op) => op.outcome === 'unknown' && op.input.f !== 'read')).toEqual([]);
     const verdict = checkHistory({ scenario: 'patched', ops, watches }, { budgetMs: 20_000 }).find((v) => v.checker === 'linearizability');
-    expect(verdict).toMatchObject({ result: 'ok', details: [`patched from the watch feed: ${patch!.resolved} indeterminate operations resolved, ${patch!.dropped} dropped (never applied), 0 left indeterminate`] });
+    expect(verdict).toMatchObject({
+      result: 'ok',
+      details: [
+        `patched from the watch feed: ${patch!.resolved} indeterminate operations resolved, ${patch!.dropped} dropped (never applied), 0 left indeterminate`,
+      ],
+    });
   });
 
   it('still finds a stale read planted in a patched history', () => {
@@ -245,20 +361,65 @@ describe('patching from the watch feed', () => {
     expect(patchFromFeed(ops, incomplete, checkWatch(incomplete, ops))).toBeUndefined();
     const short = watches.map((w) => ({ ...w, caughtUpTo: 0 }));
     expect(patchFromFeed(ops, short, checkWatch(short, ops))).toBeUndefined();
-    expect(patchFromFeed(ops, watches, [{ checker: 'watch-reliable', result: 'anomaly', details: ['a gap'], examined: 1 }])).toBeUndefined();
+    expect(
+      patchFromFeed(ops, watches, [{ checker: 'watch-reliable', result: 'anomaly', details: ['a gap'], examined: 1 }]),
+    ).toBeUndefined();
   });
 });
 
 describe('watch rules', () => {
   it('checks only the keys under a watcher’s prefix, and up to the revision it caught up to', () => {
     const ops: Op[] = [
-      { id: 1, client: 1, instance: 'a', model: 'register', key: 'a/1', input: { f: 'write', value: 'x' }, call: 0, ret: 5, outcome: 'ok', output: { revision: 1 } },
-      { id: 2, client: 1, instance: 'a', model: 'register', key: 'b/1', input: { f: 'write', value: 'y' }, call: 6, ret: 9, outcome: 'ok', output: { revision: 2 } },
-      { id: 3, client: 1, instance: 'a', model: 'register', key: 'a/2', input: { f: 'write', value: 'z' }, call: 10, ret: 12, outcome: 'ok', output: { revision: 3 } },
+      {
+        id: 1,
+        client: 1,
+        instance: 'a',
+        model: 'register',
+        key: 'a/1',
+        input: { f: 'write', value: 'x' },
+        call: 0,
+        ret: 5,
+        outcome: 'ok',
+        output: { revision: 1 },
+      },
+      {
+        id: 2,
+        client: 1,
+        instance: 'a',
+        model: 'register',
+        key: 'b/1',
+        input: { f: 'write', value: 'y' },
+        call: 6,
+        ret: 9,
+        outcome: 'ok',
+        output: { revision: 2 },
+      },
+      {
+        id: 3,
+        client: 1,
+        instance: 'a',
+        model: 'register',
+        key: 'a/2',
+        input: { f: 'write', value: 'z' },
+        call: 10,
+        ret: 12,
+        outcome: 'ok',
+        output: { revision: 3 },
+      },
     ];
     const events = [{ revision: 1, key: 'a/1', kind: 'set' as const, value: 'x', at: 6 }];
     const reliable = (caughtUpTo?: number) =>
-      checkWatch([{ watcher: 1, prefix: 'a/', ...(caughtUpTo === undefined ? {} : { caughtUpTo }), segments: [{ instance: 'a', since: 0, events }] }], ops).find((v) => v.checker === 'watch-reliable');
+      checkWatch(
+        [
+          {
+            watcher: 1,
+            prefix: 'a/',
+            ...(caughtUpTo === undefined ? {} : { caughtUpTo }),
+            segments: [{ instance: 'a', since: 0, events }],
+          },
+        ],
+        ops,
+      ).find((v) => v.checker === 'watch-reliable');
     // b/1 is outside the prefix; a/2 at revision 3 is missed only if the watcher is known to have caught up to 3.
     expect(reliable()?.result).toBe('ok');
     expect(reliable(3)).toMatchObject({ result: 'anomaly', details: [expect.stringContaining('never received revision 3 of "a/2"')] });

@@ -20,7 +20,8 @@ describe('how an answer counts', () => {
   });
 
   it('a 503 that may or may not have applied, another 5xx, and no answer after sending are unknown', () => {
-    const lost = '{"error":{"code":503,"message":"service_unavailable","detail":"storage is unavailable: the connection was lost while committing, so the write may or may not have been applied"}}';
+    const lost =
+      '{"error":{"code":503,"message":"service_unavailable","detail":"storage is unavailable: the connection was lost while committing, so the write may or may not have been applied"}}';
     expect(outcomeOf(answer(503, lost))).toBe('unknown');
     expect(outcomeOf(answer(500))).toBe('unknown');
     expect(outcomeOf({ error: { code: 'UND_ERR_HEADERS_TIMEOUT', sent: true } })).toBe('unknown');
@@ -31,10 +32,18 @@ describe('how an answer counts', () => {
 describe('recording', () => {
   it('a request on several keys is one op per key sharing a group and times; unknown returns at Infinity without output', () => {
     const r = new Recorder('t');
-    r.record(1, 'a', 10, 20, 'ok', [
-      { model: 'register', key: 'r/0', input: { f: 'write', value: 'x' }, output: { revision: 7 } },
-      { model: 'register', key: 'r/1', input: { f: 'read' }, output: { value: null } },
-    ], 200);
+    r.record(
+      1,
+      'a',
+      10,
+      20,
+      'ok',
+      [
+        { model: 'register', key: 'r/0', input: { f: 'write', value: 'x' }, output: { revision: 7 } },
+        { model: 'register', key: 'r/1', input: { f: 'read' }, output: { value: null } },
+      ],
+      200,
+    );
     r.record(1, 'a', 30, 40, 'unknown', [{ model: 'counter', key: 'c/0', input: { f: 'add', delta: 1 }, output: { value: 3 } }]);
     const [a, b, c] = r.ops;
     expect(a!.group).toBeDefined();

@@ -12,12 +12,22 @@ const TSX = fileURLToPath(new URL('../../node_modules/.bin/tsx', import.meta.url
 /** The runner with no PostgreSQL, PgBouncer or HA cluster in its environment. */
 function runner(args: string[]) {
   const env = { ...process.env };
-  for (const name of ['KVB_TEST_POSTGRES_URL', 'KVB_TEST_PGBOUNCER_URL', 'KVB_TEST_HA_URL', 'KVB_TEST_HA_PGBOUNCER_URL', 'KVB_TEST_HA_DIR', 'KVB_TEST_BACKEND']) delete env[name];
+  for (const name of [
+    'KVB_TEST_POSTGRES_URL',
+    'KVB_TEST_PGBOUNCER_URL',
+    'KVB_TEST_HA_URL',
+    'KVB_TEST_HA_PGBOUNCER_URL',
+    'KVB_TEST_HA_DIR',
+    'KVB_TEST_BACKEND',
+  ])
+    delete env[name];
   return execa(TSX, ['test/robustness/run.ts', ...args], { cwd: ROOT, env, extendEnv: false, reject: false, timeout: 60_000 });
 }
 
 describe('the robustness runner', () => {
-  it('says SKIPPED, with the reason, for a scenario whose database is missing, and counts it in its closing line', { timeout: 70_000 }, async () => {
+  it('says SKIPPED, with the reason, for a scenario whose database is missing, and counts it in its closing line', {
+    timeout: 70_000,
+  }, async () => {
     const run = await runner(['--scenario', 'pg2-none,ha2-switchover,ha2-pgbouncer-switchover']);
     expect(run.stdout).toContain('== pg2-none: SKIPPED (no PostgreSQL: KVB_TEST_POSTGRES_URL is not set)');
     expect(run.stdout).toContain('== ha2-switchover: SKIPPED (no HA cluster');

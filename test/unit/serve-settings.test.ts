@@ -6,7 +6,9 @@ describe('boolean settings: one parser for every boolean environment variable', 
   it.each(['1', 'true', 'TRUE', 'yes', 'Yes', 'on', ' ON '])('%j is true', (value) => expect(parseBooleanSetting('X', value)).toBe(true));
   it.each(['0', 'false', 'False', 'no', 'NO', 'off', 'Off'])('%j is false', (value) => expect(parseBooleanSetting('X', value)).toBe(false));
   it.each(['', 'maybe', '2', 'y', 'enabled'])('%j is refused, naming the variable', (value) =>
-    expect(() => parseBooleanSetting('KVB_X', value)).toThrow(`KVB_X must be one of 1/0, true/false, yes/no, on/off, not ${JSON.stringify(value)}`),
+    expect(() => parseBooleanSetting('KVB_X', value)).toThrow(
+      `KVB_X must be one of 1/0, true/false, yes/no, on/off, not ${JSON.stringify(value)}`,
+    ),
   );
 });
 

@@ -25,7 +25,12 @@ describe('statements compile once per dialect, with named parameters', () => {
   });
   const shared: Array<[string, string, string, string[]]> = [
     ['getBucket', 'select * from "buckets" where "id" = ?', 'select * from "kvb"."buckets" where "id" = $1', ['id']],
-    ['bucketRevision', 'select "revision" from "buckets" where "id" = ?', 'select "revision" from "kvb"."buckets" where "id" = $1', ['bucket']],
+    [
+      'bucketRevision',
+      'select "revision" from "buckets" where "id" = ?',
+      'select "revision" from "kvb"."buckets" where "id" = $1',
+      ['bucket'],
+    ],
     [
       'bumpBucket',
       'update "buckets" set "revision" = revision + 1 where "id" = ? returning "revision", "usage_keys", "usage_bytes"',
@@ -39,7 +44,12 @@ describe('statements compile once per dialect, with named parameters', () => {
       ['bucket'],
     ],
     ['deleteBucket', 'delete from "buckets" where "id" = ?', 'delete from "kvb"."buckets" where "id" = $1', ['bucket']],
-    ['deleteBucketEntries', 'delete from "entries" where "bucket_id" = ?', 'delete from "kvb"."entries" where "bucket_id" = $1', ['bucket']],
+    [
+      'deleteBucketEntries',
+      'delete from "entries" where "bucket_id" = ?',
+      'delete from "kvb"."entries" where "bucket_id" = $1',
+      ['bucket'],
+    ],
     [
       'getEntry',
       'select "type", "value", "expires_at", "revision", "create_revision" from "entries" where "bucket_id" = ? and "key" = ?',
@@ -83,7 +93,7 @@ describe('statements compile once per dialect, with named parameters', () => {
     );
   });
 
-  it('SQLite only: removeExpired re-checks expiry; setRevision writes a batch\'s final revision', () => {
+  it("SQLite only: removeExpired re-checks expiry; setRevision writes a batch's final revision", () => {
     expect(sqlite.removeExpired.sql).toBe(
       'delete from "entries" where "bucket_id" = ? and "key" = ? and "expires_at" <= ? returning length(key) + length(value) as "size"',
     );
@@ -91,14 +101,20 @@ describe('statements compile once per dialect, with named parameters', () => {
   });
 
   it('every write bumps the bucket row first, which returns the usage a quota is checked against; usage changes by delta', () => {
-    expect(pg.addUsage.sql).toBe('update "kvb"."buckets" set "usage_keys" = usage_keys + $1, "usage_bytes" = usage_bytes + $2 where "id" = $3');
-    expect(pg.entrySize.sql).toBe('select length(key) + length(value) as "size" from "kvb"."entries" where "bucket_id" = $1 and "key" = $2');
+    expect(pg.addUsage.sql).toBe(
+      'update "kvb"."buckets" set "usage_keys" = usage_keys + $1, "usage_bytes" = usage_bytes + $2 where "id" = $3',
+    );
+    expect(pg.entrySize.sql).toBe(
+      'select length(key) + length(value) as "size" from "kvb"."entries" where "bucket_id" = $1 and "key" = $2',
+    );
   });
 
   it('PostgreSQL write batches: one guarded statement writes the bump, usage, entries and change log; nothing when the bucket row moved', () => {
     // The guard: the bucket row's version as the batch read it (or, for plain SETs, as the statement's snapshot saw it).
     expect(pg.applyBatch.sql).toContain('where id = $');
-    expect(pg.applyBatch.sql).toMatch(/update "kvb"\."buckets" set revision = \$\d+::bigint, usage_keys = usage_keys \+ \$\d+::bigint, usage_bytes = usage_bytes \+ \$\d+::bigint\s+where id = \$\d+ and xmin = \$\d+::xid returning revision/);
+    expect(pg.applyBatch.sql).toMatch(
+      /update "kvb"\."buckets" set revision = \$\d+::bigint, usage_keys = usage_keys \+ \$\d+::bigint, usage_bytes = usage_bytes \+ \$\d+::bigint\s+where id = \$\d+ and xmin = \$\d+::xid returning revision/,
+    );
     expect(pg.setsFresh.sql).toMatch(/and xmin = \(select xmin from s\) returning revision/);
     // Every write the statement makes depends on the guarded update's row.
     for (const name of ['applyBatch', 'setsFresh'] as const) {
@@ -130,20 +146,30 @@ describe('statements compile once per dialect, with named parameters', () => {
       expect(a.params).toEqual(b.params);
       expect(b.sql.replace(/"kvb"\./g, '').replace(/\$\d+/g, '?')).toBe(a.sql);
     }
-    expect(compileStatement('x', listStatement(queryBuilder('postgres', 'kvb'), { reverse: true, columns: 'values', upper: true, after: true })).sql).toBe(
+    expect(
+      compileStatement('x', listStatement(queryBuilder('postgres', 'kvb'), { reverse: true, columns: 'values', upper: true, after: true }))
+        .sql,
+    ).toBe(
       'select "key", "type", "value", "expires_at", "revision", "create_revision" from "kvb"."entries" where "bucket_id" = $1 and "key" > $2 and ("expires_at" is null or "expires_at" > $3) and "key" < $4 order by "key" desc limit $5 offset $6',
     );
     // Metadata without the value: the value's length in bytes (BLOB on SQLite, bytea on PostgreSQL).
-    expect(compileStatement('x', listStatement(queryBuilder('sqlite'), { reverse: false, columns: 'meta', upper: false, after: false })).sql).toBe(
+    expect(
+      compileStatement('x', listStatement(queryBuilder('sqlite'), { reverse: false, columns: 'meta', upper: false, after: false })).sql,
+    ).toBe(
       'select "key", "type", length("value") as "size", "expires_at", "revision" from "entries" where "bucket_id" = ? and "key" >= ? and ("expires_at" is null or "expires_at" > ?) order by "key" asc limit ? offset ?',
     );
-    expect(compileStatement('x', listStatement(queryBuilder('postgres', 'kvb'), { reverse: false, columns: 'meta', upper: true, after: true })).sql).toBe(
+    expect(
+      compileStatement('x', listStatement(queryBuilder('postgres', 'kvb'), { reverse: false, columns: 'meta', upper: true, after: true }))
+        .sql,
+    ).toBe(
       'select "key", "type", length("value") as "size", "expires_at", "revision" from "kvb"."entries" where "bucket_id" = $1 and "key" > $2 and ("expires_at" is null or "expires_at" > $3) and "key" < $4 order by "key" asc limit $5 offset $6',
     );
     expect(LIST_SHAPES.map(listShapeName)).toContain('list_desc_m_u_a');
     expect(new Set(LIST_SHAPES.map(listShapeName)).size).toBe(24);
     // One lower and one upper bound: a page after a cursor is a seek to the cursor.
-    expect(compileStatement('x', listStatement(queryBuilder('sqlite'), { reverse: false, columns: 'keys', upper: true, after: true })).sql).toBe(
+    expect(
+      compileStatement('x', listStatement(queryBuilder('sqlite'), { reverse: false, columns: 'keys', upper: true, after: true })).sql,
+    ).toBe(
       'select "key" from "entries" where "bucket_id" = ? and "key" > ? and ("expires_at" is null or "expires_at" > ?) and "key" < ? order by "key" asc limit ? offset ?',
     );
   });
@@ -179,9 +205,17 @@ describe('statements compile once per dialect, with named parameters', () => {
   it('bind orders named arguments for the dialect, repeats included, and refuses a missing one', () => {
     expect(bind(pg.takeLease, { name: 'n', holder: 'h', until: 2, now: 1 })).toEqual(['n', 'h', 2, 1, 'h']);
     expect(() => bind(pg.getEntry, { bucket: 'b' })).toThrow('no value for parameter key');
-    expect(() => compileStatement('literal', queryBuilder('sqlite').selectFrom('entries').select('key').where('key', '=', 'x' as never))).toThrow(
-      'not a named parameter',
-    );
-    expect(compileStatement('named', queryBuilder('sqlite').selectFrom('entries').select('key').where('key', '=', param('k'))).params).toEqual(['k']);
+    expect(() =>
+      compileStatement(
+        'literal',
+        queryBuilder('sqlite')
+          .selectFrom('entries')
+          .select('key')
+          .where('key', '=', 'x' as never),
+      ),
+    ).toThrow('not a named parameter');
+    expect(
+      compileStatement('named', queryBuilder('sqlite').selectFrom('entries').select('key').where('key', '=', param('k'))).params,
+    ).toEqual(['k']);
   });
 });

@@ -38,7 +38,9 @@ describe('request tallies exported as a Prometheus histogram at scrape time', ()
     const registry = new Registry();
     registry.registerMetric(scrapedMetric('kvb_t_seconds', 'test', 'histogram', () => t.histogramSamples('kvb_t_seconds')) as never);
     registry.registerMetric(scrapedMetric('kvb_t_total', 'test', 'counter', () => t.counterSamples('kvb_t_total')) as never);
-    expect(await registry.metrics()).toBe('# HELP kvb_t_seconds test\n# TYPE kvb_t_seconds histogram\n\n# HELP kvb_t_total test\n# TYPE kvb_t_total counter\n');
+    expect(await registry.metrics()).toBe(
+      '# HELP kvb_t_seconds test\n# TYPE kvb_t_seconds histogram\n\n# HELP kvb_t_total test\n# TYPE kvb_t_total counter\n',
+    );
     t.record('a', () => ({ method: 'GET', status: 200 }), 0.25);
     expect((await registry.metrics()).split('\n')).toEqual([
       '# HELP kvb_t_seconds test',

@@ -12,7 +12,7 @@ describe('temporary tokens', () => {
     expect(decodeJwt(token)).toEqual({ bkt: 'b1', pfx: 'user/', perm: ['read'], gen: 3, iat: 1_700_000_000, exp: 1_700_000_060 });
     expect(looksLikeJwt(token)).toBe(true);
   });
-  it("carry an id (jti) that verification returns; a token minted without one verifies without one", async () => {
+  it('carry an id (jti) that verification returns; a token minted without one verifies without one', async () => {
     const id = newTokenId();
     expect(isTokenId(id)).toBe(true);
     expect(newTokenId()).not.toBe(id);
@@ -32,7 +32,11 @@ describe('temporary tokens', () => {
     const token = await mintToken(key, claims, 1, Math.floor(Date.now() / 1000) - 10);
     expect(await verifyToken(token, key)).toBeUndefined();
     // Asked for, an expired token's genuine claims come back (to say when it expired); a forged one's never.
-    expect(await verifyToken(token, key, { expired: true })).toMatchObject({ bkt: 'b1', pfx: 'user/', exp: Math.floor(Date.now() / 1000) - 9 });
+    expect(await verifyToken(token, key, { expired: true })).toMatchObject({
+      bkt: 'b1',
+      pfx: 'user/',
+      exp: Math.floor(Date.now() / 1000) - 9,
+    });
     expect(await verifyToken(token, 'another key', { expired: true })).toBeUndefined();
   });
   it('refuse alg none and other algorithms', async () => {

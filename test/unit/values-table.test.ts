@@ -1,10 +1,27 @@
 import { describe, expect, it } from 'vitest';
-import { type MetaRow, displayWidth, eventValueCell, expiresCell, int64AsString, metaRowOf, renderColumns, renderValuesTable, truncate, valueCell } from '../../src/cli/values-table.js';
+import {
+  type MetaRow,
+  displayWidth,
+  eventValueCell,
+  expiresCell,
+  int64AsString,
+  metaRowOf,
+  renderColumns,
+  renderValuesTable,
+  truncate,
+  valueCell,
+} from '../../src/cli/values-table.js';
 
 const NOW = Date.parse('2026-01-01T00:00:00.000Z');
 const rows: MetaRow[] = [
   { key: 'greeting', type: 'text', size: 5, expires_at: null, value: 'hello' },
-  { key: 'config/app', type: 'json', size: 40, expires_at: '2026-01-01T03:00:00.000Z', value: { name: 'kvb', tags: ['a', 'b'], deep: { x: 1 } } },
+  {
+    key: 'config/app',
+    type: 'json',
+    size: 40,
+    expires_at: '2026-01-01T03:00:00.000Z',
+    value: { name: 'kvb', tags: ['a', 'b'], deep: { x: 1 } },
+  },
   { key: 'blob', type: 'bytes', size: 16384, expires_at: null, value: Buffer.alloc(16384, 0xab).toString('base64') },
   { key: 'ユーザー/設定/とても長いキーの名前', type: 'text', size: 300, expires_at: '2026-01-01T00:00:30.000Z', value: 'ü'.repeat(150) },
   { key: 'multi\nline', type: 'text', size: 12, expires_at: null, value: 'line1\nline2\x1b' },
@@ -91,13 +108,33 @@ describe('one value rendering and one table style (pure)', () => {
   });
 
   it('int64AsString quotes only an int64 value, so no JSON reader rounds it', () => {
-    expect(int64AsString('{"rev":3,"type":"int64","value":9223372036854775807}')).toBe('{"rev":3,"type":"int64","value":"9223372036854775807"}');
-    expect(int64AsString('{"rev":3,"type":"json","value":99999999999999999999}')).toBe('{"rev":3,"type":"json","value":99999999999999999999}');
+    expect(int64AsString('{"rev":3,"type":"int64","value":9223372036854775807}')).toBe(
+      '{"rev":3,"type":"int64","value":"9223372036854775807"}',
+    );
+    expect(int64AsString('{"rev":3,"type":"json","value":99999999999999999999}')).toBe(
+      '{"rev":3,"type":"json","value":99999999999999999999}',
+    );
   });
 
   it('plain columns: a heading, cells padded by two spaces, no borders; no heading for name/value rows', () => {
-    expect(renderColumns(['key', 'action'], [['cfg', 'set'], ['a-longer-key', 'delete']])).toBe('key           action\ncfg           set\na-longer-key  delete\n');
-    expect(renderColumns([], [['secret key', 'yes'], ['bucket', 'B']])).toBe('secret key  yes\nbucket      B\n');
+    expect(
+      renderColumns(
+        ['key', 'action'],
+        [
+          ['cfg', 'set'],
+          ['a-longer-key', 'delete'],
+        ],
+      ),
+    ).toBe('key           action\ncfg           set\na-longer-key  delete\n');
+    expect(
+      renderColumns(
+        [],
+        [
+          ['secret key', 'yes'],
+          ['bucket', 'B'],
+        ],
+      ),
+    ).toBe('secret key  yes\nbucket      B\n');
     expect(renderColumns(['key'], [])).toBe('key\n');
   });
 });

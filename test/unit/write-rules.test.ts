@@ -10,7 +10,14 @@ import type { Quota } from '../../src/store/quota.js';
 /** The write rules (src/store/core) over buckets in memory: no server, no database. */
 const NOW = 1_800_000_000_000;
 const text = (data: string) => ({ type: 'text' as const, data: Buffer.from(data) });
-const set = (key: string, data: string, extra: Partial<SetOp> = {}): SetOp => ({ op: 'set', key, value: text(data), expiresAt: null, now: NOW, ...extra });
+const set = (key: string, data: string, extra: Partial<SetOp> = {}): SetOp => ({
+  op: 'set',
+  key,
+  value: text(data),
+  expiresAt: null,
+  now: NOW,
+  ...extra,
+});
 const counter = (key: string, n: number | bigint, extra: Partial<CounterOp> = {}): CounterOp => ({
   op: 'counter',
   key,
@@ -42,7 +49,12 @@ describe('write rules: revisions and change rows', () => {
     const memory = buckets();
     const actor = { kind: 'write' as const, address: '10.0.0.1' };
     const outcomes = memory.write('b', [set('a', '1', { actor }), set('b', '2'), { op: 'delete', key: 'a', now: NOW }, counter('n', 5)]);
-    expect(outcomes.map(value)).toEqual([{ revision: 1 }, { revision: 2 }, { deleted: true, revision: 3 }, expect.objectContaining({ revision: 4, createRevision: 4 })]);
+    expect(outcomes.map(value)).toEqual([
+      { revision: 1 },
+      { revision: 2 },
+      { deleted: true, revision: 3 },
+      expect.objectContaining({ revision: 4, createRevision: 4 }),
+    ]);
     const bucket = memory.buckets.get('b')!;
     expect(bucket.revision).toBe(4);
     expect(bucket.changes.map((c) => [c.revision, c.key, c.kind])).toEqual([
@@ -58,7 +70,16 @@ describe('write rules: revisions and change rows', () => {
   it('records what made a revision that is not a plain set or delete', () => {
     const memory = buckets();
     const view = memoryView(memory.buckets.get('b'));
-    const result = applyBatch(view, [set('a', '1'), counter('n', 1), commit([{ op: 'set', key: 'x', value: text('y'), expiresAt: null }]), commit([{ op: 'delete', key: 'x' }], { operation: 'rollback' })], { maxKeys: 0, maxBytes: 0 });
+    const result = applyBatch(
+      view,
+      [
+        set('a', '1'),
+        counter('n', 1),
+        commit([{ op: 'set', key: 'x', value: text('y'), expiresAt: null }]),
+        commit([{ op: 'delete', key: 'x' }], { operation: 'rollback' }),
+      ],
+      { maxKeys: 0, maxBytes: 0 },
+    );
     expect(result.operations).toEqual([
       { revision: 2, operation: 'counter' },
       { revision: 3, operation: 'transaction' },
@@ -68,7 +89,7 @@ describe('write rules: revisions and change rows', () => {
     expect(memory.buckets.get('b')!.revision).toBe(0);
   });
 
-  it('keeps a live key\'s create revision; a key that expired is created afresh; an expired key\'s delete is a change that answers not deleted', () => {
+  it("keeps a live key's create revision; a key that expired is created afresh; an expired key's delete is a change that answers not deleted", () => {
     const memory = buckets();
     value(one(memory, set('k', '1')));
     value(one(memory, set('k', '2')));
@@ -81,17 +102,24 @@ describe('write rules: revisions and change rows', () => {
     expect(memory.buckets.get('b')!.revision).toBe(6);
   });
 
-  it('a counter keeps a live key\'s expiry unless told otherwise; a key it creates gets the given one', () => {
+  it("a counter keeps a live key's expiry unless told otherwise; a key it creates gets the given one", () => {
     const memory = buckets();
     expect(value(one(memory, counter('n', 1, { expiresAt: NOW + 5 })))).toMatchObject({ expiresAt: NOW + 5 });
     expect(value(one(memory, counter('n', 1, { expiresAt: NOW + 9 })))).toMatchObject({ expiresAt: NOW + 5, data: Buffer.from('2') });
-    expect(value(one(memory, counter('n', 1, { expiresAt: null, keepExpiry: false })))).toMatchObject({ expiresAt: null, data: Buffer.from('3') });
+    expect(value(one(memory, counter('n', 1, { expiresAt: null, keepExpiry: false })))).toMatchObject({
+      expiresAt: null,
+      data: Buffer.from('3'),
+    });
   });
 
-  it('a transaction\'s prefix delete sees the batch\'s earlier writes', () => {
+  it("a transaction's prefix delete sees the batch's earlier writes", () => {
     const memory = buckets();
     memory.write('b', [set('p/1', 'x'), set('p/2', 'x')]);
-    const outcomes = memory.write('b', [set('p/3', 'x'), { op: 'delete', key: 'p/1', now: NOW }, commit([{ op: 'delete_prefix', key: 'p/' }])]);
+    const outcomes = memory.write('b', [
+      set('p/3', 'x'),
+      { op: 'delete', key: 'p/1', now: NOW },
+      commit([{ op: 'delete_prefix', key: 'p/' }]),
+    ]);
     expect(value(outcomes[2]!)).toEqual({ revision: 5, results: [{ op: 'delete_prefix', deleted: 2 }] });
     expect([...memory.buckets.get('b')!.rows.keys()]).toEqual([]);
   });
@@ -104,13 +132,24 @@ describe('write rules: every refusal and error', () => {
     expect(memory.write('gone', ops).map(value)).toEqual(ops.map(() => ({ refused: 'no_bucket' })));
   });
 
-  it('a failed precondition refuses with the key\'s live entry and changes nothing', () => {
+  it("a failed precondition refuses with the key's live entry and changes nothing", () => {
     const memory = buckets();
     value(one(memory, set('k', 'v')));
-    expect(value(one(memory, set('k', 'w', { condition: { ifNoneMatch: '*' } })))).toMatchObject({ refused: 'precondition', current: { revision: 1 } });
-    expect(value(one(memory, set('k', 'w', { condition: { ifMatch: [7] } })))).toMatchObject({ refused: 'precondition', current: { revision: 1 } });
-    expect(value(one(memory, { op: 'delete', key: 'k', now: NOW, condition: { ifNoneMatch: [1] } }))).toMatchObject({ refused: 'precondition' });
-    expect(value(one(memory, counter('absent', 1, { condition: { ifMatch: '*' } })))).toEqual({ refused: 'precondition', current: undefined });
+    expect(value(one(memory, set('k', 'w', { condition: { ifNoneMatch: '*' } })))).toMatchObject({
+      refused: 'precondition',
+      current: { revision: 1 },
+    });
+    expect(value(one(memory, set('k', 'w', { condition: { ifMatch: [7] } })))).toMatchObject({
+      refused: 'precondition',
+      current: { revision: 1 },
+    });
+    expect(value(one(memory, { op: 'delete', key: 'k', now: NOW, condition: { ifNoneMatch: [1] } }))).toMatchObject({
+      refused: 'precondition',
+    });
+    expect(value(one(memory, counter('absent', 1, { condition: { ifMatch: '*' } })))).toEqual({
+      refused: 'precondition',
+      current: undefined,
+    });
     expect(value(one(memory, set('k', 'w', { condition: { ifMatch: [1], ifNoneMatch: [2] } })))).toEqual({ revision: 2 });
     expect(memory.buckets.get('b')!.changes).toHaveLength(2);
   });
@@ -127,7 +166,17 @@ describe('write rules: every refusal and error', () => {
     }
     expect(errorOf(one(memory, set('a', '123456789'))).detail).toContain('quota of 10 bytes');
     // A delete in the same transaction makes room.
-    expect(value(one(memory, commit([{ op: 'delete', key: 'a' }, { op: 'set', key: 'c', value: text('1'), expiresAt: null }])))).toEqual({ revision: 3 });
+    expect(
+      value(
+        one(
+          memory,
+          commit([
+            { op: 'delete', key: 'a' },
+            { op: 'set', key: 'c', value: text('1'), expiresAt: null },
+          ]),
+        ),
+      ),
+    ).toEqual({ revision: 3 });
     const lowered = new MemoryBuckets({ maxKeys: 1, maxBytes: 1 });
     lowered.buckets.set('b', memory.buckets.get('b')!);
     expect(value(lowered.write('b', [set('b', '')])[0]!)).toEqual({ revision: 4 });
@@ -137,15 +186,19 @@ describe('write rules: every refusal and error', () => {
   it('a counter that cannot add is a 400 and writes nothing', () => {
     const memory = buckets();
     value(one(memory, set('t', 'x')));
-    value(one(memory, { op: 'set', key: 'max', value: { type: 'int64', data: Buffer.from('9223372036854775807') }, expiresAt: null, now: NOW }));
+    value(
+      one(memory, { op: 'set', key: 'max', value: { type: 'int64', data: Buffer.from('9223372036854775807') }, expiresAt: null, now: NOW }),
+    );
     value(one(memory, { op: 'set', key: 'f', value: { type: 'float64', data: Buffer.from('1.7e308') }, expiresAt: null, now: NOW }));
     expect(errorOf(one(memory, counter('t', 1))).detail).toBe('stored value is text, not a number');
     expect(errorOf(one(memory, counter('max', 1))).detail).toBe('counter overflows Int64');
-    expect(errorOf(one(memory, counter('f', 1, { delta: { kind: 'float64', value: 1.7e308 } }))).detail).toBe('counter result is not a finite number');
+    expect(errorOf(one(memory, counter('f', 1, { delta: { kind: 'float64', value: 1.7e308 } }))).detail).toBe(
+      'counter result is not a finite number',
+    );
     expect(memory.buckets.get('b')!.revision).toBe(3);
   });
 
-  it('a transaction\'s failed checks and expires are named; a moved rollback and a stale listing are refused; nothing is written', () => {
+  it("a transaction's failed checks and expires are named; a moved rollback and a stale listing are refused; nothing is written", () => {
     const memory = buckets();
     value(one(memory, set('k', 'v')));
     const checks = commit([
@@ -158,17 +211,30 @@ describe('write rules: every refusal and error', () => {
     ]);
     expect(value(one(memory, checks))).toEqual({ refused: 'checks', failed: [1, 2, 3, 4] });
     expect(value(one(memory, commit([{ op: 'delete', key: 'k' }], { expectRevision: 0 })))).toEqual({ refused: 'moved' });
-    expect(one(memory, commit([{ op: 'delete_prefix', key: '' }], { listed: { at: 0, under: new Map([['', ['k']]]) } }))).toEqual({ ok: false, stale: true });
+    expect(one(memory, commit([{ op: 'delete_prefix', key: '' }], { listed: { at: 0, under: new Map([['', ['k']]]) } }))).toEqual({
+      ok: false,
+      stale: true,
+    });
     expect(memory.buckets.get('b')!.revision).toBe(1);
   });
 
   it('refuses (400) prefix deletes of more keys than one transaction may delete, and overlapping prefixes', () => {
     const many = Array.from({ length: MAX_PREFIX_DELETE_KEYS + 1 }, (_, i) => `p/${i}`);
-    const view: WriteView = { revision: 1, usage: () => ({ keys: 0, bytes: 0 }), row: () => undefined, liveKeys: (_prefix, _now, limit) => many.slice(0, limit) };
+    const view: WriteView = {
+      revision: 1,
+      usage: () => ({ keys: 0, bytes: 0 }),
+      row: () => undefined,
+      liveKeys: (_prefix, _now, limit) => many.slice(0, limit),
+    };
     const [outcome] = applyBatch(view, [commit([{ op: 'delete_prefix', key: 'p/' }])], { maxKeys: 0, maxBytes: 0 }).outcomes;
     expect([errorOf(outcome!).kind, errorOf(outcome!).status]).toEqual(['bad_request', 400]);
     expect(errorOf(outcome!).detail).toContain(`more than ${MAX_PREFIX_DELETE_KEYS} keys`);
-    expect(() => checkPrefixDeletes([{ op: 'delete_prefix', key: 'a/' }, { op: 'delete_prefix', key: 'a/b' }])).toThrow(/overlaps/);
+    expect(() =>
+      checkPrefixDeletes([
+        { op: 'delete_prefix', key: 'a/' },
+        { op: 'delete_prefix', key: 'a/b' },
+      ]),
+    ).toThrow(/overlaps/);
   });
 
   it('a write that fails leaves the batch as it was: the next write sees nothing of it', () => {

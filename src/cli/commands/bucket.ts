@@ -40,10 +40,18 @@ function policyRows(bucket: string, p: BucketPolicy, usage?: BucketUsage): Array
     ...(usage
       ? ([
           ['keys stored', `${count(usage.keys)}${usage.quotaKeys === undefined ? '' : ` of ${count(usage.quotaKeys)}`}`],
-          ['bytes stored', `${count(usage.bytes)}${usage.quotaBytes === undefined ? '' : ` of ${count(usage.quotaBytes)}`} (keys + values)`],
+          [
+            'bytes stored',
+            `${count(usage.bytes)}${usage.quotaBytes === undefined ? '' : ` of ${count(usage.quotaBytes)}`} (keys + values)`,
+          ],
           ...(usage.historyFloor === undefined
             ? []
-            : ([['history', `from revision ${usage.historyFloor}${usage.revision === undefined ? '' : ` to ${usage.revision}`} (kvb get --rev, kvb ls --rev, kvb rollback --to)`]] as Array<[string, string]>)),
+            : ([
+                [
+                  'history',
+                  `from revision ${usage.historyFloor}${usage.revision === undefined ? '' : ` to ${usage.revision}`} (kvb get --rev, kvb ls --rev, kvb rollback --to)`,
+                ],
+              ] as Array<[string, string]>)),
         ] as Array<[string, string]>)
       : []),
   ];
@@ -64,7 +72,8 @@ export function changesFrom(options: UpdateOptions): { changes: BucketChanges; r
   let signing = pair('signing-key', options.signingKey, options.clearSigningKey);
   let rotatedSigningKey: string | undefined;
   if (options.rotateSigningKey) {
-    if (signing !== undefined) throw new UsageError('--rotate-signing-key generates the key: do not combine it with --signing-key or --clear-signing-key');
+    if (signing !== undefined)
+      throw new UsageError('--rotate-signing-key generates the key: do not combine it with --signing-key or --clear-signing-key');
     signing = rotatedSigningKey = generateKey();
   }
   if (signing !== undefined) changes.signing_key = signing;
@@ -106,10 +115,18 @@ const update = defineCommand({
       .option('--signing-key <key>', 'set the token signing key (invalidates earlier tokens)')
       .option('--rotate-signing-key', 'generate a new random signing key (invalidates earlier tokens)')
       .option('--clear-signing-key', 'remove the signing key (no more tokens)')
-      .addOption(new Option('--default-ttl <seconds>', 'TTL of keys set without one (0 = no expiry)').argParser(integer('--default-ttl', 0, MAX_TTL_SECONDS)))
+      .addOption(
+        new Option('--default-ttl <seconds>', 'TTL of keys set without one (0 = no expiry)').argParser(
+          integer('--default-ttl', 0, MAX_TTL_SECONDS),
+        ),
+      )
       .addHelpText(
         'after',
-        examples('kvb bucket update --read-key "$R"', 'kvb bucket update --clear-read-key --default-ttl 0', 'kvb bucket update --rotate-signing-key'),
+        examples(
+          'kvb bucket update --read-key "$R"',
+          'kvb bucket update --clear-read-key --default-ttl 0',
+          'kvb bucket update --rotate-signing-key',
+        ),
       ),
   async run(options, command) {
     const { changes, rotatedSigningKey } = changesFrom(options);
@@ -143,7 +160,11 @@ const remove = defineCommand({
       if (!options.yes) {
         if (!stdinIsTty()) throw new UsageError('refusing to delete without confirmation: pass --yes');
         const prompts = await import('@clack/prompts');
-        const answer = await prompts.confirm({ message: `Delete bucket ${id} and all its keys?`, initialValue: false, output: process.stderr });
+        const answer = await prompts.confirm({
+          message: `Delete bucket ${id} and all its keys?`,
+          initialValue: false,
+          output: process.stderr,
+        });
         if (prompts.isCancel(answer) || !answer) throw new UsageError('not deleted');
       }
       await client.deleteBucket(id);

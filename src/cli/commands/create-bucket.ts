@@ -18,9 +18,10 @@ export const createBucket = defineCommand({
       .option('--write-key <key>', 'credential for writing')
       .option('--signing-key <key>', 'key the server signs temporary tokens with')
       .addOption(
-        new Option('--default-ttl <seconds>', `TTL of keys set without one (0 = no expiry; server default ${DEFAULT_BUCKET_TTL_SECONDS})`).argParser(
-          integer('--default-ttl', 0, MAX_TTL_SECONDS),
-        ),
+        new Option(
+          '--default-ttl <seconds>',
+          `TTL of keys set without one (0 = no expiry; server default ${DEFAULT_BUCKET_TTL_SECONDS})`,
+        ).argParser(integer('--default-ttl', 0, MAX_TTL_SECONDS)),
       )
       .option('--save [profile]', 'save url, bucket and secret key as a profile (default: --profile, or "default")')
       .addHelpText(

@@ -45,7 +45,10 @@ async function withStore<T>(
     const failure = storageFailureOf(err);
     const locked = failure === 'KVB_DATABASE_IN_USE' || /locked|busy/i.test(message);
     const exitCode = locked ? EXIT_CODES.usage : failure !== undefined ? STORAGE_FAILURES[failure].exitCode : EXIT_CODES.serverError;
-    throw new DbError(`cannot open ${db.replace(/\/\/[^@/]*@/, '//…@')}: ${message}${locked ? ' (stop the kvb serve that holds it first)' : ''}`, exitCode);
+    throw new DbError(
+      `cannot open ${db.replace(/\/\/[^@/]*@/, '//…@')}: ${message}${locked ? ' (stop the kvb serve that holds it first)' : ''}`,
+      exitCode,
+    );
   }
   try {
     return await run(store);
@@ -102,7 +105,8 @@ async function createPrivateFile(path: string, force: boolean) {
     return await open(path, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW, 0o600);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST' || code === 'ELOOP') throw new DbError(`${path} appeared while the dump started (a file or symlink); refusing it`, EXIT_CODES.usage);
+    if (code === 'EEXIST' || code === 'ELOOP')
+      throw new DbError(`${path} appeared while the dump started (a file or symlink); refusing it`, EXIT_CODES.usage);
     throw new DbError(`cannot create ${path}: ${(err as Error).message}`, EXIT_CODES.usage);
   }
 }
@@ -164,9 +168,12 @@ const restore = defineCommand({
       .argument('<file>', 'the dump file')
       .option('--db <url>', DB_HELP)
       .option('--force', 'restore into a database that already holds buckets (buckets of the same id are replaced)')
-      .addHelpText('after', `
+      .addHelpText(
+        'after',
+        `
 A SQLite file is refused while a kvb serve holds it (stop the server first).
-${examples('kvb db restore --db postgres://kvb@db/kvb kvb.dump', 'kvb db restore --db ./kvb.db kvb.dump --force')}`),
+${examples('kvb db restore --db postgres://kvb@db/kvb kvb.dump', 'kvb db restore --db ./kvb.db kvb.dump --force')}`,
+      ),
   async run(file, options) {
     const { existsSync } = await import('node:fs');
     if (!existsSync(file)) throw new DbError(`cannot read ${file}`, EXIT_CODES.usage);
@@ -176,7 +183,10 @@ ${examples('kvb db restore --db postgres://kvb@db/kvb kvb.dump', 'kvb db restore
     try {
       await verifyDump(linesOf(file));
     } catch (err) {
-      throw new DbError((err as Error).message, (err as { kind?: unknown }).kind === 'bad_request' ? EXIT_CODES.usage : EXIT_CODES.serverError);
+      throw new DbError(
+        (err as Error).message,
+        (err as { kind?: unknown }).kind === 'bad_request' ? EXIT_CODES.usage : EXIT_CODES.serverError,
+      );
     }
     await withStore(
       options.db,
@@ -231,7 +241,8 @@ ${examples('kvb db backup --db /var/lib/kvb/kvb.db --out /backup/kvb-$(date +%F)
     const db = options.db ?? process.env.KVB_DB;
     if (!db) throw new DbError('no database given: pass --db or set KVB_DB', EXIT_CODES.usage);
     const { isPostgresUrl } = await import('../../store/open-store.js');
-    if (isPostgresUrl(db)) throw new DbError('kvb db backup copies SQLite files; for PostgreSQL use pg_dump, or kvb db dump', EXIT_CODES.usage);
+    if (isPostgresUrl(db))
+      throw new DbError('kvb db backup copies SQLite files; for PostgreSQL use pg_dump, or kvb db dump', EXIT_CODES.usage);
     const path = db.replace(/^sqlite:(\/\/)?/, '');
     const { closeSync, constants, existsSync, openSync, rmSync } = await import('node:fs');
     if (!existsSync(path)) throw new DbError(`no database at ${path}`, EXIT_CODES.usage);
@@ -254,7 +265,10 @@ ${examples('kvb db backup --db /var/lib/kvb/kvb.db --out /backup/kvb-$(date +%F)
     } catch (err) {
       source.close();
       const code = (err as NodeJS.ErrnoException).code;
-      throw new DbError(code === 'EEXIST' ? `${options.out} already exists` : `cannot create ${options.out}: ${(err as Error).message}`, EXIT_CODES.usage);
+      throw new DbError(
+        code === 'EEXIST' ? `${options.out} already exists` : `cannot create ${options.out}: ${(err as Error).message}`,
+        EXIT_CODES.usage,
+      );
     }
     const removeCopy = () => {
       for (const suffix of ['', '-journal', '-wal', '-shm']) rmSync(`${options.out}${suffix}`, { force: true });
@@ -330,7 +344,9 @@ ${examples('kvb db migrate --db /var/lib/kvb/kvb.db --dry-run', 'kvb db migrate 
     }
     if (options.dryRun) {
       for (const name of pending) await data(`${name}\n`);
-      info(pending.length === 0 ? 'up to date: no pending migrations' : `${pending.length} pending migrations (nothing changed: --dry-run)`);
+      info(
+        pending.length === 0 ? 'up to date: no pending migrations' : `${pending.length} pending migrations (nothing changed: --dry-run)`,
+      );
       return;
     }
     if (pending.length === 0) return info('up to date: no pending migrations');
@@ -344,6 +360,13 @@ export const db = defineGroup(
     parent
       .command('db')
       .description('operator commands on the database itself: dump, restore, check, backup, migrate (on the server machine)')
-      .addHelpText('after', examples('kvb db dump --db ./kvb.db -o kvb.dump', 'kvb db restore --db postgres://kvb@db/kvb kvb.dump', 'kvb db check --db ./kvb.db')),
+      .addHelpText(
+        'after',
+        examples(
+          'kvb db dump --db ./kvb.db -o kvb.dump',
+          'kvb db restore --db postgres://kvb@db/kvb kvb.dump',
+          'kvb db check --db ./kvb.db',
+        ),
+      ),
   [dump, restore, check, backup, migrate],
 );

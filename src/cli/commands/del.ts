@@ -12,7 +12,12 @@ export const del = defineCommand({
         .description('delete a key (exit 2 if it does not exist), or with --prefix every key under a prefix as one revision')
         .argument('[key]', 'the key'),
     )
-      .addOption(new Option('--prefix <prefix>', 'delete every key starting with PREFIX, in one revision (counts and asks first at a terminal)').conflicts(['ifRev', 'ifAbsent', 'ifExists']))
+      .addOption(
+        new Option(
+          '--prefix <prefix>',
+          'delete every key starting with PREFIX, in one revision (counts and asks first at a terminal)',
+        ).conflicts(['ifRev', 'ifAbsent', 'ifExists']),
+      )
       .option('-y, --yes', 'with --prefix: do not ask for confirmation (needed when stdin is not a terminal)')
       .addHelpText(
         'after',
@@ -50,12 +55,18 @@ ${examples(
           return;
         }
         const prompts = await import('@clack/prompts');
-        const answer = await prompts.confirm({ message: `Delete ${count} key${count === 1 ? '' : 's'} under ${JSON.stringify(prefix)}?`, initialValue: false, output: process.stderr });
+        const answer = await prompts.confirm({
+          message: `Delete ${count} key${count === 1 ? '' : 's'} under ${JSON.stringify(prefix)}?`,
+          initialValue: false,
+          output: process.stderr,
+        });
         if (prompts.isCancel(answer) || !answer) throw new UsageError('not deleted');
       }
       const { deletePrefix } = await import('../../client/bucket-primitives.js');
       const { deleted, revision } = await deletePrefix(client, id, prefix);
-      info(`deleted ${deleted} key${deleted === 1 ? '' : 's'} under ${JSON.stringify(prefix)}${deleted > 0 ? ` (revision ${revision})` : ''}`);
+      info(
+        `deleted ${deleted} key${deleted === 1 ? '' : 's'} under ${JSON.stringify(prefix)}${deleted > 0 ? ` (revision ${revision})` : ''}`,
+      );
     });
   },
 });

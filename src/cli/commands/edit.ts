@@ -172,7 +172,9 @@ ${examples('kvb edit config', 'EDITOR=nano kvb edit motd')}`,
           }
           const type = current.type;
           if (type === 'bytes' || type === undefined) {
-            throw new UsageError(`${JSON.stringify(key)} holds binary data, which cannot be edited as text; use kvb get ${key} -o FILE and kvb set ${key} --file FILE`);
+            throw new UsageError(
+              `${JSON.stringify(key)} holds binary data, which cannot be edited as text; use kvb get ${key} -o FILE and kvb set ${key} --file FILE`,
+            );
           }
           const file = join(dir, type === 'json' ? 'value.json' : 'value.txt');
           const original = await editableText(type, asBuffer(current.data));
@@ -204,7 +206,9 @@ ${examples('kvb edit config', 'EDITOR=nano kvb edit motd')}`,
           } catch (err) {
             if (!(err instanceof KvbHttpError) || err.kind !== 'precondition_failed') throw err;
             keep = true;
-            info(`${JSON.stringify(key)} changed while you were editing it (${err.detail ?? 'precondition failed'}); your version is in ${file}`);
+            info(
+              `${JSON.stringify(key)} changed while you were editing it (${err.detail ?? 'precondition failed'}); your version is in ${file}`,
+            );
             if (!(await ask('Edit the current value instead?'))) throw err;
             current = await client.get(id, key);
             keep = false;

@@ -17,7 +17,11 @@ export const expire = defineCommand({
       .command('expire')
       .description("change a key's expiry without rewriting its value (0: never expires)")
       .addArgument(keyArgument('the key'))
-      .addArgument(new Argument('<seconds>', 'seconds from now until it expires; 0 removes the expiry').argParser(integer('SECONDS', 0, MAX_TTL_SECONDS)))
+      .addArgument(
+        new Argument('<seconds>', 'seconds from now until it expires; 0 removes the expiry').argParser(
+          integer('SECONDS', 0, MAX_TTL_SECONDS),
+        ),
+      )
       .addHelpText(
         'after',
         `

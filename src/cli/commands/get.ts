@@ -11,17 +11,21 @@ export const get = defineCommand({
     withOptionHints(
       parent
         .command('get')
-        .description("print a key's value (exact bytes), or with --json its type, expiry and revision too; several keys: read at one revision")
+        .description(
+          "print a key's value (exact bytes), or with --json its type, expiry and revision too; several keys: read at one revision",
+        )
         .addArgument(
-          new Argument('<keys...>', 'the key (several: read together, at one bucket revision)').argParser((value: string, previous: string[] | undefined) => {
-            if (value === '') throw new UsageError('a key must not be empty');
-            return [...(previous ?? []), value];
-          }),
+          new Argument('<keys...>', 'the key (several: read together, at one bucket revision)').argParser(
+            (value: string, previous: string[] | undefined) => {
+              if (value === '') throw new UsageError('a key must not be empty');
+              return [...(previous ?? []), value];
+            },
+          ),
         )
         .option('--json', 'print {"key","type","value","expires_at","revision"} (int64 as a decimal string, bytes as base64)')
         .addOption(new Option('-o, --output <file>', 'write the exact bytes to FILE instead of stdout').conflicts('json'))
         .addOption(
-          new Option('--rev <n>', 'the value the key had at revision N (history; exits 7 below the bucket\'s history floor)').argParser(
+          new Option('--rev <n>', "the value the key had at revision N (history; exits 7 below the bucket's history floor)").argParser(
             integer('--rev', 0, Number.MAX_SAFE_INTEGER),
           ),
         )
@@ -41,11 +45,13 @@ int64 values are decimal strings there, bytes base64.
 ${examples('kvb get greeting', 'kvb get icon -o icon.png', 'kvb get icon > icon.png', 'kvb get config --json | jq .value', 'kvb get from to --json', 'kvb get config --rev 41')}`,
         ),
       {
-        '--prefix': 'kvb get reads keys by name; for every key under a prefix with its value, use kvb ls PREFIX --values (kvb ls user/ --values)',
+        '--prefix':
+          'kvb get reads keys by name; for every key under a prefix with its value, use kvb ls PREFIX --values (kvb ls user/ --values)',
       },
     ),
   async run(keys, options, command) {
-    if (keys.length > 1 && options.rev !== undefined) throw new UsageError('--rev reads one key (several keys are read at the present revision)');
+    if (keys.length > 1 && options.rev !== undefined)
+      throw new UsageError('--rev reads one key (several keys are read at the present revision)');
     if (keys.length > 1) return getMany(keys, options, command);
     const key = keys[0]!;
     await withClient(command, async ({ client, bucket }) => {
@@ -57,7 +63,9 @@ ${examples('kvb get greeting', 'kvb get icon -o icon.png', 'kvb get icon > icon.
         // and int64 is a decimal string, as in export and watch (jq 1.6 rounds 2^63-1 as a number).
         // A server that names no type gets its value as a string.
         const rendered =
-          value.type === 'int64' || !value.type ? JSON.stringify(value.data.toString('utf8')) : valueAsJson({ type: value.type, data: value.data });
+          value.type === 'int64' || !value.type
+            ? JSON.stringify(value.data.toString('utf8'))
+            : valueAsJson({ type: value.type, data: value.data });
         await line(
           `{"key":${JSON.stringify(key)},"type":${JSON.stringify(value.type ?? null)},"value":${rendered},"expires_at":${JSON.stringify(value.expiresAt ?? null)},"revision":${value.revision ?? null}}`,
         );
@@ -86,7 +94,11 @@ ${examples('kvb get greeting', 'kvb get icon -o icon.png', 'kvb get icon > icon.
 });
 
 /** Several keys read at one revision, printed as JSONL (or one JSON object with --json); exit 2 when any is absent. */
-async function getMany(keys: string[], options: { json?: true; output?: string }, command: Parameters<typeof withClient>[0]): Promise<void> {
+async function getMany(
+  keys: string[],
+  options: { json?: true; output?: string },
+  command: Parameters<typeof withClient>[0],
+): Promise<void> {
   if (options.output !== undefined) throw new UsageError('-o FILE takes one key');
   if (keys.length > MAX_TXN_OPS) throw new UsageError(`at most ${MAX_TXN_OPS} keys at once`);
   const { MissingKeysError, getManyRows } = await import('../get-many.js');

@@ -22,10 +22,15 @@ export const history = defineCommand({
       .command('history')
       .description("a key's recorded changes, newest first: revision, operation, time, type, size, actor (and value)")
       .addArgument(keyArgument('the key'))
-      .option('--values', 'include each change\'s value')
+      .option('--values', "include each change's value")
       .addOption(new Option('--limit <n>', 'at most this many changes').argParser(integer('--limit', 1, Number.MAX_SAFE_INTEGER)))
-      .addOption(new Option('--format <format>', 'table (default on a terminal) or jsonl (default when piped)').choices(['table', 'jsonl'] as const))
-      .option('--actor <actor>', "only this actor's changes: secret, write, read, anonymous, token, server, or token:ID (needs the secret key)")
+      .addOption(
+        new Option('--format <format>', 'table (default on a terminal) or jsonl (default when piped)').choices(['table', 'jsonl'] as const),
+      )
+      .option(
+        '--actor <actor>',
+        "only this actor's changes: secret, write, read, anonymous, token, server, or token:ID (needs the secret key)",
+      )
       .addHelpText(
         'after',
         `
@@ -45,7 +50,12 @@ ${examples('kvb history config/app', 'kvb history config/app --values --limit 5'
       let cursor: string | undefined;
       let shown = 0;
       do {
-        const page = await client.history(bucket(), key, { values: options.values, limit: Math.min(PAGE, wanted - shown), cursor, actor: options.actor });
+        const page = await client.history(bucket(), key, {
+          values: options.values,
+          limit: Math.min(PAGE, wanted - shown),
+          cursor,
+          actor: options.actor,
+        });
         for (const [i, line] of page.lines.entries()) {
           shown++;
           const text = page.texts[i]!;
@@ -53,7 +63,10 @@ ${examples('kvb history config/app', 'kvb history config/app --values --limit 5'
           if (format === 'jsonl') await data(`${int64AsString(text)}\n`);
           else {
             // The same rendering as ls and watch: bytes as <N bytes>, int64 a number, JSON as stored, expiry relative.
-            const value = line.value === undefined || line.value === null || line.type === null ? '' : eventValueCell(line.type, line.value, valueSource(text));
+            const value =
+              line.value === undefined || line.value === null || line.type === null
+                ? ''
+                : eventValueCell(line.type, line.value, valueSource(text));
             rows.push([
               String(line.rev),
               line.operation,
@@ -68,7 +81,8 @@ ${examples('kvb history config/app', 'kvb history config/app --values --limit 5'
         }
         cursor = page.nextCursor;
       } while (cursor !== undefined && shown < wanted);
-      if (format === 'table') await table(['rev', 'operation', 'time', 'type', 'size', 'expires', 'actor', ...(options.values ? ['value'] : [])], rows);
+      if (format === 'table')
+        await table(['rev', 'operation', 'time', 'type', 'size', 'expires', 'actor', ...(options.values ? ['value'] : [])], rows);
     });
   },
 });

@@ -65,9 +65,11 @@ ${examples('kvb import backup.ndjson', 'kvb import --format jsonl from-redis.jso
         }
       }
       try {
-        const result = await client.importBucket(id, Readable.from(body()), { mode: options.mode, prefix: options.prefix }).catch((err: unknown) => {
-          throw invalid ?? err;
-        });
+        const result = await client
+          .importBucket(id, Readable.from(body()), { mode: options.mode, prefix: options.prefix })
+          .catch((err: unknown) => {
+            throw invalid ?? err;
+          });
         shown.done();
         info(`imported ${result.imported} keys, skipped ${result.skipped} already expired (revision ${result.rev})`);
       } finally {

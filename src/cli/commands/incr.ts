@@ -17,12 +17,19 @@ export const incr = defineCommand({
   define: (parent) =>
     withConditionOptions(
       parent
-      .command('incr')
-      .description('add a signed delta to a numeric key (default +1) and print the new value')
-      .addArgument(keyArgument('the key (created with the delta as its value if missing)'))
-      .argument('[delta]', 'a number: 5 or +5 adds, -1 subtracts, 0.5 makes it a float', '+1')
-      .addOption(new Option('--ttl <seconds>', 'set the expiry (default: keep it; new keys get the bucket default)').argParser(integer('--ttl', 0, MAX_TTL_SECONDS))),
-    ).addHelpText('after', examples('kvb incr visits', 'kvb incr stock -1', 'kvb incr score 5 --ttl 3600', 'kvb incr stock -1 --if-exists')),
+        .command('incr')
+        .description('add a signed delta to a numeric key (default +1) and print the new value')
+        .addArgument(keyArgument('the key (created with the delta as its value if missing)'))
+        .argument('[delta]', 'a number: 5 or +5 adds, -1 subtracts, 0.5 makes it a float', '+1')
+        .addOption(
+          new Option('--ttl <seconds>', 'set the expiry (default: keep it; new keys get the bucket default)').argParser(
+            integer('--ttl', 0, MAX_TTL_SECONDS),
+          ),
+        ),
+    ).addHelpText(
+      'after',
+      examples('kvb incr visits', 'kvb incr stock -1', 'kvb incr score 5 --ttl 3600', 'kvb incr stock -1 --if-exists'),
+    ),
   async run(key, delta, options, command) {
     const signed = normaliseDelta(delta);
     await withClient(command, async ({ client, bucket }) => {

@@ -43,7 +43,9 @@ It needs a terminal; in scripts use:
 async function wizard(command: RunningCommand): Promise<void> {
   const flags = globalFlags(command);
   if (!stdinIsTty()) {
-    throw new UsageError('kvb init is interactive and stdin is not a terminal; in scripts use: kvb create-bucket --email E --secret-key K --save [PROFILE]');
+    throw new UsageError(
+      'kvb init is interactive and stdin is not a terminal; in scripts use: kvb create-bucket --email E --secret-key K --save [PROFILE]',
+    );
   }
   const connection = resolveConnection(flags, process.env, { allowMissingProfile: true });
   const p = await import('@clack/prompts');
@@ -86,7 +88,10 @@ async function wizard(command: RunningCommand): Promise<void> {
     }
 
     const email = ask(
-      await p.text({ message: 'Admin email for the bucket', validate: (v) => (v && v.includes('@') && v.length <= 254 ? undefined : 'an email address') }),
+      await p.text({
+        message: 'Admin email for the bucket',
+        validate: (v) => (v && v.includes('@') && v.length <= 254 ? undefined : 'an email address'),
+      }),
     );
     // A private bucket by default: secret, read and write keys. A choice that leaves anonymous
     // access says so loudly and must be confirmed; "No" asks again.
@@ -129,7 +134,9 @@ async function wizard(command: RunningCommand): Promise<void> {
       } else {
         const own = ask(await p.password({ message: `Enter the ${label}`, validate: (v) => (v ? undefined : 'cannot be empty') }));
         if (own.length < MIN_KEY_LENGTH) {
-          p.log.warn(`That ${label} is ${own.length} characters: anyone who guesses it gets its access. ${MIN_KEY_LENGTH} or more is recommended.`);
+          p.log.warn(
+            `That ${label} is ${own.length} characters: anyone who guesses it gets its access. ${MIN_KEY_LENGTH} or more is recommended.`,
+          );
           const choice = ask(
             await p.select({
               message: `Keep this short ${label}?`,

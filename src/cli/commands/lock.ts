@@ -26,7 +26,11 @@ export const lock = defineCommand({
       .description('run a command while holding a lock (a key), waiting while another holder has it')
       .addArgument(keyArgument('the lock: a key name, e.g. lock/backup'))
       .addArgument(new Argument('<command...>', 'the command and its arguments (after --)'))
-      .addOption(new Option('--ttl <seconds>', 'how long the lock outlives a holder that stops renewing (killed, cut off)').default(15).argParser(integer('--ttl', 1, MAX_TTL_SECONDS)))
+      .addOption(
+        new Option('--ttl <seconds>', 'how long the lock outlives a holder that stops renewing (killed, cut off)')
+          .default(15)
+          .argParser(integer('--ttl', 1, MAX_TTL_SECONDS)),
+      )
       .addHelpText(
         'after',
         `
@@ -77,7 +81,15 @@ ${examples(
       const deadline =
         seconds === undefined
           ? undefined
-          : setTimeout(() => waiting.abort(new LockTimeoutError(`gave up waiting for lock ${JSON.stringify(name)} after ${seconds} s (--timeout): another holder still has it; nothing was run`)), seconds * 1000);
+          : setTimeout(
+              () =>
+                waiting.abort(
+                  new LockTimeoutError(
+                    `gave up waiting for lock ${JSON.stringify(name)} after ${seconds} s (--timeout): another holder still has it; nothing was run`,
+                  ),
+                ),
+              seconds * 1000,
+            );
       let held;
       try {
         held = await acquireLock(client, bucket(), name, { ttl: options.ttl, signal: waiting.signal });

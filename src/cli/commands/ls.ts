@@ -21,12 +21,20 @@ export const ls = defineCommand({
       .command('ls')
       .description('list keys (and values) in byte order')
       .argument('[prefix]', 'only keys starting with this')
-      .addOption(new Option('--limit <n>', 'at most this many keys (default: every key; ls follows the pages)').argParser(integer('--limit', 0, MAX_LIST_LIMIT)))
+      .addOption(
+        new Option('--limit <n>', 'at most this many keys (default: every key; ls follows the pages)').argParser(
+          integer('--limit', 0, MAX_LIST_LIMIT),
+        ),
+      )
       .addOption(new Option('--skip <n>', 'skip this many keys first').argParser(integer('--skip', 0, Number.MAX_SAFE_INTEGER)))
       .option('--reverse', 'reverse byte order')
       .option('--values', 'include the values')
       .option('-l, --long', 'long listing: type, size, expiry and revision of each key')
-      .addOption(new Option('--folders', 'keys directly under PREFIX and each folder below it once (ending in /), like ls of a directory').conflicts(['values', 'skip', 'long']))
+      .addOption(
+        new Option('--folders', 'keys directly under PREFIX and each folder below it once (ending in /), like ls of a directory').conflicts(
+          ['values', 'skip', 'long'],
+        ),
+      )
       .addOption(
         new Option('--rev <n>', 'list the bucket as it was at revision N (history; exits 7 below its history floor)').argParser(
           integer('--rev', 0, Number.MAX_SAFE_INTEGER),
@@ -57,7 +65,7 @@ its width.
 instead of reading it, so a folder of millions of keys costs one lookup. json
 and jsonl then print {"key":K} and {"prefix":"F/"} items; text and the table
 print names, folders ending in /.
-${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --format jsonl --values | jq -r 'select(.type==\"int64\") | .key'", 'kvb ls --format json | jq length', 'kvb ls --folders', 'kvb ls --folders photos/2024/')}`,
+${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', 'kvb ls --format jsonl --values | jq -r \'select(.type=="int64") | .key\'', 'kvb ls --format json | jq length', 'kvb ls --folders', 'kvb ls --folders photos/2024/')}`,
       ),
   async run(prefix, options, command) {
     const { Readable } = await import('node:stream');
@@ -80,7 +88,14 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --
         let first = true;
         do {
           const limit = Math.min(PAGE_KEYS, wanted - listed);
-          const page = await client.listPage(id, { ...query, meta, format: pageFormat, limit, skip: first ? options.skip : undefined, cursor });
+          const page = await client.listPage(id, {
+            ...query,
+            meta,
+            format: pageFormat,
+            limit,
+            skip: first ? options.skip : undefined,
+            cursor,
+          });
           first = false;
           yield page.body;
           listed += limit;
@@ -128,7 +143,13 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --
           .split('\n')
           .filter((lineText) => lineText !== '');
         if (options.long && !options.values) {
-          await data(renderLongTable(lines.map((lineText) => JSON.parse(lineText) as MetaRow), process.stdout.columns || 80, Date.now()));
+          await data(
+            renderLongTable(
+              lines.map((lineText) => JSON.parse(lineText) as MetaRow),
+              process.stdout.columns || 80,
+              Date.now(),
+            ),
+          );
           return;
         }
         // A server without the meta extension answers [key, value] pairs: the older bordered table.
@@ -145,7 +166,9 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', "kvb ls --
         shown.done();
         // `kvb ls 'user/*'` out of habit from shells and globs: an empty answer alone does not say why.
         if (!failed && bytes === 0 && prefix !== undefined && /[*?]/.test(prefix)) {
-          warn(`no keys start with ${JSON.stringify(prefix)}: kvb ls lists by prefix, where * and ? are plain characters (kvb ls user/ lists every key starting with user/)`);
+          warn(
+            `no keys start with ${JSON.stringify(prefix)}: kvb ls lists by prefix, where * and ? are plain characters (kvb ls user/ lists every key starting with user/)`,
+          );
         }
       }
     });
@@ -159,7 +182,11 @@ const PAGE_KEYS = 10_000;
  * The pages of one listing as one body: text and jsonl pages simply follow each other; json pages
  * are arrays, so each page's brackets are dropped and the items joined into one array.
  */
-async function* joinPages(pages: AsyncIterable<AsyncIterable<Uint8Array>>, format: 'text' | 'json' | 'jsonl', seen: (chunk: Buffer) => void): AsyncGenerator<Buffer> {
+async function* joinPages(
+  pages: AsyncIterable<AsyncIterable<Uint8Array>>,
+  format: 'text' | 'json' | 'jsonl',
+  seen: (chunk: Buffer) => void,
+): AsyncGenerator<Buffer> {
   if (format !== 'json') {
     for await (const body of pages) {
       for await (const chunk of body) {
@@ -218,7 +245,10 @@ async function* typedListing(body: AsyncIterable<Buffer>, format: 'text' | 'json
   for await (const chunk of body) {
     const lines = (pending + chunk.toString('utf8')).split('\n');
     pending = lines.pop()!;
-    const out = lines.filter((l) => l !== '').map(emit).join('');
+    const out = lines
+      .filter((l) => l !== '')
+      .map(emit)
+      .join('');
     if (out !== '') yield Buffer.from(out);
   }
   if (pending !== '') yield Buffer.from(emit(pending));
@@ -226,7 +256,8 @@ async function* typedListing(body: AsyncIterable<Buffer>, format: 'text' | 'json
 }
 
 /** The text format's escaping of a key: `\`, newline, carriage return and `=`. */
-const escapeText = (s: string, isKey: boolean) => s.replace(isKey ? /[\\\n\r=]/g : /[\\\n\r]/g, (c) => (c === '\n' ? '\\n' : c === '\r' ? '\\r' : `\\${c}`));
+const escapeText = (s: string, isKey: boolean) =>
+  s.replace(isKey ? /[\\\n\r=]/g : /[\\\n\r]/g, (c) => (c === '\n' ? '\\n' : c === '\r' ? '\\r' : `\\${c}`));
 
 function textLine(row: MetaRow): string {
   return `${escapeText(row.key, true)}\t${row.type}\t${row.size}\t${row.expires_at ?? '-'}\t${row.rev}\n`;

@@ -22,7 +22,9 @@ export const mintToken = defineCommand({
       .command('mint-token')
       .description('mint a temporary token limited to a key prefix and permissions (needs the secret key)')
       .requiredOption('--prefix <prefix>', 'keys the token may reach')
-      .addOption(new Option('--permissions <list>', `comma-separated: ${PERMISSIONS.join(', ')}`).argParser(permissionList).makeOptionMandatory())
+      .addOption(
+        new Option('--permissions <list>', `comma-separated: ${PERMISSIONS.join(', ')}`).argParser(permissionList).makeOptionMandatory(),
+      )
       .addOption(new Option('--ttl <seconds>', 'lifetime in seconds').argParser(integer('--ttl', 1, MAX_TTL_SECONDS)).makeOptionMandatory())
       .option('--json', 'print the whole response, {"access_token": …, "id": …}')
       .addHelpText(
@@ -43,16 +45,18 @@ ${examples(
     const { KvbHttpError } = await import('../../client/client-errors.js');
     await withClient(command, async ({ client, bucket }) => {
       const id = bucket();
-      const answer = await client.mintToken(id, { prefix: options.prefix, permissions: options.permissions, ttl: options.ttl }).catch((err: unknown) => {
-        // The spec's 503 for a bucket without a signing key is a matter of set-up, not of load:
-        // retrying cannot help, so it exits 1 with the fix rather than 5.
-        if (err instanceof KvbHttpError && err.kind === 'service_unavailable' && /signing.?key/i.test(err.detail ?? '')) {
-          throw new UsageError(
-            `bucket ${id} has no signing key, so it cannot mint tokens (the server answered 503): give it one with kvb bucket update --rotate-signing-key`,
-          );
-        }
-        throw err;
-      });
+      const answer = await client
+        .mintToken(id, { prefix: options.prefix, permissions: options.permissions, ttl: options.ttl })
+        .catch((err: unknown) => {
+          // The spec's 503 for a bucket without a signing key is a matter of set-up, not of load:
+          // retrying cannot help, so it exits 1 with the fix rather than 5.
+          if (err instanceof KvbHttpError && err.kind === 'service_unavailable' && /signing.?key/i.test(err.detail ?? '')) {
+            throw new UsageError(
+              `bucket ${id} has no signing key, so it cannot mint tokens (the server answered 503): give it one with kvb bucket update --rotate-signing-key`,
+            );
+          }
+          throw err;
+        });
       if (options.json) await json(answer);
       else {
         await line(answer.access_token);

@@ -103,7 +103,8 @@ ${examples('kvb profile add team --url https://kv.example.com --bucket "$B" --to
       ),
   async run(name, options, command) {
     const flags = globalFlags(command);
-    const pick = (flag: string | undefined, env: string | undefined) => (flag !== undefined && flag !== '' ? flag : env !== undefined && env !== '' ? env : undefined);
+    const pick = (flag: string | undefined, env: string | undefined) =>
+      flag !== undefined && flag !== '' ? flag : env !== undefined && env !== '' ? env : undefined;
     const url = pick(flags.url, process.env.KVB_URL) ?? DEFAULT_URL;
     const bucket = pick(flags.bucket, process.env.KVB_BUCKET);
     const token = pick(flags.token, process.env.KVB_TOKEN);
@@ -114,16 +115,15 @@ ${examples('kvb profile add team --url https://kv.example.com --bucket "$B" --to
     }
     config.profiles[name] = { url: normalizeUrl(url), bucket, ...(token !== undefined && { token }) };
     writeConfig(config);
-    info(`saved profile ${JSON.stringify(name)} (${token === undefined ? 'no credential: anonymous' : 'with its credential'}); use it with --profile ${name} or kvb profile use ${name}`);
+    info(
+      `saved profile ${JSON.stringify(name)} (${token === undefined ? 'no credential: anonymous' : 'with its credential'}); use it with --profile ${name} or kvb profile use ${name}`,
+    );
   },
 });
 
 const remove = defineCommand({
   define: (parent) =>
-    parent
-      .command('remove')
-      .description('remove a saved profile (the bucket itself is kept)')
-      .addArgument(profileArgument('the profile')),
+    parent.command('remove').description('remove a saved profile (the bucket itself is kept)').addArgument(profileArgument('the profile')),
   async run(name) {
     existing(name);
     const config = readConfig();

@@ -27,11 +27,13 @@ export const rollbackCommand = defineCommand({
     parent
       .command('rollback')
       .description('make the bucket (or a prefix) what it was at a past revision, as one new revision (asks first unless --yes)')
-      .addOption(new Option('--to <n>', 'the revision to go back to').argParser(integer('--to', 0, Number.MAX_SAFE_INTEGER)).makeOptionMandatory())
+      .addOption(
+        new Option('--to <n>', 'the revision to go back to').argParser(integer('--to', 0, Number.MAX_SAFE_INTEGER)).makeOptionMandatory(),
+      )
       .option('--prefix <prefix>', 'roll back only the keys under this prefix (others are left alone)')
       .option('--dry-run', 'print what would change and change nothing')
       .option('-y, --yes', 'do not ask for confirmation')
-      .option('--json', 'print the server\'s answer as JSON (the default when piped)')
+      .option('--json', "print the server's answer as JSON (the default when piped)")
       .addHelpText(
         'after',
         `
@@ -50,7 +52,8 @@ ${examples('kvb rollback --to 1200 --dry-run', 'kvb rollback --to 1200 --prefix 
         return;
       }
       if (!options.yes) {
-        if (!stdinIsTty()) throw new UsageError('refusing to roll back without confirmation: pass --yes (or --dry-run to see what would change)');
+        if (!stdinIsTty())
+          throw new UsageError('refusing to roll back without confirmation: pass --yes (or --dry-run to see what would change)');
         const plan = await client.rollback(id, options.to, { ...scope, dryRun: true });
         await show(plan, false, options.to);
         const prompts = await import('@clack/prompts');
@@ -64,7 +67,12 @@ ${examples('kvb rollback --to 1200 --dry-run', 'kvb rollback --to 1200 --prefix 
       }
       const result = await client.rollback(id, options.to, scope);
       if (options.json || !stdoutIsTty()) await json(result);
-      else info(result.changed === 0 ? `nothing to change: already as at revision ${options.to}` : `rolled back ${result.changed} key${result.changed === 1 ? '' : 's'}: revision ${result.revision}`);
+      else
+        info(
+          result.changed === 0
+            ? `nothing to change: already as at revision ${options.to}`
+            : `rolled back ${result.changed} key${result.changed === 1 ? '' : 's'}: revision ${result.revision}`,
+        );
     });
   },
 });

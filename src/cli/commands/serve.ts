@@ -51,7 +51,14 @@ export const serve = defineCommand({
       .addOption(new Option('--host <addr>', 'address to bind').env('KVB_HOST').default(d.host))
       .addOption(new Option('--tls-cert <file>', 'serve HTTPS with this PEM certificate (chain); reloaded on SIGHUP').env('KVB_TLS_CERT'))
       .addOption(new Option('--tls-key <file>', 'the PEM private key of --tls-cert; reloaded on SIGHUP').env('KVB_TLS_KEY'))
-      .addOption(new Option('--db <url>', 'SQLite file (a path, sqlite:PATH or file:PATH; a missing directory is created) or a postgres:// / postgresql:// URL (several hosts: postgres://h1:5432,h2:5432/db?target_session_attrs=read-write)').env('KVB_DB').default(d.db))
+      .addOption(
+        new Option(
+          '--db <url>',
+          'SQLite file (a path, sqlite:PATH or file:PATH; a missing directory is created) or a postgres:// / postgresql:// URL (several hosts: postgres://h1:5432,h2:5432/db?target_session_attrs=read-write)',
+        )
+          .env('KVB_DB')
+          .default(d.db),
+      )
       .addOption(new Option('--log-level <level>', 'log level').env('KVB_LOG_LEVEL').default(d.logLevel).choices(LOG_LEVELS))
       .addOption(
         new Option('--default-ttl <seconds>', 'TTL of buckets created without default_ttl (0 = no expiry)')
@@ -59,9 +66,16 @@ export const serve = defineCommand({
           .default(d.defaultTtl)
           .argParser(integer(0, MAX_TTL_SECONDS)),
       )
-      .addOption(new Option('--bucket-creation-key <key>', 'require this Bearer credential to create buckets').env('KVB_BUCKET_CREATION_KEY'))
-      .option('--require-secret-key', 'refuse to create buckets without a secret_key (env: KVB_REQUIRE_SECRET_KEY=1/0, true/false, yes/no, on/off)')
-      .addOption(new Option('--cors-origin <origins>', "allowed CORS origins, comma-separated, or '*'").env('KVB_CORS_ORIGIN').default(d.corsOrigin))
+      .addOption(
+        new Option('--bucket-creation-key <key>', 'require this Bearer credential to create buckets').env('KVB_BUCKET_CREATION_KEY'),
+      )
+      .option(
+        '--require-secret-key',
+        'refuse to create buckets without a secret_key (env: KVB_REQUIRE_SECRET_KEY=1/0, true/false, yes/no, on/off)',
+      )
+      .addOption(
+        new Option('--cors-origin <origins>', "allowed CORS origins, comma-separated, or '*'").env('KVB_CORS_ORIGIN').default(d.corsOrigin),
+      )
       .addOption(
         new Option('--durability <mode>', 'normal: safe on process crash; full: fsync every commit')
           .env('KVB_DURABILITY')
@@ -80,12 +94,15 @@ export const serve = defineCommand({
         ),
       )
       .addOption(
-        new Option('--trust-proxy <proxies>', 'take the client IP from X-Forwarded-For only from these proxies: addresses/CIDRs, comma-separated, or a hop count').env(
-          'KVB_TRUST_PROXY',
-        ),
+        new Option(
+          '--trust-proxy <proxies>',
+          'take the client IP from X-Forwarded-For only from these proxies: addresses/CIDRs, comma-separated, or a hop count',
+        ).env('KVB_TRUST_PROXY'),
       )
       .addOption(
-        new Option('--log-format <format>', 'pretty (default at a terminal) or json (default otherwise)').env('KVB_LOG_FORMAT').choices(['pretty', 'json'] as const),
+        new Option('--log-format <format>', 'pretty (default at a terminal) or json (default otherwise)')
+          .env('KVB_LOG_FORMAT')
+          .choices(['pretty', 'json'] as const),
       )
       .addOption(
         new Option('--pool-size <n>', 'PostgreSQL connection pool size')
@@ -111,7 +128,12 @@ export const serve = defineCommand({
           .default('on')
           .choices(['on', 'off'] as const),
       )
-      .addOption(new Option('--console <on|off>', 'serve the web console at /console/').env('KVB_CONSOLE').default('on').choices(['on', 'off'] as const))
+      .addOption(
+        new Option('--console <on|off>', 'serve the web console at /console/')
+          .env('KVB_CONSOLE')
+          .default('on')
+          .choices(['on', 'off'] as const),
+      )
       .addOption(
         new Option('--max-import-bytes <n>', 'largest NDJSON import body in bytes (streamed)')
           .env('KVB_MAX_IMPORT_BYTES')
@@ -137,13 +159,19 @@ export const serve = defineCommand({
           .argParser(integer(1, 100000)),
       )
       .addOption(
-        new Option('--verification-wait <seconds>', "how long one client address's unseen credentials may queue for their slow hash before more get 429 (the whole queue: twice that)")
+        new Option(
+          '--verification-wait <seconds>',
+          "how long one client address's unseen credentials may queue for their slow hash before more get 429 (the whole queue: twice that)",
+        )
           .env('KVB_VERIFICATION_WAIT')
           .default(d.verificationWaitSeconds)
           .argParser(integer(1, 3600)),
       )
       .addOption(
-        new Option('--max-watchers <n>', 'open watch streams per instance (over it: 503)').env('KVB_MAX_WATCHERS').default(d.maxWatchers).argParser(integer(1, 1_000_000)),
+        new Option('--max-watchers <n>', 'open watch streams per instance (over it: 503)')
+          .env('KVB_MAX_WATCHERS')
+          .default(d.maxWatchers)
+          .argParser(integer(1, 1_000_000)),
       )
       .addOption(
         new Option(
@@ -166,7 +194,10 @@ export const serve = defineCommand({
           .argParser(integer(0, 3600)),
       )
       .addOption(
-        new Option('--metrics-listen <[addr:]port>', 'serve /metrics (and /health, /ready) on this separate listener instead of the API port; a port alone means 127.0.0.1')
+        new Option(
+          '--metrics-listen <[addr:]port>',
+          'serve /metrics (and /health, /ready) on this separate listener instead of the API port; a port alone means 127.0.0.1',
+        )
           .env('KVB_METRICS_LISTEN')
           .argParser(listenAddress),
       )
@@ -184,7 +215,10 @@ export const serve = defineCommand({
           .argParser(integer(0, 1_000_000_000_000)),
       )
       .addOption(
-        new Option('--max-bytes-per-bucket <bytes>', 'most bytes (keys + values) one bucket stores; a write past it gets 507 (0 = no limit)')
+        new Option(
+          '--max-bytes-per-bucket <bytes>',
+          'most bytes (keys + values) one bucket stores; a write past it gets 507 (0 = no limit)',
+        )
           .env('KVB_MAX_BYTES_PER_BUCKET')
           .default(d.maxBytesPerBucket)
           .argParser(integer(0, Number.MAX_SAFE_INTEGER)),
@@ -192,7 +226,7 @@ export const serve = defineCommand({
       .addOption(
         new Option(
           '--max-history-bytes-per-bucket <bytes>',
-          "most bytes of history (keys + values of changes kept for --history-retention) one bucket keeps; past it the oldest go, each sweep (default: --max-bytes-per-bucket; 0 = no limit)",
+          'most bytes of history (keys + values of changes kept for --history-retention) one bucket keeps; past it the oldest go, each sweep (default: --max-bytes-per-bucket; 0 = no limit)',
         )
           .env('KVB_MAX_HISTORY_BYTES_PER_BUCKET')
           .argParser(integer(0, Number.MAX_SAFE_INTEGER)),

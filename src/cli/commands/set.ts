@@ -80,21 +80,22 @@ export async function checkValueSize(client: KvbHttp, size: number): Promise<voi
 export const set = defineCommand({
   define: (parent) =>
     withConditionOptions(
-    parent
-      .command('set')
-      .description('set a key to a value (from the argument, --file, or stdin)')
-      .addArgument(keyArgument('the key (1 to 128 bytes)'))
-      .argument('[value]', "the value; '-', or none with stdin piped, reads stdin (binary-safe)")
-      .addOption(
-        new Option('--ttl <seconds>', 'expire after this many seconds (0 = never; default: the bucket default)').argParser(integer('--ttl', 0, MAX_TTL_SECONDS)),
-      )
-      .addOption(new Option('--type <type>', 'store as this type (default: inferred, see below)').choices(TYPES))
-      .option('--file <path>', 'read the value from a file')
-      .option('--raw', "send stdin's or the file's bytes untouched (no newline dropped) and let the server type them, as curl does"),
-  )
-      .addHelpText(
-        'after',
-        `
+      parent
+        .command('set')
+        .description('set a key to a value (from the argument, --file, or stdin)')
+        .addArgument(keyArgument('the key (1 to 128 bytes)'))
+        .argument('[value]', "the value; '-', or none with stdin piped, reads stdin (binary-safe)")
+        .addOption(
+          new Option('--ttl <seconds>', 'expire after this many seconds (0 = never; default: the bucket default)').argParser(
+            integer('--ttl', 0, MAX_TTL_SECONDS),
+          ),
+        )
+        .addOption(new Option('--type <type>', 'store as this type (default: inferred, see below)').choices(TYPES))
+        .option('--file <path>', 'read the value from a file')
+        .option('--raw', "send stdin's or the file's bytes untouched (no newline dropped) and let the server type them, as curl does"),
+    ).addHelpText(
+      'after',
+      `
 How kvb types a value (the same rule for an argument, stdin, --file and
 kvb txn --set):
   - stdin or --file: bytes that are not UTF-8 or hold a NUL byte are bytes,
@@ -121,7 +122,7 @@ ${examples(
   'kvb set lock/leader me --if-absent       # exit 6 if someone holds it',
   'kvb set config v2 --if-rev 41            # exit 6 if it changed since revision 41',
 )}`,
-      ),
+    ),
   async run(key, value, options, command) {
     await withClient(command, async ({ client, bucket }) => {
       const id = bucket();

@@ -22,7 +22,8 @@ ${examples('kvb ttl session/42', 'kvb ttl session/42 --json | jq .expires_at')}`
       const read = await client.get(bucket(), key);
       const expiresAt = read.expiresAt ?? null;
       const left = expiresAt === null ? null : Math.max(1, Math.ceil((Date.parse(expiresAt) - Date.now()) / 1000));
-      if (options.json) await line(`{"key":${JSON.stringify(key)},"ttl":${left === null ? 'null' : left},"expires_at":${JSON.stringify(expiresAt)}}`);
+      if (options.json)
+        await line(`{"key":${JSON.stringify(key)},"ttl":${left === null ? 'null' : left},"expires_at":${JSON.stringify(expiresAt)}}`);
       else await line(left === null ? 'none' : String(left));
     });
   },

@@ -70,7 +70,10 @@ export function setOperation(key: string, value: string, ttl: number | undefined
 }
 
 /** The flags that become checks, in the order of their operations: --fence, then each --check. */
-const checkFlags = (options: TxnOptions): string[] => [...(options.fence === undefined ? [] : [`--fence ${options.fence}`]), ...options.check];
+const checkFlags = (options: TxnOptions): string[] => [
+  ...(options.fence === undefined ? [] : [`--fence ${options.fence}`]),
+  ...options.check,
+];
 
 /** The operations of --fence, --check, --set and --del. */
 export function flagOperations(options: TxnOptions): string[] {
@@ -91,12 +94,22 @@ export const txn = defineCommand({
     parent
       .command('txn')
       .description('set and delete several keys atomically (all or nothing)')
-      .argument('[file]', "a {\"txn\":[…]} document or JSONL operations; '-', or none with stdin piped, reads stdin")
-      .option('--fence <lock:token>', 'commit only while the lock is held with this fencing token (kvb lock: "$KVB_LOCK:$KVB_LOCK_REVISION")')
-      .option('--check <key@rev|key:present|key:absent>', 'commit only if the key is live at that revision, exists, or is absent (repeatable)', collect, [])
+      .argument('[file]', 'a {"txn":[…]} document or JSONL operations; \'-\', or none with stdin piped, reads stdin')
+      .option(
+        '--fence <lock:token>',
+        'commit only while the lock is held with this fencing token (kvb lock: "$KVB_LOCK:$KVB_LOCK_REVISION")',
+      )
+      .option(
+        '--check <key@rev|key:present|key:absent>',
+        'commit only if the key is live at that revision, exists, or is absent (repeatable)',
+        collect,
+        [],
+      )
       .option('--set <key=value>', 'set a key (repeatable); the value is typed as kvb set types an argument', collect, [])
       .option('--del <key>', 'delete a key (repeatable)', collect, [])
-      .addOption(new Option('--ttl <seconds>', 'TTL of every --set (default: the bucket default)').argParser(integer('--ttl', 0, MAX_TTL_SECONDS)))
+      .addOption(
+        new Option('--ttl <seconds>', 'TTL of every --set (default: the bucket default)').argParser(integer('--ttl', 0, MAX_TTL_SECONDS)),
+      )
       .addHelpText(
         'after',
         `
@@ -140,7 +153,8 @@ ${examples(
       body = txnBody(input);
     } else {
       if (flagOps.length === 0) throw new UsageError('no operations: give FILE, pipe them on stdin, or use --set/--del');
-      if (options.fence !== undefined && options.set.length === 0 && options.del.length === 0) throw new UsageError('--fence guards writes: give --set or --del');
+      if (options.fence !== undefined && options.set.length === 0 && options.del.length === 0)
+        throw new UsageError('--fence guards writes: give --set or --del');
       body = `{"txn":[${flagOps.join(',')}]}`;
     }
     await withClient(command, async ({ client, bucket }) => {

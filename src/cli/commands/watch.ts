@@ -38,10 +38,19 @@ export const watch = defineCommand({
       .command('watch')
       .description('print changes under a prefix as they happen (resumes after a dropped connection)')
       .argument('[prefix]', 'only keys starting with this')
-      .addOption(new Option('--since <rev>', 'start after this revision (every retained change since), not from now').argParser(integer('--since', 0, Number.MAX_SAFE_INTEGER)))
+      .addOption(
+        new Option('--since <rev>', 'start after this revision (every retained change since), not from now').argParser(
+          integer('--since', 0, Number.MAX_SAFE_INTEGER),
+        ),
+      )
       .option('--values', 'include the values')
-      .option('--exec <command>', 'run COMMAND (with sh -c) once per change, in order: the event as JSON on its stdin and in KVB_OP, KVB_KEY, KVB_REVISION, …')
-      .addOption(new Option('--format <format>', 'text (default on a terminal) or jsonl (default when piped)').choices(['text', 'jsonl'] as const))
+      .option(
+        '--exec <command>',
+        'run COMMAND (with sh -c) once per change, in order: the event as JSON on its stdin and in KVB_OP, KVB_KEY, KVB_REVISION, …',
+      )
+      .addOption(
+        new Option('--format <format>', 'text (default on a terminal) or jsonl (default when piped)').choices(['text', 'jsonl'] as const),
+      )
       .addHelpText(
         'after',
         `
@@ -69,7 +78,7 @@ ${examples(
   'kvb watch config/',
   'kvb watch --values --format jsonl | jq -c .',
   'kvb watch --since 1200 user/',
-  'kvb watch config/ --exec \'systemctl reload app\'',
+  "kvb watch config/ --exec 'systemctl reload app'",
   'kvb watch jobs/ --values --exec \'echo "$KVB_OP $KVB_KEY = $KVB_VALUE"\'',
 )}`,
       ),
@@ -137,7 +146,8 @@ ${examples(
               shutdown = false;
               if (e.type === 'sync' || e.type === 'progress') {
                 resume.reached(e.rev!);
-                if (format === 'jsonl' && e.type === 'sync' && options.since === undefined && options.exec === undefined) await data(`${text}\n`);
+                if (format === 'jsonl' && e.type === 'sync' && options.since === undefined && options.exec === undefined)
+                  await data(`${text}\n`);
                 continue;
               }
               if (!resume.fresh(e.rev!, e.key!)) continue;

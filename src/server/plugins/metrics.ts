@@ -19,10 +19,13 @@ export function setupMetrics(logs: RequestLogController, store: Store): { regist
   collectDefaultMetrics({ register: registry });
   // prom-client names three gauges `_total`, which Prometheus keeps for counters (promtool check
   // metrics refuses them); each is the sum of its by-type gauge (nodejs_active_handles{type}, …).
-  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name);
+  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'])
+    registry.removeSingleMetric(name);
   const { requests } = logs;
   registry.registerMetric(
-    scrapedMetric('kvb_http_requests_total', 'HTTP requests answered', 'counter', () => requests.counterSamples('kvb_http_requests_total')) as never,
+    scrapedMetric('kvb_http_requests_total', 'HTTP requests answered', 'counter', () =>
+      requests.counterSamples('kvb_http_requests_total'),
+    ) as never,
   );
   registry.registerMetric(
     scrapedMetric('kvb_http_request_duration_seconds', 'Time to answer an HTTP request', 'histogram', () =>
@@ -68,7 +71,14 @@ export function setupMetrics(logs: RequestLogController, store: Store): { regist
   if (store.poolStats) {
     const poolStats = store.poolStats.bind(store);
     const pool = (name: string, help: string, read: (p: ReturnType<typeof poolStats>) => number) =>
-      new Gauge({ name, help, registers: [registry], collect() { this.set(read(poolStats())); } });
+      new Gauge({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          this.set(read(poolStats()));
+        },
+      });
     pool('kvb_pg_pool_connections', 'PostgreSQL connections in the pool, busy or idle', (p) => p.total);
     pool('kvb_pg_pool_idle_connections', 'PostgreSQL connections in the pool waiting for work', (p) => p.idle);
     pool('kvb_pg_pool_waiting_requests', 'Queries waiting for a PostgreSQL connection', (p) => p.waiting);
@@ -76,8 +86,11 @@ export function setupMetrics(logs: RequestLogController, store: Store): { regist
 
   const storeOps = new Tallies(STORE_BOUNDS);
   registry.registerMetric(
-    scrapedMetric('kvb_store_operation_duration_seconds', 'Time a storage operation took, by operation (failed ones included)', 'histogram', () =>
-      storeOps.histogramSamples('kvb_store_operation_duration_seconds'),
+    scrapedMetric(
+      'kvb_store_operation_duration_seconds',
+      'Time a storage operation took, by operation (failed ones included)',
+      'histogram',
+      () => storeOps.histogramSamples('kvb_store_operation_duration_seconds'),
     ) as never,
   );
   const opLabels = Object.fromEntries(STORE_OPS.map((op) => [op, () => ({ op })])) as Record<StoreOp, () => { op: string }>;

@@ -28,7 +28,8 @@ function credentialValue(name: string, value: unknown): string | null {
 /** 256 random bits, the secret half of the key tokens are signed with (see auth/tokens.ts). */
 const newTokenSalt = () => randomBytes(32).toString('hex');
 
-const hashOrNull = (value: string | null, slot: CredentialSlot, salt: string) => (value === null ? null : hashCredential(value, slot, salt));
+const hashOrNull = (value: string | null, slot: CredentialSlot, salt: string) =>
+  value === null ? null : hashCredential(value, slot, salt);
 
 /** Bucket creation (form) and the policy routes: GET, HEAD, PATCH, DELETE on /api/v1/{bucket}. */
 export async function bucketRoutes(
@@ -91,11 +92,7 @@ export async function bucketRoutes(
         defaultTtl: ttlText === undefined ? config.defaultTtl : parseInteger(ttlText, 'default_ttl', 0, MAX_TTL_SECONDS),
       };
       await createBucket(record);
-      return reply
-        .code(201)
-        .header('location', `/api/v1/${record.id}`)
-        .type('text/plain; charset=utf-8')
-        .send(record.id);
+      return reply.code(201).header('location', `/api/v1/${record.id}`).type('text/plain; charset=utf-8').send(record.id);
     };
     forms.post('/api/v1/', { schema: bucketSchemas.create }, create);
     forms.post('/api/v1', { schema: { ...bucketSchemas.create, hide: true } }, create);

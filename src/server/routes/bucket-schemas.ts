@@ -1,6 +1,34 @@
 /** Schemas of the bucket routes (bucket, list, transaction, token routes); shared pieces in schema-parts.ts. */
-import { adminCredential, anyCredential, badRequest, bucketErrors, bucketParams, bucketRevision, bucketUsage, commitRevision, creationCredential, errorResponse, KEY, keyErrors, noBody, noBucket, storageFull, tooMany, unauthorized, unavailable } from './schema-parts.js';
-import { DEFAULT_BUCKET_TTL_SECONDS, DEFAULT_LIST_LIMIT, MAX_FOLDER_ITEMS, MAX_KEY_BYTES, MAX_LIST_LIMIT, MAX_TTL_SECONDS, PERMISSIONS, VALUE_TYPES } from '../../limits.js';
+import {
+  adminCredential,
+  anyCredential,
+  badRequest,
+  bucketErrors,
+  bucketParams,
+  bucketRevision,
+  bucketUsage,
+  commitRevision,
+  creationCredential,
+  errorResponse,
+  KEY,
+  keyErrors,
+  noBody,
+  noBucket,
+  storageFull,
+  tooMany,
+  unauthorized,
+  unavailable,
+} from './schema-parts.js';
+import {
+  DEFAULT_BUCKET_TTL_SECONDS,
+  DEFAULT_LIST_LIMIT,
+  MAX_FOLDER_ITEMS,
+  MAX_KEY_BYTES,
+  MAX_LIST_LIMIT,
+  MAX_TTL_SECONDS,
+  PERMISSIONS,
+  VALUE_TYPES,
+} from '../../limits.js';
 
 const BUCKETS = 'buckets';
 const credentialPatch = (description: string, nullable: boolean) => ({
@@ -76,7 +104,12 @@ export const bucketSchemas = {
         read_key: { type: 'string', description: 'read and list credential', examples: [''] },
         write_key: { type: 'string', description: 'write credential', examples: [''] },
         signing_key: { type: 'string', description: 'signs temporary tokens', examples: [''] },
-        default_ttl: { type: 'string', pattern: '^[0-9]*$', description: `seconds; 0 = no expiry; default ${DEFAULT_BUCKET_TTL_SECONDS}`, examples: [''] },
+        default_ttl: {
+          type: 'string',
+          pattern: '^[0-9]*$',
+          description: `seconds; 0 = no expiry; default ${DEFAULT_BUCKET_TTL_SECONDS}`,
+          examples: [''],
+        },
       },
       required: ['email'],
     },
@@ -161,7 +194,7 @@ export const bucketSchemas = {
       'kvb extensions: `{"get":K}` reads K (read permission); `{"expire":K,"ttl":S}` gives the live key K a new expiry, S seconds ' +
       'from now (0: never), keeping its value (write permission; a key that is not live fails like a check); ' +
       '`{"delete_prefix":P}` deletes every live key starting with the non-empty prefix P (delete permission on P; the prefix deletes ' +
-      'of one transaction at most 50,000 keys together, else 400; two that repeat or overlap, such as r/ and r/a: 400). These read the bucket as it was before the transaction\'s writes. A transaction with a get or ' +
+      "of one transaction at most 50,000 keys together, else 400; two that repeat or overlap, such as r/ and r/a: 400). These read the bucket as it was before the transaction's writes. A transaction with a get or " +
       'a delete_prefix answers 200 with `{"revision":N,"results":[…]}`, one result per operation: a get\'s key as ' +
       '`{"key","type","value","expires_at","rev"}` (int64 values as decimal strings, bytes as base64) or null when absent, ' +
       '`{"deleted":N}` for a delete_prefix, null for the rest. Gets and checks alone write nothing: N is the revision read at. ' +
@@ -226,7 +259,8 @@ export const bucketSchemas = {
                   created: {
                     type: 'integer',
                     minimum: 0,
-                    description: 'the key is live and was created (last became live from absent or expired) at this revision: a fencing token',
+                    description:
+                      'the key is live and was created (last became live from absent or expired) at this revision: a fencing token',
                   },
                 },
                 required: ['check'],
@@ -266,7 +300,10 @@ export const bucketSchemas = {
                 key: { type: 'string' },
                 action: { type: 'string', enum: ['set', 'delete'] },
                 from: {
-                  anyOf: [{ type: 'null' }, { type: 'object', properties: { type: { type: 'string' }, size: { type: 'integer' }, rev: { type: 'integer' } } }],
+                  anyOf: [
+                    { type: 'null' },
+                    { type: 'object', properties: { type: { type: 'string' }, size: { type: 'integer' }, rev: { type: 'integer' } } },
+                  ],
                 },
                 to: { anyOf: [{ type: 'null' }, { type: 'object', properties: { type: { type: 'string' }, size: { type: 'integer' } } }] },
               },
@@ -323,7 +360,11 @@ export const bucketSchemas = {
       type: 'object',
       properties: {
         prefix: { type: 'string', description: 'only keys starting with this' },
-        limit: { type: 'string', pattern: '^[0-9]+$', description: `at most this many, 0 to ${MAX_LIST_LIMIT} (default ${DEFAULT_LIST_LIMIT})` },
+        limit: {
+          type: 'string',
+          pattern: '^[0-9]+$',
+          description: `at most this many, 0 to ${MAX_LIST_LIMIT} (default ${DEFAULT_LIST_LIMIT})`,
+        },
         skip: { type: 'string', pattern: '^[0-9]+$', description: 'skip this many first (default 0)' },
         reverse: booleanQuery('reverse byte order'),
         values: booleanQuery('include the values'),
@@ -337,7 +378,8 @@ export const bucketSchemas = {
         rev: {
           type: 'string',
           pattern: '^[0-9]+$',
-          description: "history: list (or with export=true, export) the bucket as it was at this revision; below the bucket's history floor 410 `gone`",
+          description:
+            "history: list (or with export=true, export) the bucket as it was at this revision; below the bucket's history floor 410 `gone`",
         },
         delimiter: {
           type: 'string',
@@ -358,7 +400,8 @@ export const bucketSchemas = {
         since: {
           type: 'string',
           pattern: '^[0-9]+$',
-          description: 'with watch: every retained change after this revision, then live (SSE Last-Event-ID does the same); older than the retained log: reset',
+          description:
+            'with watch: every retained change after this revision, then live (SSE Last-Event-ID does the same); older than the retained log: reset',
         },
       },
     },
@@ -395,7 +438,10 @@ export const bucketSchemas = {
           },
           'application/x-ndjson': { schema: { type: 'string' }, example: '"user/1"\n"user/2"\n' },
           'text/event-stream': {
-            schema: { type: 'string', description: 'with watch=true: one message per transaction (id: revision, event: type, one JSON event per data line)' },
+            schema: {
+              type: 'string',
+              description: 'with watch=true: one message per transaction (id: revision, event: type, one JSON event per data line)',
+            },
             example: 'id: 7\nevent: set\ndata: {"type":"set","key":"user/1","rev":7,"value_type":"text","expires_at":null}\n\n',
           },
         },
@@ -439,7 +485,8 @@ export const bucketSchemas = {
           access_token: { type: 'string', description: 'a JWT' },
           id: {
             type: 'string',
-            description: "extension: the token's id (its jti claim), which history records for its changes (`actor.token_id`); it does not reveal the token",
+            description:
+              "extension: the token's id (its jti claim), which history records for its changes (`actor.token_id`); it does not reveal the token",
           },
         },
         examples: [{ access_token: 'eyJhbGciOiJIUzI1NiJ9.eyJia3QiOiI4ZDBmIn0.c2lnbmF0dXJl', id: 'Xq3v9LrT0aBc' }],

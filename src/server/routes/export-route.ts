@@ -49,7 +49,10 @@ export async function exportBucket(
 
   const now = Date.now();
   // `rev=N`: the bucket as it was at revision N, read from history.
-  const opened = pastRevision === undefined ? await store.openSnapshot(bucket.record.id, prefix, now) : await pastSnapshot(store, bucket.record.id, prefix, pastRevision);
+  const opened =
+    pastRevision === undefined
+      ? await store.openSnapshot(bucket.record.id, prefix, now)
+      : await pastSnapshot(store, bucket.record.id, prefix, pastRevision);
   if (!opened) throw new KvbError('not_found', 'no such bucket');
   const snapshot = opened;
   reply.raw.once('close', () => void snapshot.close());

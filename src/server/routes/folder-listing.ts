@@ -59,7 +59,12 @@ export interface FolderQuery {
   path: string;
 }
 
-const metaOf = (entry: Entry): EntryMeta => ({ type: entry.type, size: entry.data.length, expiresAt: entry.expiresAt, revision: entry.revision });
+const metaOf = (entry: Entry): EntryMeta => ({
+  type: entry.type,
+  size: entry.data.length,
+  expiresAt: entry.expiresAt,
+  revision: entry.revision,
+});
 
 function renderKey({ key, entry, meta }: ListedEntry): string {
   if (entry) return formatListMeta(key, metaOf(entry), entry);
@@ -68,7 +73,9 @@ function renderKey({ key, entry, meta }: ListedEntry): string {
 }
 
 /** Reads the items of one answer; `next` is the position to continue from when more follow. */
-export async function readFolderItems(q: Omit<FolderQuery, 'format' | 'query' | 'path'>): Promise<{ items: string[]; next: string | undefined }> {
+export async function readFolderItems(
+  q: Omit<FolderQuery, 'format' | 'query' | 'path'>,
+): Promise<{ items: string[]; next: string | undefined }> {
   const items: string[] = [];
   const limit = Math.min(q.limit, MAX_FOLDER_ITEMS);
   let after = q.after;

@@ -98,7 +98,8 @@ function actorJson(actor: Actor | null): string {
 /** One history line: revision, operation, time, type, size and expiry, who made it, and the value when asked for. */
 export function historyLine(record: HistoryRecord, withValue: boolean): string {
   const value = record.value;
-  const expires = record.expiresAt === undefined || record.expiresAt === null ? 'null' : JSON.stringify(new Date(record.expiresAt).toISOString());
+  const expires =
+    record.expiresAt === undefined || record.expiresAt === null ? 'null' : JSON.stringify(new Date(record.expiresAt).toISOString());
   let line =
     `{"rev":${record.revision},"operation":"${record.operation}","time":${JSON.stringify(new Date(record.time).toISOString())}` +
     `,"type":${value ? `"${value.type}"` : 'null'},"size":${value ? value.data.length : 'null'},"expires_at":${expires},"actor":${actorJson(record.actor)}`;
@@ -142,7 +143,10 @@ async function historyPage(
 /** An export of the bucket as it was at `revision`: read from history page by page (immutable, so consistent). */
 export async function pastSnapshot(store: Store, bucketId: string, prefix: string, revision: number): Promise<EntrySnapshot> {
   // Checked up front so the error is a clean response, not a broken stream.
-  const first = pastValue(await store.listAt(bucketId, { prefix, reverse: false, columns: 'values', offset: 0, limit: 1 }, revision), revision);
+  const first = pastValue(
+    await store.listAt(bucketId, { prefix, reverse: false, columns: 'values', offset: 0, limit: 1 }, revision),
+    revision,
+  );
   let after: string | undefined;
   let done = first.length === 0;
   return {
@@ -150,7 +154,11 @@ export async function pastSnapshot(store: Store, bucketId: string, prefix: strin
     async read(max) {
       if (done) return [];
       const page = pastValue(
-        await store.listAt(bucketId, { prefix, reverse: false, columns: 'values', offset: 0, limit: max, ...(after !== undefined && { after }) }, revision),
+        await store.listAt(
+          bucketId,
+          { prefix, reverse: false, columns: 'values', offset: 0, limit: max, ...(after !== undefined && { after }) },
+          revision,
+        ),
         revision,
       );
       if (page.length < max) done = true;
@@ -183,7 +191,11 @@ export function isRollbackRequest(request: FastifyRequest): boolean {
  * range (rollbackOperations; a token's prefix must hold P). Answers JSON: the
  * revision made (or, dry run, that would be rolled back from), and each key changed.
  */
-export async function rollbackRoute({ store, buckets }: ServerContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+export async function rollbackRoute(
+  { store, buckets }: ServerContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<FastifyReply> {
   const query = queryOf(request);
   const target = optionalInteger(query, 'rollback', 0, Number.MAX_SAFE_INTEGER)!;
   const requestedPrefix = singleParam(query, 'prefix') ?? '';
@@ -196,7 +208,9 @@ export async function rollbackRoute({ store, buckets }: ServerContext, request: 
   for (const op of rollbackOperations(dryRun)) authorize(bucket, principal, op, principal.kind === 'token' ? prefix : undefined);
   const now = Date.now();
   const bucketId = bucket.record.id;
-  const outcome = dryRun ? await planRollback(store, bucketId, target, prefix, now) : await rollback(store, bucketId, target, prefix, now, actorOf(principal, request));
+  const outcome = dryRun
+    ? await planRollback(store, bucketId, target, prefix, now)
+    : await rollback(store, bucketId, target, prefix, now, actorOf(principal, request));
   if (outcome.outcome === 'too_large') {
     throw badRequest(`a rollback changes at most ${MAX_ROLLBACK_CHANGES} keys; roll back a narrower prefix, or to a later revision`);
   }

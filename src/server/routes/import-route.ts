@@ -91,7 +91,10 @@ export async function importRoute(
           entries++;
           if (!parsed.key.startsWith(prefix)) {
             if (principal.kind === 'token' && !parsed.key.startsWith(principal.prefix)) {
-              throw new KvbError('forbidden', `key ${JSON.stringify(parsed.key)} is outside the token's prefix ${JSON.stringify(principal.prefix)}`);
+              throw new KvbError(
+                'forbidden',
+                `key ${JSON.stringify(parsed.key)} is outside the token's prefix ${JSON.stringify(principal.prefix)}`,
+              );
             }
             throw badRequest(`key is outside the prefix being ${mode === 'replace' ? 'replaced' : 'imported'}`);
           }

@@ -22,9 +22,7 @@ import { MAX_TTL_SECONDS } from '../../limits.js';
  */
 export async function keyRoutes(app: FastifyInstance, { store, buckets, config }: ServerContext): Promise<void> {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: config.maxValueBytes }, (_request, body, done) =>
-    done(null, body),
-  );
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: config.maxValueBytes }, (_request, body, done) => done(null, body));
   // Fastify's own words for a body past the limit ("Request body is too large") name no limit;
   // rethrown in kvb's, the parent handler answers it in the envelope (400, as before).
   app.setErrorHandler((error, request) => {
@@ -57,7 +55,8 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
   const read = (request: FastifyRequest, reply: FastifyReply): Buffer | undefined | Promise<Buffer | undefined> => {
     const { bucketId, key } = keyOf(request);
     const opened = openBucketNow(buckets, bucketId, request);
-    if (!opened) return openBucket(buckets, bucketId, request).then(({ bucket, principal }) => readOpened(request, reply, bucket, principal, key));
+    if (!opened)
+      return openBucket(buckets, bucketId, request).then(({ bucket, principal }) => readOpened(request, reply, bucket, principal, key));
     return readOpened(request, reply, opened.bucket, opened.principal, key);
   };
 
@@ -68,13 +67,19 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     parseEntityTags(request.headers['if-none-match'], 'If-None-Match');
     wantsCreateRevision(request.headers['kvb-include']);
     // History: `rev=N` or `history=true` reads the past; without them nothing changes.
-    if (asksForPast(request)) return readPast(store, request, reply, bucket, principal, key, (entry) => answerRead(request, reply, ifMatch, entry));
+    if (asksForPast(request))
+      return readPast(store, request, reply, bucket, principal, key, (entry) => answerRead(request, reply, ifMatch, entry));
     const now = Date.now();
     if (store.getEntryNow) return answerRead(request, reply, ifMatch, store.getEntryNow(bucket.record.id, key, now));
     return store.getEntry(bucket.record.id, key, now).then((entry) => answerRead(request, reply, ifMatch, entry));
   }
 
-  function answerRead(request: FastifyRequest, reply: FastifyReply, ifMatch: ReturnType<typeof parseEntityTags>, entry: Entry | undefined): Buffer | undefined {
+  function answerRead(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    ifMatch: ReturnType<typeof parseEntityTags>,
+    entry: Entry | undefined,
+  ): Buffer | undefined {
     if (!entry) {
       // If-Match on an absent key fails (RFC 9110 13.1.1); the spec's 404 answers everything else.
       if (ifMatch !== undefined) throw new KvbError('precondition_failed', 'the key is absent or expired');
@@ -118,7 +123,9 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     const expiresAt = expiryFor(ttl ?? bucket.record.defaultTtl, now);
     const written = await store.setEntry(bucket.record.id, key, value, expiresAt, now, condition, actorOf(principal, request));
     if (isRefusal(written)) throw refusalError(written);
-    return describeValue(reply, { ...value, expiresAt, revision: written.revision }).code(200).send(value.data);
+    return describeValue(reply, { ...value, expiresAt, revision: written.revision })
+      .code(200)
+      .send(value.data);
   };
   app.post('/api/v1/:bucket/*', { schema: keySchemas.set }, set);
   app.put('/api/v1/:bucket/*', { schema: keySchemas.put }, set);

@@ -1,6 +1,23 @@
 /** Schemas of the key routes (key-routes.ts); shared pieces in schema-parts.ts. */
 import { HISTORY_PAGE_DEFAULT, HISTORY_PAGE_MAX, MAX_VALUE_BYTES } from '../../limits.js';
-import { anyCredential, commitRevision, KEY, keyErrors, keyParams, noBody, noBucket, notModified, preconditionFailed, readConditions, REVISION_HEADERS, ttlQuery, typedValue, valueBody, valueHeaders, writeConditions } from './schema-parts.js';
+import {
+  anyCredential,
+  commitRevision,
+  KEY,
+  keyErrors,
+  keyParams,
+  noBody,
+  noBucket,
+  notModified,
+  preconditionFailed,
+  readConditions,
+  REVISION_HEADERS,
+  ttlQuery,
+  typedValue,
+  valueBody,
+  valueHeaders,
+  writeConditions,
+} from './schema-parts.js';
 
 const setKey = {
   tags: [KEY],
@@ -30,7 +47,7 @@ export const keySchemas = {
       'changes as JSONL, newest first: `{"rev","operation","time","type","size","expires_at","actor"}` (operation: set, delete, expire, ' +
       'counter, transaction, import or rollback; actor: `{"kind","token_id","address"}` of the credential that made it, null before ' +
       `kvb recorded it), with \`"value"\` when \`values=true\`; \`limit\` (default ${HISTORY_PAGE_DEFAULT}, at most ${HISTORY_PAGE_MAX}) and ` +
-      '`cursor` (from Kvb-Next-Cursor) page it; `actor=KIND` or `actor=token:ID` (secret key only) keeps one actor\'s changes. HEAD takes `rev` too.',
+      "`cursor` (from Kvb-Next-Cursor) page it; `actor=KIND` or `actor=token:ID` (secret key only) keeps one actor's changes. HEAD takes `rev` too.",
     params: keyParams,
     headers: readConditions,
     security: anyCredential,

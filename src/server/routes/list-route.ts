@@ -4,13 +4,7 @@ import type { Entry, EntryMeta, ListColumns, ListedEntry } from '../../store/sto
 import { KvbError } from '../../errors.js';
 import { DEFAULT_LIST_LIMIT, MAX_KEY_BYTES, MAX_LIST_LIMIT } from '../../limits.js';
 import { checkKey } from '../../values/keys.js';
-import {
-  LIST_CONTENT_TYPES,
-  LIST_FORMATS,
-  type ListFormat,
-  formatFromAccept,
-  formatListItem,
-} from '../../values/list-format.js';
+import { LIST_CONTENT_TYPES, LIST_FORMATS, type ListFormat, formatFromAccept, formatListItem } from '../../values/list-format.js';
 import { authorize, openBucket } from '../access-control.js';
 import { decodeCursor, encodeCursor } from '../list-cursor.js';
 import { ResponseStreams } from '../response-streams.js';
@@ -31,7 +25,12 @@ import { pastValue, revisionParam } from './history-routes.js';
 const KEY_PAGE_ROWS = 1000;
 const VALUE_PAGE_ROWS = 128;
 
-const metaOf = (entry: Entry): EntryMeta => ({ type: entry.type, size: entry.data.length, expiresAt: entry.expiresAt, revision: entry.revision });
+const metaOf = (entry: Entry): EntryMeta => ({
+  type: entry.type,
+  size: entry.data.length,
+  expiresAt: entry.expiresAt,
+  revision: entry.revision,
+});
 
 /** Byte order of keys as stored (UTF-8), which is not JavaScript's string order. */
 const compareKeys = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
@@ -68,7 +67,8 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
     // Extension: S3's common prefixes (folder-listing.ts).
     const delimiter = singleParam(query, 'delimiter');
     if (delimiter !== undefined) {
-      if (delimiter === '' || Buffer.byteLength(delimiter) > MAX_KEY_BYTES) throw new KvbError('bad_request', `delimiter must be 1 to ${MAX_KEY_BYTES} bytes`);
+      if (delimiter === '' || Buffer.byteLength(delimiter) > MAX_KEY_BYTES)
+        throw new KvbError('bad_request', `delimiter must be 1 to ${MAX_KEY_BYTES} bytes`);
       if (format === 'text') throw new KvbError('bad_request', 'delimiter needs format json or jsonl');
       if (skip > 0) throw new KvbError('bad_request', 'skip cannot be used with delimiter: continue with the cursor');
     }
@@ -97,7 +97,19 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
       const path = request.url.split('?')[0]!;
       // The same read as a plain listing's: at `rev` the folders are those of that revision (400/410 as for any `rev`).
       const folderRead = (after: string | undefined, rows: number) => read(after, 0, rows);
-      const q = { read: folderRead, bucket: bucket.record, prefix, delimiter, reverse, columns, format: format as 'json' | 'jsonl', limit, after: startAfter, query, path };
+      const q = {
+        read: folderRead,
+        bucket: bucket.record,
+        prefix,
+        delimiter,
+        reverse,
+        columns,
+        format: format as 'json' | 'jsonl',
+        limit,
+        after: startAfter,
+        query,
+        path,
+      };
       return folderListing(q, reply);
     }
     // The first page is read before answering, so a storage error is still a clean error response.
@@ -140,8 +152,7 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
     const render = (page: ListedEntry[]) => {
       let chunk = '';
       for (const { key, entry, meta } of page) {
-        const beyond =
-          endKey === undefined ? sent >= limit : reverse ? compareKeys(key, endKey) < 0 : compareKeys(key, endKey) > 0;
+        const beyond = endKey === undefined ? sent >= limit : reverse ? compareKeys(key, endKey) < 0 : compareKeys(key, endKey) > 0;
         if (beyond) {
           done = true;
           break;
@@ -155,8 +166,7 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
       }
       return chunk;
     };
-    const isLastPage = (page: ListedEntry[], asked: number) =>
-      done || page.length < asked || (endKey === undefined && sent >= limit);
+    const isLastPage = (page: ListedEntry[], asked: number) => done || page.length < asked || (endKey === undefined && sent >= limit);
     const head = (format === 'json' ? '[' : '') + render(firstPage);
     const tail = format === 'json' ? ']\n' : '';
     reply.header('content-type', LIST_CONTENT_TYPES[format]);

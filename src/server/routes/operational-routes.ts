@@ -14,7 +14,10 @@ export interface Lifecycle {
 }
 
 /** `/health`, `/ready`, `/metrics` and `/api-docs/openapi.json`, at the root. */
-export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext & { metrics: Registry; lifecycle: Lifecycle }): Promise<void> {
+export async function operationalRoutes(
+  app: FastifyInstance,
+  ctx: ServerContext & { metrics: Registry; lifecycle: Lifecycle },
+): Promise<void> {
   app.get(
     '/health',
     {
@@ -39,7 +42,10 @@ export async function operationalRoutes(app: FastifyInstance, ctx: ServerContext
       const err = await storageNotReady(ctx.store);
       if (err === undefined) return { status: 'ok', storage: 'ok', version: VERSION };
       app.log.warn({ err }, 'readiness check failed');
-      return reply.code(503).header('retry-after', STORAGE_RETRY_AFTER_SECONDS).send({ status: 'degraded', storage: 'error', version: VERSION });
+      return reply
+        .code(503)
+        .header('retry-after', STORAGE_RETRY_AFTER_SECONDS)
+        .send({ status: 'degraded', storage: 'error', version: VERSION });
     },
   );
 

@@ -21,7 +21,13 @@ export const operationalSchemas = {
     response: {
       200: {
         ...health,
-        properties: { ...health.properties, max_value_bytes: { type: 'integer', description: "the largest value this server stores, in bytes (kvb serve --max-value-bytes; the spec's 16 KiB by default)" } },
+        properties: {
+          ...health.properties,
+          max_value_bytes: {
+            type: 'integer',
+            description: "the largest value this server stores, in bytes (kvb serve --max-value-bytes; the spec's 16 KiB by default)",
+          },
+        },
         description: 'Alive',
         examples: [{ status: 'ok', storage: 'ok', version: VERSION, max_value_bytes: MAX_VALUE_BYTES }],
       },
@@ -48,7 +54,9 @@ export const operationalSchemas = {
     response: {
       200: {
         description: 'Prometheus text exposition format',
-        content: { 'text/plain': { schema: { type: 'string' }, example: 'kvb_http_requests_total{method="GET",route="/health",status="200"} 1\n' } },
+        content: {
+          'text/plain': { schema: { type: 'string' }, example: 'kvb_http_requests_total{method="GET",route="/health",status="200"} 1\n' },
+        },
       },
     },
   },

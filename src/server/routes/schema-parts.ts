@@ -50,7 +50,11 @@ export function errorResponse(kind: ErrorMessage, description: string, detail: s
 /** A response without a body (204, and every HEAD answer). */
 export const noBody = (description: string, headers?: object) => ({ description, type: 'null', ...(headers ? { headers } : {}) });
 
-export const badRequest = errorResponse('bad_request', 'Malformed input (see Kvb-Error-Detail)', `key is longer than ${MAX_KEY_BYTES} bytes`);
+export const badRequest = errorResponse(
+  'bad_request',
+  'Malformed input (see Kvb-Error-Detail)',
+  `key is longer than ${MAX_KEY_BYTES} bytes`,
+);
 export const unauthorized = errorResponse(
   'unauthorized',
   'A credential is needed, or the one presented is not valid',
@@ -71,7 +75,15 @@ export const storageFull = errorResponse(
 );
 
 /** The errors every bucket operation can answer; 404 is per operation. */
-export const bucketErrors = { 400: badRequest, 401: unauthorized, 403: forbidden, 404: noBucket, 429: tooMany, 503: unavailable, 507: storageFull };
+export const bucketErrors = {
+  400: badRequest,
+  401: unauthorized,
+  403: forbidden,
+  404: noBucket,
+  429: tooMany,
+  503: unavailable,
+  507: storageFull,
+};
 export const keyErrors = {
   ...bucketErrors,
   404: errorResponse('not_found', 'No such bucket, or the key is absent or expired', 'no such key'),
@@ -137,7 +149,7 @@ export const ttlQuery = {
 
 export const REVISION_HEADERS = {
   ETag: { type: 'string', description: 'the key\'s revision as a strong entity tag, e.g. `"42"`', example: '"42"' },
-  'Kvb-Revision': { type: 'string', description: 'the bucket revision of the key\'s last change', example: '42' },
+  'Kvb-Revision': { type: 'string', description: "the bucket revision of the key's last change", example: '42' },
 };
 export const commitRevision = {
   'Kvb-Revision': { type: 'string', description: 'the bucket revision this change committed as', example: '43' },
@@ -148,10 +160,14 @@ export const bucketRevision = {
 
 /** The policy GET's usage headers (admin only): what the bucket stores, and its quotas when the server sets them. */
 export const bucketUsage = {
-  'Kvb-Usage-Keys': { type: 'string', description: 'keys the bucket stores (expired ones until the sweeper removes them)', example: '1200' },
+  'Kvb-Usage-Keys': {
+    type: 'string',
+    description: 'keys the bucket stores (expired ones until the sweeper removes them)',
+    example: '1200',
+  },
   'Kvb-Usage-Bytes': { type: 'string', description: 'bytes the bucket stores: the length of every key and value', example: '53211' },
-  'Kvb-Quota-Keys': { type: 'string', description: 'the server\'s --max-keys-per-bucket, when set', example: '100000' },
-  'Kvb-Quota-Bytes': { type: 'string', description: 'the server\'s --max-bytes-per-bucket, when set', example: '104857600' },
+  'Kvb-Quota-Keys': { type: 'string', description: "the server's --max-keys-per-bucket, when set", example: '100000' },
+  'Kvb-Quota-Bytes': { type: 'string', description: "the server's --max-bytes-per-bucket, when set", example: '104857600' },
 };
 
 /** Request headers of a conditional write (RFC 9110 section 13). Validated by the route, described here. */
@@ -173,19 +189,31 @@ export const writeConditions = {
 export const readConditions = {
   type: 'object',
   properties: {
-    'if-none-match': { type: 'string', description: 'answer 304 (no body) when the live revision is listed (weak comparison), or any with `*`' },
+    'if-none-match': {
+      type: 'string',
+      description: 'answer 304 (no body) when the live revision is listed (weak comparison), or any with `*`',
+    },
     'if-match': { type: 'string', description: 'answer 412 unless the key is live at a listed revision' },
     'kvb-include': {
       type: 'string',
-      description: '`create-revision`: answer the key\'s create revision (a fencing token) in Kvb-Create-Revision; anything else is 400',
+      description: "`create-revision`: answer the key's create revision (a fencing token) in Kvb-Create-Revision; anything else is 400",
     },
   },
 };
 export const preconditionFailed = {
-  ...errorResponse('precondition_failed', 'The If-Match / If-None-Match condition does not hold; nothing was written', 'the key is at revision 42'),
+  ...errorResponse(
+    'precondition_failed',
+    'The If-Match / If-None-Match condition does not hold; nothing was written',
+    'the key is at revision 42',
+  ),
 };
-preconditionFailed.headers = { ...preconditionFailed.headers, ETag: { type: 'string', description: 'the current revision, when the key is live', example: '"42"' } };
-export const notModified = noBody('Not modified: the live revision is one the client listed in If-None-Match', { ETag: REVISION_HEADERS.ETag });
+preconditionFailed.headers = {
+  ...preconditionFailed.headers,
+  ETag: { type: 'string', description: 'the current revision, when the key is live', example: '"42"' },
+};
+export const notModified = noBody('Not modified: the live revision is one the client listed in If-None-Match', {
+  ETag: REVISION_HEADERS.ETag,
+});
 
 export const valueHeaders = {
   ...REVISION_HEADERS,

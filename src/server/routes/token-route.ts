@@ -31,7 +31,11 @@ export async function tokenRoute(app: FastifyInstance, { buckets }: ServerContex
     const { signingKey, signingKeyGeneration, tokenSalt, id } = bucket.record;
     if (!signingKey) throw new KvbError('service_unavailable', 'the bucket has no signing_key');
     const tokenId = newTokenId();
-    const token = await mintToken(tokenKey(signingKey, tokenSalt), { bucket: id, prefix, permissions, generation: signingKeyGeneration, id: tokenId }, ttl);
+    const token = await mintToken(
+      tokenKey(signingKey, tokenSalt),
+      { bucket: id, prefix, permissions, generation: signingKeyGeneration, id: tokenId },
+      ttl,
+    );
     return { access_token: token, id: tokenId };
   });
 }

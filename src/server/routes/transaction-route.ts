@@ -96,7 +96,8 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
     const rev = field('rev');
     const exists = field('exists');
     const created = field('created');
-    if ([rev, exists, created].filter((n) => n !== undefined).length !== 1) throw badRequest(`${at}: a check takes exactly one of rev, exists and created`);
+    if ([rev, exists, created].filter((n) => n !== undefined).length !== 1)
+      throw badRequest(`${at}: a check takes exactly one of rev, exists and created`);
     if (rev) {
       if (rev.kind !== 'number') throw badRequest(`${at}: rev must be an integer`);
       return { op: 'check', key, rev: parseInteger(rev.source, `${at} rev`, 0, Number.MAX_SAFE_INTEGER) };
@@ -129,7 +130,9 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
     return { op: 'delete', key: keyOf(field('delete')) };
   }
   if (!names.includes('set')) {
-    throw badRequest(`${at} must be {"set":…,"value":…}, {"delete":…}, {"check":…,"rev"|"exists"|"created":…}, {"get":…}, {"expire":…,"ttl":…} or {"delete_prefix":…}`);
+    throw badRequest(
+      `${at} must be {"set":…,"value":…}, {"delete":…}, {"check":…,"rev"|"exists"|"created":…}, {"get":…}, {"expire":…,"ttl":…} or {"delete_prefix":…}`,
+    );
   }
   const unknown = names.find((n) => !['set', 'value', 'ttl', 'type'].includes(n));
   if (unknown) throw badRequest(`${at}: unknown field ${unknown}`);
@@ -142,7 +145,8 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
   const typeNode = field('type');
   let type: ValueType = value.kind === 'string' ? 'text' : 'json';
   if (typeNode) {
-    if (typeNode.kind !== 'string' || !isValueType(typeNode.value)) throw badRequest(`${at}: type must be text, json, int64, float64 or bytes`);
+    if (typeNode.kind !== 'string' || !isValueType(typeNode.value))
+      throw badRequest(`${at}: type must be text, json, int64, float64 or bytes`);
     type = typeNode.value;
   }
   let data: Buffer;
@@ -232,7 +236,9 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       } catch (err) {
         // The scan's bound is in characters (base64 included): the refusal names the value limit.
         if (err instanceof JsonLimitError && err.valueTooLarge) {
-          throw badRequest(`${err.valueTooLarge.what} at offset ${err.valueTooLarge.offset}: ${valueTooLarge(undefined, ctx.config.maxValueBytes)}`);
+          throw badRequest(
+            `${err.valueTooLarge.what} at offset ${err.valueTooLarge.offset}: ${valueTooLarge(undefined, ctx.config.maxValueBytes)}`,
+          );
         }
         if (err instanceof JsonSyntaxError) throw badRequest(err.message);
         throw err;

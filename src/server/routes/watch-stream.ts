@@ -28,7 +28,8 @@ function changeEvent(c: Change, withValues: boolean): string {
 function streamFormat(request: FastifyRequest): 'sse' | 'jsonl' {
   const format = singleParam(queryOf(request), 'format');
   if (format !== undefined) {
-    if (format !== 'jsonl') throw new KvbError('not_acceptable', 'a watch streams as format=jsonl or as Server-Sent Events (Accept: text/event-stream)');
+    if (format !== 'jsonl')
+      throw new KvbError('not_acceptable', 'a watch streams as format=jsonl or as Server-Sent Events (Accept: text/event-stream)');
     return 'jsonl';
   }
   const accept = (request.headers.accept ?? '*/*').toLowerCase();
@@ -44,7 +45,8 @@ export async function watchStream(request: FastifyRequest, reply: FastifyReply, 
   const requestedPrefix = singleParam(query, 'prefix') ?? '';
   if (requestedPrefix !== '') checkKey(requestedPrefix, 'prefix');
   const sinceText = singleParam(query, 'since') ?? (request.headers['last-event-id'] as string | undefined);
-  const since = sinceText === undefined || sinceText === '' ? undefined : parseInteger(sinceText.trim(), 'since', 0, Number.MAX_SAFE_INTEGER);
+  const since =
+    sinceText === undefined || sinceText === '' ? undefined : parseInteger(sinceText.trim(), 'since', 0, Number.MAX_SAFE_INTEGER);
   const withValues = booleanParam(query, 'values');
   const op: Operation = withValues ? 'list_values' : 'enumerate';
 
@@ -98,11 +100,20 @@ export async function watchStream(request: FastifyRequest, reply: FastifyReply, 
         return;
       }
       const kinds = new Set(changes.map((c) => c.kind));
-      write(message(kinds.size === 1 ? changes[0]!.kind : 'changes', changes.map((c) => changeEvent(c, withValues)), revision));
+      write(
+        message(
+          kinds.size === 1 ? changes[0]!.kind : 'changes',
+          changes.map((c) => changeEvent(c, withValues)),
+          revision,
+        ),
+      );
       watch.eventsSent += changes.length;
     },
     reset(revision, oldest) {
-      end('reset', JSON.stringify({ type: 'reset', rev: revision, oldest, reason: 'an import replaced keys the change log does not list' }));
+      end(
+        'reset',
+        JSON.stringify({ type: 'reset', rev: revision, oldest, reason: 'an import replaced keys the change log does not list' }),
+      );
     },
     close(reason) {
       end('closed', JSON.stringify({ type: 'closed', reason }));

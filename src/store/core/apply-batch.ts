@@ -81,7 +81,13 @@ class BatchState {
    * Sets a key at `revision` (after `checkQuota`), counting its usage and logging the change. A
    * row live at `now` keeps its create revision; returns the key's create revision after the set.
    */
-  set(op: { key: string; now: number; actor?: WriteOp['actor'] }, value: Entry['type'], data: Buffer, expiresAt: number | null, revision: number): number {
+  set(
+    op: { key: string; now: number; actor?: WriteOp['actor'] },
+    value: Entry['type'],
+    data: Buffer,
+    expiresAt: number | null,
+    revision: number,
+  ): number {
     const { key, now } = op;
     const before = this.row(key);
     const delta = this.setDelta(key, data);

@@ -101,7 +101,10 @@ export function resolveTransaction(ops: TxnRequestOp[], entries: Map<string, Ent
         const keys = under.get(op.key) ?? [];
         prefixDeletes += keys.length;
         if (prefixDeletes > MAX_PREFIX_DELETE_KEYS) {
-          const what = prefixDeletes === keys.length ? `prefix ${JSON.stringify(op.key)} holds` : `the prefix deletes up to this one's (prefix ${JSON.stringify(op.key)}) hold`;
+          const what =
+            prefixDeletes === keys.length
+              ? `prefix ${JSON.stringify(op.key)} holds`
+              : `the prefix deletes up to this one's (prefix ${JSON.stringify(op.key)}) hold`;
           throw new KvbError(
             'bad_request',
             `txn[${i}]: ${what} more than ${MAX_PREFIX_DELETE_KEYS} keys, the most one transaction deletes by prefix; delete them in parts (longer prefixes, several transactions)`,

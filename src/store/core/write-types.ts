@@ -82,4 +82,8 @@ export type TxnRequestOp = TxnOp | ReadingOp;
 export type OpResult = { op: 'get'; key: string; entry: Entry | undefined } | { op: 'delete_prefix'; deleted: number } | undefined;
 
 /** A transaction's outcome: its one revision, the indices (in `ops`) of the checks that failed, or a missing bucket. */
-export type CommitOutcome = (Written & { results?: OpResult[] }) | { refused: 'checks'; failed: number[] } | { refused: 'no_bucket' } | { refused: 'moved' };
+export type CommitOutcome =
+  | (Written & { results?: OpResult[] })
+  | { refused: 'checks'; failed: number[] }
+  | { refused: 'no_bucket' }
+  | { refused: 'moved' };

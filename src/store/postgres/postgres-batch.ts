@@ -137,12 +137,21 @@ function batchView(keys: string[], rows: BatchRow[]): WriteView {
  * Reads the batch's view, runs its writes and applies what they did in one guarded statement.
  * Undefined when the bucket row changed since the read (nothing was written).
  */
-async function readRunApply(backend: BatchBackend, bucket: string, batch: QueuedWrite[], client?: pg.PoolClient): Promise<OpOutcome[] | undefined> {
+async function readRunApply(
+  backend: BatchBackend,
+  bucket: string,
+  batch: QueuedWrite[],
+  client?: pg.PoolClient,
+): Promise<OpOutcome[] | undefined> {
   const keys = [...new Set(batch.flatMap((w) => w.keys))];
   const now = Date.now();
   const { rows } = await backend.query<BatchRow>('readBatch', { bucket, keys: keys.map((k) => Buffer.from(k)) }, client);
   const view = batchView(keys, rows);
-  const result = applyBatch(view, batch.map((w) => w.op), backend.quota);
+  const result = applyBatch(
+    view,
+    batch.map((w) => w.op),
+    backend.quota,
+  );
   if (result.revision === view.revision) return result.outcomes;
   const { changes, operations } = result;
   const applied = await backend.query<{ revision: number }>(

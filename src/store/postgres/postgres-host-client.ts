@@ -52,7 +52,10 @@ export function hostSelection(parsed: PostgresHosts, defaultTimeoutMs: number): 
       const done = this.connectSelected().then(() => this);
       if (!callback) return done;
       const call = callback as (err: Error | null, c?: pg.Client) => void;
-      done.then((c) => call(null, c), (err: Error) => call(err));
+      done.then(
+        (c) => call(null, c),
+        (err: Error) => call(err),
+      );
     }
 
     private async connectSelected(): Promise<void> {

@@ -66,7 +66,8 @@ export function parsePostgresHosts(url: string): PostgresHosts {
     hosts: hosts.length > 0 ? hosts : [{ host: '', port: undefined }],
     targetSessionAttrs: attrs as TargetSessionAttrs,
     connectTimeoutMs,
-    urlFor: (h) => `${scheme}${userinfo}${h.host.includes(':') ? `[${h.host}]` : h.host}${h.port === undefined ? '' : `:${h.port}`}${withoutAttrs}`,
+    urlFor: (h) =>
+      `${scheme}${userinfo}${h.host.includes(':') ? `[${h.host}]` : h.host}${h.port === undefined ? '' : `:${h.port}`}${withoutAttrs}`,
   };
 }
 
@@ -76,7 +77,8 @@ function parseHost(text: string, list: string): PostgresHost {
   const [, host = '', portText] = match;
   if (portText === undefined || portText === '') return { host, port: undefined };
   const port = Number(portText);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`invalid port ${JSON.stringify(portText)} for host ${JSON.stringify(host)}`);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new Error(`invalid port ${JSON.stringify(portText)} for host ${JSON.stringify(host)}`);
   return { host, port };
 }
 

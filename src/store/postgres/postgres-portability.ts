@@ -72,7 +72,13 @@ async function checkout(pool: pg.Pool): Promise<{
  * are fetched and a batch is all that is held in memory. The bucket's revision is read first, in
  * the same snapshot.
  */
-export async function openPostgresSnapshot(pool: pg.Pool, sql: Statements, bucket: string, prefix: string, now: number): Promise<EntrySnapshot | undefined> {
+export async function openPostgresSnapshot(
+  pool: pg.Pool,
+  sql: Statements,
+  bucket: string,
+  prefix: string,
+  now: number,
+): Promise<EntrySnapshot | undefined> {
   const connection = await checkout(pool);
   const prefixBytes = Buffer.from(prefix);
   const upper = prefix ? prefixUpperBound(prefixBytes) : undefined;
@@ -88,7 +94,10 @@ export async function openPostgresSnapshot(pool: pg.Pool, sql: Statements, bucke
       return undefined;
     }
     revision = Number(rows[0].revision);
-    await connection.run(`declare kvb_export no scroll cursor for ${select.sql}`, bind(select, { bucket, prefix: prefixBytes, now, upper }));
+    await connection.run(
+      `declare kvb_export no scroll cursor for ${select.sql}`,
+      bind(select, { bucket, prefix: prefixBytes, now, upper }),
+    );
   } catch (err) {
     await connection.run('rollback').catch(() => {});
     connection.release();
@@ -165,7 +174,9 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
       let revision: number;
       try {
         // The bucket row first, as every write does: it locks the row, and numbers the import.
-        const bumped = await connection.statement<{ revision: number; usage_keys: number; usage_bytes: number }>(sql.bumpBucket!, { bucket });
+        const bumped = await connection.statement<{ revision: number; usage_keys: number; usage_bytes: number }>(sql.bumpBucket!, {
+          bucket,
+        });
         if (bumped.rows[0] === undefined) {
           await finish('rollback');
           return { refused: 'no_bucket' };
@@ -183,7 +194,14 @@ export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket
         if (replace) {
           const prefixBytes = Buffer.from(prefix);
           const upper = prefix ? prefixUpperBound(prefixBytes) : undefined;
-          await connection.statement(upper ? sql.logClearedUpper! : sql.logCleared!, { bucket, revision, now, prefix: prefixBytes, upper, ...who });
+          await connection.statement(upper ? sql.logClearedUpper! : sql.logCleared!, {
+            bucket,
+            revision,
+            now,
+            prefix: prefixBytes,
+            upper,
+            ...who,
+          });
           await connection.statement(upper ? sql.clearRangeUpper! : sql.clearRange!, { bucket, prefix: prefixBytes, upper });
         }
         if (restoreRevision === undefined) await connection.statement(sql.copyStaged!, { bucket, revision, now });

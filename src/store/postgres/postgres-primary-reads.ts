@@ -17,7 +17,8 @@ const STANDBY = 'kvb_standby';
 const ROW = 'kvb_row';
 
 /** A statement that only reads: a select that locks nothing (a locking read already fails on a standby, 25006). */
-export const isPlainRead = (sql: string) => /^\s*select\b/i.test(sql) && !/\bfor\s+(update|no\s+key\s+update|share|key\s+share)\b/i.test(sql);
+export const isPlainRead = (sql: string) =>
+  /^\s*select\b/i.test(sql) && !/\bfor\s+(update|no\s+key\s+update|share|key\s+share)\b/i.test(sql);
 
 /**
  * The read, answered together with whether its server is in recovery, in one statement: the

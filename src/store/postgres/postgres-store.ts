@@ -261,7 +261,9 @@ export class PostgresStore implements Store {
       ...compileHistory(builder, 'pg_temp.kvb_import'),
       ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
     };
-    this.primaryReads = Object.fromEntries(Object.entries(this.sql).flatMap(([name, s]) => (isPlainRead(s.sql) ? [[name, checkingPrimary(s)]] : [])));
+    this.primaryReads = Object.fromEntries(
+      Object.entries(this.sql).flatMap(([name, s]) => (isPlainRead(s.sql) ? [[name, checkingPrimary(s)]] : [])),
+    );
   }
 
   static async open(options: PostgresOptions): Promise<PostgresStore> {
@@ -274,7 +276,9 @@ export class PostgresStore implements Store {
       max: options.poolSize,
       // A request waits at most this long for a connection before it is answered 503 (with
       // several hosts, long enough to try each of them once).
-      connectionTimeoutMillis: selection ? Math.max(3_000, hosts.hosts.length * (hosts.connectTimeoutMs ?? HOST_CONNECT_TIMEOUT_MS)) : 3_000,
+      connectionTimeoutMillis: selection
+        ? Math.max(3_000, hosts.hosts.length * (hosts.connectTimeoutMs ?? HOST_CONNECT_TIMEOUT_MS))
+        : 3_000,
       idleTimeoutMillis: 30_000,
       // Client-side bound on any one query, so a vanished server cannot hold a request forever.
       query_timeout: 20_000,
@@ -292,19 +296,40 @@ export class PostgresStore implements Store {
       // An engine without inet_server_port() (CockroachDB) gets the choice that always works.
       const pooler =
         mode === 'auto'
-          ? await detectPooler(pool, connectionString, hosts.hosts.map((h) => h.port ?? 5432)).catch((err: unknown) => {
+          ? await detectPooler(
+              pool,
+              connectionString,
+              hosts.hosts.map((h) => h.port ?? 5432),
+            ).catch((err: unknown) => {
               if (isPostgresConnectionError(err)) throw err;
               return 'cannot ask the server its port';
             })
           : undefined;
       const named = mode === 'on' || (mode === 'auto' && pooler === undefined);
-      const why = mode === 'auto' ? (pooler ? ` (auto: ${pooler}, so assuming a transaction pooler)` : ' (auto: no pooler seen)') : ` (--pg-prepare ${mode})`;
+      const why =
+        mode === 'auto'
+          ? pooler
+            ? ` (auto: ${pooler}, so assuming a transaction pooler)`
+            : ' (auto: no pooler seen)'
+          : ` (--pg-prepare ${mode})`;
       await migrate(pool, db, schema);
       const capabilities =
         `PostgreSQL ${rows[0]?.version ?? '?'}; ${selection ? `hosts ${describeHosts(hosts.hosts)} (target_session_attrs=${hosts.targetSessionAttrs}); ` : ''}named prepared statements ${named ? 'used' : 'not used'}${why}; ` +
         'kvb uses row locks on bucket rows, transactional DDL and lease rows; it does not use advisory locks, ctid, SKIP LOCKED or session settings';
-      const batching = options.batchWrites === false ? '; writes one at a time per bucket (--pg-batch-writes off)' : '; concurrent writes to a bucket share one statement (--pg-batch-writes on)';
-      const store = new PostgresStore(pool, epochs, db, schema, named, capabilities + batching, options.batchWrites === false ? 1 : MAX_BATCH, options.poolSize);
+      const batching =
+        options.batchWrites === false
+          ? '; writes one at a time per bucket (--pg-batch-writes off)'
+          : '; concurrent writes to a bucket share one statement (--pg-batch-writes on)';
+      const store = new PostgresStore(
+        pool,
+        epochs,
+        db,
+        schema,
+        named,
+        capabilities + batching,
+        options.batchWrites === false ? 1 : MAX_BATCH,
+        options.poolSize,
+      );
       store.quota = options.quota ?? NO_QUOTA;
       store.hostSelector = selection?.selector;
       return store;
@@ -314,7 +339,11 @@ export class PostgresStore implements Store {
     }
   }
 
-  async query<R extends pg.QueryResultRow>(name: string, args: Record<string, unknown>, client: Client = this.pool): Promise<pg.QueryResult<R>> {
+  async query<R extends pg.QueryResultRow>(
+    name: string,
+    args: Record<string, unknown>,
+    client: Client = this.pool,
+  ): Promise<pg.QueryResult<R>> {
     const statement = this.sql[name];
     if (!statement) throw new Error(`no statement ${name}`);
     const values = bind(statement, args);
@@ -579,7 +608,14 @@ export class PostgresStore implements Store {
     return this.keyWrite(bucket, { op: 'delete', key, now, condition, actor });
   }
 
-  async updateEntry(bucket: string, key: string, now: number, update: CounterUpdate, condition?: Condition, actor?: Actor): Promise<Entry | Refusal> {
+  async updateEntry(
+    bucket: string,
+    key: string,
+    now: number,
+    update: CounterUpdate,
+    condition?: Condition,
+    actor?: Actor,
+  ): Promise<Entry | Refusal> {
     if (bucket.includes('\u0000')) return NO_BUCKET;
     return this.keyWrite(bucket, { ...update, key, now, condition, actor });
   }
@@ -596,7 +632,11 @@ export class PostgresStore implements Store {
   private async listWith(bucket: string, q: ListQuery, now: number, client?: pg.PoolClient): Promise<ListedEntry[]> {
     const { lower, lowerOp, upper } = listBounds(q);
     const name = listShapeName({ reverse: q.reverse, columns: q.columns, upper: upper !== undefined, after: lowerOp === '>' });
-    const { rows } = await this.query<EntryRow & MetaRow & { key: Buffer }>(name, { bucket, lower, now, limit: q.limit, offset: q.offset, upper }, client);
+    const { rows } = await this.query<EntryRow & MetaRow & { key: Buffer }>(
+      name,
+      { bucket, lower, now, limit: q.limit, offset: q.offset, upper },
+      client,
+    );
     return rows.map((row) => ({
       key: row.key.toString('utf8'),
       ...(q.columns === 'values' && { entry: toEntry(row) }),
@@ -627,11 +667,20 @@ export class PostgresStore implements Store {
       }
       const keys = [...new Set([...opKeys, ...[...under.values()].flat()])];
       const listed = at === undefined ? undefined : { at, under };
-      const op: CommitOp = { op: 'commit', ops, now, expectRevision: options.expectRevision, operation: options.operation, actor: options.actor, listed };
+      const op: CommitOp = {
+        op: 'commit',
+        ops,
+        now,
+        expectRevision: options.expectRevision,
+        operation: options.operation,
+        actor: options.actor,
+        listed,
+      };
       const outcome = await this.write(bucket, op, keys);
       if (outcome !== STALE_LISTING) return outcome;
       // Writers kept changing the bucket between the listing and the batch: say so rather than spin.
-      if (attempt >= MAX_LISTING_ATTEMPTS) throw new StorageUnavailableError(new Error(`the bucket changed under a prefix delete ${MAX_LISTING_ATTEMPTS} times in a row`));
+      if (attempt >= MAX_LISTING_ATTEMPTS)
+        throw new StorageUnavailableError(new Error(`the bucket changed under a prefix delete ${MAX_LISTING_ATTEMPTS} times in a row`));
     }
   }
 
@@ -668,7 +717,13 @@ export class PostgresStore implements Store {
     if (bucket.includes('\u0000')) return undefined;
     const { rows } = await this.query<{ changes_floor: number; watch_floor: number; revision: number }>('changesFloor', { bucket });
     const row = rows[0];
-    return row && { floor: Number(row.changes_floor), watchFloor: Math.max(Number(row.changes_floor), Number(row.watch_floor)), revision: Number(row.revision) };
+    return (
+      row && {
+        floor: Number(row.changes_floor),
+        watchFloor: Math.max(Number(row.changes_floor), Number(row.watch_floor)),
+        revision: Number(row.revision),
+      }
+    );
   }
 
   /** Changes committed before this were all looked at by an earlier prune of this instance (see `prunable`). */
@@ -677,7 +732,11 @@ export class PostgresStore implements Store {
   async pruneChanges(before: number, batch: number): Promise<number> {
     // Under the sweep lease, like the sweep: one instance prunes at a time.
     if (!(await this.takeLease('sweep'))) return 0;
-    const { rows } = await this.query<{ bucket_id: string; revision: number }>('prunable', { before, since: Math.max(0, this.prunedBefore - PRUNE_OVERLAP_MS), batch });
+    const { rows } = await this.query<{ bucket_id: string; revision: number }>('prunable', {
+      before,
+      since: Math.max(0, this.prunedBefore - PRUNE_OVERLAP_MS),
+      batch,
+    });
     for (const { bucket_id: bucket, revision } of rows) await this.compactTo(bucket, revision);
     if (rows.length < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
     return rows.length;
@@ -706,7 +765,10 @@ export class PostgresStore implements Store {
     let count = 0;
     for (const { bucket_id: bucket } of grown) {
       const { rows: sizes } = await this.query<{ revision: number; bytes: number }>('historyBytes', { bucket });
-      const floor = floorWithin(sizes.map((r) => ({ revision: Number(r.revision), bytes: Number(r.bytes) })), maxBytes);
+      const floor = floorWithin(
+        sizes.map((r) => ({ revision: Number(r.revision), bytes: Number(r.bytes) })),
+        maxBytes,
+      );
       if (floor === undefined) continue;
       await this.compactTo(bucket, floor);
       count++;
@@ -778,7 +840,13 @@ export class PostgresStore implements Store {
         if (removed.length === 0) return rollback(0);
         const bytes = removed.reduce((sum, { size }) => sum + Number(size), 0);
         await this.query('addUsage', { bucket, keys: -removed.length, bytes: -bytes }, client);
-        await this.logChanges(client, bucket, revision, removed.map(({ key }) => ({ key, kind: 'expire' as const })), now);
+        await this.logChanges(
+          client,
+          bucket,
+          revision,
+          removed.map(({ key }) => ({ key, kind: 'expire' as const })),
+          now,
+        );
         return removed.length;
       });
     }
@@ -815,7 +883,8 @@ export class PostgresStore implements Store {
       }
       // Ready means writable: a connection to a server demoted since it was opened does not count.
       const { rows } = await this.pool.query<{ transaction_read_only: string }>('show transaction_read_only');
-      if (rows[0]?.transaction_read_only === 'on') throw Object.assign(new Error('the server is read-only (a standby?)'), { code: READ_ONLY });
+      if (rows[0]?.transaction_read_only === 'on')
+        throw Object.assign(new Error('the server is read-only (a standby?)'), { code: READ_ONLY });
     } catch (err) {
       throw this.failure(err);
     }
@@ -855,7 +924,9 @@ async function migrate(pool: pg.Pool, db: Kysely<Database>, schema: string): Pro
   const { rowCount } = await pool.query('select 1 from pg_namespace where nspname = $1', [schema]);
   if (rowCount === 0) await createConcurrently(() => pool.query(`create schema if not exists "${schema}"`));
   await createConcurrently(() =>
-    pool.query(`create table if not exists "${schema}".kvb_leases (name text primary key, holder text not null, expires_at bigint not null)`),
+    pool.query(
+      `create table if not exists "${schema}".kvb_leases (name text primary key, holder text not null, expires_at bigint not null)`,
+    ),
   );
   const builder = queryBuilder('postgres', schema);
   const take = compileStatement('takeLease', postgresStatements(builder).takeLease);

@@ -37,7 +37,8 @@ export async function openSqliteSnapshot(
   prefix: string,
   now: number,
 ): Promise<EntrySnapshot | undefined> {
-  const connection = 'path' in source ? new BetterSqlite3(source.path, { readonly: true, fileMustExist: true, timeout: 5000 }) : source.memory;
+  const connection =
+    'path' in source ? new BetterSqlite3(source.path, { readonly: true, fileMustExist: true, timeout: 5000 }) : source.memory;
   const own = 'path' in source;
   const end = () => {
     if (own && connection.open) connection.close();

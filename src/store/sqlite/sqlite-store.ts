@@ -112,7 +112,17 @@ function fileSize(path: string): number {
 }
 
 /** The tables, indexes and bookkeeping a kvb database holds; anything else means the file belongs to someone else. */
-const KVB_OBJECTS = new Set(['buckets', 'entries', 'entries_expires_at', 'changes', 'changes_committed_at', 'changes_key', 'revision_ops', MIGRATION_TABLE, 'kysely_migration_lock']);
+const KVB_OBJECTS = new Set([
+  'buckets',
+  'entries',
+  'entries_expires_at',
+  'changes',
+  'changes_committed_at',
+  'changes_key',
+  'revision_ops',
+  MIGRATION_TABLE,
+  'kysely_migration_lock',
+]);
 
 /** A batch's bookkeeping could not be written: the whole batch fails (its writes' answers depend on it). */
 class BookkeepingFailure extends Error {
@@ -439,7 +449,16 @@ export class SqliteStore implements Store {
   }
 
   /** Records a change-log row for the batch's insert. */
-  private logChange(bucket: string, revision: number, key: Buffer, kind: Change['kind'], type: string | null, value: Buffer | null, expiresAt: number | null, actor: Actor | undefined): void {
+  private logChange(
+    bucket: string,
+    revision: number,
+    key: Buffer,
+    kind: Change['kind'],
+    type: string | null,
+    value: Buffer | null,
+    expiresAt: number | null,
+    actor: Actor | undefined,
+  ): void {
     const { actorKind, actorToken, actorAddress } = actorFields(actor);
     this.batchChanges.push([bucket, revision, key, kind, type, value, expiresAt, actorKind, actorToken, actorAddress]);
   }
@@ -459,7 +478,11 @@ export class SqliteStore implements Store {
   async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {
     const row = this.get<{ changes_floor: number; watch_floor: number; revision: number }>('changesFloor', { bucket });
     if (!row) return undefined;
-    return { floor: row.changes_floor, watchFloor: Math.max(row.changes_floor, row.watch_floor), revision: this.committedRevisions.get(bucket) ?? row.revision };
+    return {
+      floor: row.changes_floor,
+      watchFloor: Math.max(row.changes_floor, row.watch_floor),
+      revision: this.committedRevisions.get(bucket) ?? row.revision,
+    };
   }
 
   /** Changes committed before this were all looked at by an earlier prune (see `prunable`). */
@@ -469,7 +492,10 @@ export class SqliteStore implements Store {
     const since = Math.max(0, this.prunedBefore - PRUNE_OVERLAP_MS);
     const pruned = await this.write(() =>
       this.atomically(() => {
-        const rows = this.statement('prunable').all(this.args('prunable', { before, since, batch })) as Array<{ bucket_id: string; revision: number }>;
+        const rows = this.statement('prunable').all(this.args('prunable', { before, since, batch })) as Array<{
+          bucket_id: string;
+          revision: number;
+        }>;
         for (const { bucket_id: bucket, revision } of rows) this.compactTo(bucket, revision);
         return rows.length;
       }),
@@ -487,10 +513,18 @@ export class SqliteStore implements Store {
     const raised = await this.write(() =>
       this.atomically(() => {
         let count = 0;
-        const grown = this.statement('historyGrew').all(this.args('historyGrew', { since, batch: Number.MAX_SAFE_INTEGER })) as Array<{ bucket_id: string }>;
+        const grown = this.statement('historyGrew').all(this.args('historyGrew', { since, batch: Number.MAX_SAFE_INTEGER })) as Array<{
+          bucket_id: string;
+        }>;
         for (const { bucket_id: bucket } of grown) {
-          const sizes = this.statement('historyBytes').all(this.args('historyBytes', { bucket })) as Array<{ revision: number; bytes: number }>;
-          const floor = floorWithin(sizes.map((r) => ({ revision: Number(r.revision), bytes: Number(r.bytes) })), maxBytes);
+          const sizes = this.statement('historyBytes').all(this.args('historyBytes', { bucket })) as Array<{
+            revision: number;
+            bytes: number;
+          }>;
+          const floor = floorWithin(
+            sizes.map((r) => ({ revision: Number(r.revision), bytes: Number(r.bytes) })),
+            maxBytes,
+          );
           if (floor === undefined) continue;
           this.compactTo(bucket, floor);
           count++;
@@ -668,7 +702,14 @@ export class SqliteStore implements Store {
     return this.keyWrite(bucket, { op: 'delete', key, now, condition, actor });
   }
 
-  async updateEntry(bucket: string, key: string, now: number, update: CounterUpdate, condition?: Condition, actor?: Actor): Promise<Entry | Refusal> {
+  async updateEntry(
+    bucket: string,
+    key: string,
+    now: number,
+    update: CounterUpdate,
+    condition?: Condition,
+    actor?: Actor,
+  ): Promise<Entry | Refusal> {
     return this.keyWrite(bucket, { ...update, key, now, condition, actor });
   }
 
@@ -689,7 +730,8 @@ export class SqliteStore implements Store {
       revision: this.currentRevision(bucket),
       usage: () => this.usageOf(bucket)!,
       row: (key) => this.readEntry(bucket, Buffer.from(key)),
-      liveKeys: (prefix, now, limit) => this.listNow(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit }, now).map((e) => e.key),
+      liveKeys: (prefix, now, limit) =>
+        this.listNow(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit }, now).map((e) => e.key),
     };
     const result = applyBatch(view, [op], this.quota);
     const outcome = result.outcomes[0]!;
@@ -717,7 +759,16 @@ export class SqliteStore implements Store {
     this.batchRevisions.set(bucket, result.revision!);
     this.addUsage(bucket, result.usage.keys, result.usage.bytes);
     for (const change of result.changes) {
-      this.logChange(bucket, change.revision, Buffer.from(change.key), change.kind, change.value?.type ?? null, change.value?.data ?? null, change.expiresAt, change.actor);
+      this.logChange(
+        bucket,
+        change.revision,
+        Buffer.from(change.key),
+        change.kind,
+        change.value?.type ?? null,
+        change.value?.data ?? null,
+        change.expiresAt,
+        change.actor,
+      );
     }
     for (const { revision, operation } of result.operations) this.logOperation(bucket, revision, operation);
   }
@@ -738,7 +789,9 @@ export class SqliteStore implements Store {
     >;
     return rows.map(([key, type, third, expires_at, revision, create_revision]) => ({
       key: key.toString('utf8'),
-      ...(q.columns === 'values' && { entry: toEntry({ type, value: third as Buffer, expires_at, revision, create_revision: create_revision! }) }),
+      ...(q.columns === 'values' && {
+        entry: toEntry({ type, value: third as Buffer, expires_at, revision, create_revision: create_revision! }),
+      }),
       ...(q.columns === 'meta' && { meta: toMeta({ type, size: third as number, expires_at, revision }) }),
     }));
   }
@@ -765,7 +818,11 @@ export class SqliteStore implements Store {
   async openSnapshot(bucket: string, prefix: string, now: number): Promise<EntrySnapshot | undefined> {
     return openSqliteSnapshot(
       this.path === ':memory:' ? { memory: this.raw } : { path: this.path },
-      { bucketRevision: this.sql.bucketRevision!, snapshotEntries: this.sql.snapshotEntries!, snapshotEntriesUpper: this.sql.snapshotEntriesUpper! },
+      {
+        bucketRevision: this.sql.bucketRevision!,
+        snapshotEntries: this.sql.snapshotEntries!,
+        snapshotEntriesUpper: this.sql.snapshotEntriesUpper!,
+      },
       bucket,
       prefix,
       now,
@@ -794,16 +851,29 @@ export class SqliteStore implements Store {
       temp.remove();
       throw err;
     }
-    const insert = staging.prepare('insert or replace into staged (key, type, value, expires_at, revision, create_revision) values (?, ?, ?, ?, ?, ?)');
+    const insert = staging.prepare(
+      'insert or replace into staged (key, type, value, expires_at, revision, create_revision) values (?, ?, ?, ?, ?, ?)',
+    );
     const addAll = staging.transaction((entries: KeyedEntry[]) => {
-      for (const { key, entry } of entries) insert.run(Buffer.from(key), entry.type, entry.data, entry.expiresAt, entry.revision ?? 0, entry.createRevision ?? null);
+      for (const { key, entry } of entries)
+        insert.run(Buffer.from(key), entry.type, entry.data, entry.expiresAt, entry.revision ?? 0, entry.createRevision ?? null);
     });
     const finish = () => {
       finished = true;
       if (staging.open) staging.close();
       temp.remove();
     };
-    const apply = async ({ replace, prefix, restoreRevision, actor }: { replace: boolean; prefix: string; restoreRevision?: number; actor?: Actor }) => {
+    const apply = async ({
+      replace,
+      prefix,
+      restoreRevision,
+      actor,
+    }: {
+      replace: boolean;
+      prefix: string;
+      restoreRevision?: number;
+      actor?: Actor;
+    }) => {
       if (finished) throw new Error('import already finished');
       staging.close();
       // ATTACH cannot run inside a transaction; nothing is open between two turns of the loop.
@@ -831,7 +901,9 @@ export class SqliteStore implements Store {
               this.raw.prepare(this.sql[logged]!.sql).run(this.args(logged, { bucket, revision, now: this.batchNow, ...who }));
               if (replace) {
                 const cleared = upper ? 'logClearedUpper' : 'logCleared';
-                this.raw.prepare(this.sql[cleared]!.sql).run(this.args(cleared, { bucket, revision, now: this.batchNow, prefix: prefixBytes, upper, ...who }));
+                this.raw
+                  .prepare(this.sql[cleared]!.sql)
+                  .run(this.args(cleared, { bucket, revision, now: this.batchNow, prefix: prefixBytes, upper, ...who }));
               }
               if (replace) this.run(upper ? 'clearRangeUpper' : 'clearRange', { bucket, prefix: prefixBytes, upper });
               // Prepared afresh: it names the attached database, which is detached again right after.
@@ -870,28 +942,30 @@ export class SqliteStore implements Store {
   }
 
   async sweepExpired(now: number, batch: number): Promise<number> {
-    return this.write(() => this.atomically(() => {
-      const expired = this.statement('expiredEntries').all(this.args('expiredEntries', { now, batch })) as Array<{
-        bucket_id: string;
-        key: Buffer;
-      }>;
-      const byBucket = new Map<string, Array<{ key: Buffer }>>();
-      for (const row of expired) byBucket.set(row.bucket_id, [...(byBucket.get(row.bucket_id) ?? []), row]);
-      let deleted = 0;
-      for (const [bucket, rows] of byBucket) {
-        // One revision per bucket per batch; a bucket row that is gone leaves nothing to number.
-        const revision = this.bump(bucket);
-        for (const { key } of rows) {
-          const removed = this.get<{ size: number }>('removeExpired', { bucket, key, now });
-          if (removed === undefined) continue;
-          this.addUsage(bucket, -1, -Number(removed.size));
-          if (revision !== undefined) this.logChange(bucket, revision, key, 'expire', null, null, null, SERVER_ACTOR);
-          deleted += 1;
+    return this.write(() =>
+      this.atomically(() => {
+        const expired = this.statement('expiredEntries').all(this.args('expiredEntries', { now, batch })) as Array<{
+          bucket_id: string;
+          key: Buffer;
+        }>;
+        const byBucket = new Map<string, Array<{ key: Buffer }>>();
+        for (const row of expired) byBucket.set(row.bucket_id, [...(byBucket.get(row.bucket_id) ?? []), row]);
+        let deleted = 0;
+        for (const [bucket, rows] of byBucket) {
+          // One revision per bucket per batch; a bucket row that is gone leaves nothing to number.
+          const revision = this.bump(bucket);
+          for (const { key } of rows) {
+            const removed = this.get<{ size: number }>('removeExpired', { bucket, key, now });
+            if (removed === undefined) continue;
+            this.addUsage(bucket, -1, -Number(removed.size));
+            if (revision !== undefined) this.logChange(bucket, revision, key, 'expire', null, null, null, SERVER_ACTOR);
+            deleted += 1;
+          }
         }
-      }
-      this.stats.sweptKeys += deleted;
-      return deleted;
-    }));
+        this.stats.sweptKeys += deleted;
+        return deleted;
+      }),
+    );
   }
 
   async countEntries(): Promise<number> {

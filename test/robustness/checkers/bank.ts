@@ -30,14 +30,17 @@ export function checkBank(bank: NonNullable<RecordedHistory['bank']>): Verdict {
     if (sum !== bank.total) note(`${describeRead(read, index)} sums to ${sum}, not ${bank.total}: ${JSON.stringify(read.balances)}`);
     if (bank.nonNegative) {
       const negative = bank.accounts.filter((account) => (read.balances[account] ?? 0) < 0);
-      if (negative.length > 0) note(`${describeRead(read, index)} has negative balances: ${negative.map((a) => `${a}=${read.balances[a]}`).join(', ')}`);
+      if (negative.length > 0)
+        note(`${describeRead(read, index)} has negative balances: ${negative.map((a) => `${a}=${read.balances[a]}`).join(', ')}`);
     }
     const same = atRevision.get(read.revision);
     if (same === undefined) atRevision.set(read.revision, { read, index });
     else {
       const differ = bank.accounts.filter((account) => same.read.balances[account] !== read.balances[account]);
       if (differ.length > 0) {
-        note(`${describeRead(same.read, same.index)} and ${describeRead(read, index)} disagree on ${differ.map((a) => `${a} (${same.read.balances[a]} vs ${read.balances[a]})`).join(', ')}`);
+        note(
+          `${describeRead(same.read, same.index)} and ${describeRead(read, index)} disagree on ${differ.map((a) => `${a} (${same.read.balances[a]} vs ${read.balances[a]})`).join(', ')}`,
+        );
       }
     }
   });
@@ -51,7 +54,9 @@ export function checkBank(bank: NonNullable<RecordedHistory['bank']>): Verdict {
       if (newest === undefined || done.read.revision > newest.read.revision) newest = done;
     }
     if (newest !== undefined && newest.read.revision > current.read.revision) {
-      note(`${describeRead(current.read, current.index)} went back in time: ${describeRead(newest.read, newest.index)} was answered before it began`);
+      note(
+        `${describeRead(current.read, current.index)} went back in time: ${describeRead(newest.read, newest.index)} was answered before it began`,
+      );
     }
   }
   return { checker: CHECKER, result: details.length > 0 ? 'anomaly' : 'ok', details, examined: bank.reads.length };

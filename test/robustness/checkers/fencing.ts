@@ -17,7 +17,9 @@ function describeWrite(write: FencedWrite): string {
 
 export function checkFencing(writes: FencedWrite[]): Verdict {
   const details: string[] = [];
-  const committed = writes.filter((w) => w.outcome === 'ok' && w.revision !== undefined).sort((a, b) => (a.revision as number) - (b.revision as number));
+  const committed = writes
+    .filter((w) => w.outcome === 'ok' && w.revision !== undefined)
+    .sort((a, b) => (a.revision as number) - (b.revision as number));
   const note = (line: string): void => {
     if (details.length < MAX_DETAILS) details.push(line);
     else if (details.length === MAX_DETAILS) details.push('… more');
@@ -25,8 +27,10 @@ export function checkFencing(writes: FencedWrite[]): Verdict {
   let highest: FencedWrite | undefined;
   for (const write of committed) {
     // The token is the revision the lock was taken at: a write under it commits after it.
-    if ((write.revision as number) <= write.token) note(`${describeWrite(write)} committed at or before the revision its lock was taken at`);
-    if (highest !== undefined && write.token < highest.token) note(`${describeWrite(write)} committed after ${describeWrite(highest)} with an older token`);
+    if ((write.revision as number) <= write.token)
+      note(`${describeWrite(write)} committed at or before the revision its lock was taken at`);
+    if (highest !== undefined && write.token < highest.token)
+      note(`${describeWrite(write)} committed after ${describeWrite(highest)} with an older token`);
     if (highest === undefined || write.token > highest.token) highest = write;
   }
   return { checker: CHECKER, result: details.length > 0 ? 'anomaly' : 'ok', details, examined: committed.length };

@@ -35,7 +35,8 @@ function withPatch(verdict: Verdict, patch: PatchResult | undefined): Verdict {
   const summary = `patched from the watch feed: ${patch.resolved} indeterminate operations resolved, ${patch.dropped} dropped (never applied), ${patch.left} left indeterminate`;
   if (patch.unexplained.length > 0) return { ...verdict, result: 'anomaly', details: [...patch.unexplained, ...verdict.details, summary] };
   if (verdict.result === 'anomaly') {
-    const note = 'an operation resolved from the feed is listed as answered ok at its event\'s revision, by the time that revision was first seen';
+    const note =
+      "an operation resolved from the feed is listed as answered ok at its event's revision, by the time that revision was first seen";
     return { ...verdict, details: [...verdict.details, summary, note] };
   }
   return { ...verdict, details: [...verdict.details, summary] };

@@ -69,7 +69,14 @@ export function checkLinearizable(ops: Op[], options: LinearizabilityOptions): V
         `key ${JSON.stringify(key)}: search stopped after ${options.budgetMs} ms and ${result.steps} steps on ${prepared.length} operations (${keyOps.length} recorded); not checked`,
       );
     } else if (result.kind === 'fail') {
-      anomalies.push(...explainFailure(key, prepared.map((p) => p.op), multiKeyGroups, options.budgetMs));
+      anomalies.push(
+        ...explainFailure(
+          key,
+          prepared.map((p) => p.op),
+          multiKeyGroups,
+          options.budgetMs,
+        ),
+      );
     }
   }
   if (anomalies.length > 0) return { checker: CHECKER, result: 'anomaly', details: [...anomalies, ...unchecked], examined };

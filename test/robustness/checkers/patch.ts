@@ -72,7 +72,8 @@ function isChange(op: Op): boolean {
 function completeWatchers(ops: readonly Op[], watches: readonly WatchLog[]): WatchLog[] {
   let newest = 0;
   for (const op of ops) newest = Math.max(newest, op.outcome === 'ok' ? (op.output?.revision ?? 0) : 0);
-  for (const watch of watches) for (const segment of watch.segments) for (const event of segment.events) newest = Math.max(newest, event.revision);
+  for (const watch of watches)
+    for (const segment of watch.segments) for (const event of segment.events) newest = Math.max(newest, event.revision);
   return watches.filter((w) => w.caughtUpTo !== undefined && w.caughtUpTo >= newest && w.segments[0]?.since === 0);
 }
 
@@ -86,7 +87,13 @@ function mergedFeed(watches: readonly WatchLog[]): Map<string, FeedEvent[]> {
         byKey.set(event.key, events);
         const known = events.get(event.revision);
         if (known) known.at = Math.min(known.at, event.at);
-        else events.set(event.revision, { revision: event.revision, kind: event.kind, ...(event.value !== undefined && { value: event.value }), at: event.at });
+        else
+          events.set(event.revision, {
+            revision: event.revision,
+            kind: event.kind,
+            ...(event.value !== undefined && { value: event.value }),
+            at: event.at,
+          });
       }
     }
   }
@@ -163,7 +170,11 @@ function canMake(op: Op, event: FeedEvent, before: FeedEvent | undefined): boole
   }
 }
 
-export function patchFromFeed(ops: readonly Op[], watches: readonly WatchLog[], watchVerdicts: readonly Verdict[]): PatchResult | undefined {
+export function patchFromFeed(
+  ops: readonly Op[],
+  watches: readonly WatchLog[],
+  watchVerdicts: readonly Verdict[],
+): PatchResult | undefined {
   const complete = completeWatchers(ops, watches);
   if (complete.length === 0 || watchVerdicts.some((v) => v.result !== 'ok')) return undefined;
   const feed = mergedFeed(complete);
@@ -189,7 +200,9 @@ export function patchFromFeed(ops: readonly Op[], watches: readonly WatchLog[], 
       left += pending.length;
       continue;
     }
-    const claimed = new Set(changes.flatMap((op) => (op.outcome === 'ok' && op.output?.revision !== undefined ? [op.output.revision] : [])));
+    const claimed = new Set(
+      changes.flatMap((op) => (op.outcome === 'ok' && op.output?.revision !== undefined ? [op.output.revision] : [])),
+    );
     const free = new Set(pending);
     const made = new Map<Op, Op>();
     let ambiguous = false;

@@ -45,7 +45,8 @@ export function checkRevisions(ops: Op[]): Verdict {
     if (op.group !== undefined) {
       const first = groupRevision.get(op.group);
       if (first === undefined) groupRevision.set(op.group, op);
-      else if (revisionOf(first) !== revision) note(`one request (group ${op.group}) answered two revisions: ${describeOp(first)} and ${describeOp(op)}`);
+      else if (revisionOf(first) !== revision)
+        note(`one request (group ${op.group}) answered two revisions: ${describeOp(first)} and ${describeOp(op)}`);
     }
     const other = owner.get(revision);
     if (other === undefined) owner.set(revision, op);
@@ -63,8 +64,14 @@ export function checkRevisions(ops: Op[]): Verdict {
       const done = byReturn[cursor++] as Op;
       if (greatest === undefined || (revisionOf(done) as number) > (revisionOf(greatest) as number)) greatest = done;
     }
-    if (greatest !== undefined && (revisionOf(greatest) as number) >= (revisionOf(op) as number) && (op.group === undefined || greatest.group !== op.group)) {
-      note(`revision ${revisionOf(op)} of ${describeOp(op)} is not above revision ${revisionOf(greatest)} of ${describeOp(greatest)}, answered before it began`);
+    if (
+      greatest !== undefined &&
+      (revisionOf(greatest) as number) >= (revisionOf(op) as number) &&
+      (op.group === undefined || greatest.group !== op.group)
+    ) {
+      note(
+        `revision ${revisionOf(op)} of ${describeOp(op)} is not above revision ${revisionOf(greatest)} of ${describeOp(greatest)}, answered before it began`,
+      );
     }
   }
 

@@ -88,7 +88,9 @@ export function checkWatch(watches: WatchLog[], ops: Op[]): Verdict[] {
 
     watch.segments.forEach((segment, index) => {
       if (index > 0 && segment.since > newest && Number.isFinite(newest)) {
-        resumedPast.push(`segment ${index} (@${segment.instance}) resumed after ${segment.since}, past the last revision received (${newest})`);
+        resumedPast.push(
+          `segment ${index} (@${segment.instance}) resumed after ${segment.since}, past the last revision received (${newest})`,
+        );
       }
       for (const event of segment.events) {
         const seen: Seen = { event, segment: index };
@@ -138,7 +140,8 @@ export function checkWatch(watches: WatchLog[], ops: Op[]): Verdict[] {
         for (const op of changes) {
           if (!expectedInFeed(op, multiKeyGroups) || !under(op.key, watch.prefix)) continue;
           expectedChecked++;
-          if (!seenAt.get(revision)?.has(op.key)) gaps.push(`watcher ${watch.watcher} never received revision ${revision} of ${JSON.stringify(op.key)}: ${describeOp(op)}`);
+          if (!seenAt.get(revision)?.has(op.key))
+            gaps.push(`watcher ${watch.watcher} never received revision ${revision} of ${JSON.stringify(op.key)}: ${describeOp(op)}`);
         }
       }
       if (gaps.length > 0) {
@@ -154,7 +157,9 @@ export function checkWatch(watches: WatchLog[], ops: Op[]): Verdict[] {
       if (changes === undefined) continue;
       const change = changes.find((op) => op.key === event.key);
       if (change === undefined) {
-        valid.note(`${describeEvent(watch, seen)}: the request acknowledged at that revision changed only ${[...new Set(changes.map((op) => JSON.stringify(op.key)))].join(', ')}`);
+        valid.note(
+          `${describeEvent(watch, seen)}: the request acknowledged at that revision changed only ${[...new Set(changes.map((op) => JSON.stringify(op.key)))].join(', ')}`,
+        );
         continue;
       }
       const deleted = change.input.f === 'delete';
@@ -166,7 +171,9 @@ export function checkWatch(watches: WatchLog[], ops: Op[]): Verdict[] {
         const input = change.input;
         const written = input.f === 'add' ? change.output?.value : 'value' in input ? input.value : undefined;
         if (written !== undefined && written !== null && String(written) !== event.value) {
-          valid.note(`${describeEvent(watch, seen)} carries another value than ${describeOp(change)} wrote (${JSON.stringify(String(written))})`);
+          valid.note(
+            `${describeEvent(watch, seen)} carries another value than ${describeOp(change)} wrote (${JSON.stringify(String(written))})`,
+          );
         }
       }
     }
