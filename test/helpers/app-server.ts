@@ -1,7 +1,4 @@
 import type { FastifyInstance } from 'fastify';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test as base } from 'vitest';
 import { buildApp } from '../../src/server/app.js';
@@ -9,9 +6,9 @@ import { DEFAULT_SERVER_CONFIG, type ServerConfig } from '../../src/server/serve
 import { historyByteBound, startSweeper } from '../../src/server/sweeper.js';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
-import { SERVER_POSTGRES_URL, TEST_BACKEND, dropSchema, postgresUrl, uniqueName } from './backend.js';
 import { type Injector, injectors } from './injected.js';
 import type { RunningServer } from './server.js';
+import { testDatabase } from './test-database.js';
 
 /**
  * The HTTP contract suites' server: `buildApp` on a real store (a SQLite file, or a fresh schema
@@ -34,26 +31,17 @@ export interface AppServerOptions {
 
 const CONSOLE_DIR = fileURLToPath(new URL('../../dist/console/', import.meta.url));
 
-const isPostgres = (db: string) => /^postgres(ql)?:\/\//.test(db);
-
 /** Opens the store and starts the app on 127.0.0.1 at a free port. */
 export async function startAppServer(options: AppServerOptions = {}): Promise<AppServer> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'kvb-app-'));
-  let ownSchema: string | undefined;
-  let db = options.db;
-  if (db === undefined && TEST_BACKEND === 'postgres') {
-    ownSchema = uniqueName('kvb_test');
-    db = postgresUrl({ schema: ownSchema }, SERVER_POSTGRES_URL);
-  }
-  db ??= join(dataDir, 'kvb.db');
-  const applicationName = isPostgres(db) ? uniqueName('kvb_server') : undefined;
+  const database = testDatabase({ db: options.db, prefix: 'kvb-app-' });
+  const { dataDir, db, backend, applicationName } = database;
   // Access lines are what `kvb serve` logs by default; tests read them through logs(). The console
   // is the build's (next to src it would be looked for in src/console).
   const config: ServerConfig = { ...DEFAULT_SERVER_CONFIG, consoleDir: CONSOLE_DIR, ...options.config, db, host: '127.0.0.1', port: 0 };
   let output = '';
   let store: Store | undefined;
   try {
-    store = await openStore(applicationName ? postgresUrl({ application_name: applicationName }, db) : db, {
+    store = await openStore(database.connectWith, {
       durability: config.durability,
       poolSize: config.poolSize,
       pgPrepare: config.pgPrepare,
@@ -78,7 +66,7 @@ export async function startAppServer(options: AppServerOptions = {}): Promise<Ap
       api: `${url}/api/v1`,
       dataDir,
       db,
-      backend: isPostgres(db) ? 'postgres' : 'sqlite',
+      backend,
       ...(applicationName && { applicationName }),
       logs: () => output,
       app,
@@ -95,15 +83,13 @@ export async function startAppServer(options: AppServerOptions = {}): Promise<Ap
           await opened.close();
         })();
         await stopped;
-        if (!keepData) rmSync(dataDir, { recursive: true, force: true });
-        if (!keepData && ownSchema) await dropSchema(ownSchema);
+        await database.remove({ keepData });
         return 0;
       },
     };
   } catch (err) {
     await store?.close().catch(() => undefined);
-    rmSync(dataDir, { recursive: true, force: true });
-    if (ownSchema) await dropSchema(ownSchema);
+    await database.remove();
     throw new Error(`in-process server did not start: ${(err as Error).message}\n${output}`, { cause: err });
   }
 }

@@ -1,23 +1,14 @@
 import { execa, type ResultPromise } from 'execa';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SERVER_POSTGRES_URL, TEST_BACKEND, dropSchema, postgresUrl, uniqueName } from './backend.js';
+import { type TestDatabase, testDatabase } from './test-database.js';
 
 export const KVB_BIN = fileURLToPath(new URL('../../bin/kvb', import.meta.url));
 
-export interface RunningServer {
+export interface RunningServer extends Pick<TestDatabase, 'dataDir' | 'db' | 'backend' | 'applicationName'> {
   /** e.g. http://127.0.0.1:41234 */
   url: string;
   /** e.g. http://127.0.0.1:41234/api/v1 */
   api: string;
-  dataDir: string;
-  /** The `--db` value: a SQLite file, or a PostgreSQL URL (with `?schema=`). Give it to another server to share the store. */
-  db: string;
-  backend: 'sqlite' | 'postgres';
-  /** PostgreSQL: this process's application_name, so a test can find (and kill) only its connections. */
-  applicationName?: string;
   /** Everything the server printed so far (stdout and stderr). */
   logs(): string;
   process: ResultPromise;
@@ -38,82 +29,55 @@ export interface StartOptions {
   db?: string;
 }
 
-const isPostgres = (db: string) => /^postgres(ql)?:\/\//.test(db);
-
-/** Spawns the real `kvb serve` on a free port with a temp database and waits until it listens. */
+/**
+ * Spawns the real `kvb serve` on a free port with a temp database and waits for its "listening"
+ * line or its exit, whichever comes first. No deadline of its own: a start that hangs is the
+ * test's timeout, and execa kills the server when the test process exits (its `cleanup`).
+ */
 export async function startServer(options: StartOptions = {}): Promise<RunningServer> {
-  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'kvb-test-'));
-  let ownSchema: string | undefined;
-  let db = options.db;
-  if (db === undefined && TEST_BACKEND === 'postgres') {
-    ownSchema = uniqueName('kvb_test');
-    db = postgresUrl({ schema: ownSchema }, SERVER_POSTGRES_URL);
-  }
-  db ??= join(dataDir, 'kvb.db');
-  let applicationName: string | undefined;
-  let dbArg = db;
-  if (isPostgres(db)) {
-    applicationName = uniqueName('kvb_server');
-    dbArg = postgresUrl({ application_name: applicationName }, db);
-  }
-  const child = execa('node', [KVB_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--db', dbArg, ...(options.args ?? [])], {
-    env: { KVB_LOG_LEVEL: 'info', ...options.env },
-    extendEnv: true,
-    reject: false,
-    all: true,
-    buffer: false,
-  });
+  const database = testDatabase({ db: options.db, dataDir: options.dataDir });
+  const child = execa(
+    'node',
+    [KVB_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--db', database.connectWith, ...(options.args ?? [])],
+    {
+      env: { KVB_LOG_LEVEL: 'info', ...options.env },
+      extendEnv: true,
+      reject: false,
+      all: true,
+      buffer: false,
+    },
+  );
   let output = '';
   child.all?.setEncoding('utf8');
-  const url = await new Promise<string>((resolve, reject) => {
-    if (ownSchema) {
-      // A server that never started leaves no schema behind (later calls, once it has started, are no-ops).
-      const schema = ownSchema;
-      const failed = reject;
-      const started = resolve;
-      let settled = false;
-      resolve = (value) => {
-        settled = true;
-        started(value);
-      };
-      reject = (err) => {
-        if (settled) return;
-        settled = true;
-        void dropSchema(schema).finally(() => failed(err));
-      };
-    }
-    const timer = setTimeout(() => {
-      // A server that misses the deadline must not live on (listening, holding connections) after the test gave up.
-      child.kill('SIGKILL');
-      reject(new Error(`kvb serve did not start in time:\n${output}`));
-    }, 15_000);
-    child.all?.on('data', (chunk: string) => {
-      output += chunk;
-      const match = /listening on (https?:\/\/[^\s"]+)/.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]!);
-      }
+  let url: string;
+  try {
+    url = await new Promise<string>((resolve, reject) => {
+      child.all?.on('data', (chunk: string) => {
+        output += chunk;
+        const match = /listening on (https?:\/\/[^\s"]+)/.exec(output);
+        if (match) resolve(match[1]!);
+      });
+      void child.then((result) => reject(new Error(`kvb serve exited early (${result.exitCode}):\n${output}`)));
     });
-    void child.then((result) => {
-      clearTimeout(timer);
-      reject(new Error(`kvb serve exited early (${result.exitCode}):\n${output}`));
-    });
-  });
+  } catch (err) {
+    // A server that never started leaves no data dir or schema behind.
+    await database.remove();
+    throw err;
+  }
+  const { dataDir, db, backend, applicationName } = database;
   return {
     url,
     api: `${url}/api/v1`,
     dataDir,
     db,
-    backend: isPostgres(db) ? 'postgres' : 'sqlite',
+    backend,
     ...(applicationName && { applicationName }),
     logs: () => output,
     process: child,
     async stop({ keepData = false, signal = 'SIGTERM' } = {}) {
       if (child.exitCode === null) child.kill(signal);
       const result = await child;
-      if (!keepData && !options.dataDir) rmSync(dataDir, { recursive: true, force: true });
-      if (!keepData && ownSchema) await dropSchema(ownSchema);
+      await database.remove({ keepData });
       return result.exitCode;
     },
   };
