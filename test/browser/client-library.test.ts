@@ -1,10 +1,10 @@
-import { existsSync } from 'node:fs';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromiumPresent, launchChromium } from '../helpers/browser.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
@@ -17,9 +17,7 @@ import { type RunningServer, startServer } from '../helpers/server.js';
 // What the callback given to page.evaluate uses: it runs in the page, where the bundle defined it.
 declare const kvbClient: typeof import('../../src/client/index.js');
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
-if (!hasChromium) console.warn(`test/browser/client-library.test.ts skipped: ${CHROMIUM} is missing (apt-get install chromium)`);
+const hasChromium = chromiumPresent('test/browser/client-library.test.ts');
 
 let server: RunningServer;
 let pageServer: Server;
@@ -48,19 +46,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => pageServer.listen(0, '127.0.0.1', resolve));
   pageOrigin = `http://127.0.0.1:${(pageServer.address() as AddressInfo).port}`;
   server = await startServer();
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--no-first-run',
-      '--disable-quic',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 }, 60_000);
 
 afterAll(async () => {

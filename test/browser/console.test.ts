@@ -1,9 +1,10 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
+import { chromiumPresent, launchChromium, recordProblems } from '../helpers/browser.js';
 import { call, json } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -26,11 +27,7 @@ declare const localStorage: { length: number };
 declare const navigator: { clipboard: { readText(): Promise<string> } };
 declare function getComputedStyle(element: object): { backgroundColor: string };
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
-if (!hasChromium) {
-  console.warn(`test/browser/console.test.ts skipped: ${CHROMIUM} is missing (apt-get install chromium; .ci/run installs it)`);
-}
+const hasChromium = chromiumPresent('test/browser/console.test.ts');
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const MANY = 10_000;
 
@@ -55,38 +52,27 @@ let secret = '';
 
 function watch(p: Page): void {
   const origin = new URL(server.url).origin;
-  p.on('console', (message) => {
-    if (message.type() !== 'error') return;
-    // Chromium reports every failed response as a console error too; those are judged below.
-    if (/Failed to load resource: the server responded with a status of/.test(message.text())) return;
-    problems.push(`console error: ${message.text()}`);
+  recordProblems(p, origin, problems, {
+    // Chromium reports every failed response as a console error too; those are judged as answers.
+    ignoreConsole: /Failed to load resource: the server responded with a status of/,
+    ignoreFailure: (url, error) =>
+      // A download's blob: URL is "aborted" once the file is saved.
+      url.startsWith('blob:') ||
+      // Switching Live off (or a new prefix) closes the watch stream by aborting its request.
+      (/[?&]watch=true/.test(url) && error === 'net::ERR_ABORTED') ||
+      // The browser fetches the favicon on its own schedule; a reload or navigation may abort it.
+      (new URL(url).pathname.endsWith('/favicon.svg') && error === 'net::ERR_ABORTED'),
+    expectedFailures: () => expectedFailures,
   });
-  p.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
   p.on('requestfinished', (request) => pendingApi.delete(request));
-  p.on('requestfailed', (request) => {
-    pendingApi.delete(request);
-    const error = request.failure()?.errorText ?? '';
-    // A download's blob: URL is "aborted" once the file is saved.
-    if (request.url().startsWith('blob:')) return;
-    // Switching Live off (or a new prefix) closes the watch stream by aborting its request.
-    if (/[?&]watch=true/.test(request.url()) && error === 'net::ERR_ABORTED') return;
-    // The browser fetches the favicon on its own schedule; a reload or navigation may abort it.
-    if (new URL(request.url()).pathname.endsWith('/favicon.svg') && error === 'net::ERR_ABORTED') return;
-    problems.push(`request failed: ${request.url()} ${error}`);
-  });
+  p.on('requestfailed', (request) => pendingApi.delete(request));
   p.on('request', (request) => {
     const url = new URL(request.url());
-    if (url.protocol !== 'blob:' && url.origin !== origin) problems.push(`request to another origin: ${request.url()}`);
     if (url.pathname.startsWith('/api/')) {
       pendingApi.add(request);
       apiRequests.push(`${request.method()} ${url.pathname}${url.search}`);
       bodies.push(request.postData() ?? '');
     }
-  });
-  p.on('response', (response) => {
-    if (response.status() < 400) return;
-    const what = `HTTP ${response.status()} for ${response.request().method()} ${response.url()}`;
-    if (!expectedFailures.some((pattern) => pattern.test(what))) problems.push(what);
   });
 }
 
@@ -149,19 +135,7 @@ describe.skipIf(!hasChromium)('the web console at /console/', () => {
   beforeAll(async () => {
     tempDir = mkdtempSync(join(tmpdir(), 'kvb-console-'));
     server = await startServer();
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--no-first-run',
-        '--disable-quic',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(server.url).origin });
     page = await context.newPage();

@@ -1,8 +1,9 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, type Locator, type Page, chromium } from 'playwright-core';
+import type { Browser, Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
+import { chromiumPresent, launchChromium, recordProblems } from '../helpers/browser.js';
 import { call } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -11,11 +12,7 @@ import { type RunningServer, startServer } from '../helpers/server.js';
  * offline (every request to the same origin), and its Try it out must work end to end.
  */
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
-if (!hasChromium) {
-  console.warn(`test/browser/explorer.test.ts skipped: ${CHROMIUM} is missing (apt-get install chromium; .ci/run installs it)`);
-}
+const hasChromium = chromiumPresent('test/browser/explorer.test.ts');
 
 let server: RunningServer;
 let browser: Browser;
@@ -70,34 +67,12 @@ describe.skipIf(!hasChromium)('the API explorer at /swagger-ui/', () => {
   beforeAll(async () => {
     tempDir = mkdtempSync(join(tmpdir(), 'kvb-explorer-'));
     server = await startServer();
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--no-first-run',
-        '--disable-quic',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.setDefaultTimeout(15_000);
     const origin = new URL(server.url).origin;
-    page.on('console', (message) => {
-      if (message.type() === 'error') problems.push(`console error: ${message.text()}`);
-    });
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    page.on('requestfailed', (request) => problems.push(`request failed: ${request.url()} ${request.failure()?.errorText}`));
-    page.on('request', (request) => {
-      requested.push(request.url());
-      if (!request.url().startsWith(`${origin}/`)) problems.push(`request to another origin: ${request.url()}`);
-    });
-    page.on('response', (response) => {
-      if (response.status() >= 400) problems.push(`HTTP ${response.status()} for ${response.request().method()} ${response.url()}`);
-    });
+    recordProblems(page, origin, problems);
+    page.on('request', (request) => requested.push(request.url()));
   }, 60_000);
 
   afterAll(async () => {
