@@ -19,7 +19,7 @@ function by(item: HistoryItem): string {
 }
 
 /**
- * A key's history beside its value (issue 25): its recorded changes, newest first, loaded when
+ * A key's history beside its value: its recorded changes, newest first, loaded when
  * asked for; a version shows a line diff against the current value and can be restored, which
  * writes it back with If-Match on the current revision (a change made meanwhile is refused).
  */

@@ -4,7 +4,7 @@ import { rawSocket, readUntilEnd } from '../helpers/raw-socket.js';
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /**
- * Issue 23, item 5: the answers whose headers come from the entry (GET, HEAD, SET, counter, 304)
+ * The answers whose headers come from the entry (GET, HEAD, SET, counter, 304)
  * are assembled from strings prepared once per entry, and `X-Content-Type-Options` is added where
  * Node writes the header block rather than set ahead of it. These tests pin every header line of
  * those answers, byte for byte, so such work cannot change what a client receives. Only the

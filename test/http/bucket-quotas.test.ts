@@ -6,7 +6,7 @@ import { type AppServer, startAppServer } from '../helpers/app-server.js';
 import { recountUsage } from '../helpers/usage.js';
 
 /**
- * Issue 19, item 15: per-bucket quotas. Usage is keys and bytes (each key's and value's length);
+ * Per-bucket quotas. Usage is keys and bytes (each key's and value's length);
  * a write that would take a bucket over quota gets 507 and writes nothing; one that shrinks usage
  * or replaces a key with one no larger always passes. Runs on every backend.
  */

@@ -319,8 +319,8 @@ describe('Temporary tokens', () => {
   it('forged tokens are refused: alg none, HS512, wrong key, tampered prefix, future nbf, signed with the signing key itself', async () => {
     const now = Math.floor(Date.now() / 1000);
     const claims = { bkt: id, pfx: 'user/', perm: ['read'], gen: 0, iat: now, exp: now + 60 };
-    // Tokens are signed with a key derived from the signing key and a salt the server never reveals
-    // (issue 19, item 16), so even the signing key itself forges nothing: every variant below is refused.
+    // Tokens are signed with a key derived from the signing key and a salt the server never
+    // reveals, so even the signing key itself forges nothing: every variant below is refused.
     const key = new TextEncoder().encode('signing');
     const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
     const minted = await call(`${server.api}/${id}/tokens/`, {

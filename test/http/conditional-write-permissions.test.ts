@@ -3,7 +3,7 @@ import { type Answer, call, createBucket, expectError, json } from '../helpers/h
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /**
- * Issue 26: If-Match / If-None-Match on a write tell whether a key exists and its revision (412
+ * If-Match / If-None-Match on a write tell whether a key exists and its revision (412
  * with the current ETag), so they need read permission on the key, as a transaction's `check`
  * does. A caller who may write but not read gets exactly the 403 a check gets, and nothing changes.
  */

@@ -11,7 +11,7 @@ import { type AppServer, startAppServer } from '../helpers/app-server.js';
 import { KVB_BIN } from '../helpers/server.js';
 
 /**
- * Issue 22, item 2: a bucket's keys share one salt (one scrypt run per presented credential).
+ * A bucket's keys share one salt (one scrypt run per presented credential).
  * Buckets stored in the legacy format (a salt per key) keep working, move over key by key as
  * their keys are set, and `kvb db dump` / `restore` carry either format.
  */

@@ -3,7 +3,7 @@ import { exportFile } from '../helpers/export-file.js';
 import { call, createBucket } from '../helpers/http.js';
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
-/** Issue 14 with revisions: the export header's `rev`, an import as one revision, ETags of imported keys. */
+/** Export and import with revisions: the export header's `rev`, an import as one revision, ETags of imported keys. */
 let server: AppServer;
 let bucket: string;
 const auth = { authorization: 'Bearer admin' };

@@ -19,7 +19,7 @@ afterAll(async () => {
   await server.stop();
 });
 
-describe('Listing extension: ?values=true&meta=true (issue 16 item 2; "rev" from issue 15)', () => {
+describe('Listing extension: ?values=true&meta=true with "rev"', () => {
   it('jsonl: one object per key with type, size in bytes, expiry (RFC 3339 or null) and the value', async () => {
     const before = Date.now();
     const res = await call(`${server.api}/${bucket}/?values=true&meta=true&format=jsonl`);

@@ -4,7 +4,7 @@ import { TEST_BACKEND } from '../helpers/backend.js';
 import { call, createBucket } from '../helpers/http.js';
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
-// One server, sweeping every second, for every metric of issue 16 item 14.
+// One server, sweeping every second, for every metric /metrics documents.
 let server: AppServer;
 beforeAll(async () => {
   server = await startAppServer({ config: { sweepIntervalSeconds: 1 } });
@@ -27,7 +27,7 @@ function sample(text: string, series: string): number | undefined {
 
 const typeOf = (text: string, name: string) => new RegExp(`^# TYPE ${name} (\\w+)$`, 'm').exec(text)?.[1];
 
-describe('GET /metrics (issue 16 item 14)', () => {
+describe('GET /metrics', () => {
   it('kvb_build_info is a gauge of 1 labelled with the version', async () => {
     const text = await scrape();
     expect(typeOf(text, 'kvb_build_info')).toBe('gauge');

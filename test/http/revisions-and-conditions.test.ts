@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Answer, call, createBucket, expectError, json } from '../helpers/http.js';
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
-/** Issue 12: revisions, ETags, conditional requests and transaction checks, over real HTTP on every backend. */
+/** Revisions, ETags, conditional requests and transaction checks, over real HTTP on every backend. */
 let server: AppServer;
 
 beforeAll(async () => {
@@ -292,7 +292,7 @@ describe('Linearizability under contention', () => {
   });
 });
 
-describe('Deleting a bucket while writes are in flight (issue 19 item 7)', () => {
+describe('Deleting a bucket while writes are in flight', () => {
   it('every write is either acknowledged before the delete or answered 404; no entry outlives the bucket', {
     timeout: 60_000,
   }, async () => {

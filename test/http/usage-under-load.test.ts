@@ -5,7 +5,7 @@ import { type AppServer, startAppServer } from '../helpers/app-server.js';
 import { recountUsage } from '../helpers/usage.js';
 
 /**
- * Issue 23: usage and change-log rows are written once per batch (SQLite's group commit,
+ * Usage and change-log rows are written once per batch (SQLite's group commit,
  * PostgreSQL's per-bucket batches, on by default), not once per write. After 10,000 mixed writes
  * from 32 clients at once (on PostgreSQL split across two instances) the counters must still
  * equal a recount of what is stored, and the revisions must be exactly 1..n, each acknowledged once.

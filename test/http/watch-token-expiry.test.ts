@@ -3,7 +3,7 @@ import { call, createBucket } from '../helpers/http.js';
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
 
 /**
- * Issue 26: a watch opened with a temporary token ends at the token's `exp`. The once-a-second
+ * A watch opened with a temporary token ends at the token's `exp`. The once-a-second
  * credential re-check (kept, for rotations) let a stream deliver a change committed 0.6 s after
  * exp on PostgreSQL. Runs on every backend.
  */
