@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import { type KeyRole, type PolicyFlags } from '../auth/access.js';
+import type { KeyRole, PolicyFlags } from '../auth/access.js';
 import type { TokenClaims } from '../auth/tokens.js';
 import { VerificationScheduler } from '../auth/verification-scheduler.js';
 import type { BucketRecord, Store } from '../store/store.js';

@@ -10,9 +10,9 @@ import { buildApp } from './app.js';
 import { sizeCryptoThreadPool } from './crypto-threads.js';
 import { type TlsFiles, isLoopback, loadTlsFiles } from './tls.js';
 import { startMetricsListener } from './metrics-listener.js';
-import { type ServerConfig, parseListenAddress } from './server-config.js';
+import { type ServerConfig, parseListenAddress, storeOptions } from './server-config.js';
 import { drainServer } from './http-server.js';
-import { historyByteBound, startSweeper } from './sweeper.js';
+import { startSweeper } from './sweeper.js';
 
 /** `kvb serve`: opens the store, listens, sweeps expired keys, and shuts down cleanly on a signal. */
 export async function runServer(config: ServerConfig): Promise<void> {
@@ -55,14 +55,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
   }
   let store: Store;
   try {
-    store = await openStore(config.db, {
-      durability: config.durability,
-      poolSize: config.poolSize,
-      pgPrepare: config.pgPrepare,
-      pgBatchWrites: config.pgBatchWrites,
-      quota: { maxKeys: config.maxKeysPerBucket, maxBytes: config.maxBytesPerBucket },
-      onBackgroundError: (err) => onBackgroundError(err),
-    });
+    store = await openStore(config.db, { ...storeOptions(config), onBackgroundError: (err) => onBackgroundError(err) });
   } catch (err) {
     // One line a person can act on, not a stack trace.
     const code = (err as { code?: unknown }).code;
@@ -78,13 +71,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
   }
   const app = await buildApp(store, config, { ...(tls && { tls }) });
   onBackgroundError = (err) => app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
-  const sweeper = startSweeper(
-    store,
-    config.sweepIntervalSeconds * 1000,
-    app.log,
-    config.watchRetentionSeconds * 1000,
-    historyByteBound(config),
-  );
+  const sweeper = startSweeper(store, config, app.log);
 
   let metricsServer: import('node:http').Server | undefined;
   let stopping = false;

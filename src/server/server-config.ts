@@ -1,4 +1,5 @@
 import { DEFAULT_BUCKET_TTL_SECONDS, MAX_VALUE_BYTES } from '../limits.js';
+import type { OpenStoreOptions } from '../store/open-store.js';
 /** Everything `kvb serve` can be told, after flags and environment are merged. */
 export interface ServerConfig {
   port: number;
@@ -137,4 +138,15 @@ export function parseListenAddress(text: string): { host: string; port: number }
   const match = /^(?:(\[[0-9a-fA-F:.]+\]|[^:\s[\]]+):)?(\d{1,5})$/.exec(text.trim());
   if (!match || Number(match[2]) > 65535) return undefined;
   return { host: (match[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''), port: Number(match[2]) };
+}
+
+/** What `kvb serve`'s settings ask of the store it opens. */
+export function storeOptions(config: ServerConfig): OpenStoreOptions {
+  return {
+    durability: config.durability,
+    poolSize: config.poolSize,
+    pgPrepare: config.pgPrepare,
+    pgBatchWrites: config.pgBatchWrites,
+    quota: { maxKeys: config.maxKeysPerBucket, maxBytes: config.maxBytesPerBucket },
+  };
 }

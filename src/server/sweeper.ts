@@ -5,14 +5,19 @@ import type { ServerConfig } from './server-config.js';
 const BATCH = 1000;
 
 /**
- * Deletes expired keys in bounded batches. Reads never depend on it (they check expiry
- * themselves); it only reclaims space. Batches yield to the event loop between them.
+ * Deletes expired keys in bounded batches, every `--sweep-interval`; prunes the watch feed's log
+ * past `--watch-retention`; bounds each bucket's history to --max-history-bytes-per-bucket (by
+ * default the byte quota; 0: no bound). Reads never depend on it (they check expiry themselves);
+ * it only reclaims space. Batches yield to the event loop between them.
  */
-/** The history bytes one bucket keeps: --max-history-bytes-per-bucket, by default the byte quota (0: no bound). */
-export const historyByteBound = (config: Pick<ServerConfig, 'maxBytesPerBucket' | 'maxHistoryBytesPerBucket'>) =>
-  config.maxHistoryBytesPerBucket ?? config.maxBytesPerBucket;
-
-export function startSweeper(store: Store, intervalMs: number, log: FastifyBaseLogger, watchRetentionMs = 3_600_000, maxHistoryBytes = 0) {
+export function startSweeper(
+  store: Store,
+  config: Pick<ServerConfig, 'sweepIntervalSeconds' | 'watchRetentionSeconds' | 'maxBytesPerBucket' | 'maxHistoryBytesPerBucket'>,
+  log: FastifyBaseLogger,
+) {
+  const intervalMs = config.sweepIntervalSeconds * 1000;
+  const watchRetentionMs = config.watchRetentionSeconds * 1000;
+  const maxHistoryBytes = config.maxHistoryBytesPerBucket ?? config.maxBytesPerBucket;
   let running: Promise<void> | undefined;
   const sweep = async () => {
     try {

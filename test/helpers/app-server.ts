@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { fileURLToPath } from 'node:url';
 import { test as base } from 'vitest';
 import { buildApp } from '../../src/server/app.js';
-import { DEFAULT_SERVER_CONFIG, type ServerConfig } from '../../src/server/server-config.js';
-import { historyByteBound, startSweeper } from '../../src/server/sweeper.js';
+import { DEFAULT_SERVER_CONFIG, type ServerConfig, storeOptions } from '../../src/server/server-config.js';
+import { startSweeper } from '../../src/server/sweeper.js';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { type Injector, injectors } from './injected.js';
@@ -41,21 +41,9 @@ export async function startAppServer(options: AppServerOptions = {}): Promise<Ap
   let output = '';
   let store: Store | undefined;
   try {
-    store = await openStore(database.connectWith, {
-      durability: config.durability,
-      poolSize: config.poolSize,
-      pgPrepare: config.pgPrepare,
-      pgBatchWrites: config.pgBatchWrites,
-      quota: { maxKeys: config.maxKeysPerBucket, maxBytes: config.maxBytesPerBucket },
-    });
+    store = await openStore(database.connectWith, storeOptions(config));
     const app = await buildApp(store, config, { logStream: { write: (line) => void (output += line) } });
-    const sweeper = startSweeper(
-      store,
-      config.sweepIntervalSeconds * 1000,
-      app.log,
-      config.watchRetentionSeconds * 1000,
-      historyByteBound(config),
-    );
+    const sweeper = startSweeper(store, config, app.log);
     const url = await app.listen({ host: config.host, port: 0 });
     const origin = new URL(url).origin;
     injectors.set(origin, injector(app, origin));

@@ -3,6 +3,9 @@ import { checkHistory, checkLinearizable, checkRevisions, checkWatch, patchFromF
 import type { Op, RegisterOutput, WatchEvent, WatchLog } from '../robustness/history.js';
 import { judgeCase, runSelftest, selftestCases } from '../robustness/selftest.js';
 
+/** Searches are bounded in steps, not time: a verdict here never depends on how busy the machine is. */
+const SEARCH_STEPS = 5_000_000;
+
 /** Deterministic random numbers in [0, 1) (mulberry32), so a failing seed can be replayed. */
 function random(seed: number): () => number {
   let s = seed >>> 0;
@@ -185,7 +188,7 @@ describe('robustness self-test', () => {
 describe('linearizability search', () => {
   it('accepts a generated linearizable history of 3,000 operations over 5 keys and 12 clients within its budget', () => {
     const ops = generateHistory(1, 3000, { clients: 12, indeterminate: 0.02 });
-    const verdict = checkLinearizable(ops, { budgetMs: 20_000 });
+    const verdict = checkLinearizable(ops, { budgetSteps: SEARCH_STEPS });
     expect(verdict).toMatchObject({ result: 'ok', details: [] });
     expect(verdict.examined).toBeGreaterThan(2500);
     expect(checkRevisions(ops).result).toBe('ok');
@@ -195,7 +198,7 @@ describe('linearizability search', () => {
     for (const seed of [2, 3, 4]) {
       const ops = generateHistory(seed, 1500, { clients: 12, indeterminate: 0.1 });
       expect(ops.filter((op) => op.outcome === 'unknown').length).toBeGreaterThan(100);
-      expect(checkLinearizable(ops, { budgetMs: 20_000 })).toMatchObject({ result: 'ok' });
+      expect(checkLinearizable(ops, { budgetSteps: SEARCH_STEPS })).toMatchObject({ result: 'ok' });
     }
   });
 
@@ -203,13 +206,13 @@ describe('linearizability search', () => {
     const ops = generateHistory(11, 3000, { clients: 12, indeterminate: 0.01 });
     crashEvery(ops, 300);
     expect(ops.filter((op) => op.outcome === 'unknown').length).toBeGreaterThan(100);
-    expect(checkLinearizable(ops, { budgetMs: 20_000 })).toMatchObject({ result: 'ok' });
+    expect(checkLinearizable(ops, { budgetSteps: SEARCH_STEPS })).toMatchObject({ result: 'ok' });
   });
 
   it('finds a stale read planted in a generated history and names its key and operation', () => {
     const ops = generateHistory(5, 3000, { clients: 12, indeterminate: 0.02 });
     const stale = plantStaleRead(ops);
-    const verdict = checkLinearizable(ops, { budgetMs: 20_000 });
+    const verdict = checkLinearizable(ops, { budgetSteps: SEARCH_STEPS });
     expect(verdict.result).toBe('anomaly');
     expect(verdict.details[0]).toContain(`key ${JSON.stringify(stale.key)}: not linearizable`);
     expect(verdict.details[0]).toContain(`ends with the return of #${stale.id} `);
@@ -218,13 +221,15 @@ describe('linearizability search', () => {
 
   it('says unchecked, never ok, when a history is too large for the budget', () => {
     const ops = generateHistory(6, 3000, { clients: 12, indeterminate: 0.05 });
-    const verdict = checkLinearizable(ops, { budgetMs: 0 });
+    const verdict = checkLinearizable(ops, { budgetSteps: 0 });
     expect(verdict.result).toBe('unchecked');
     expect(verdict.details.length).toBeGreaterThan(0);
     expect(verdict.details[0]).toMatch(
-      /^key "(k\d|n)": search stopped after 0 ms and \d+ steps on \d+ operations \(\d+ recorded\); not checked$/,
+      /^key "(k\d|n)": search ran out of its budget \(0 steps\) after \d+ steps on \d+ operations \(\d+ recorded\); not checked$/,
     );
-    const verdicts = checkHistory({ scenario: 'budget', ops, watches: [] }, { budgetMs: 0 });
+    // A real run's budget is time; none at all stops at the first look at the clock.
+    expect(checkLinearizable(ops, { budgetMs: 0 }).details[0]).toMatch(/^key "(k\d|n)": search ran out of its budget \(0 ms\) after /);
+    const verdicts = checkHistory({ scenario: 'budget', ops, watches: [] }, { budgetSteps: 0 });
     expect(verdicts.find((v) => v.checker === 'linearizability')?.result).toBe('unchecked');
   });
 
@@ -268,8 +273,8 @@ describe('linearizability search', () => {
       },
     ];
     // 429: refused by the rate limit, not by If-Match; 412 while the key was at revision 1 is impossible.
-    expect(checkLinearizable(history(429), { budgetMs: 1000 }).result).toBe('ok');
-    expect(checkLinearizable(history(412), { budgetMs: 1000 }).result).toBe('anomaly');
+    expect(checkLinearizable(history(429), { budgetSteps: SEARCH_STEPS }).result).toBe('ok');
+    expect(checkLinearizable(history(412), { budgetSteps: SEARCH_STEPS }).result).toBe('anomaly');
   });
 
   it("accepts a transaction's delete of an absent key, but not a plain DELETE answered ok on one", () => {
@@ -313,8 +318,8 @@ describe('linearizability search', () => {
         output: { value: null },
       },
     ];
-    expect(checkLinearizable(ops(7), { budgetMs: 1000 }).result).toBe('ok');
-    expect(checkLinearizable(ops(undefined), { budgetMs: 1000 }).result).toBe('anomaly');
+    expect(checkLinearizable(ops(7), { budgetSteps: SEARCH_STEPS }).result).toBe('ok');
+    expect(checkLinearizable(ops(undefined), { budgetSteps: SEARCH_STEPS }).result).toBe('anomaly');
   });
 });
 
@@ -338,7 +343,9 @@ describe('patching from the watch feed', () => {
     expect(patch!.dropped).toBeGreaterThan(50);
     expect(patch!.resolved + patch!.dropped).toBe(unknown);
     expect(patch!.ops.filter((op) => op.outcome === 'unknown' && op.input.f !== 'read')).toEqual([]);
-    const verdict = checkHistory({ scenario: 'patched', ops, watches }, { budgetMs: 20_000 }).find((v) => v.checker === 'linearizability');
+    const verdict = checkHistory({ scenario: 'patched', ops, watches }, { budgetSteps: SEARCH_STEPS }).find(
+      (v) => v.checker === 'linearizability',
+    );
     expect(verdict).toMatchObject({
       result: 'ok',
       details: [
@@ -350,7 +357,9 @@ describe('patching from the watch feed', () => {
   it('still finds a stale read planted in a patched history', () => {
     const { ops, watches } = crashed(22);
     const stale = plantStaleRead(ops);
-    const verdict = checkHistory({ scenario: 'patched', ops, watches }, { budgetMs: 20_000 }).find((v) => v.checker === 'linearizability');
+    const verdict = checkHistory({ scenario: 'patched', ops, watches }, { budgetSteps: SEARCH_STEPS }).find(
+      (v) => v.checker === 'linearizability',
+    );
     expect(verdict?.result).toBe('anomaly');
     expect(verdict?.details[0]).toContain(`key ${JSON.stringify(stale.key)}: not linearizable`);
   });

@@ -1,7 +1,7 @@
 import type { RecordedHistory, Verdict } from '../history.js';
 import { checkBank } from './bank.js';
 import { checkFencing } from './fencing.js';
-import { checkLinearizable } from './linearizability.js';
+import { type LinearizabilityOptions, checkLinearizable } from './linearizability.js';
 import { type PatchResult, patchFromFeed } from './patch.js';
 import { checkRevisions } from './revisions.js';
 import { checkWatch } from './watch.js';
@@ -15,7 +15,7 @@ export { checkBank, checkFencing, checkLinearizable, checkRevisions, checkWatch,
  * feed is known complete (patch.ts); the other checkers read the history as recorded. Pure: no
  * I/O, so the runner decides what to print.
  */
-export function checkHistory(history: RecordedHistory, options: { budgetMs: number }): Verdict[] {
+export function checkHistory(history: RecordedHistory, options: LinearizabilityOptions): Verdict[] {
   const verdicts: Verdict[] = [];
   const watchVerdicts = history.watches.length > 0 ? checkWatch(history.watches, history.ops) : [];
   if (history.ops.length > 0) {

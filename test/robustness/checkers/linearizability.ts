@@ -24,20 +24,39 @@ import { describeOp } from './describe-op.js';
  * one with the same determinate set and state, and a subset of its indeterminate operations, was
  * explored: having fewer optional operations left can only offer fewer ways on.
  *
- * The search is exponential in the worst case, so each key gets `budgetMs`; a key that runs out
+ * The search is exponential in the worst case, so each key gets a budget; a key that runs out
  * makes the whole verdict `unchecked` (never ok) unless another key shows an anomaly. An anomaly
  * names the key and the shortest prefix of its history (in call/return order) that has no
  * linearization, as Porcupine reports the longest one that has: operations cut off by the prefix
  * count as indeterminate there.
  */
-export interface LinearizabilityOptions {
-  /** Milliseconds of search per key (and as much again to find the shortest failing prefix). */
-  budgetMs: number;
+/**
+ * The search's allowance per key (and as much again to find the shortest failing prefix): time
+ * for a real run, or a number of steps, so that a verdict depends only on the history and never
+ * on how busy the machine is (the checkers' own tests use steps).
+ */
+export type LinearizabilityOptions = { budgetMs: number } | { budgetSteps: number };
+
+/** One key's allowance being spent: `exhausted` is asked every STEPS_PER_LOOK steps. */
+class Allowance {
+  private readonly deadline: number;
+  private stepsLeft: number;
+  constructor(private readonly options: LinearizabilityOptions) {
+    this.deadline = 'budgetMs' in options ? performance.now() + options.budgetMs : Number.POSITIVE_INFINITY;
+    this.stepsLeft = 'budgetSteps' in options ? options.budgetSteps : Number.POSITIVE_INFINITY;
+  }
+  exhausted(steps: number): boolean {
+    this.stepsLeft -= steps;
+    return this.stepsLeft <= 0 || (this.deadline !== Number.POSITIVE_INFINITY && performance.now() >= this.deadline);
+  }
+  describe(): string {
+    return 'budgetMs' in this.options ? `${this.options.budgetMs} ms` : `${this.options.budgetSteps} steps`;
+  }
 }
 
 const CHECKER = 'linearizability';
-/** How many search steps run between two looks at the clock. */
-const STEPS_PER_CLOCK_READ = 256;
+/** How many search steps run between two looks at the allowance (and the clock). */
+const STEPS_PER_LOOK = 256;
 const MAX_LISTED_OPS = 40;
 
 export function checkLinearizable(ops: Op[], options: LinearizabilityOptions): Verdict {
@@ -59,14 +78,15 @@ export function checkLinearizable(ops: Op[], options: LinearizabilityOptions): V
       if (operation) prepared.push({ op, operation });
     }
     examined += prepared.length;
+    const allowance = new Allowance(options);
     const result = search(
       prepared.map((p) => p.operation),
       prepared.map((p) => p.op),
-      performance.now() + options.budgetMs,
+      allowance,
     );
     if (result.kind === 'budget') {
       unchecked.push(
-        `key ${JSON.stringify(key)}: search stopped after ${options.budgetMs} ms and ${result.steps} steps on ${prepared.length} operations (${keyOps.length} recorded); not checked`,
+        `key ${JSON.stringify(key)}: search ran out of its budget (${allowance.describe()}) after ${result.steps} steps on ${prepared.length} operations (${keyOps.length} recorded); not checked`,
       );
     } else if (result.kind === 'fail') {
       anomalies.push(
@@ -74,7 +94,7 @@ export function checkLinearizable(ops: Op[], options: LinearizabilityOptions): V
           key,
           prepared.map((p) => p.op),
           multiKeyGroups,
-          options.budgetMs,
+          new Allowance(options),
         ),
       );
     }
@@ -150,7 +170,7 @@ function isSubset(a: Uint32Array, b: Uint32Array): boolean {
  * a 64-bit Zobrist hash (two 32-bit halves updated by xor as operations are lifted and unlifted);
  * the indeterminate ones by a bitset kept beside each cache entry for the subset test.
  */
-function search(operations: readonly KeyOperation[], ops: readonly Op[], deadline: number): SearchResult {
+function search(operations: readonly KeyOperation[], ops: readonly Op[], allowance: Allowance): SearchResult {
   const entries = sortedEntries(operations, ops);
   const head: Entry = { isCall: false, index: -1, time: -Infinity, match: null, prev: null, next: null };
   let last = head;
@@ -203,7 +223,7 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], deadlin
   let candidates = candidatesNow();
   let next = 0;
   while (remaining > 0) {
-    if (++steps % STEPS_PER_CLOCK_READ === 0 && performance.now() >= deadline) return { kind: 'budget', steps };
+    if (++steps % STEPS_PER_LOOK === 0 && allowance.exhausted(STEPS_PER_LOOK)) return { kind: 'budget', steps };
     const entry = candidates[next];
     if (entry !== undefined) {
       const index = entry.index;
@@ -268,12 +288,11 @@ function unlift(entry: Entry): void {
  * time order) that has none, found by bisection since a prefix of a linearizable history is
  * linearizable. Operations called before the cut and returning after it are indeterminate there.
  */
-function explainFailure(key: string, ops: readonly Op[], multiKeyGroups: ReadonlySet<number>, budgetMs: number): string[] {
+function explainFailure(key: string, ops: readonly Op[], multiKeyGroups: ReadonlySet<number>, allowance: Allowance): string[] {
   const full = ops.map((op) => keyOperation(op, multiKeyGroups) as KeyOperation);
   const entries = sortedEntries(full, ops);
   const returns = entries.filter((e) => !e.isCall);
   const position = new Map<Entry, number>(entries.map((e, i) => [e, i]));
-  const deadline = performance.now() + budgetMs;
   const prefix = (count: number): { ops: Op[]; operations: KeyOperation[] } => {
     const cut = position.get(returns[count - 1] as Entry) as number;
     const kept: Op[] = [];
@@ -297,7 +316,7 @@ function explainFailure(key: string, ops: readonly Op[], multiKeyGroups: Readonl
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
     const { ops: midOps, operations } = prefix(mid);
-    const result = search(operations, midOps, deadline);
+    const result = search(operations, midOps, allowance);
     if (result.kind === 'budget') {
       minimal = false;
       break;
