@@ -2,14 +2,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_BACKEND } from '../helpers/backend.js';
 import { exportFile } from '../helpers/export-file.js';
 import { call, createBucket } from '../helpers/http.js';
-import { percentile } from '../helpers/latency.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
  * Long reads share the server: a rollback dry run or a folder listing reads page after page, and
  * on SQLite each read is synchronous, so a scan that never gave the event loop a turn held
- * `/health` and every other bucket until it was done (seconds). `/health` is timed against the
- * same run's quiet median while the scans run: a ratio, with generous room for a busy machine.
+ * `/health` and every other bucket until it was done (seconds). `/health` is asked again and
+ * again, one request at a time, while the scans run: a loop held by each scan until it is done
+ * answers at most one of them per scan (and one before), however fast or busy the machine; a
+ * sliced one answers them between pages. The count is the test, not a time.
  */
 
 // PostgreSQL reads are asynchronous: they never held the event loop, and at these sizes the scans
@@ -36,29 +37,29 @@ const importKeys = async (bucket: string, keys: string[]) => {
   return Number(res.headers.get('kvb-revision'));
 };
 
-/** Sequential `/health` latencies (ms): `count` of them, or for as long as `until` is pending. */
-async function healthLatencies(count: number, until?: Promise<unknown>): Promise<number[]> {
+/** How many sequential `/health` requests are answered while `until` is pending. */
+async function healthAnswersWhile(until: Promise<unknown>): Promise<number> {
   let done = false;
-  void until?.finally(() => (done = true));
-  const result: number[] = [];
-  while (until ? !done : result.length < count) {
-    const started = performance.now();
+  void until.finally(() => (done = true));
+  let answered = 0;
+  while (!done) {
     expect((await call(`${server.url}/health`)).status).toBe(200);
-    result.push(performance.now() - started);
+    if (!done) answered++;
   }
-  return result;
+  return answered;
 }
 
-/** Runs the scans while timing `/health`; every scan must succeed, and `/health` stay near its quiet median. */
+/**
+ * Runs the scans while asking `/health`; every scan must succeed, and `/health` be answered
+ * between their pages: more often than a loop held by each whole scan could (once per scan; here,
+ * with the slicing switched off, it answered none, against about 200 with it).
+ */
 async function expectHealthAnswersDuring(scans: () => Promise<Array<{ status: number; text: string }>>): Promise<void> {
-  const quiet = await healthLatencies(20);
   const running = scans();
-  const during = await healthLatencies(0, running);
-  for (const answer of await running) expect(answer.status, answer.text.slice(0, 300)).toBe(200);
-  const figures = `quiet median ${percentile(quiet, 50).toFixed(1)} ms; during: ${during.map((ms) => ms.toFixed(0)).join(', ')} ms`;
-  expect(during.length, figures).toBeGreaterThan(0);
-  // Between chunks of about 10 ms: a stalled loop answers only once a whole scan is done.
-  expect(Math.max(...during), figures).toBeLessThan(percentile(quiet, 50) * 20 + 300);
+  const answered = await healthAnswersWhile(running);
+  const answers = await running;
+  for (const answer of answers) expect(answer.status, answer.text.slice(0, 300)).toBe(200);
+  expect(answered, `/health answered ${answered} times while ${answers.length} scans ran`).toBeGreaterThan(answers.length);
 }
 
 describe.skipIf(!onSqlite)('Long scans give other requests their turn (SQLite, whose reads block)', () => {
