@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Locator, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, type TestContext } from 'vitest';
 import { chromiumPresent, launchChromium, recordProblems } from '../helpers/browser.js';
 import { call } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
@@ -64,6 +64,11 @@ async function execute(operation: Locator): Promise<{ status: number; body: stri
 }
 
 describe.skipIf(!hasChromium)('the API explorer at /swagger-ui/', () => {
+  // Each test answers for the problems of its own steps, not an earlier test's.
+  beforeEach(() => {
+    problems.length = 0;
+  });
+
   beforeAll(async () => {
     tempDir = mkdtempSync(join(tmpdir(), 'kvb-explorer-'));
     server = await startServer();
