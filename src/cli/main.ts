@@ -26,7 +26,7 @@ async function report(err: unknown): Promise<number> {
 }
 
 // No top-level await: this module is also the entry of the CommonJS bundle (scripts/build-bundle.mjs).
-buildProgram()
+buildProgram(process.argv)
   .parseAsync(process.argv)
   .catch(async (err: unknown) => {
     process.exitCode = await report(err);

@@ -20,7 +20,7 @@ export function sendError(
   headers?: Record<string, string>,
 ): FastifyReply {
   const body = envelope(kind, detail);
-  reply.code(body.error.code).header('kvb-error-detail', headerSafe(detail));
+  reply.code(body.error.code).header('kvb-error-detail', headerSafe(detail)).header('x-request-id', reply.request.id);
   if (headers) reply.headers(headers);
   if (kind === 'unauthorized') reply.header('www-authenticate', 'Bearer realm="kvb"');
   if (allow) reply.header('allow', allow.join(', '));

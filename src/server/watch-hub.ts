@@ -70,14 +70,18 @@ export class WatchHub {
     // An import (one revision of up to millions of keys) raises the watch floor to its revision: every
     // watcher behind it is reset (it re-lists), and the feed goes on from there without reading it.
     const bounds = await this.store.changeLogBounds(bucket);
-    if (bounds && bounds.watchFloor > feed.last) {
+    if (!bounds) return;
+    if (bounds.watchFloor > feed.last) {
       for (const w of [...feed.watchers]) {
         if (w.last < bounds.watchFloor) w.reset(bounds.revision, bounds.watchFloor);
       }
       feed.last = bounds.watchFloor;
     }
+    // Only up to the revision whose floor was just checked: an import that commits between the two
+    // reads (its log rows and its floor commit together) is left to the next refresh, which sees its
+    // floor first. Read past it, its keys would go out as ordinary events and no watcher would be reset.
     for (;;) {
-      const changes = await this.store.readChanges(bucket, feed.last, READ_LIMIT);
+      const changes = await this.store.readChanges(bucket, feed.last, bounds.revision, READ_LIMIT);
       for (const [revision, group] of byRevision(changes)) {
         for (const w of feed.watchers) deliverTo(w, revision, group);
         feed.last = revision;
@@ -127,13 +131,19 @@ export class WatchHub {
         w.last = f.last;
         onJoin(f.last);
       } else {
-        // Replay after `since` up to the feed's position, then check the floor: a prune that
+        // A `since` below the floor is reset before anything is read: the revision above it may be
+        // an import's (up to millions of rows).
+        const floor = await this.store.changeLogBounds(w.bucket);
+        if (floor && since < floor.watchFloor) {
+          result = { joined: false, reset: { rev: Math.max(f.last, floor.revision), oldest: floor.watchFloor } };
+          return;
+        }
+        // Replay after `since` up to the feed's position, then check the floor again: a prune that
         // committed before the read shows as a floor above `since` (read, then check).
         let after = since;
         const replay: Array<[number, Change[]]> = [];
         while (after < f.last) {
-          const changes = await this.store.readChanges(w.bucket, after, READ_LIMIT);
-          const groups = byRevision(changes).filter(([rev]) => rev <= f.last);
+          const groups = byRevision(await this.store.readChanges(w.bucket, after, f.last, READ_LIMIT));
           if (groups.length === 0) break;
           replay.push(...groups);
           after = groups[groups.length - 1]![0];

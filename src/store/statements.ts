@@ -202,12 +202,13 @@ export function sharedStatements(db: KyselyType<Database>) {
     expiredEntries: db.selectFrom('entries').select(['bucket_id', 'key']).where('expires_at', '<=', param('now')).limit(param('batch')),
     countEntries: db.selectFrom('entries').select((eb) => eb.fn.countAll().as('n')),
     countBuckets: db.selectFrom('buckets').select((eb) => eb.fn.countAll().as('n')),
-    /** The watch feed: one bucket's changes after a revision, in order (a range seek on the primary key). */
+    /** The watch feed: one bucket's changes after a revision and up to another, in order (a range seek on the primary key). */
     changesAfter: db
       .selectFrom('changes')
       .select(CHANGE_COLUMNS)
       .where('bucket_id', '=', param('bucket'))
       .where('revision', '>', param('after'))
+      .where('revision', '<=', param('upTo'))
       .orderBy('revision')
       .orderBy('key')
       .limit(param('limit')),

@@ -249,9 +249,10 @@ export interface Store {
   sweepExpired(now: number, batch: number): Promise<number>;
   /**
    * The watch feed. Every committed change writes its log rows in its own transaction (one row
-   * per changed key, the final state). `readChanges` returns whole revisions only, in order.
+   * per changed key, the final state). `readChanges` returns whole revisions after `after` and
+   * up to `upTo`, in order.
    */
-  readChanges(bucket: string, after: number, limit: number): Promise<Change[]>;
+  readChanges(bucket: string, after: number, upTo: number, limit: number): Promise<Change[]>;
   changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined>;
   /**
    * Raises each bucket's floor to its newest change committed before `before` (ms) and compacts

@@ -57,7 +57,7 @@ describe('access log', () => {
     expect(plain.logs()).not.toContain('S3cret-access-log');
   });
 
-  it('X-Request-Id is taken from the request when short and plain, else generated; always returned and logged', async () => {
+  it('X-Request-Id is taken from the request when short and plain, else generated; returned when sent, and logged', async () => {
     const kept = await get(`${plain.url}/health`, { 'x-request-id': 'trace-abc.123' });
     expect(kept.headers['x-request-id']).toBe('trace-abc.123');
     const tooLong = await get(`${plain.url}/health`, { 'x-request-id': 'x'.repeat(200) });

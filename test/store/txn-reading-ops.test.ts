@@ -81,7 +81,7 @@ function readingOps(backend: StoreBackend, url: string) {
     expect(entry).toMatchObject({ type: 'int64', expiresAt: NOW + 60_000, revision });
     expect(entry!.data.toString()).toBe('42');
     expect(await store.bucketUsage(b)).toEqual(usage);
-    const changes = await store.readChanges(b, revision - 1, 10);
+    const changes = await store.readChanges(b, revision - 1, revision, 10);
     expect(changes).toEqual([expect.objectContaining({ revision, key: 'k', kind: 'set', expiresAt: NOW + 60_000 })]);
     expect(
       await store.commit(
@@ -115,7 +115,7 @@ function readingOps(backend: StoreBackend, url: string) {
     const after = (await store.bucketUsage(b))!;
     expect(after.keys).toBe(usage.keys - 300);
     expect(after.bytes).toBeLessThan(usage.bytes);
-    const changes = await store.readChanges(b, revision - 1, 1000);
+    const changes = await store.readChanges(b, revision - 1, revision, 1000);
     expect(changes).toHaveLength(300);
     expect(changes.every((c) => c.revision === revision && c.kind === 'delete')).toBe(true);
   });

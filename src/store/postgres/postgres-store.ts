@@ -705,9 +705,9 @@ export class PostgresStore implements Store {
     );
   }
 
-  async readChanges(bucket: string, after: number, limit: number): Promise<Change[]> {
+  async readChanges(bucket: string, after: number, upTo: number, limit: number): Promise<Change[]> {
     if (bucket.includes('\u0000')) return [];
-    const { rows } = await this.query<ChangeRow>('changesAfter', { bucket, after, limit });
+    const { rows } = await this.query<ChangeRow>('changesAfter', { bucket, after, upTo, limit });
     return wholeRevisions(rows.map(toChange), limit, async (revision) =>
       (await this.query<ChangeRow>('changesAt', { bucket, revision })).rows.map(toChange),
     );

@@ -468,8 +468,10 @@ export class SqliteStore implements Store {
     this.batchOperations.push({ bucket, revision, operation });
   }
 
-  async readChanges(bucket: string, after: number, limit: number): Promise<Change[]> {
-    const rows = (this.statement('changesAfter').all(this.args('changesAfter', { bucket, after, limit })) as ChangeRow[]).map(toChange);
+  async readChanges(bucket: string, after: number, upTo: number, limit: number): Promise<Change[]> {
+    const rows = (this.statement('changesAfter').all(this.args('changesAfter', { bucket, after, upTo, limit })) as ChangeRow[]).map(
+      toChange,
+    );
     return wholeRevisions(rows, limit, async (revision) =>
       (this.statement('changesAt').all(this.args('changesAt', { bucket, revision })) as ChangeRow[]).map(toChange),
     );
