@@ -10,11 +10,10 @@ import {
   listShapeName,
   listStatement,
   portabilityStatements,
-  postgresBatchStatements,
-  postgresStatements,
   queryBuilder,
   sharedStatements,
 } from '../../src/store/statements.js';
+import { postgresBatchStatements, postgresStatements } from '../../src/store/postgres/postgres-statements.js';
 import { StorageUnavailableError } from '../../src/store/storage-errors.js';
 
 const builder = queryBuilder('postgres', 'kvb');

@@ -8,12 +8,11 @@ import {
   listStatement,
   param,
   portabilityStatements,
-  postgresBatchStatements,
-  postgresStatements,
   queryBuilder,
   sharedStatements,
   sqliteStatements,
 } from '../../src/store/statements.js';
+import { postgresBatchStatements, postgresStatements } from '../../src/store/postgres/postgres-statements.js';
 
 /** Each statement's SQL, per dialect, spelled out: a change to a query shows here, on both dialects at once. */
 describe('statements compile once per dialect, with named parameters', () => {
