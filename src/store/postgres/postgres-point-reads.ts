@@ -33,8 +33,6 @@ export class PointReads {
   private pending: PendingRead[] = [];
   private scheduled = false;
   private inFlight = 0;
-  /** Statements sent so far (tests count them). */
-  statements = 0;
 
   constructor(
     private readonly readPoints: ReadPoints,
@@ -65,7 +63,6 @@ export class PointReads {
 
   private async send(reads: PendingRead[]): Promise<void> {
     this.inFlight++;
-    this.statements++;
     try {
       const rows = await this.readPoints(
         reads.map((r) => r.bucket),

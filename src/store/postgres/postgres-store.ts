@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { StoredValue } from '../../values/stored-value.js';
 import { type ChangeRow, toChange, wholeRevisions } from '../change-row.js';
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from '../entry-row.js';
