@@ -27,7 +27,7 @@ const record = (id: string) => ({
 });
 const text = (s: string) => ({ type: 'text' as const, data: Buffer.from(s) });
 const NOW = 1_800_000_000_000;
-const valueOf = (entry: { data: Buffer } | undefined) => entry?.data.toString();
+const stored = (entry: { data: Buffer } | undefined) => entry?.data.toString();
 
 const TARGETS = [
   { name: 'postgres', base: POSTGRES_URL, missing: 'KVB_TEST_POSTGRES_URL' },
@@ -79,7 +79,7 @@ for (const { name, base, missing } of TARGETS) {
           return realQuery.call(this, config, ...rest);
         } as never);
         const answers = await Promise.all(reads.map(([bucket, key]) => b.getEntry(bucket, key, NOW)));
-        expect(answers.map(valueOf)).toEqual(reads.map(([, , value]) => value));
+        expect(answers.map(stored)).toEqual(reads.map(([, , value]) => value));
         expect(sent).toHaveLength(1);
         expect(isPointRead(sent[0])).toBe(true);
         // Its revisions come with it (ETag, Kvb-Revision).
@@ -92,8 +92,8 @@ for (const { name, base, missing } of TARGETS) {
           if (isPointRead(config)) statements++;
           return realQuery.call(this, config, ...rest);
         } as never);
-        expect(valueOf(await b.getEntry('one', 'k1', NOW))).toBe('one-1');
-        expect(valueOf(await b.getEntry('one', 'k2', NOW))).toBe('one-2');
+        expect(stored(await b.getEntry('one', 'k1', NOW))).toBe('one-1');
+        expect(stored(await b.getEntry('one', 'k2', NOW))).toBe('one-2');
         expect(statements).toBe(2);
       });
 
@@ -122,8 +122,8 @@ for (const { name, base, missing } of TARGETS) {
         const second = b.getEntry('one', 'ryw', NOW);
         await new Promise((resolve) => setImmediate(resolve));
         releaseFirst();
-        expect(valueOf(await second)).toBe('after');
-        expect(valueOf(await first)).toBe('before');
+        expect(stored(await second)).toBe('after');
+        expect(stored(await first)).toBe('before');
         expect(pointReads).toBe(2);
       });
 
@@ -138,7 +138,7 @@ for (const { name, base, missing } of TARGETS) {
         } as never);
         const failed = await Promise.allSettled([b.getEntry('one', 'k1', NOW), b.getEntry('two', 'k1', NOW)]);
         expect(failed.map((r) => r.status)).toEqual(['rejected', 'rejected']);
-        expect(valueOf(await b.getEntry('one', 'k1', NOW))).toBe('one-1');
+        expect(stored(await b.getEntry('one', 'k1', NOW))).toBe('one-1');
       });
     },
   );

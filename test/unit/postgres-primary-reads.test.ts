@@ -44,6 +44,7 @@ describe('reads only from a primary', () => {
     // The reads the HTTP API serves are all checked.
     for (const name of [
       'getEntry',
+      'readEntries',
       'getBucket',
       'bucketRevision',
       'readBatch',

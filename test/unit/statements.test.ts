@@ -125,6 +125,13 @@ describe('statements compile once per dialect, with named parameters', () => {
     expect(pg.lockBucket.sql).toBe('select 1 from "kvb"."buckets" where id = $1 for update');
   });
 
+  it('PostgreSQL point reads: one statement reads any (bucket, key) pairs, each row numbered by the pair it answers', () => {
+    expect(pg.readEntries.sql).toBe(
+      'select q.i, e.type, e.value, e.expires_at, e.revision, e.create_revision\n      from unnest($1::text[], $2::bytea[]) with ordinality as q(bucket_id, key, i)\n      join "kvb"."entries" e on e.bucket_id = q.bucket_id and e.key = q.key',
+    );
+    expect(pg.readEntries.params).toEqual(['buckets', 'keys']);
+  });
+
   it('PostgreSQL only: leases and array statements', () => {
     expect(pg.takeLease.sql).toBe(
       'insert into "kvb"."kvb_leases" ("name", "holder", "expires_at") values ($1, $2, $3) on conflict ("name") do update set "holder" = "excluded"."holder", "expires_at" = "excluded"."expires_at" where ("kvb"."kvb_leases"."expires_at" <= $4 or "kvb"."kvb_leases"."holder" = $5) returning "holder"',
