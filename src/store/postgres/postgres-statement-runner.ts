@@ -162,6 +162,22 @@ export class StatementRunner {
     return storageError(err);
   }
 
+  /** Whether the database answers; with a host selection, also that it takes writes. */
+  async ping(): Promise<void> {
+    try {
+      if (!this.hostSelector || this.hostSelector.attrs === 'any') {
+        await this.pool.query('select 1');
+        return;
+      }
+      // Ready means writable: a connection to a server demoted since it was opened does not count.
+      const { rows } = await this.pool.query<{ transaction_read_only: string }>('show transaction_read_only');
+      if (rows[0]?.transaction_read_only === 'on')
+        throw Object.assign(new Error('the server is read-only (a standby?)'), { code: READ_ONLY });
+    } catch (err) {
+      throw this.failure(err);
+    }
+  }
+
   /** Runs `work` in a transaction on one connection, retried (see `withRetries`) when PostgreSQL rolls it back. */
   async transaction<T, R = never>(work: (client: pg.PoolClient) => Promise<T | Rollback<R>>): Promise<T | R> {
     return withRetries(async () => {

@@ -27,7 +27,7 @@ import {
 import { PostgresMaintenance } from './postgres-maintenance.js';
 import { type OpenedPostgres, type PostgresOptions, openPostgres } from './postgres-open.js';
 import { PointReads } from './postgres-point-reads.js';
-import { MAX_ATTEMPTS, READ_ONLY, storageError, withRetries } from './postgres-retries.js';
+import { MAX_ATTEMPTS, storageError, withRetries } from './postgres-retries.js';
 import { postgresBatchStatements, postgresStatements } from './postgres-statements.js';
 import type { Rollback, StatementRunner } from './postgres-statement-runner.js';
 import { STALE_LISTING, WriteQueue } from './postgres-write-queue.js';
@@ -395,19 +395,8 @@ export class PostgresStore implements Store {
     return row && { keys: Number(row.usage_keys), bytes: Number(row.usage_bytes) };
   }
 
-  async ping(): Promise<void> {
-    try {
-      if (!this.runner.hostSelector || this.runner.hostSelector.attrs === 'any') {
-        await this.runner.pool.query('select 1');
-        return;
-      }
-      // Ready means writable: a connection to a server demoted since it was opened does not count.
-      const { rows } = await this.runner.pool.query<{ transaction_read_only: string }>('show transaction_read_only');
-      if (rows[0]?.transaction_read_only === 'on')
-        throw Object.assign(new Error('the server is read-only (a standby?)'), { code: READ_ONLY });
-    } catch (err) {
-      throw this.runner.failure(err);
-    }
+  ping(): Promise<void> {
+    return this.runner.ping();
   }
 
   async close(): Promise<void> {
