@@ -1,4 +1,5 @@
-// Over 500 lines: every SQL statement of both dialects, on purpose in one file (each written once).
+// The SQL statements both dialects share (each written once, compiled per dialect), and SQLite's
+// few of its own; PostgreSQL's own are in postgres/postgres-statements.ts.
 import {
   type Compilable,
   DummyDriver,
