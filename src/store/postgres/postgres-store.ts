@@ -54,9 +54,6 @@ import type {
   Written,
 } from '../store.js';
 
-export type { PgPrepare, PostgresOptions } from './postgres-open.js';
-export { withRetries } from './postgres-retries.js';
-
 /**
  * Most writes in one batch: they are written by one statement of arrays, so this bounds its size
  * (about 13 MiB at the 200 KiB value limit) rather than any PostgreSQL limit.
