@@ -10,7 +10,7 @@ import { isPostgresUrl, parseDbTarget } from './open-store.js';
 export async function migrationStatus(url: string): Promise<{ backend: 'sqlite' | 'postgres'; pending: string[] }> {
   if (isPostgresUrl(url)) {
     const { default: pg } = await import('pg');
-    const { parsePostgresUrl } = await import('./postgres/postgres-store.js');
+    const { parsePostgresUrl } = await import('./postgres/postgres-url.js');
     const { connectionString, schema } = parsePostgresUrl(url);
     const db = new Kysely({
       dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString, max: 1, connectionTimeoutMillis: 5000 }) }),

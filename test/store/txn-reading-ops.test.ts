@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BucketRecord, CommitOutcome, Store, TxnRequestOp } from '../../src/store/store.js';
-import { MAX_PREFIX_DELETE_KEYS, resolveTransaction } from '../../src/store/core/txn-resolution.js';
+import { resolveTransaction } from '../../src/store/core/txn-resolution.js';
+import { MAX_PREFIX_DELETE_KEYS } from '../../src/limits.js';
 import { type StoreBackend, describeEachBackend, openTestStore } from '../helpers/store-backends.js';
 
 const NOW = 1_800_000_000_000;

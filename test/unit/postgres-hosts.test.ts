@@ -6,7 +6,7 @@ import {
   needsSelection,
   parsePostgresHosts,
 } from '../../src/store/postgres/postgres-hosts.js';
-import { parsePostgresUrl } from '../../src/store/postgres/postgres-store.js';
+import { parsePostgresUrl } from '../../src/store/postgres/postgres-url.js';
 import { isPostgresConnectionError } from '../../src/store/storage-errors.js';
 
 describe('multi-host PostgreSQL URLs (libpq form)', () => {

@@ -10,11 +10,10 @@ import {
   listShapeName,
   listStatement,
   portabilityStatements,
-  postgresBatchStatements,
-  postgresStatements,
   queryBuilder,
   sharedStatements,
 } from '../../src/store/statements.js';
+import { postgresBatchStatements, postgresStatements } from '../../src/store/postgres/postgres-statements.js';
 import { StorageUnavailableError } from '../../src/store/storage-errors.js';
 
 const builder = queryBuilder('postgres', 'kvb');
@@ -45,6 +44,7 @@ describe('reads only from a primary', () => {
     // The reads the HTTP API serves are all checked.
     for (const name of [
       'getEntry',
+      'readEntries',
       'getBucket',
       'bucketRevision',
       'readBatch',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isPostgresUrl } from '../../src/store/open-store.js';
-import { parsePostgresUrl } from '../../src/store/postgres/postgres-store.js';
+import { parsePostgresUrl } from '../../src/store/postgres/postgres-url.js';
 import {
   isPostgresConnectionError,
   isStorageUnavailable,

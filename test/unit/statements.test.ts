@@ -8,12 +8,11 @@ import {
   listStatement,
   param,
   portabilityStatements,
-  postgresBatchStatements,
-  postgresStatements,
   queryBuilder,
   sharedStatements,
   sqliteStatements,
 } from '../../src/store/statements.js';
+import { postgresBatchStatements, postgresStatements } from '../../src/store/postgres/postgres-statements.js';
 
 /** Each statement's SQL, per dialect, spelled out: a change to a query shows here, on both dialects at once. */
 describe('statements compile once per dialect, with named parameters', () => {
@@ -124,6 +123,13 @@ describe('statements compile once per dialect, with named parameters', () => {
     expect(pg.applyBatch.sql).toMatch(/delete from "kvb"\."entries" .* and exists \(select 1 from b\)/s);
     expect(pg.readBatch.sql).toContain('b.xmin::text as version');
     expect(pg.lockBucket.sql).toBe('select 1 from "kvb"."buckets" where id = $1 for update');
+  });
+
+  it('PostgreSQL point reads: one statement reads any (bucket, key) pairs, each row numbered by the pair it answers', () => {
+    expect(pg.readEntries.sql).toBe(
+      'select q.i, e.type, e.value, e.expires_at, e.revision, e.create_revision\n      from unnest($1::text[], $2::bytea[]) with ordinality as q(bucket_id, key, i)\n      join "kvb"."entries" e on e.bucket_id = q.bucket_id and e.key = q.key',
+    );
+    expect(pg.readEntries.params).toEqual(['buckets', 'keys']);
   });
 
   it('PostgreSQL only: leases and array statements', () => {

@@ -12,7 +12,7 @@ import { type Quota, type Usage, checkQuota, entrySize, quotaSet } from '../quot
 import type { CommitOutcome, Deleted, Entry, Refusal, Written } from './write-types.js';
 import { conditionHolds } from './conditions.js';
 import { counterEntry } from './counter.js';
-import { MAX_PREFIX_DELETE_KEYS, lastWritePerKey, prefixListLimit, readsOf, resolveTransaction } from './txn-resolution.js';
+import { lastWritePerKey, prefixListing, readsOf, resolveTransaction } from './txn-resolution.js';
 import type { CommitOp, CounterOp, DeleteOp, OpOutcome, SetOp, WriteOp } from './write-ops.js';
 import type { BatchResult, ChangeRecord, WriteView } from './write-view.js';
 
@@ -187,17 +187,13 @@ function counter(batch: BatchState, op: CounterOp): Entry | Refusal {
 
 const STALE = Symbol('stale listing');
 
-/** The keys under each prefix a transaction deletes, listed from the batch (bounded: prefixListLimit). */
+/** The keys under each prefix a transaction deletes, listed from the batch (bounded by prefixListing). */
 function listPrefixes(batch: BatchState, prefixes: string[], now: number): Map<string, string[]> {
-  const under = new Map<string, string[]>();
-  let listed = 0;
-  for (const prefix of prefixes) {
-    if (listed > MAX_PREFIX_DELETE_KEYS) break;
-    const keys = batch.liveKeys(prefix, now, prefixListLimit(listed));
-    under.set(prefix, keys);
-    listed += keys.length;
+  const listing = prefixListing(prefixes);
+  for (let step = listing.next(); ; ) {
+    if (step.done) return step.value;
+    step = listing.next(batch.liveKeys(step.value.prefix, now, step.value.limit));
   }
-  return under;
 }
 
 function commit(batch: BatchState, op: CommitOp): CommitOutcome | typeof STALE {

@@ -10,9 +10,6 @@ import { MAX_PREFIX_DELETE_KEYS } from '../../limits.js';
 import type { Entry, OpResult, TxnOp, TxnRequestOp } from './write-types.js';
 import { checkHolds } from './conditions.js';
 
-// The stores import the bound from here, beside the rule that applies it.
-export { MAX_PREFIX_DELETE_KEYS };
-
 /**
  * Refuses (400) a transaction whose prefix deletes repeat or overlap: one prefix equal to, or a
  * prefix of, another's. Either would list and delete the same keys again (the same prefix 1,000
@@ -39,11 +36,24 @@ export function checkPrefixDeletes(ops: TxnRequestOp[]): void {
 }
 
 /**
- * How many keys a store lists under the next prefix of a transaction, when its earlier prefixes
- * listed `listed`: what is left of the transaction's bound, plus one so that passing it is seen.
- * Listing stops there, so the reads are bounded as well as the deletes.
+ * The listing of a transaction's prefix deletes, bounded here for every engine: each step asks
+ * for up to `limit` live keys under `prefix` and is sent them back; the result maps each prefix
+ * listed to its keys. A prefix gets what is left of the transaction's bound, plus one so that
+ * passing it is seen (resolveTransaction then refuses the transaction), and listing stops there,
+ * so the reads are bounded as well as the deletes. A generator, so that an engine that lists
+ * synchronously (a batch's view) and one that lists with round trips share the bound.
  */
-export const prefixListLimit = (listed: number): number => Math.max(0, MAX_PREFIX_DELETE_KEYS - listed) + 1;
+export function* prefixListing(prefixes: string[]): Generator<{ prefix: string; limit: number }, Map<string, string[]>, string[]> {
+  const under = new Map<string, string[]>();
+  let listed = 0;
+  for (const prefix of prefixes) {
+    if (listed > MAX_PREFIX_DELETE_KEYS) break;
+    const keys = yield { prefix, limit: Math.max(0, MAX_PREFIX_DELETE_KEYS - listed) + 1 };
+    under.set(prefix, keys);
+    listed += keys.length;
+  }
+  return under;
+}
 
 /** The keys whose live entries and the prefixes whose live keys a transaction needs read. */
 export function readsOf(ops: TxnRequestOp[]): { keys: string[]; prefixes: string[] } {

@@ -2,50 +2,37 @@ import type pg from 'pg';
 import { type Quota, checkQuota } from '../quota.js';
 import { prefixUpperBound } from '../../values/keys.js';
 import { type CompiledStatement, bind } from '../statements.js';
-import { StorageUnavailableError, isPostgresConnectionError } from '../storage-errors.js';
 import type { Entry, EntrySnapshot, ImportStaging, KeyedEntry, Written } from '../store.js';
 import { type EntryRow, toEntry } from '../entry-row.js';
 import { actorFields } from '../change-row.js';
-import { checkingPrimary, primaryResult } from './postgres-primary-reads.js';
+import type { StatementRunner } from './postgres-statement-runner.js';
 
 /** The compiled statements (statements.ts) an export or import runs, by name. */
 type Statements = Record<string, CompiledStatement>;
 
-const storageError = (err: unknown) =>
-  err instanceof StorageUnavailableError || !isPostgresConnectionError(err) ? err : new StorageUnavailableError(err);
-
-/** A connection of its own for a long-running export or import; `release` hands it back (destroyed if it failed). */
-async function checkout(pool: pg.Pool): Promise<{
-  client: pg.PoolClient;
+/**
+ * A connection of its own for a long-running export or import; `release` hands it back
+ * (destroyed if it failed). Its statements go through the runner, so a plain read there is
+ * checked to come from a primary like any other (postgres-primary-reads.ts).
+ */
+async function checkout(runner: StatementRunner): Promise<{
   release: () => void;
   run: <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>;
   statement: <R extends pg.QueryResultRow>(statement: CompiledStatement, args: Record<string, unknown>) => Promise<pg.QueryResult<R>>;
 }> {
   let broken: unknown;
-  let client: pg.PoolClient;
   const onError = (err: unknown) => {
     broken = err;
   };
-  try {
-    client = await new Promise<pg.PoolClient>((resolve, reject) =>
-      pool.connect((err, connected) => {
-        if (err || !connected) return reject(err ?? new Error('no client'));
-        connected.on('error', onError);
-        resolve(connected);
-      }),
-    );
-  } catch (err) {
-    throw storageError(err);
-  }
+  const client = await runner.checkout(onError);
   let released = false;
   return {
-    client,
     statement: async <R extends pg.QueryResultRow>(statement: CompiledStatement, args: Record<string, unknown>) => {
       try {
-        return await client.query<R>(statement.sql, bind(statement, args));
+        return await runner.run<R>(statement, args, client);
       } catch (err) {
         broken ??= err;
-        throw storageError(err);
+        throw err;
       }
     },
     run: async <R extends pg.QueryResultRow>(text: string, values: unknown[] = []) => {
@@ -53,7 +40,7 @@ async function checkout(pool: pg.Pool): Promise<{
         return await client.query<R>(text, values);
       } catch (err) {
         broken ??= err;
-        throw storageError(err);
+        throw runner.failure(err);
       }
     },
     release: () => {
@@ -73,21 +60,21 @@ async function checkout(pool: pg.Pool): Promise<{
  * the same snapshot.
  */
 export async function openPostgresSnapshot(
-  pool: pg.Pool,
+  runner: StatementRunner,
   sql: Statements,
   bucket: string,
   prefix: string,
   now: number,
 ): Promise<EntrySnapshot | undefined> {
-  const connection = await checkout(pool);
+  const connection = await checkout(runner);
   const prefixBytes = Buffer.from(prefix);
   const upper = prefix ? prefixUpperBound(prefixBytes) : undefined;
   const select = upper ? sql.snapshotEntriesUpper! : sql.snapshotEntries!;
   let revision: number;
   try {
     await connection.run('begin isolation level repeatable read read only');
-    // Asked with the snapshot's first statement: a snapshot a standby took is refused (see postgres-primary-reads.ts).
-    const { rows } = primaryResult<{ revision: number }>(await connection.statement(checkingPrimary(sql.bucketRevision!), { bucket }));
+    // The snapshot's first statement, a plain read: a snapshot a standby took is refused (the runner checks).
+    const { rows } = await connection.statement<{ revision: number }>(sql.bucketRevision!, { bucket });
     if (rows[0] === undefined) {
       await connection.run('rollback').catch(() => {});
       connection.release();
@@ -127,8 +114,8 @@ export async function openPostgresSnapshot(
  * that one revision, and commits. Any failure, or `abort`, rolls everything back. The temporary
  * table is dropped at commit: no session state outlives the transaction (transaction poolers).
  */
-export async function beginPostgresImport(pool: pg.Pool, sql: Statements, bucket: string, quota: Quota): Promise<ImportStaging> {
-  const connection = await checkout(pool);
+export async function beginPostgresImport(runner: StatementRunner, sql: Statements, bucket: string, quota: Quota): Promise<ImportStaging> {
+  const connection = await checkout(runner);
   let finished = false;
   const finish = async (how: 'commit' | 'rollback') => {
     finished = true;

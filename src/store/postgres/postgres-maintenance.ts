@@ -1,0 +1,142 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { actorFields } from '../change-row.js';
+import { floorWithin } from '../floor-within.js';
+import { PRUNE_OVERLAP_MS } from '../history-reader.js';
+import { SERVER_ACTOR } from '../history-types.js';
+import type { CompiledStatement } from '../statements.js';
+import type { Change } from '../store.js';
+import { LEASE_MS } from './postgres-open.js';
+import { withRetries } from './postgres-retries.js';
+import { type StatementRunner, rollback } from './postgres-statement-runner.js';
+
+/** One key's change-log row, before it is written (a sweep's: one revision, many keys). */
+interface SweptChange {
+  key: Buffer;
+  kind: Change['kind'];
+}
+
+/**
+ * The background work of the PostgreSQL store: the expiry sweep, the change-log prune and the
+ * history bound. Each runs under the `sweep` lease row, so one instance does it at a time (the
+ * others would only wait on the same rows).
+ */
+export class PostgresMaintenance {
+  /** This instance, as a lease holder. */
+  private readonly holder = randomUUID();
+  /** Changes committed before this were all looked at by an earlier prune of this instance (see `prunable`). */
+  private prunedBefore = 0;
+  /** Changes committed before this were all looked at by an earlier history bound of this instance (see `historyGrew`). */
+  private boundedBefore = 0;
+
+  constructor(
+    private readonly runner: StatementRunner,
+    private readonly sql: Record<string, CompiledStatement>,
+  ) {}
+
+  private query<R extends pg.QueryResultRow>(name: string, args: Record<string, unknown>, client?: pg.PoolClient) {
+    return this.runner.run<R>(this.sql[name]!, args, client);
+  }
+
+  /** Takes or renews a named lease for this instance; false while another live instance holds it. */
+  private async takeLease(name: string, now = Date.now()): Promise<boolean> {
+    const { rows } = await withRetries(() => this.query('takeLease', { name, holder: this.holder, until: now + LEASE_MS, now }));
+    return rows.length > 0;
+  }
+
+  async releaseLeases(): Promise<void> {
+    await this.query('releaseLease', { name: 'sweep', holder: this.holder }).catch(() => {});
+  }
+
+  async sweepExpired(now: number, batch: number): Promise<number> {
+    if (!(await this.takeLease('sweep'))) return 0;
+    const { rows } = await this.query<{ bucket_id: string; key: Buffer }>('expiredEntries', { now, batch });
+    const byBucket = new Map<string, Buffer[]>();
+    for (const row of rows) byBucket.set(row.bucket_id, [...(byBucket.get(row.bucket_id) ?? []), row.key]);
+    let deleted = 0;
+    for (const [bucket, keys] of byBucket) {
+      // Like any write: bucket row first, then the keys still expired; one revision per bucket, none if nothing went.
+      deleted += await this.runner.transaction<number, number>(async (client) => {
+        const { rows: bumped } = await this.query<{ revision: number }>('bumpBucket', { bucket }, client);
+        const { rows: removed } = await this.query<{ key: Buffer; size: number }>('removeExpired', { bucket, keys, now }, client);
+        if (bumped[0] === undefined) return 0;
+        if (removed.length === 0) return rollback(0);
+        const bytes = removed.reduce((sum, { size }) => sum + Number(size), 0);
+        await this.query('addUsage', { bucket, keys: -removed.length, bytes: -bytes }, client);
+        await this.logChanges(
+          client,
+          bucket,
+          Number(bumped[0].revision),
+          removed.map(({ key }) => ({ key, kind: 'expire' as const })),
+          now,
+        );
+        return removed.length;
+      });
+    }
+    return deleted;
+  }
+
+  /** Writes one revision's change-log rows (distinct keys) in the caller's transaction: one round trip. */
+  private async logChanges(client: pg.PoolClient, bucket: string, revision: number, changes: SweptChange[], now: number): Promise<void> {
+    if (changes.length === 0) return;
+    await this.query(
+      'logChanges',
+      {
+        bucket,
+        revision,
+        keys: changes.map((c) => c.key),
+        kinds: changes.map((c) => c.kind),
+        types: changes.map(() => null),
+        values: changes.map(() => null),
+        expiresAts: changes.map(() => null),
+        // Only the sweeper logs rows this way: its expiries are the server's own.
+        ...actorFields(SERVER_ACTOR),
+        now,
+      },
+      client,
+    );
+  }
+
+  async pruneChanges(before: number, batch: number): Promise<number> {
+    if (!(await this.takeLease('sweep'))) return 0;
+    const { rows } = await this.query<{ bucket_id: string; revision: number }>('prunable', {
+      before,
+      since: Math.max(0, this.prunedBefore - PRUNE_OVERLAP_MS),
+      batch,
+    });
+    for (const { bucket_id: bucket, revision } of rows) await this.compactTo(bucket, revision);
+    if (rows.length < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
+    return rows.length;
+  }
+
+  /** Raises the bucket's floor to `revision` and compacts its log up to it, in one transaction. */
+  private async compactTo(bucket: string, revision: number): Promise<void> {
+    // The floor is raised first, in the same transaction: a reader never finds a hole without a floor above it.
+    await this.runner.transaction(async (client) => {
+      const floor = await this.query<{ changes_floor: number }>('changesFloor', { bucket }, client);
+      await this.query('raiseFloor', { bucket, revision }, client);
+      await this.query('compactChanges', { bucket, revision, floor: Number(floor.rows[0]?.changes_floor ?? 0) }, client);
+      await this.query('pruneOperations', { bucket, revision }, client);
+    });
+  }
+
+  async boundHistory(maxBytes: number, now: number): Promise<number> {
+    if (maxBytes <= 0) return 0;
+    if (!(await this.takeLease('sweep'))) return 0;
+    const since = Math.max(0, this.boundedBefore - PRUNE_OVERLAP_MS);
+    const { rows: grown } = await this.query<{ bucket_id: string }>('historyGrew', { since, batch: Number.MAX_SAFE_INTEGER });
+    let count = 0;
+    for (const { bucket_id: bucket } of grown) {
+      const { rows: sizes } = await this.query<{ revision: number; bytes: number }>('historyBytes', { bucket });
+      const floor = floorWithin(
+        sizes.map((r) => ({ revision: Number(r.revision), bytes: Number(r.bytes) })),
+        maxBytes,
+      );
+      if (floor === undefined) continue;
+      await this.compactTo(bucket, floor);
+      count++;
+    }
+    this.boundedBefore = Math.max(this.boundedBefore, now);
+    return count;
+  }
+}
