@@ -112,7 +112,7 @@ export async function matchCredential(secret: string, stored: ReadonlyArray<stri
 /** Indexes of `parsed` grouped by what one scrypt run covers (parameters and salt). */
 function saltGroups(parsed: ReadonlyArray<Parsed | undefined>): number[][] {
   const groups = new Map<string, number[]>();
-  parsed.forEach((p, i) => p && groups.set(p.group, [...(groups.get(p.group) ?? []), i]));
+  for (const [i, p] of parsed.entries()) if (p) groups.set(p.group, [...(groups.get(p.group) ?? []), i]);
   return [...groups.values()];
 }
 

@@ -189,7 +189,7 @@ export function renderLongTable(rows: MetaRow[], width: number, now: number): st
 export function renderColumns(head: string[], rows: string[][]): string {
   const all = (head.length > 0 ? [head, ...rows] : rows).map((cells) => cells.map(oneLine));
   const widths: number[] = [];
-  for (const cells of all) cells.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, displayWidth(cell))));
+  for (const cells of all) for (const [i, cell] of cells.entries()) widths[i] = Math.max(widths[i] ?? 0, displayWidth(cell));
   const lines = all.map((cells) =>
     cells
       .map((cell, i) => (i === cells.length - 1 ? cell : pad(cell, widths[i]!)))

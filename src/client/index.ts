@@ -25,7 +25,7 @@ export {
   connectFromEnv,
   createBucket,
 } from './kvb-bucket.js';
-export { type ManyRead, type ReadEntry } from './bucket-primitives.js';
+export type { ManyRead, ReadEntry } from './bucket-primitives.js';
 export { DEFAULT_LOCK_TTL, type FencingToken, type Lock, type LockOptions } from './lock.js';
 export {
   type BucketChanges,

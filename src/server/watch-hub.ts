@@ -201,8 +201,8 @@ export class WatchHub {
 
   register(stream: { close(reason: string): void }): void {
     // Held open, it would hold the drain until its deadline; it ends with `closed` instead.
-    if (this.closing !== undefined) return stream.close(this.closing);
-    this.open.add(stream);
+    if (this.closing !== undefined) stream.close(this.closing);
+    else this.open.add(stream);
   }
 
   unregister(stream: { close(reason: string): void }): void {

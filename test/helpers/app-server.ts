@@ -93,7 +93,7 @@ function injector(app: FastifyInstance, origin: string): Injector {
   const send = async (url: URL, init: RequestInit, hops: number): Promise<Response> => {
     const request = new Request(url, init);
     const headers: Record<string, string> = { host: url.host, accept: '*/*', 'accept-encoding': 'gzip, deflate', 'user-agent': 'node' };
-    request.headers.forEach((value, name) => (headers[name] = value));
+    for (const [name, value] of request.headers) headers[name] = value;
     const payload = request.body ? Buffer.from(await request.arrayBuffer()) : undefined;
     const answer = await app.inject({
       method: request.method as 'GET',
@@ -131,7 +131,7 @@ function injector(app: FastifyInstance, origin: string): Injector {
  * file would have given `kvb serve` as flags.
  */
 export const serverTest = (config: Partial<ServerConfig> = {}) =>
-  base.extend('server', { scope: 'file' }, async ({}, { onCleanup }) => {
+  base.extend('server', { scope: 'file' }, async (_fixtures, { onCleanup }) => {
     const server = await startAppServer({ config });
     onCleanup(async () => void (await server.stop()));
     return server;

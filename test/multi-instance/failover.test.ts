@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type WatchEvent, connect } from '../../src/client/index.js';
 import { lockCluster } from '../helpers/ha-cluster-lock.js';

@@ -24,14 +24,16 @@ describe('slow and idle clients', () => {
       ),
     );
     // Half of them start a request and never finish its headers.
-    sockets.slice(0, 100).forEach((s) => s.write('GET /health HTTP/1.1\r\nHost: x\r\n'));
+    for (const s of sockets.slice(0, 100)) s.write('GET /health HTTP/1.1\r\nHost: x\r\n');
+    let closedByServer = 0;
+    for (const s of sockets) s.once('close', () => closedByServer++);
     try {
-      const started = Date.now();
       const results = await Promise.all(Array.from({ length: 20 }, () => fetch(`${server.url}/health`)));
       expect(results.every((r) => r.status === 200)).toBe(true);
-      expect(Date.now() - started).toBeLessThan(5000);
+      // Answered while every idle socket is still open: the others did not wait for them to be cut.
+      expect(closedByServer).toBe(0);
     } finally {
-      sockets.forEach((s) => s.destroy());
+      for (const s of sockets) s.destroy();
     }
   });
 

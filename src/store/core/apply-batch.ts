@@ -145,12 +145,19 @@ export function applyBatch(view: WriteView, ops: readonly WriteOp[], quota: Quot
           const value = commit(batch, op);
           return value === STALE ? { ok: false, stale: true } : { ok: true, value };
         }
+        default:
+          return unknownOp(op);
       }
     } catch (error) {
       return { ok: false, error };
     }
   });
   return { outcomes, revision: batch.revision, usage: batch.usage, changes: batch.changes, operations: batch.operations };
+}
+
+/** Unreachable while every kind of write is handled above (the type says so). */
+function unknownOp(op: never): never {
+  throw new Error(`no rule for the write ${JSON.stringify(op)}`);
 }
 
 function set(batch: BatchState, op: SetOp): Written | Refusal {

@@ -57,7 +57,7 @@ interface BatchRow {
 export async function runBatch(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<void> {
   try {
     const outcomes = await backend.retrying(() => attempt(backend, bucket, batch));
-    batch.forEach((write, i) => write.resolve(outcomes[i]!));
+    for (const [i, write] of batch.entries()) write.resolve(outcomes[i]!);
   } catch (err) {
     for (const write of batch) write.reject(err);
   }

@@ -70,7 +70,7 @@ export class PointReads {
       );
       const found: Array<EntryRow | undefined> = new Array(reads.length);
       for (const { i, ...row } of rows) found[Number(i) - 1] = row;
-      reads.forEach((r, n) => r.resolve(found[n]));
+      for (const [n, r] of reads.entries()) r.resolve(found[n]);
     } catch (err) {
       for (const r of reads) r.reject(err);
     } finally {

@@ -38,26 +38,26 @@ import { type Quota, type Usage, NO_QUOTA, checkQuota, quotaSet } from '../quota
 import { type HeldLock, DatabaseInUseError, lockFileOf, takeSqliteLock } from './sqlite-lock.js';
 import { Checkpointer, SERVER_AUTOCHECKPOINT_PAGES } from './sqlite-checkpointer.js';
 import { openSqliteSnapshot, privateTempDir } from './sqlite-snapshot.js';
-import {
-  type BucketChanges,
-  type Change,
-  type ChangeLogBounds,
-  type BucketRecord,
-  type CommitOptions,
-  type CommitOutcome,
-  type Condition,
-  type Deleted,
-  type Entry,
-  type EntrySnapshot,
-  type ImportStaging,
-  type KeyedEntry,
-  type ListQuery,
-  type ListedEntry,
-  type Refusal,
-  type Store,
-  type TxnRequestOp,
-  type Written,
-  type StoreStats,
+import type {
+  BucketChanges,
+  Change,
+  ChangeLogBounds,
+  BucketRecord,
+  CommitOptions,
+  CommitOutcome,
+  Condition,
+  Deleted,
+  Entry,
+  EntrySnapshot,
+  ImportStaging,
+  KeyedEntry,
+  ListQuery,
+  ListedEntry,
+  Refusal,
+  Store,
+  TxnRequestOp,
+  Written,
+  StoreStats,
 } from '../store.js';
 
 export interface SqliteOptions {
