@@ -33,7 +33,8 @@ import { Checkpointer } from './sqlite-checkpointer.js';
 import { SqliteConnection } from './sqlite-connection.js';
 import { stageSqliteImport } from './sqlite-import.js';
 import type { HeldLock } from './sqlite-lock.js';
-import { type Durability, openSqlite } from './sqlite-open.js';
+import { openSqlite } from './sqlite-open.js';
+import type { Durability } from './sqlite-settings.js';
 import { openSqliteSnapshot } from './sqlite-snapshot.js';
 import type { BatchReply, WriteRequest } from './sqlite-write-protocol.js';
 import { WriterThread } from './sqlite-writer-thread.js';
@@ -125,6 +126,15 @@ export class SqliteStore implements Store {
       throw err;
     }
     return store;
+  }
+
+  /** The statements and the read connection (the query-plan test reads them: what a listing runs). */
+  private get sql() {
+    return this.conn.sql;
+  }
+
+  private get raw() {
+    return this.conn.raw;
   }
 
   private write<T>(request: WriteRequest): Promise<T> {

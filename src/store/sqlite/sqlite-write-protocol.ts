@@ -56,7 +56,8 @@ export interface BatchReply {
 }
 
 export function sendError(error: unknown): SentError {
-  if (error instanceof KvbError) return { name: error.name, message: error.message, kind: error.kind, detail: error.detail, headers: error.headers };
+  if (error instanceof KvbError)
+    return { name: error.name, message: error.message, kind: error.kind, detail: error.detail, headers: error.headers };
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;
     return { name: error.name, message: error.message, stack: error.stack, ...(typeof code === 'string' && { code }) };

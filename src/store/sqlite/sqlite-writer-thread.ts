@@ -1,8 +1,9 @@
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import type { Quota } from '../quota.js';
 import { StorageUnavailableError } from '../storage-errors.js';
-import type { Durability } from './sqlite-open.js';
+import type { Durability } from './sqlite-settings.js';
 import { type BatchReply, type WriteMessage, type WriteRequest, receiveError, withBuffers } from './sqlite-write-protocol.js';
 import { runWriteMessages } from './sqlite-write-requests.js';
 import type { SqliteWriter } from './sqlite-writer.js';
@@ -21,10 +22,16 @@ export interface CommitHooks {
   crashed(error: Error): void;
 }
 
-/** How a `new Worker` finds the writer's code: the build's .js, or under vitest/tsx the .ts source through tsx. */
+/**
+ * How a `new Worker` finds the writer's code: the build's one-file bundle in dist/
+ * (scripts/build-bundle.mjs), else tsc's output, or under vitest/tsx the .ts source through tsx.
+ */
 function startWorker(workerData: Record<string, unknown>, transfer: MessagePort[]): Worker {
-  const url = new URL(`./sqlite-writer-worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
-  if (url.pathname.endsWith('.js')) return new Worker(url, { workerData, transferList: transfer });
+  const fromSource = import.meta.url.endsWith('.ts');
+  const bundled = new URL('../../sqlite-writer-worker.cjs', import.meta.url);
+  if (!fromSource && existsSync(bundled)) return new Worker(bundled, { workerData, transferList: transfer });
+  const url = new URL(`./sqlite-writer-worker.${fromSource ? 'ts' : 'js'}`, import.meta.url);
+  if (!fromSource) return new Worker(url, { workerData, transferList: transfer });
   // Only when running from source (tests): Node 20 loads no TypeScript in a worker by itself, so
   // the worker registers tsx's hooks first (tsx/esm/api, found beside this file's node_modules).
   const boot = [

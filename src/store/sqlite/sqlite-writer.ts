@@ -102,7 +102,11 @@ export class SqliteWriter {
     }
   }
 
-  private commitBatch(requests: WriteRequest[], run: (request: WriteRequest) => unknown, attachFailure: unknown): Omit<BatchReply, 'messages'> {
+  private commitBatch(
+    requests: WriteRequest[],
+    run: (request: WriteRequest) => unknown,
+    attachFailure: unknown,
+  ): Omit<BatchReply, 'messages'> {
     const outcomes: SentOutcome[] = [];
     this.batchRevisions = new Map();
     this.batchNow = Date.now();
