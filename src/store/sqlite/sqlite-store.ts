@@ -111,19 +111,15 @@ export class SqliteStore implements Store {
       answered: (reply: BatchReply) => store.notifyCommitted(reply),
       crashed: (error: Error) => options.onWriterFailure?.(error),
     };
-    try {
-      if (options.path === ':memory:') {
-        // No file another thread could open: the same writer, called on this thread.
-        store.writer = WriterThread.inThread(new SqliteWriter(store.conn, quota), hooks);
-      } else if (lock) {
-        store.writer = await WriterThread.start({ path: options.path, durability: options.durability, quota }, hooks);
-        // The server's own file: checkpoints run beside it (see sqlite-checkpointer.ts).
-        store.checkpointer = new Checkpointer(options.path);
-      }
-    } catch (err) {
-      raw.close();
-      lock?.release();
-      throw err;
+    if (options.path === ':memory:') {
+      // No file another thread could open: the same writer, called on this thread.
+      store.writer = WriterThread.inThread(new SqliteWriter(store.conn, quota), hooks);
+    } else if (lock) {
+      // Started now for a server (it loads while the app is built); at the first write for a store opened to read.
+      const eager = options.access !== 'read';
+      store.writer = WriterThread.start({ path: options.path, durability: options.durability, quota }, hooks, eager);
+      // The server's own file: checkpoints run beside it (see sqlite-checkpointer.ts).
+      store.checkpointer = new Checkpointer(options.path);
     }
     return store;
   }

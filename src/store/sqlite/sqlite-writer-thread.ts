@@ -56,50 +56,64 @@ export class WriterThread {
   private readonly inFlight: PendingWrite[][] = [];
   private failure: Error | undefined;
   private readonly idleWaiters: Array<() => void> = [];
+  private closing = false;
+  /** The worker and its port once launched; never, when the writer runs on this thread. */
+  private thread: { worker: Worker; port: MessagePort; closed: Promise<void> } | undefined;
 
   private constructor(
-    private readonly post: (message: WriteMessage) => void,
     private readonly hooks: CommitHooks,
-    /** The worker and its port; undefined when the writer runs on this thread. */
-    private readonly thread?: { worker: Worker; port: MessagePort; closed: Promise<void> },
+    /** The writer on this thread (':memory:'), or what a worker needs to open the file. */
+    private readonly writer: SqliteWriter | { path: string; durability: Durability; quota: Quota },
   ) {}
 
-  /** Starts the writer thread on a migrated file and waits until its connection is open. */
-  static async start(options: { path: string; durability: Durability; quota: Quota }, hooks: CommitHooks): Promise<WriterThread> {
-    const channel = new MessageChannel();
-    const worker = startWorker({ ...options, port: channel.port2 }, [channel.port2]);
-    const { port1: port } = channel;
-    // Neither keeps the process alive by itself; a write waiting for its answer does (flush).
-    worker.unref();
-    let closedBack: () => void = () => undefined;
-    const closed = new Promise<void>((resolve) => (closedBack = resolve));
-    let writer: WriterThread | undefined;
-    await new Promise<void>((resolve, reject) => {
-      const failed = (error: Error) => (writer ? writer.crashed(error) : reject(error));
-      worker.on('error', failed);
-      worker.on('exit', (code) => {
-        closedBack();
-        if (!writer?.closing) failed(new Error(`the SQLite writer thread exited (code ${code})`));
-      });
-      port.on('message', (message: BatchReply | 'ready' | 'closed') => {
-        if (message === 'ready') {
-          writer = new WriterThread((m) => port.postMessage(m), hooks, { worker, port, closed });
-          writer.idle();
-          resolve();
-        } else if (message === 'closed') closedBack();
-        else writer!.received(message);
-      });
-    });
-    return writer!;
+  /**
+   * The writer thread on a migrated file. `eager`: launched now, loading its code while the server
+   * starts (messages posted meanwhile wait in its port); else at the first write (a store opened
+   * to read, `kvb db dump`, never starts one).
+   */
+  static start(options: { path: string; durability: Durability; quota: Quota }, hooks: CommitHooks, eager: boolean): WriterThread {
+    const writer = new WriterThread(hooks, options);
+    if (eager) writer.launch();
+    return writer;
   }
 
   /** The writer on this thread (':memory:'). */
   static inThread(writer: SqliteWriter, hooks: CommitHooks): WriterThread {
-    const thread: WriterThread = new WriterThread((message) => thread.received(runWriteMessages(writer, [message])), hooks);
-    return thread;
+    return new WriterThread(hooks, writer);
   }
 
-  private closing = false;
+  private launch(): { worker: Worker; port: MessagePort } {
+    if (this.thread) return this.thread;
+    const channel = new MessageChannel();
+    const worker = startWorker({ ...this.writer, port: channel.port2 }, [channel.port2]);
+    const { port1: port } = channel;
+    // Neither keeps the process alive by itself; a write waiting for its answer does (flush).
+    worker.unref();
+    port.unref();
+    let ended: () => void = () => undefined;
+    const closed = new Promise<void>((resolve) => (ended = resolve));
+    worker.on('error', (error) => this.crashed(error));
+    worker.on('exit', (code) => {
+      ended();
+      if (!this.closing) this.crashed(new Error(`the SQLite writer thread exited (code ${code})`));
+    });
+    port.on('message', (message: BatchReply | 'closed') => {
+      if (message === 'closed') ended();
+      else this.received(message);
+    });
+    this.thread = { worker, port, closed };
+    return this.thread;
+  }
+
+  private post(message: WriteMessage): void {
+    if ('conn' in this.writer) this.received(runWriteMessages(this.writer, [message]));
+    else {
+      const { port } = this.launch();
+      // Held while a write waits for its answer: a process with nothing else to do must not end first.
+      port.ref();
+      port.postMessage(message);
+    }
+  }
 
   /** Queues a write for this turn's message; answered once its batch has committed. */
   submit<T>(request: WriteRequest): Promise<T> {
@@ -119,8 +133,6 @@ export class WriterThread {
       return;
     }
     this.inFlight.push(batch);
-    // Held while a write waits for its answer: a process with nothing else to do must not end first.
-    if (this.inFlight.length === 1) this.thread?.port.ref();
     this.post({ requests: batch.map((p) => p.request) });
   }
 

@@ -39,4 +39,3 @@ port.on('message', (first: WriteMessage | 'close') => {
   if (++batches >= crashAfter) throw new Error(`KVB_TEST_WRITER_CRASH_AFTER=${crashAfter}: the writer thread fails on purpose`);
   port.postMessage(reply);
 });
-port.postMessage('ready');
