@@ -93,7 +93,8 @@ const THREAD_ORDER = ['request thread', 'SQLite writer thread', 'WAL checkpointe
 function summarize(profileFile: string, profile: CpuProfile, thread: string): void {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const bundles = new Map<string, Array<{ line: number; module: string }>>();
-  for (const name of ['kvb-server.cjs', 'kvb-cli.cjs', 'sqlite-writer-worker.cjs']) bundles.set(join(ROOT, 'dist', name), bundleModules(join(ROOT, 'dist', name)));
+  for (const name of ['kvb-server.cjs', 'kvb-cli.cjs', 'sqlite-writer-worker.cjs'])
+    bundles.set(join(ROOT, 'dist', name), bundleModules(join(ROOT, 'dist', name)));
   const byPlace = new Map<string, number>();
   const byFunction = new Map<string, number>();
   let total = 0;
