@@ -98,7 +98,9 @@ export async function runServer(config: ServerConfig): Promise<void> {
       // stdout is gone (its reader exited): shutting down matters more than the line.
     }
   };
-  const stop = async (signal: string, exitCode = 0) => {
+  const stop = async (signal: string, failed = false) => {
+    // Exit 1 like a server that cannot start: a supervisor restarts it.
+    const exitCode = failed ? 1 : 0;
     if (stopping) return;
     stopping = true;
     // At once: /ready answers 503, so a load balancer stops sending here.
@@ -154,7 +156,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
   // Writes waiting when it failed have been answered 503 (their outcome unknown); requests already received are answered.
   onWriterFailure = (err) => {
     say('error', `the SQLite writer thread failed, stopping the server: ${describeError(err)}`);
-    void stop('a writer thread failure', 1);
+    void stop('a writer thread failure', true);
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));

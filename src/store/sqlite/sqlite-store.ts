@@ -109,7 +109,11 @@ export class SqliteStore implements Store {
     const hooks = {
       applied: (reply: BatchReply) => store.applyCommitted(reply),
       answered: (reply: BatchReply) => store.notifyCommitted(reply),
-      crashed: (error: Error) => options.onWriterFailure?.(error),
+      crashed: (error: Error) => {
+        // Writes it held may have committed unanswered: nothing cached can be trusted over them.
+        store.cache.clear();
+        options.onWriterFailure?.(error);
+      },
     };
     if (options.path === ':memory:') {
       // No file another thread could open: the same writer, called on this thread.
