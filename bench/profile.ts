@@ -113,7 +113,7 @@ function summarize(profileFile: string, profile: CpuProfile, thread: string): vo
   const show = (title: string, map: Map<string, number>) => {
     console.log(`\n${thread}: ${title} (share of busy time, ${(busy / 1000).toFixed(0)} ms busy of ${(total / 1000).toFixed(0)} ms)`);
     for (const [name, us] of [...map]
-      .filter(([n]) => n !== '(idle)')
+      .filter(([n]) => !n.startsWith('(idle)'))
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)) {
       console.log(`${((100 * us) / busy).toFixed(1).padStart(6)}%  ${name}`);
