@@ -36,9 +36,9 @@ export interface Scenario {
 const PG_ARGS = ['--pool-size', '4'];
 
 export const SCENARIOS: Scenario[] = [
-  { name: 'sqlite-none', backend: 'sqlite', instances: 1, nemesis: 'none', args: ['--durability', 'normal'], ci: true },
-  { name: 'sqlite-kill', backend: 'sqlite', instances: 1, nemesis: 'kill', args: ['--durability', 'normal'], ci: true },
-  { name: 'sqlite-pause', backend: 'sqlite', instances: 1, nemesis: 'pause', args: ['--durability', 'normal'], ci: true },
+  { name: 'sqlite-none', backend: 'sqlite', instances: 1, nemesis: 'none', args: [], ci: true },
+  { name: 'sqlite-kill', backend: 'sqlite', instances: 1, nemesis: 'kill', args: [], ci: true },
+  { name: 'sqlite-pause', backend: 'sqlite', instances: 1, nemesis: 'pause', args: [], ci: true },
   { name: 'sqlite-full-kill', backend: 'sqlite', instances: 1, nemesis: 'kill', args: ['--durability', 'full'], ci: true },
   { name: 'pg2-none', backend: 'postgres', instances: 2, nemesis: 'none', args: PG_ARGS, ci: true },
   { name: 'pg2-kill', backend: 'postgres', instances: 2, nemesis: 'kill', args: PG_ARGS, ci: true },
