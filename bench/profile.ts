@@ -3,7 +3,9 @@
  * Starts `kvb serve` (the installed bundle) with `--cpu-prof`, drives the case with autocannon in a
  * forked load generator, stops the server, and sums the profile's self time by where the code lives:
  * kvb's own modules (named by esbuild's `// src/...` markers in the bundle), each package, Node's
- * internals, native code and GC. The .cpuprofile stays in the temp dir for Chrome DevTools.
+ * internals, native code and GC. Each thread gets its own profile (Node writes one per worker):
+ * the request thread's first, then the SQLite writer thread's (its own bundle,
+ * dist/sqlite-writer-worker.cjs), then any other. The .cpuprofile files stay in the temp dir for Chrome DevTools.
  * `--startup` profiles start-up instead: spawn to the first 200 from /health, then stop. `--db URL`
  * runs kvb on that database (PostgreSQL) instead of a temp SQLite file.
  */
@@ -77,11 +79,22 @@ function place(frame: ProfileNode['callFrame'], bundles: Map<string, Array<{ lin
   return pkg ? `node_modules/${pkg[1]}` : path.replace(ROOT, '');
 }
 
-function summarize(profileFile: string): void {
-  const profile = JSON.parse(readFileSync(profileFile, 'utf8')) as CpuProfile;
+/** Which thread wrote a profile, from the code it ran. */
+function threadOf(profile: CpuProfile): string {
+  const urls = new Set(profile.nodes.map((n) => n.callFrame.url));
+  const ran = (file: string) => [...urls].some((u) => u.includes(file));
+  if (ran('sqlite-writer-worker')) return 'SQLite writer thread';
+  if (ran('sqlite-checkpoint-worker')) return 'WAL checkpointer thread';
+  return ran('kvb-server.cjs') ? 'request thread' : 'another thread';
+}
+
+const THREAD_ORDER = ['request thread', 'SQLite writer thread', 'WAL checkpointer thread', 'another thread'];
+
+function summarize(profileFile: string, profile: CpuProfile, thread: string): void {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const bundles = new Map<string, Array<{ line: number; module: string }>>();
-  for (const name of ['kvb-server.cjs', 'kvb-cli.cjs']) bundles.set(join(ROOT, 'dist', name), bundleModules(join(ROOT, 'dist', name)));
+  for (const name of ['kvb-server.cjs', 'kvb-cli.cjs', 'sqlite-writer-worker.cjs'])
+    bundles.set(join(ROOT, 'dist', name), bundleModules(join(ROOT, 'dist', name)));
   const byPlace = new Map<string, number>();
   const byFunction = new Map<string, number>();
   let total = 0;
@@ -98,9 +111,9 @@ function summarize(profileFile: string): void {
   const busy = total - idle;
   const top = Number(flags.top);
   const show = (title: string, map: Map<string, number>) => {
-    console.log(`\n${title} (share of busy time, ${(busy / 1000).toFixed(0)} ms busy of ${(total / 1000).toFixed(0)} ms)`);
+    console.log(`\n${thread}: ${title} (share of busy time, ${(busy / 1000).toFixed(0)} ms busy of ${(total / 1000).toFixed(0)} ms)`);
     for (const [name, us] of [...map]
-      .filter(([n]) => n !== '(idle)')
+      .filter(([n]) => !n.startsWith('(idle)'))
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)) {
       console.log(`${((100 * us) / busy).toFixed(1).padStart(6)}%  ${name}`);
@@ -142,9 +155,14 @@ async function main() {
     );
   }
   await stopChild(child);
-  const file = readdirSync(tmp).find((f) => f.endsWith('.cpuprofile'));
-  if (!file) throw new Error(`no profile was written in ${tmp} (see kvb.log there)`);
-  summarize(join(tmp, file));
+  const files = readdirSync(tmp).filter((f) => f.endsWith('.cpuprofile'));
+  if (files.length === 0) throw new Error(`no profile was written in ${tmp} (see kvb.log there)`);
+  const profiles = files.map((f) => {
+    const profile = JSON.parse(readFileSync(join(tmp, f), 'utf8')) as CpuProfile;
+    return { file: join(tmp, f), profile, thread: threadOf(profile) };
+  });
+  profiles.sort((a, b) => THREAD_ORDER.indexOf(a.thread) - THREAD_ORDER.indexOf(b.thread));
+  for (const { file, profile, thread } of profiles) summarize(file, profile, thread);
 }
 
 await main();

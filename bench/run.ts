@@ -62,6 +62,7 @@ const { values: flags } = parseArgs({
     'no-peers': { type: 'boolean', default: false },
     'no-build': { type: 'boolean', default: false },
     'no-startup': { type: 'boolean', default: false },
+    durability: { type: 'string' },
     out: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
@@ -74,8 +75,10 @@ if (flags.help) {
   --warmup S            seconds of unmeasured load before each measurement (default 1)
   --repeats N           rounds; every case runs once per round (default 3)
   --connections N       autocannon connections (default 50); --pipelining N (default 1)
-  --cases a,b           only these cases (${Object.keys(CASES).join(', ')}, full, size, portability, watch, postgres,
-                        startup, cli_get)
+  --cases a,b           only these cases (${Object.keys(CASES).join(', ')}, full, health, size, portability, watch,
+                        postgres, startup, cli_get); full: SET on a second kvb at the other --durability;
+                        health: /health latency while 50 clients SET on the kvb with --durability full
+  --durability D        the main kvb's --durability (default normal, kvb's own default); case full adds a kvb at the other
   --sizes N,M           stored-key counts for the size series (default 10000,1000000)
   --backend B --db URL  run kvb against another backend (postgres://...); env KVB_BENCH_BACKEND, KVB_BENCH_DB
   --pg URL              also run GET, SET and counter on one kvb on this PostgreSQL (compared with SQLite in the
@@ -96,6 +99,8 @@ const settings = {
   backend: flags.backend === 'postgres' ? 'postgres' : 'sqlite',
   cases: flags.cases ? new Set(flags.cases.split(',')) : undefined,
 };
+/** The main kvb's durability (kvb's default); case full measures the other beside it. */
+const durability = flags.durability === 'full' ? 'full' : 'normal';
 flags.out ??= join(ROOT, `bench/results/${flags.quick ? 'quick' : 'latest'}.json`);
 if (settings.backend === 'postgres' && !flags.db) {
   console.error('--backend postgres needs --db postgres://... (or KVB_BENCH_DB)');
@@ -146,6 +151,30 @@ async function timeStartup(command: string[], healthPath: string): Promise<numbe
   return ms;
 }
 
+/** Sequential GET /health latencies (ms): `count` of them, or for as long as `until` is pending. */
+async function healthLatencies(url: string, count?: number, until?: Promise<unknown>): Promise<number[]> {
+  let done = false;
+  void until?.finally(() => (done = true));
+  const result: number[] = [];
+  while (until ? !done : result.length < (count ?? 0)) {
+    const started = performance.now();
+    const res = await fetch(`${url}/health`);
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`/health answered ${res.status}`);
+    result.push(performance.now() - started);
+  }
+  return result;
+}
+
+const percentileOf = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+};
+const round2 = (n: number) => Math.round(n * 100) / 100;
+
+/** /health while 50 clients write with --durability full (the `health` case). */
+let healthUnderWrites: { quietP99Ms: number; p50Ms: number; p99Ms: number; maxMs: number; samples: number } | undefined;
+
 function timeProcess([program, ...args]: string[]): number {
   const start = performance.now();
   const result = spawnSync(program!, args, { stdio: 'ignore' });
@@ -189,7 +218,7 @@ async function main() {
   log('starting servers');
   const baseline = await startBaseline(tmp, baselineScript);
   services.push(baseline);
-  const kvb = await startKvb('kvb', tmp, dbFor('kvb'));
+  const kvb = await startKvb('kvb', tmp, dbFor('kvb'), ['--durability', durability]);
   services.push(kvb);
   const fixture = await prepareKvb(kvb.url);
 
@@ -227,11 +256,17 @@ async function main() {
   }
   for (const [peer, why] of Object.entries(skipped)) log(`${peer}: ${why}`);
 
-  if (settings.backend === 'sqlite' && wanted('full')) {
-    const full = await startKvb('kvb-full', tmp, dbFor('kvb-full'), ['--durability', 'full']);
-    services.push(full);
-    const fullFixture = await prepareKvb(full.url);
-    add('kvb durability=full', 'set_text', full, kvbWorkloads(fullFixture).set_text);
+  // Case full: SET at both durabilities in the same rounds (the main kvb runs `durability`, a second kvb
+  // the other); case health runs on whichever kvb syncs every commit.
+  let durable: { service: HttpService; workload: Workload } | undefined;
+  if (settings.backend === 'sqlite' && durability === 'full') durable = { service: kvb, workload: kvbCases.set_text };
+  if (settings.backend === 'sqlite' && (wanted('full') || (wanted('health') && !durable))) {
+    const other = durability === 'full' ? 'normal' : 'full';
+    const second = await startKvb(`kvb-${other}`, tmp, dbFor(`kvb-${other}`), ['--durability', other]);
+    services.push(second);
+    const workload = kvbWorkloads(await prepareKvb(second.url)).set_text;
+    if (other === 'full') durable = { service: second, workload };
+    if (wanted('full')) add(`kvb durability=${other}`, 'set_text', second, workload);
   }
 
   // The single-key cases on PostgreSQL, in the same rounds as SQLite: its targets are ratios to SQLite.
@@ -311,6 +346,27 @@ async function main() {
     }
   }
 
+  // How long the request thread keeps a probe waiting while the disk syncs batch after batch.
+  if (durable && wanted('health')) {
+    log('timing /health while 50 clients write durably');
+    const quiet = await healthLatencies(durable.service.url, 200);
+    const during: number[] = [];
+    for (let round = 0; round < settings.repeats; round++) {
+      const load = driver.load(durable.service.url, durable.workload, settings.seconds);
+      during.push(...(await healthLatencies(durable.service.url, undefined, load)));
+    }
+    healthUnderWrites = {
+      quietP99Ms: round2(percentileOf(quiet, 99)),
+      p50Ms: round2(percentileOf(during, 50)),
+      p99Ms: round2(percentileOf(during, 99)),
+      maxMs: round2(Math.max(...during)),
+      samples: during.length,
+    };
+    log(
+      `  /health during durable SETs: p50 ${healthUnderWrites.p50Ms} ms, p99 ${healthUnderWrites.p99Ms} ms (quiet p99 ${healthUnderWrites.quietP99Ms} ms)`,
+    );
+  }
+
   let startup: { kvbMs: number; baselineMs: number; ratio: number } | undefined;
   let cli: { label: string; kvbMs: number; nodeMs: number; ratio: number } | undefined;
   if (!flags['no-startup'] && wanted('startup')) {
@@ -383,6 +439,8 @@ function report(
   });
 
   const get = (target: string, name: string) => results.find((r) => r.target === target && r.case === name);
+  /** The row name of the kvb at durability `d` (the main kvb, or the second one of case full). */
+  const atDurability = (d: string) => (d === durability ? 'kvb' : `kvb durability=${d}`);
   const [small, large] = [settings.sizes[0], settings.sizes.at(-1)].map((n) => `kvb ${(n ?? 0).toLocaleString('en-US')} keys`);
   const targets: Array<{ goal: string; value: number | undefined; unit: 'x' | 'ms' | 'MB' | 'req/s'; min?: number; max?: number }> = [
     // The targets each hot path is held to: what a request costs against a bare Fastify route and against peers.
@@ -433,10 +491,11 @@ function report(
       min: 5000,
     },
     { goal: 'PostgreSQL SET (synchronous_commit on) vs etcd put', value: get('kvb postgres', 'set_text')?.vsEtcd, unit: 'x', min: 1 },
-    { goal: 'SET durability=full vs etcd put', value: get('kvb durability=full', 'set_text')?.vsEtcd, unit: 'x', min: 2 },
+    { goal: 'SET durability=full vs etcd put', value: get(atDurability('full'), 'set_text')?.vsEtcd, unit: 'x', min: 2 },
+    { goal: '/health p99 while 50 clients write durably', value: healthUnderWrites?.p99Ms, unit: 'ms', max: 5 },
     {
       goal: 'SET durability=full vs durability=normal (reported)',
-      value: ratio(find('kvb durability=full', 'set_text'), find('kvb', 'set_text')),
+      value: ratio(find(atDurability('full'), 'set_text'), find(atDurability('normal'), 'set_text')),
       unit: 'x',
     },
   ];
@@ -490,6 +549,13 @@ function report(
         `import ${portability.importKeysPerSecond.toLocaleString('en-US')} keys/s (${portability.importSeconds.toFixed(1)} s, staging, check and apply).`,
     );
   }
+  if (healthUnderWrites) {
+    const h = healthUnderWrites;
+    lines.push(
+      '',
+      `/health while 50 clients SET with --durability full (${h.samples} probes, one at a time): p50 ${h.p50Ms} ms, p99 ${h.p99Ms} ms, max ${h.maxMs} ms (quiet p99 ${h.quietP99Ms} ms).`,
+    );
+  }
   for (const w of watchDelays) {
     lines.push('', `Watch write-to-event delay (${w.where}), ${w.writes} writes: p50 ${w.p50Ms} ms, p99 ${w.p99Ms} ms, max ${w.maxMs} ms.`);
   }
@@ -511,7 +577,7 @@ function report(
   mkdirSync(join(flags.out!, '..'), { recursive: true });
   writeFileSync(
     flags.out!,
-    `${JSON.stringify({ machine, settings: { ...settings, cases: flags.cases }, skipped, results, startup, cli, portability, watchDelays, targets: targets.map((t) => ({ ...t, verdict: verdict(t) })), markdown }, null, 2)}\n`,
+    `${JSON.stringify({ machine, settings: { ...settings, cases: flags.cases }, skipped, results, startup, cli, portability, watchDelays, healthUnderWrites, targets: targets.map((t) => ({ ...t, verdict: verdict(t) })), markdown }, null, 2)}\n`,
   );
   log(`results written to ${flags.out}`);
 }

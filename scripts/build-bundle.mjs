@@ -3,6 +3,8 @@
 //   dist/load-bundle.cjs  the loader, and COMMAND_NAMES: the program's commands, for bin/kvb to choose a code cache by
 //   dist/kvb-cli.cjs      src/cli/main.ts; `kvb serve` loads the next one through the loader
 //   dist/kvb-server.cjs   src/server/run-server.ts and the stores (see SERVER_MODULES)
+//   dist/sqlite-writer-worker.cjs  the SQLite writer thread's code in one file: a worker loads it at
+//                         every SQLite start (as tsc's modules, with Kysely, it took most of a second on a busy machine)
 import { build } from 'esbuild';
 import { readFile, rm } from 'node:fs/promises';
 import { builtinModules, createRequire } from 'node:module';
@@ -199,6 +201,12 @@ await Promise.all([
     entryPoints: ['src/cli/main.ts'],
     outfile: `${OUT}/kvb-cli.cjs`,
     plugins: [throughServerBundle, dynamicImportAsRequire, sourceTransforms, lazyChildProcessInCommander],
+  }),
+  build({
+    ...common,
+    entryPoints: ['src/store/sqlite/sqlite-writer-worker.ts'],
+    outfile: `${OUT}/sqlite-writer-worker.cjs`,
+    plugins: [sourceTransforms],
   }),
   build({
     ...common,

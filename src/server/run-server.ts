@@ -27,6 +27,8 @@ export async function runServer(config: ServerConfig): Promise<void> {
   let onBackgroundError = (err: unknown) => {
     process.stderr.write(`kvb: storage connection error: ${describeError(err)}\n`);
   };
+  // A writer thread that fails before the app exists stops the start; after, the server drains and exits 1.
+  let onWriterFailure = (err: Error): void => fail(`the SQLite writer thread failed: ${describeError(err)}`);
   let target: DbTarget;
   try {
     target = parseDbTarget(config.db);
@@ -55,7 +57,11 @@ export async function runServer(config: ServerConfig): Promise<void> {
   }
   let store: Store;
   try {
-    store = await openStore(config.db, { ...storeOptions(config), onBackgroundError: (err) => onBackgroundError(err) });
+    store = await openStore(config.db, {
+      ...storeOptions(config),
+      onBackgroundError: (err) => onBackgroundError(err),
+      onWriterFailure: (err) => onWriterFailure(err),
+    });
   } catch (err) {
     // One line a person can act on, not a stack trace.
     const code = (err as { code?: unknown }).code;
@@ -82,7 +88,9 @@ export async function runServer(config: ServerConfig): Promise<void> {
       // stdout is gone (its reader exited): shutting down matters more than the line.
     }
   };
-  const stop = async (signal: string) => {
+  const stop = async (signal: string, failed = false) => {
+    // Exit 1 like a server that cannot start: a supervisor restarts it.
+    const exitCode = failed ? 1 : 0;
     if (stopping) return;
     stopping = true;
     // At once: /ready answers 503, so a load balancer stops sending here.
@@ -96,7 +104,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
       app.server.closeAllConnections();
       setTimeout(() => {
         say('warn', 'requests still running after their connections closed; exiting');
-        process.exit(0);
+        process.exit(exitCode);
       }, 2000).unref();
     }, config.shutdownTimeoutSeconds * 1000);
     deadline.unref();
@@ -115,7 +123,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
       clearTimeout(deadline);
       await store.close();
       say('info', 'stopped');
-      process.exit(0);
+      process.exit(exitCode);
     } catch (err) {
       say('error', `unclean shutdown: ${describeError(err)}`);
       process.exit(1);
@@ -134,6 +142,12 @@ export async function runServer(config: ServerConfig): Promise<void> {
       say('error', `SIGHUP: ${describeError(err)}; still serving the previous certificate`);
     }
   });
+  // Without its writer the server could only read: it stops (exit 1) rather than answer half the API.
+  // Writes waiting when it failed have been answered 503 (their outcome unknown); requests already received are answered.
+  onWriterFailure = (err) => {
+    say('error', `the SQLite writer thread failed, stopping the server: ${describeError(err)}`);
+    void stop('a writer thread failure', true);
+  };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
 

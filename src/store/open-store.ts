@@ -15,6 +15,8 @@ export interface OpenStoreOptions {
   access?: 'own' | 'read';
   /** Per-bucket quotas enforced by every write (kvb serve); none when absent. */
   quota?: Quota;
+  /** SQLite: its writer thread failed; every write fails from then on (kvb serve stops). */
+  onWriterFailure?: (err: Error) => void;
 }
 
 /** Whether a `--db` value names PostgreSQL (`postgres://` or `postgresql://`). */
@@ -80,5 +82,6 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     durability: options.durability,
     ...(options.access && { access: options.access }),
     ...(options.quota && { quota: options.quota }),
+    ...(options.onWriterFailure && { onWriterFailure: options.onWriterFailure }),
   });
 }

@@ -7,9 +7,11 @@ import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
  * Durability: writes the server acknowledged survive a `kill -9`, transactions are
- * all-or-nothing after the crash, and the database opens again without repair.
+ * all-or-nothing after the crash, and the database opens again without repair. In both
+ * durabilities: `full` fsyncs on the writer thread, answered only after the sync.
  */
-describe('crash safety (kill -9 under write load)', () => {
+describe.each(['normal', 'full'] as const)('crash safety (kill -9 under write load, --durability %s)', (durability) => {
+  const args = ['--durability', durability];
   const dataDir = mkdtempSync(join(tmpdir(), 'kvb-crash-'));
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
@@ -19,7 +21,7 @@ describe('crash safety (kill -9 under write load)', () => {
   });
 
   it('keeps every acknowledged write across three crashes', { timeout: 90_000 }, async () => {
-    server = await startServer({ dataDir });
+    server = await startServer({ dataDir, args });
     const bucket = await (await fetch(`${server.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'crash@test' }) })).text();
     const ackedSets = new Map<string, string>();
     const ackedTxns: number[] = [];
@@ -69,7 +71,7 @@ describe('crash safety (kill -9 under write load)', () => {
       await current.stop({ keepData: true, signal: 'SIGKILL' });
       running = false;
       await Promise.all(workers);
-      server = await startServer({ dataDir });
+      server = await startServer({ dataDir, args });
       expect((await fetch(`${server.url}/ready`)).status).toBe(200);
     }
 
