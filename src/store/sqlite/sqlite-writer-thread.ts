@@ -141,12 +141,12 @@ export class WriterThread {
     withBuffers(reply.outcomes);
     this.hooks.applied(reply);
     const failed = reply.failed && receiveError(reply.failed);
-    writes.forEach(({ resolve, reject }, i) => {
-      if (failed) return reject(failed);
-      const outcome = reply.outcomes[i]!;
-      if (outcome.ok) resolve(outcome.value);
-      else reject(receiveError(outcome.error));
-    });
+    for (const [i, { resolve, reject }] of writes.entries()) {
+      const outcome = reply.outcomes[i];
+      if (failed) reject(failed);
+      else if (outcome!.ok) resolve(outcome!.value);
+      else reject(receiveError(outcome!.error));
+    }
     this.hooks.answered(reply);
     if (this.inFlight.length === 0) this.idle();
   }
