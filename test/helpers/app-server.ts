@@ -131,7 +131,8 @@ function injector(app: FastifyInstance, origin: string): Injector {
  * file would have given `kvb serve` as flags.
  */
 export const serverTest = (config: Partial<ServerConfig> = {}) =>
-  base.extend('server', { scope: 'file' }, async (_fixtures, { onCleanup }) => {
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads the fixtures a fixture needs from this pattern, and refuses anything but one
+  base.extend('server', { scope: 'file' }, async ({}, { onCleanup }) => {
     const server = await startAppServer({ config });
     onCleanup(async () => void (await server.stop()));
     return server;
