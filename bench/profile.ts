@@ -7,7 +7,8 @@
  * the request thread's first, then the SQLite writer thread's (its own bundle,
  * dist/sqlite-writer-worker.cjs), then any other. The .cpuprofile files stay in the temp dir for Chrome DevTools.
  * `--startup` profiles start-up instead: spawn to the first 200 from /health, then stop. `--db URL`
- * runs kvb on that database (PostgreSQL) instead of a temp SQLite file.
+ * runs kvb on that database (PostgreSQL) instead of a temp SQLite file; `--durability full` profiles
+ * SQLite's durable writes.
  */
 import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,12 +29,13 @@ const { values: flags } = parseArgs({
     top: { type: 'string', default: '25' },
     startup: { type: 'boolean', default: false },
     db: { type: 'string' },
+    durability: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
 if (flags.help) {
   console.log(
-    `Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup] [--db postgres://…]`,
+    `Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup] [--db postgres://…] [--durability normal|full]`,
   );
   process.exit(0);
 }
@@ -132,7 +134,15 @@ async function main() {
   const node = [process.execPath, '--max-semi-space-size=8', '--cpu-prof', `--cpu-prof-dir=${tmp}`];
   const child = spawnLogged(
     node[0]!,
-    [...node.slice(1), KVB_BIN, ...kvbArgs(port, flags.db ?? join(tmp, 'kvb.db'), ['--log-level', 'warn'])],
+    [
+      ...node.slice(1),
+      KVB_BIN,
+      ...kvbArgs(port, flags.db ?? join(tmp, 'kvb.db'), [
+        '--log-level',
+        'warn',
+        ...(flags.durability ? ['--durability', flags.durability] : []),
+      ]),
+    ],
     join(tmp, 'kvb.log'),
   );
   const url = `http://127.0.0.1:${port}`;
