@@ -4,8 +4,6 @@ import {
   type Compilable,
   DummyDriver,
   type Kysely as KyselyType,
-  type QueryCreator,
-  type RawBuilder,
   type SelectExpression,
   Kysely,
   PostgresAdapter,
@@ -363,16 +361,10 @@ export function logChangeRows(db: KyselyType<Database>, rows: number) {
     .onConflict(replaceChangeOnConflict);
 }
 
-/** SQLite only: a batch's change-log rows (multi-row inserts); removes one key if it is (still) expired. */
+/** SQLite only: a batch's change-log rows (multi-row inserts). */
 export function sqliteStatements(db: KyselyType<Database>) {
   return {
     ...Object.fromEntries(CHANGE_ROW_CHUNKS.map((n) => [`logChanges${n}`, logChangeRows(db, n)])),
-    removeExpired: db
-      .deleteFrom('entries')
-      .where('bucket_id', '=', param('bucket'))
-      .where('key', '=', param('key'))
-      .where('expires_at', '<=', param('now'))
-      .returning(ENTRY_SIZE.as('size')),
   };
 }
 

@@ -92,10 +92,7 @@ describe('statements compile once per dialect, with named parameters', () => {
     );
   });
 
-  it("SQLite only: removeExpired re-checks expiry; setRevision writes a batch's final revision", () => {
-    expect(sqlite.removeExpired.sql).toBe(
-      'delete from "entries" where "bucket_id" = ? and "key" = ? and "expires_at" <= ? returning length(key) + length(value) as "size"',
-    );
+  it("SQLite only: setRevision writes a batch's final revision", () => {
     expect(sqlite.setRevision.sql).toBe('update "buckets" set "revision" = ? where "id" = ?');
   });
 
@@ -132,12 +129,9 @@ describe('statements compile once per dialect, with named parameters', () => {
     expect(pg.readEntries.params).toEqual(['buckets', 'keys']);
   });
 
-  it('PostgreSQL only: leases and array statements', () => {
+  it('PostgreSQL only: leases', () => {
     expect(pg.takeLease.sql).toBe(
       'insert into "kvb"."kvb_leases" ("name", "holder", "expires_at") values ($1, $2, $3) on conflict ("name") do update set "holder" = "excluded"."holder", "expires_at" = "excluded"."expires_at" where ("kvb"."kvb_leases"."expires_at" <= $4 or "kvb"."kvb_leases"."holder" = $5) returning "holder"',
-    );
-    expect(pg.removeExpired.sql).toBe(
-      'delete from "kvb"."entries" where "bucket_id" = $1 and "key" = any($2::bytea[]) and "expires_at" <= $3 returning "key", length(key) + length(value) as "size"',
     );
   });
 

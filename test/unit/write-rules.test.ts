@@ -7,6 +7,7 @@ import { MAX_PREFIX_DELETE_KEYS } from '../../src/limits.js';
 import type { CommitOp, CounterOp, OpOutcome, SetOp, WriteOp } from '../../src/store/core/write-ops.js';
 import type { WriteView } from '../../src/store/core/write-view.js';
 import type { Quota } from '../../src/store/quota.js';
+import { SERVER_ACTOR } from '../../src/store/history-types.js';
 
 /** The write rules (src/store/core) over buckets in memory: no server, no database. */
 const NOW = 1_800_000_000_000;
@@ -111,6 +112,28 @@ describe('write rules: revisions and change rows', () => {
       expiresAt: null,
       data: Buffer.from('3'),
     });
+  });
+
+  it('the sweep removes the keys still expired at one revision, as expire rows by the server; keys written meanwhile stay', () => {
+    const memory = buckets();
+    value(one(memory, set('e1', 'x', { expiresAt: NOW - 1, now: NOW - 10 })));
+    value(one(memory, set('e2', 'xy', { expiresAt: NOW, now: NOW - 10 })));
+    value(one(memory, set('live', 'x', { expiresAt: NOW + 1 })));
+    // Found expired by the sweeper, then written again before its write ran.
+    value(one(memory, set('renewed', 'x', { expiresAt: NOW + 60_000 })));
+    const swept = one(memory, { op: 'sweep', keys: ['e1', 'e2', 'e1', 'live', 'renewed', 'absent'], now: NOW, actor: SERVER_ACTOR });
+    expect(value(swept)).toEqual({ swept: 2 });
+    const bucket = memory.buckets.get('b')!;
+    expect(bucket.revision).toBe(5);
+    expect(bucket.changes.slice(-2).map((c) => [c.revision, c.key, c.kind, c.actor])).toEqual([
+      [5, 'e1', 'expire', SERVER_ACTOR],
+      [5, 'e2', 'expire', SERVER_ACTOR],
+    ]);
+    expect([...bucket.rows.keys()].sort()).toEqual(['live', 'renewed']);
+    expect(bucket.usage).toEqual({ keys: 2, bytes: 'livex'.length + 'renewedx'.length });
+    // Nothing left to sweep: no revision.
+    expect(value(one(memory, { op: 'sweep', keys: ['e1', 'live'], now: NOW }))).toEqual({ swept: 0 });
+    expect(bucket.revision).toBe(5);
   });
 
   it("a transaction's prefix delete sees the batch's earlier writes", () => {

@@ -13,7 +13,7 @@ import type { CommitOutcome, Deleted, Entry, Refusal, Written } from './write-ty
 import { conditionHolds } from './conditions.js';
 import { counterEntry } from './counter.js';
 import { lastWritePerKey, prefixListing, readsOf, resolveTransaction } from './txn-resolution.js';
-import type { CommitOp, CounterOp, DeleteOp, OpOutcome, SetOp, WriteOp } from './write-ops.js';
+import type { CommitOp, CounterOp, DeleteOp, OpOutcome, SetOp, SweepOp, WriteOp } from './write-ops.js';
 import type { BatchResult, ChangeRecord, WriteView } from './write-view.js';
 
 /** Every write's answer when its bucket is gone. */
@@ -100,15 +100,15 @@ class BatchState {
     return createRevision;
   }
 
-  /** Removes a key at `revision`; false (nothing logged) when it was not there. */
-  remove(op: { key: string; actor?: WriteOp['actor'] }, revision: number): boolean {
+  /** Removes a key at `revision` (logged as `kind`); false (nothing logged) when it was not there. */
+  remove(op: { key: string; actor?: WriteOp['actor'] }, revision: number, kind: 'delete' | 'expire' = 'delete'): boolean {
     const old = this.size(op.key);
     if (old === undefined) return false;
     this.usage.keys -= 1;
     this.usage.bytes -= old;
     this.rows.set(op.key, undefined);
     this.written.add(op.key);
-    this.changes.push({ key: op.key, kind: 'delete', value: undefined, expiresAt: null, revision, createRevision: null, actor: op.actor });
+    this.changes.push({ key: op.key, kind, value: undefined, expiresAt: null, revision, createRevision: null, actor: op.actor });
     return true;
   }
 
@@ -141,6 +141,8 @@ export function applyBatch(view: WriteView, ops: readonly WriteOp[], quota: Quot
           return { ok: true, value: remove(batch, op) };
         case 'counter':
           return { ok: true, value: counter(batch, op) };
+        case 'sweep':
+          return { ok: true, value: sweep(batch, op) };
         case 'commit': {
           const value = commit(batch, op);
           return value === STALE ? { ok: false, stale: true } : { ok: true, value };
@@ -190,6 +192,18 @@ function counter(batch: BatchState, op: CounterOp): Entry | Refusal {
   const createRevision = batch.set(op, next.type, next.data, next.expiresAt, revision);
   batch.operations.push({ revision, operation: 'counter' });
   return { ...next, revision, createRevision };
+}
+
+/** The expiry sweep: every key of `op` still expired at `op.now` goes, at one revision; none, no revision. */
+function sweep(batch: BatchState, op: SweepOp): { swept: number } {
+  const expired = [...new Set(op.keys)].filter((key) => {
+    const row = batch.row(key);
+    return row !== undefined && !isLive(row, op.now);
+  });
+  if (expired.length === 0) return { swept: 0 };
+  const revision = batch.next();
+  for (const key of expired) batch.remove({ key, actor: op.actor }, revision, 'expire');
+  return { swept: expired.length };
 }
 
 const STALE = Symbol('stale listing');

@@ -6,7 +6,7 @@
  */
 import type { ParsedNumber } from '../../values/numbers.js';
 import type { StoredValue } from '../../values/stored-value.js';
-import type { Actor } from '../history-types.js';
+import { type Actor, SERVER_ACTOR } from '../history-types.js';
 import type { CommitOutcome, Condition, Deleted, Entry, Refusal, TxnRequestOp, Written } from './write-types.js';
 
 /** What every write carries: its clock (ms; decides which rows are live), its precondition, its author. */
@@ -68,10 +68,31 @@ export interface CommitOp extends WriteCommon {
   listed?: PrefixListing | undefined;
 }
 
+/**
+ * Removes whichever of `keys` have expired by `now` (the expiry sweep): one revision for all of
+ * them, an `expire` change row each; a key written meanwhile (live again, or gone) is left alone.
+ * The sweeper finds the keys; the rule decides, inside the write, which still expire.
+ */
+export interface SweepOp extends WriteCommon {
+  op: 'sweep';
+  keys: string[];
+}
+
+/** The sweep writes for expired rows found by an engine (bucket id, key): one per bucket, made by the server. */
+export function sweepsOf(expired: Array<{ bucket_id: string; key: Buffer }>, now: number): Array<{ bucket: string; op: SweepOp }> {
+  const byBucket = new Map<string, string[]>();
+  for (const { bucket_id, key } of expired) {
+    const keys = byBucket.get(bucket_id);
+    if (keys) keys.push(key.toString('utf8'));
+    else byBucket.set(bucket_id, [key.toString('utf8')]);
+  }
+  return [...byBucket].map(([bucket, keys]) => ({ bucket, op: { op: 'sweep', keys, now, actor: SERVER_ACTOR } }));
+}
+
 /** What a counter adds and how it sets the expiry (`Store.updateEntry`'s update). */
 export type CounterUpdate = Pick<CounterOp, 'op' | 'delta' | 'expiresAt' | 'keepExpiry'>;
 
-export type WriteOp = SetOp | DeleteOp | CounterOp | CommitOp;
+export type WriteOp = SetOp | DeleteOp | CounterOp | CommitOp | SweepOp;
 
 /** Each write's answer when it ran. */
 export interface WriteResults {
@@ -79,6 +100,8 @@ export interface WriteResults {
   delete: Deleted | Refusal;
   counter: Entry | Refusal;
   commit: CommitOutcome;
+  /** How many keys the sweep removed (or the bucket is gone). */
+  sweep: { swept: number } | Refusal;
 }
 
 export type ResultOf<O extends WriteOp> = WriteResults[O['op']];

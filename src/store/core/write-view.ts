@@ -23,7 +23,7 @@ export interface WriteView {
 /** One change-log row a batch made: the key's state after `revision`. */
 export interface ChangeRecord {
   key: string;
-  kind: 'set' | 'delete';
+  kind: 'set' | 'delete' | 'expire';
   /** For `set`: what it wrote. */
   value: StoredValue | undefined;
   expiresAt: number | null;

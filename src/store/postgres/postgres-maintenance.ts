@@ -1,20 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { actorFields } from '../change-row.js';
 import { floorWithin } from '../floor-within.js';
 import { PRUNE_OVERLAP_MS } from '../history-reader.js';
-import { SERVER_ACTOR } from '../history-types.js';
 import type { CompiledStatement } from '../statements.js';
-import type { Change } from '../store.js';
+import { type ResultOf, type SweepOp, sweepsOf } from '../core/write-ops.js';
 import { LEASE_MS } from './postgres-open.js';
 import { withRetries } from './postgres-retries.js';
-import { type StatementRunner, rollback } from './postgres-statement-runner.js';
-
-/** One key's change-log row, before it is written (a sweep's: one revision, many keys). */
-interface SweptChange {
-  key: Buffer;
-  kind: Change['kind'];
-}
+import type { StatementRunner } from './postgres-statement-runner.js';
 
 /**
  * The background work of the PostgreSQL store: the expiry sweep, the change-log prune and the
@@ -32,6 +24,8 @@ export class PostgresMaintenance {
   constructor(
     private readonly runner: StatementRunner,
     private readonly sql: Record<string, CompiledStatement>,
+    /** Runs a sweep write (the store's write queue). */
+    private readonly sweep: (bucket: string, op: SweepOp) => Promise<ResultOf<SweepOp>>,
   ) {}
 
   private query<R extends pg.QueryResultRow>(name: string, args: Record<string, unknown>, client?: pg.PoolClient) {
@@ -48,53 +42,19 @@ export class PostgresMaintenance {
     await this.query('releaseLease', { name: 'sweep', holder: this.holder }).catch(() => {});
   }
 
+  /**
+   * Deletes up to `batch` expired keys: per bucket, one sweep write through the store's write
+   * path (`sweep`), where the write rules decide which keys still expire.
+   */
   async sweepExpired(now: number, batch: number): Promise<number> {
     if (!(await this.takeLease('sweep'))) return 0;
     const { rows } = await this.query<{ bucket_id: string; key: Buffer }>('expiredEntries', { now, batch });
-    const byBucket = new Map<string, Buffer[]>();
-    for (const row of rows) byBucket.set(row.bucket_id, [...(byBucket.get(row.bucket_id) ?? []), row.key]);
     let deleted = 0;
-    for (const [bucket, keys] of byBucket) {
-      // Like any write: bucket row first, then the keys still expired; one revision per bucket, none if nothing went.
-      deleted += await this.runner.transaction<number, number>(async (client) => {
-        const { rows: bumped } = await this.query<{ revision: number }>('bumpBucket', { bucket }, client);
-        const { rows: removed } = await this.query<{ key: Buffer; size: number }>('removeExpired', { bucket, keys, now }, client);
-        if (bumped[0] === undefined) return 0;
-        if (removed.length === 0) return rollback(0);
-        const bytes = removed.reduce((sum, { size }) => sum + Number(size), 0);
-        await this.query('addUsage', { bucket, keys: -removed.length, bytes: -bytes }, client);
-        await this.logChanges(
-          client,
-          bucket,
-          Number(bumped[0].revision),
-          removed.map(({ key }) => ({ key, kind: 'expire' as const })),
-          now,
-        );
-        return removed.length;
-      });
+    for (const { bucket, op } of sweepsOf(rows, now)) {
+      const outcome = await this.sweep(bucket, op);
+      if ('swept' in outcome) deleted += outcome.swept;
     }
     return deleted;
-  }
-
-  /** Writes one revision's change-log rows (distinct keys) in the caller's transaction: one round trip. */
-  private async logChanges(client: pg.PoolClient, bucket: string, revision: number, changes: SweptChange[], now: number): Promise<void> {
-    if (changes.length === 0) return;
-    await this.query(
-      'logChanges',
-      {
-        bucket,
-        revision,
-        keys: changes.map((c) => c.key),
-        kinds: changes.map((c) => c.kind),
-        types: changes.map(() => null),
-        values: changes.map(() => null),
-        expiresAts: changes.map(() => null),
-        // Only the sweeper logs rows this way: its expiries are the server's own.
-        ...actorFields(SERVER_ACTOR),
-        now,
-      },
-      client,
-    );
   }
 
   async pruneChanges(before: number, batch: number): Promise<number> {

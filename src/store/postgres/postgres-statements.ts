@@ -1,59 +1,12 @@
 // PostgreSQL's own statements: those written with arrays, row versions and leases that SQLite
 // does not have. The statements both dialects share are in ../statements.ts.
-import { type Compilable, type Kysely as KyselyType, type QueryCreator, type RawBuilder, sql } from 'kysely';
+import { type Compilable, type Kysely as KyselyType, type RawBuilder, sql } from 'kysely';
 import type { Database } from '../schema.js';
-import { ENTRY_SIZE, param, queryBuilder } from '../statements.js';
+import { param, queryBuilder } from '../statements.js';
 
-/** PostgreSQL only: the sweep's array statements, leases (the write batch's are in postgresBatchStatements). */
+/** PostgreSQL only: leases (the write batch's statements are in postgresBatchStatements). */
 export function postgresStatements(db: KyselyType<Database>) {
-  /** Change-log rows of one revision: `row` selects what differs per key (one key, or arrays unnested in lockstep). */
-  const logChangesInto = (qc: QueryCreator<Database>, row: Record<'key' | 'kind' | 'type' | 'value' | 'expires_at', RawBuilder<unknown>>) =>
-    qc
-      .insertInto('changes')
-      .columns([
-        'bucket_id',
-        'revision',
-        'key',
-        'kind',
-        'type',
-        'value',
-        'expires_at',
-        'actor_kind',
-        'actor_token',
-        'actor_address',
-        'committed_at',
-      ])
-      .expression(
-        db.selectNoFrom([
-          sql`${param('bucket')}::text`.as('bucket_id'),
-          sql`${param('revision')}::bigint`.as('revision'),
-          row.key.as('key'),
-          row.kind.as('kind'),
-          row.type.as('type'),
-          row.value.as('value'),
-          row.expires_at.as('expires_at'),
-          sql`${param('actorKind')}::text`.as('actor_kind'),
-          sql`${param('actorToken')}::text`.as('actor_token'),
-          sql`${param('actorAddress')}::text`.as('actor_address'),
-          sql`${param('now')}::bigint`.as('committed_at'),
-        ]),
-      );
   return {
-    removeExpired: db
-      .deleteFrom('entries')
-      .where('bucket_id', '=', param('bucket'))
-      .where('key', '=', sql<Buffer>`any(${param('keys')}::bytea[])`)
-      .where('expires_at', '<=', param('now'))
-      // What each removed key counted toward its bucket's usage.
-      .returning(['key', ENTRY_SIZE.as('size')]),
-    /** Change-log rows for one revision, many keys in one round trip (keys are distinct). */
-    logChanges: logChangesInto(db, {
-      key: sql`unnest(${param('keys')}::bytea[])`,
-      kind: sql`unnest(${param('kinds')}::text[])`,
-      type: sql`unnest(${param('types')}::text[])`,
-      value: sql`unnest(${param('values')}::bytea[])`,
-      expires_at: sql`unnest(${param('expiresAts')}::bigint[])`,
-    }),
     /** Takes (or renews) a lease when it is free, expired, or already ours; returns a row only then. */
     takeLease: db
       .insertInto('kvb_leases')

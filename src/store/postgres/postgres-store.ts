@@ -8,7 +8,7 @@ import { HistoryReader } from '../history-reader.js';
 import type { Actor, ActorFilter, HistoryRecord, PastRead } from '../history-types.js';
 import { listBounds } from '../list-bounds.js';
 import { prefixListing, readsOf } from '../core/txn-resolution.js';
-import type { CommitOp, CounterOp, CounterUpdate, DeleteOp, ResultOf, SetOp } from '../core/write-ops.js';
+import type { CommitOp, CounterOp, CounterUpdate, DeleteOp, ResultOf, SetOp, SweepOp } from '../core/write-ops.js';
 import { NO_BUCKET } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
 import { type Quota, type Usage, NO_QUOTA } from '../quota.js';
@@ -116,7 +116,11 @@ export class PostgresStore implements Store {
     // One batch per bucket at a time (its writes would only wait on its row); a few buckets'
     // batches at once, leaving part of the pool to reads.
     this.writes = new WriteQueue(this, batchWrites ? MAX_BATCH : 1, Math.max(1, Math.min(8, poolSize - 2)));
-    this.maintenance = new PostgresMaintenance(this.runner, this.sql);
+    this.maintenance = new PostgresMaintenance(
+      this.runner,
+      this.sql,
+      (bucket, op) => this.writes.write(bucket, op, op.keys) as Promise<ResultOf<SweepOp>>,
+    );
     // Two statements at once: one gathers reads while the other runs (measured: see docs/performance.md).
     this.pointReads = new PointReads(
       async (buckets, keys) => (await this.query<EntryRow & { i: number }>('readEntries', { buckets, keys })).rows,

@@ -1,6 +1,6 @@
 import { floorWithin } from '../floor-within.js';
 import { actorFields } from '../change-row.js';
-import { SERVER_ACTOR } from '../history-types.js';
+import { sweepsOf } from '../core/write-ops.js';
 import { prefixUpperBound } from '../../values/keys.js';
 import type { Written } from '../store.js';
 import type { SqliteWriter } from './sqlite-writer.js';
@@ -81,24 +81,14 @@ function applyImport(writer: SqliteWriter, request: Extract<WriteRequest, { kind
   });
 }
 
-/** Deletes up to `batch` expired keys: one revision per bucket, an `expire` change row per key. */
+/** Deletes up to `batch` expired keys: per bucket, one sweep write (core/apply-batch.ts decides which still expire). */
 function sweepExpired(writer: SqliteWriter, now: number, batch: number): number {
-  const { conn } = writer;
   return writer.atomically(() => {
-    const expired = conn.all<{ bucket_id: string; key: Buffer }>('expiredEntries', { now, batch });
-    const byBucket = new Map<string, Array<{ key: Buffer }>>();
-    for (const row of expired) byBucket.set(row.bucket_id, [...(byBucket.get(row.bucket_id) ?? []), row]);
+    const expired = writer.conn.all<{ bucket_id: string; key: Buffer }>('expiredEntries', { now, batch });
     let deleted = 0;
-    for (const [bucket, rows] of byBucket) {
-      // One revision per bucket per batch; a bucket row that is gone leaves nothing to number.
-      const revision = writer.bump(bucket);
-      for (const { key } of rows) {
-        const removed = conn.get<{ size: number }>('removeExpired', { bucket, key, now });
-        if (removed === undefined) continue;
-        writer.addUsage(bucket, -1, -Number(removed.size));
-        if (revision !== undefined) writer.logChange(bucket, revision, key, 'expire', null, null, null, SERVER_ACTOR);
-        deleted += 1;
-      }
+    for (const { bucket, op } of sweepsOf(expired, now)) {
+      const outcome = writer.applyWrite(bucket, op);
+      if ('swept' in outcome) deleted += outcome.swept;
     }
     return deleted;
   });
