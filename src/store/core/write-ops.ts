@@ -68,7 +68,7 @@ export interface CommitOp extends WriteCommon {
   listed?: PrefixListing | undefined;
 }
 
-/** What a counter adds and how it sets the expiry (`Store.updateEntry`'s update). */
+/** What a counter adds and how it sets the expiry: a CounterOp without its key, clock, condition and author. */
 export type CounterUpdate = Pick<CounterOp, 'op' | 'delta' | 'expiresAt' | 'keepExpiry'>;
 
 export type WriteOp = SetOp | DeleteOp | CounterOp | CommitOp;
