@@ -271,7 +271,7 @@ export async function buildApp(
   const verifications = new VerificationScheduler(verificationLimits(config.verificationWaitSeconds));
   const ctx: ServerContext = {
     store,
-    buckets: new BucketCache(store, store.shared ? SHARED_CACHE_MAX_AGE_MS : Number.POSITIVE_INFINITY, verifications),
+    buckets: new BucketCache(store, store.flags.shared ? SHARED_CACHE_MAX_AGE_MS : Number.POSITIVE_INFINITY, verifications),
     config,
     watch: new WatchHub(store),
     transfers: { exports: 0, imports: 0 },

@@ -77,7 +77,7 @@ export class BucketCache {
   private async load(id: string): Promise<CachedBucket | undefined> {
     const now = Date.now();
     const invalidations = this.invalidations;
-    const record = await this.store.getBucket(id);
+    const record = await this.store.buckets.get(id);
     // A change on this instance while the record was read: answer with it, but do not cache it.
     const stale = invalidations !== this.invalidations;
     const hit = this.entries.get(id);

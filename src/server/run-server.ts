@@ -187,7 +187,10 @@ export async function runServer(config: ServerConfig): Promise<void> {
   }
   const scheme = tls ? 'https' : 'http';
   // Still one line: what the database offers and what kvb uses of it rides along as a field.
-  app.log.info({ capabilities: store.capabilities }, `kvb ${VERSION} listening on ${scheme}://${shownHost}:${port} (storage: ${where})`);
+  app.log.info(
+    { capabilities: store.flags.capabilities },
+    `kvb ${VERSION} listening on ${scheme}://${shownHost}:${port} (storage: ${where})`,
+  );
   if (metricsServer) {
     const bound = metricsServer.address();
     const metricsAt =

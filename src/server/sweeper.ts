@@ -23,16 +23,16 @@ export function startSweeper(
     try {
       let deleted: number;
       do {
-        deleted = await store.sweepExpired(Date.now(), BATCH);
+        deleted = await store.maintenance.sweepExpired(Date.now(), BATCH);
         if (deleted > 0) log.debug({ deleted }, 'swept expired keys');
         await new Promise((resolve) => setImmediate(resolve));
       } while (deleted === BATCH && timer !== undefined);
       // The watch feed's log: changes older than the retention go, each bucket's floor rising with them.
-      while ((await store.pruneChanges(Date.now() - watchRetentionMs, BATCH)) === BATCH && timer !== undefined) {
+      while ((await store.changes.prune(Date.now() - watchRetentionMs, BATCH)) === BATCH && timer !== undefined) {
         await new Promise((resolve) => setImmediate(resolve));
       }
       // History past its byte bound: the oldest goes, so storage stays bounded by the operator's limits.
-      const bounded = await store.boundHistory(maxHistoryBytes, Date.now());
+      const bounded = await store.changes.bound(maxHistoryBytes, Date.now());
       if (bounded > 0) log.debug({ buckets: bounded }, 'history over its byte bound compacted');
     } catch (err) {
       log.warn({ err }, 'expiry sweep failed; will retry');

@@ -52,7 +52,7 @@ export class WatchHub {
   resets = 0;
 
   constructor(private readonly store: Store) {
-    if (store.onCommit) store.onCommit((buckets) => this.wake(buckets));
+    if (store.changes.onCommit) store.changes.onCommit((buckets) => this.wake(buckets));
     else {
       this.poller = setInterval(() => this.wake([...this.feeds.keys()]), POLL_INTERVAL_MS);
       this.poller.unref();
@@ -69,7 +69,7 @@ export class WatchHub {
   private async refresh(bucket: string, feed: BucketFeed): Promise<void> {
     // An import (one revision of up to millions of keys) raises the watch floor to its revision: every
     // watcher behind it is reset (it re-lists), and the feed goes on from there without reading it.
-    const bounds = await this.store.changeLogBounds(bucket);
+    const bounds = await this.store.changes.bounds(bucket);
     if (!bounds) return;
     if (bounds.watchFloor > feed.last) {
       for (const w of [...feed.watchers]) {
@@ -81,7 +81,7 @@ export class WatchHub {
     // reads (its log rows and its floor commit together) is left to the next refresh, which sees its
     // floor first. Read past it, its keys would go out as ordinary events and no watcher would be reset.
     for (;;) {
-      const changes = await this.store.readChanges(bucket, feed.last, bounds.revision, READ_LIMIT);
+      const changes = await this.store.changes.read(bucket, feed.last, bounds.revision, READ_LIMIT);
       for (const [revision, group] of byRevision(changes)) {
         for (const w of feed.watchers) deliverTo(w, revision, group);
         feed.last = revision;
@@ -113,7 +113,7 @@ export class WatchHub {
   async join(w: Watcher, since: number | undefined, onJoin: (rev: number) => void): Promise<JoinResult> {
     let feed = this.feeds.get(w.bucket);
     if (!feed) {
-      const bounds = await this.store.changeLogBounds(w.bucket);
+      const bounds = await this.store.changes.bounds(w.bucket);
       if (!bounds) return { joined: false, gone: true };
       feed = this.feeds.get(w.bucket);
       if (!feed) {
@@ -133,7 +133,7 @@ export class WatchHub {
       } else {
         // A `since` below the floor is reset before anything is read: the revision above it may be
         // an import's (up to millions of rows).
-        const floor = await this.store.changeLogBounds(w.bucket);
+        const floor = await this.store.changes.bounds(w.bucket);
         if (floor && since < floor.watchFloor) {
           result = { joined: false, reset: { rev: Math.max(f.last, floor.revision), oldest: floor.watchFloor } };
           return;
@@ -143,12 +143,12 @@ export class WatchHub {
         let after = since;
         const replay: Array<[number, Change[]]> = [];
         while (after < f.last) {
-          const groups = byRevision(await this.store.readChanges(w.bucket, after, f.last, READ_LIMIT));
+          const groups = byRevision(await this.store.changes.read(w.bucket, after, f.last, READ_LIMIT));
           if (groups.length === 0) break;
           replay.push(...groups);
           after = groups[groups.length - 1]![0];
         }
-        const bounds = await this.store.changeLogBounds(w.bucket);
+        const bounds = await this.store.changes.bounds(w.bucket);
         if (!bounds) {
           result = { joined: false, gone: true };
           return;
@@ -190,7 +190,7 @@ export class WatchHub {
   }
 
   bounds(bucket: string) {
-    return this.store.changeLogBounds(bucket);
+    return this.store.changes.bounds(bucket);
   }
 
   /** Open streams, so shutdown can end them at once. */

@@ -102,12 +102,14 @@ export async function dumpStore(
     hash.update(chunk);
     await write(chunk);
   };
-  await out(`${JSON.stringify({ kvb: 'dump', version: DUMP_VERSION, backend: store.backend, dumped_at: new Date(now).toISOString() })}\n`);
+  await out(
+    `${JSON.stringify({ kvb: 'dump', version: DUMP_VERSION, backend: store.flags.backend, dumped_at: new Date(now).toISOString() })}\n`,
+  );
   let buckets = 0;
   let entries = 0;
   let after: string | undefined;
   for (;;) {
-    const page = await store.listBuckets(after, 100);
+    const page = await store.buckets.list(after, 100);
     if (page.length === 0) break;
     for (const bucket of page) {
       const snapshot = await store.openSnapshot(bucket.id, '', now);
@@ -217,7 +219,7 @@ export async function verifyDump(lines: AsyncIterable<string>): Promise<{ bucket
 
 /** Whether the store holds any bucket (a restore refuses a non-empty target unless forced). */
 export async function storeIsEmpty(store: Store): Promise<boolean> {
-  return (await store.listBuckets(undefined, 1)).length === 0 && (await store.countEntries()) === 0;
+  return (await store.buckets.list(undefined, 1)).length === 0 && (await store.maintenance.countEntries()) === 0;
 }
 
 /**
@@ -250,8 +252,8 @@ export async function restoreDump(
     for await (const item of readDump(lines)) {
       if (item.kind === 'bucket') {
         await finishBucket();
-        if (options.force) await store.deleteBucket(item.bucket.id);
-        await store.createBucket(item.bucket);
+        if (options.force) await store.buckets.delete(item.bucket.id);
+        await store.buckets.create(item.bucket);
         staging = await store.beginImport(item.bucket.id);
         restoreRevision = item.revision;
         bucketId = item.bucket.id;

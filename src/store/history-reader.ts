@@ -2,7 +2,7 @@ import { isValueType } from '../values/value-type.js';
 import { listBounds } from './list-bounds.js';
 import { keyHistoryName, listAtShapeName } from './history-statements.js';
 import { actorFromRow } from './change-row.js';
-import type { ChangeLogBounds, Entry, ListQuery, ListedEntry } from './store.js';
+import type { ChangeLogBounds, Entry, HistoryReads, ListQuery, ListedEntry } from './store.js';
 import type { ActorFilter, HistoryRecord, HistoryOperation, PastRead } from './history-types.js';
 
 /**
@@ -29,7 +29,7 @@ function toEntry(row: Record<string, unknown>): Entry {
  * when the revision is inside [floor, revision] both before and after the rows are read, so a
  * compaction that commits meanwhile cannot pass off a partly compacted state as the past.
  */
-export class HistoryReader {
+export class HistoryReader implements HistoryReads {
   constructor(
     private readonly run: RunHistoryStatement,
     private readonly bounds: (bucket: string) => Promise<ChangeLogBounds | undefined>,
@@ -92,6 +92,8 @@ export class HistoryReader {
 
   /** Up to `limit` of a key's recorded changes before revision `before`, newest first (only `actor`'s, when given). */
   async keyHistory(bucket: string, key: string, before: number, limit: number, actor?: ActorFilter): Promise<HistoryRecord[]> {
+    // Bucket ids never contain NUL, which PostgreSQL text cannot even carry: no such bucket, no history.
+    if (bucket.includes('\u0000')) return [];
     const name = keyHistoryName(actor === undefined ? 'all' : actor.tokenId === undefined ? 'kind' : 'token');
     const rows = await this.run(name, { bucket, key: Buffer.from(key), before, limit, actorKind: actor?.kind, actorToken: actor?.tokenId });
     return rows.map((row) => {

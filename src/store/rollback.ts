@@ -44,7 +44,7 @@ async function* stateAt(
   for (;;) {
     // Between pages, other requests get their turn (see timeSlicer).
     await slice();
-    const page = await store.listAt(
+    const page = await store.history.listAt(
       bucket,
       { prefix, reverse: false, columns: 'values', offset: 0, limit: PAGE, ...(after !== undefined && { after }) },
       revision,
@@ -76,7 +76,7 @@ export async function planRollback(
   prefix: string,
   now: number,
 ): Promise<{ outcome: 'ok'; plan: RollbackPlan } | Exclude<RollbackOutcome, { outcome: 'ok' }>> {
-  const bounds = await store.changeLogBounds(bucket);
+  const bounds = await store.changes.bounds(bucket);
   if (!bounds) return { outcome: 'no_bucket' };
   if (target > bounds.revision) return { outcome: 'future', bounds };
   if (target < bounds.floor) return { outcome: 'below_floor', bounds };
@@ -138,7 +138,7 @@ export async function rollback(
     const ops: TxnOp[] = plan.changes.map(({ key, to }) =>
       to ? { op: 'set', key, value: { type: to.type, data: to.data }, expiresAt: to.expiresAt } : { op: 'delete', key },
     );
-    const committed = await store.commit(bucket, ops, now, { expectRevision: plan.from, operation: 'rollback', actor });
+    const committed = await store.write(bucket, { op: 'commit', ops, now, expectRevision: plan.from, operation: 'rollback', actor });
     if ('revision' in committed) return { outcome: 'ok', plan, revision: committed.revision };
     if (committed.refused === 'no_bucket') return { outcome: 'no_bucket' };
     if (committed.refused !== 'moved') throw new Error(`rollback refused: ${committed.refused}`);

@@ -1,8 +1,8 @@
 import type { Usage } from './quota.js';
 import type { Actor, ActorFilter, ChangeLogBounds, HistoryRecord, PastRead } from './history-types.js';
 import type { StoredValue } from '../values/stored-value.js';
-import type { CommitOutcome, Condition, Deleted, Entry, EntryMeta, NewEntry, Refusal, TxnRequestOp, Written } from './core/write-types.js';
-import type { CounterUpdate } from './core/write-ops.js';
+import type { Entry, EntryMeta, NewEntry, Written } from './core/write-types.js';
+import type { ResultOf, WriteOp } from './core/write-ops.js';
 
 export {
   type CommitOutcome,
@@ -74,18 +74,6 @@ export interface ListedEntry {
   entry?: Entry;
   /** With columns 'meta'. */
   meta?: EntryMeta;
-}
-
-/**
- * A transaction's extras. `expectRevision`: commit only if the bucket is still at this revision
- * (else `moved`, nothing written): a rollback planned from the state at that revision. `operation`:
- * what history records as having made the revision (default 'transaction').
- */
-export interface CommitOptions {
-  expectRevision?: number;
-  operation?: 'transaction' | 'rollback';
-  /** Who commits it, recorded on its change rows. */
-  actor?: Actor;
 }
 
 /**
@@ -161,37 +149,101 @@ export interface Change {
 /** Where a bucket's change log starts: `floor` is the newest revision no longer in it; `revision` is the bucket's. */
 export type { ChangeLogBounds } from './history-types.js';
 
-/**
- * The storage seam. The HTTP server depends on this interface only; SQLite and PostgreSQL
- * each implement it. `now` is passed in (ms) so expiry is decided in one place per request.
- */
-export interface Store {
+/** What a store is and offers, read once (at start-up, by metrics, by `kvb db`); never changes. */
+export interface StoreFlags {
   readonly backend: 'sqlite' | 'postgres';
   /** True when several server instances may share this store, so caches must expire on their own. */
   readonly shared: boolean;
   /** One line for the start-up log: what the database offers and what kvb uses of it. */
   readonly capabilities: string;
-  /** Running counts, read at scrape time. */
-  readonly stats: StoreStats;
   /** Whether this store has an entry cache (whose hits and misses `stats` counts). */
   readonly cachesEntries: boolean;
+}
+
+/** The buckets: their records, revisions and usage. */
+export interface BucketStore {
+  create(bucket: BucketRecord): Promise<void>;
+  get(id: string): Promise<BucketRecord | undefined>;
+  update(id: string, changes: BucketChanges): Promise<boolean>;
+  /** Deletes the bucket and all its keys. */
+  delete(id: string): Promise<boolean>;
+  /** Up to `limit` buckets with ids after `after`, in id order (for a dump). */
+  list(after: string | undefined, limit: number): Promise<BucketRecord[]>;
+  /** How many buckets exist (for `--max-buckets`). */
+  count(): Promise<number>;
+  /** The bucket's revision: every committed change to it adds one. Undefined when there is no such bucket. */
+  revision(bucket: string): Promise<number | undefined>;
+  /** A bucket's usage (keys, bytes), kept exact by every write; undefined when there is no such bucket. */
+  usage(bucket: string): Promise<Usage | undefined>;
+}
+
+/**
+ * History (history-reader.ts): the change log read as of a past revision. Each read says when the
+ * revision is below the bucket's floor or beyond its revision.
+ */
+export interface HistoryReads {
+  readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>>;
+  listAt(bucket: string, query: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>>;
+  /** Up to `limit` of a key's recorded changes before revision `before`, newest first; only `actor`'s when given. */
+  keyHistory(bucket: string, key: string, before: number, limit: number, actor?: ActorFilter): Promise<HistoryRecord[]>;
+}
+
+/**
+ * The watch feed. Every committed change writes its log rows in its own transaction (one row per
+ * changed key, the final state).
+ */
+export interface ChangeFeed {
+  /** Whole revisions after `after` and up to `upTo`, in order. */
+  read(bucket: string, after: number, upTo: number, limit: number): Promise<Change[]>;
+  bounds(bucket: string): Promise<ChangeLogBounds | undefined>;
+  /**
+   * Raises each bucket's floor to its newest change committed before `before` (ms) and compacts
+   * the log up to it (history-statements.ts `compactChanges`): the state at the floor stays
+   * readable. Returns how many buckets.
+   */
+  prune(before: number, batch: number): Promise<number>;
+  /**
+   * Holds each bucket's history above its floor (the bytes of its change rows' keys and values)
+   * to `maxBytes` (0: no bound): a bucket written since the last call that holds more gets its
+   * floor raised past its oldest revisions and its log compacted, as `prune` does. Returns how
+   * many buckets.
+   */
+  bound(maxBytes: number, now: number): Promise<number>;
+  /** Called after each commit with the buckets it changed (a store that only this process writes to). */
+  onCommit?(listener: (buckets: string[]) => void): void;
+}
+
+/** Whole-store work: the sweeper's, the metrics endpoint's and `kvb db check`'s. */
+export interface Maintenance {
+  /** Deletes up to `batch` expired keys (one revision per bucket touched, recorded as SERVER_ACTOR's); returns how many. */
+  sweepExpired(now: number, batch: number): Promise<number>;
+  /** Problems found by an integrity check (empty when none): storage checks and entries without a bucket. */
+  checkIntegrity(): Promise<string[]>;
+  countEntries(): Promise<number>;
+}
+
+/**
+ * The storage seam. The HTTP server depends on this interface only; SQLite and PostgreSQL
+ * each implement it. `now` is passed in (ms) so expiry is decided in one place per request.
+ */
+export interface Store {
+  readonly flags: StoreFlags;
+  /** Running counts, read at scrape time. */
+  readonly stats: StoreStats;
   /** The connection pool's state, for stores that have one. */
   poolStats?(): PoolStats;
+  readonly buckets: BucketStore;
 
-  createBucket(bucket: BucketRecord): Promise<void>;
-  getBucket(id: string): Promise<BucketRecord | undefined>;
-  updateBucket(id: string, changes: BucketChanges): Promise<boolean>;
-  /** Deletes the bucket and all its keys. */
-  deleteBucket(id: string): Promise<boolean>;
-
-  /** The bucket's revision: every committed change to it adds one. Undefined when there is no such bucket. */
-  bucketRevision(bucket: string): Promise<number | undefined>;
-
-  /*
-   * Every write below bumps its bucket's revision by one in its own database transaction, and
-   * checks its condition in that same transaction; a refused write changes nothing. `actor`: who
-   * makes it, recorded on its change rows (history); none recorded when absent.
+  /**
+   * The one write entry point: a set, delete, counter or transaction (core/write-ops.ts). Each
+   * bumps its bucket's revision by one in its own database transaction, and checks its
+   * condition(s) in that same transaction; a refused write changes nothing. A transaction
+   * evaluates every check and applies every write at one revision, or none; its reading
+   * operations (get, expire, delete_prefix) are resolved by txn-resolution.ts from reads made
+   * inside it, and `results` (one per operation) is given when any reports. A commit's `listed`
+   * is the engine's own business: a caller leaves it out.
    */
+  write<O extends WriteOp>(bucket: string, op: O): Promise<ResultOf<O>>;
   getEntry(bucket: string, key: string, now: number): Promise<Entry | undefined>;
   /**
    * getEntry without a promise, on stores that read synchronously (SQLite): a read then costs no
@@ -199,81 +251,17 @@ export interface Store {
    * read it, never change it.
    */
   getEntryNow?(bucket: string, key: string, now: number): Entry | undefined;
-  setEntry(
-    bucket: string,
-    key: string,
-    value: StoredValue,
-    expiresAt: number | null,
-    now: number,
-    condition?: Condition,
-    actor?: Actor,
-  ): Promise<Written | Refusal>;
-  deleteEntry(bucket: string, key: string, now: number, condition?: Condition, actor?: Actor): Promise<Deleted | Refusal>;
-  /** Reads, computes and writes one key atomically (the counter). `update` may throw to abort. */
-  updateEntry(
-    bucket: string,
-    key: string,
-    now: number,
-    update: CounterUpdate,
-    condition?: Condition,
-    actor?: Actor,
-  ): Promise<Entry | Refusal>;
   /** One page of live keys in byte order (or reverse). */
   listEntries(bucket: string, query: ListQuery, now: number): Promise<ListedEntry[]>;
-  /**
-   * Evaluates every check and applies every write in one database transaction (one revision), or
-   * none. Reading operations (get, expire, delete_prefix) are resolved by txn-resolution.ts from
-   * reads made inside that transaction; `results` (one per operation) is given when any reports.
-   */
-  commit(bucket: string, ops: TxnRequestOp[], now: number, options?: CommitOptions): Promise<CommitOutcome>;
 
-  /*
-   * History (history-reader.ts): the change log read as of a past revision. Each read
-   * says when the revision is below the bucket's floor or beyond its revision.
-   */
-  readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>>;
-  listAt(bucket: string, query: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>>;
-  /** Up to `limit` of a key's recorded changes before revision `before`, newest first; only `actor`'s when given. */
-  keyHistory(bucket: string, key: string, before: number, limit: number, actor?: ActorFilter): Promise<HistoryRecord[]>;
+  readonly history: HistoryReads;
+  readonly changes: ChangeFeed;
+  readonly maintenance: Maintenance;
 
-  /** Up to `limit` buckets with ids after `after`, in id order (for a dump). */
-  listBuckets(after: string | undefined, limit: number): Promise<BucketRecord[]>;
-  /** Problems found by an integrity check (empty when none): storage checks and entries without a bucket. */
-  checkIntegrity(): Promise<string[]>;
   /** Opens a consistent snapshot of the bucket's live entries under `prefix` (an export); undefined when there is no such bucket. */
   openSnapshot(bucket: string, prefix: string, now: number): Promise<EntrySnapshot | undefined>;
   /** Starts staging an import into `bucket` (nothing is written to it until `apply`). */
   beginImport(bucket: string): Promise<ImportStaging>;
-
-  /** Deletes up to `batch` expired keys (one revision per bucket touched, recorded as SERVER_ACTOR's); returns how many. */
-  sweepExpired(now: number, batch: number): Promise<number>;
-  /**
-   * The watch feed. Every committed change writes its log rows in its own transaction (one row
-   * per changed key, the final state). `readChanges` returns whole revisions after `after` and
-   * up to `upTo`, in order.
-   */
-  readChanges(bucket: string, after: number, upTo: number, limit: number): Promise<Change[]>;
-  changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined>;
-  /**
-   * Raises each bucket's floor to its newest change committed before `before` (ms) and compacts
-   * the log up to it (history-statements.ts `compactChanges`): the state at the floor stays
-   * readable. Returns how many buckets.
-   */
-  pruneChanges(before: number, batch: number): Promise<number>;
-  /**
-   * Holds each bucket's history above its floor (the bytes of its change rows' keys and values)
-   * to `maxBytes` (0: no bound): a bucket written since the last call that holds more gets its
-   * floor raised past its oldest revisions and its log compacted, as pruneChanges does. Returns
-   * how many buckets.
-   */
-  boundHistory(maxBytes: number, now: number): Promise<number>;
-  /** Called after each commit with the buckets it changed (a store that only this process writes to). */
-  onCommit?(listener: (buckets: string[]) => void): void;
-  countEntries(): Promise<number>;
-  /** How many buckets exist (for `--max-buckets`). */
-  countBuckets(): Promise<number>;
-  /** A bucket's usage (keys, bytes), kept exact by every write; undefined when there is no such bucket. */
-  bucketUsage(bucket: string): Promise<Usage | undefined>;
   /** Throws when the storage cannot be reached. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -260,7 +260,7 @@ describe('TTL expiry (short TTLs)', () => {
       await call(`${sweeping.api}/${b}/kept?ttl=0`, { method: 'POST', body: 'x' });
       passSeconds(2);
       // The next sweep (every second) removes it; the store's count includes expired rows until then.
-      await expect.poll(() => sweeping.store.countEntries(), { timeout: 15_000, interval: 100 }).toBe(1);
+      await expect.poll(() => sweeping.store.maintenance.countEntries(), { timeout: 15_000, interval: 100 }).toBe(1);
       await sweeping.stop({ keepData: true });
       // Read the storage directly: the expired row itself is gone.
       expect(await storedKeys(sweeping)).toEqual(['kept']);

@@ -3,6 +3,7 @@ import { dumpStore, restoreDump } from '../../src/store/dump.js';
 import type { BucketRecord, KeyedEntry, Store } from '../../src/store/store.js';
 import { uniqueName } from '../helpers/backend.js';
 import { type StoreBackend, describeEachBackend, openTestStore } from '../helpers/store-backends.js';
+import { setEntry, deleteEntry } from '../helpers/store-writes.js';
 
 /** A store of its own for this suite on `backend`. */
 const openRevisionsStore = (backend: StoreBackend, url: string) => openTestStore(backend, url, { prefix: 'kvb_revs', poolSize: 4 });
@@ -53,13 +54,13 @@ describeEachBackend('import/export revisions', (backend, url) => {
 
   it('a snapshot carries the bucket revision it was read at, and each entry its own', async () => {
     const b = uniqueName('snap');
-    await store.createBucket(record(b));
-    await store.setEntry(b, 'a', text('1'), null, NOW);
-    await store.setEntry(b, 'b', text('2'), null, NOW);
-    await store.setEntry(b, 'a', text('3'), null, NOW);
+    await store.buckets.create(record(b));
+    await setEntry(store, b, 'a', text('1'), null, NOW);
+    await setEntry(store, b, 'b', text('2'), null, NOW);
+    await setEntry(store, b, 'a', text('3'), null, NOW);
     const snapshot = (await store.openSnapshot(b, '', NOW))!;
     // A write after the snapshot opened is neither in its rows nor in its revision.
-    await store.setEntry(b, 'c', text('4'), null, NOW);
+    await setEntry(store, b, 'c', text('4'), null, NOW);
     const rows = await snapshot.read(10);
     await snapshot.close();
     expect(snapshot.revision).toBe(3);
@@ -67,22 +68,22 @@ describeEachBackend('import/export revisions', (backend, url) => {
       ['a', 3],
       ['b', 2],
     ]);
-    expect(await store.bucketRevision(b)).toBe(4);
+    expect(await store.buckets.revision(b)).toBe(4);
     expect(await store.openSnapshot(uniqueName('none'), '', NOW)).toBeUndefined();
   });
 
   it('an import commits as ONE revision: the bucket revision goes up by one and every imported key carries it', async () => {
     const b = uniqueName('imp');
-    await store.createBucket(record(b));
-    await store.setEntry(b, 'keep', text('k'), null, NOW);
-    await store.setEntry(b, 'x/old', text('o'), null, NOW);
-    const before = (await store.bucketRevision(b))!;
+    await store.buckets.create(record(b));
+    await setEntry(store, b, 'keep', text('k'), null, NOW);
+    await setEntry(store, b, 'x/old', text('o'), null, NOW);
+    const before = (await store.buckets.revision(b))!;
     const staging = await store.beginImport(b);
     await staging.add([staged('x/1'), staged('x/2'), staged('x/1', 'last')]);
     await staging.add([staged('x/3')]);
     const outcome = await staging.apply({ replace: true, prefix: 'x/' });
     expect(outcome).toEqual({ revision: before + 1 });
-    expect(await store.bucketRevision(b)).toBe(before + 1);
+    expect(await store.buckets.revision(b)).toBe(before + 1);
     const { rows } = await readAll(store, b);
     expect(rows).toEqual([
       { key: 'keep', revision: 1, value: 'k' },
@@ -92,31 +93,31 @@ describeEachBackend('import/export revisions', (backend, url) => {
     ]);
     expect((await store.getEntry(b, 'x/1', NOW))?.revision).toBe(before + 1);
     // The next write continues the sequence.
-    expect(await store.setEntry(b, 'after', text('a'), null, NOW)).toEqual({ revision: before + 2 });
+    expect(await setEntry(store, b, 'after', text('a'), null, NOW)).toEqual({ revision: before + 2 });
   });
 
   it('an import into a bucket deleted meanwhile writes nothing and says so', async () => {
     const b = uniqueName('gone');
-    await store.createBucket(record(b));
+    await store.buckets.create(record(b));
     const staging = await store.beginImport(b);
     await staging.add([staged('a'), staged('b')]);
-    expect(await store.deleteBucket(b)).toBe(true);
+    expect(await store.buckets.delete(b)).toBe(true);
     expect(await staging.apply({ replace: false, prefix: '' })).toEqual({ refused: 'no_bucket' });
     // A new bucket of the same id starts empty: nothing of the import landed.
-    await store.createBucket(record(b));
+    await store.buckets.create(record(b));
     expect((await readAll(store, b)).rows).toEqual([]);
-    expect(await store.bucketRevision(b)).toBe(0);
-    expect((await store.checkIntegrity()).filter((p) => p.includes('no bucket'))).toEqual([]);
+    expect(await store.buckets.revision(b)).toBe(0);
+    expect((await store.maintenance.checkIntegrity()).filter((p) => p.includes('no bucket'))).toEqual([]);
   });
 
   it('dump and restore keep the bucket revision and every entry revision; a restored bucket continues its sequence', async () => {
     const b = uniqueName('dump');
-    await store.createBucket(record(b));
-    await store.setEntry(b, 'one', text('1'), null, NOW);
-    await store.setEntry(b, 'two', text('2'), null, NOW);
-    await store.setEntry(b, 'one', text('1b'), null, NOW);
-    await store.deleteEntry(b, 'two', NOW);
-    await store.setEntry(b, 'three', text('3'), null, NOW);
+    await store.buckets.create(record(b));
+    await setEntry(store, b, 'one', text('1'), null, NOW);
+    await setEntry(store, b, 'two', text('2'), null, NOW);
+    await setEntry(store, b, 'one', text('1b'), null, NOW);
+    await deleteEntry(store, b, 'two', NOW);
+    await setEntry(store, b, 'three', text('3'), null, NOW);
     const dumped = await readAll(store, b);
     expect(dumped.revision).toBe(5);
 
@@ -147,10 +148,10 @@ describeEachBackend('import/export revisions', (backend, url) => {
         expect(restored.entries).toBeGreaterThanOrEqual(2);
         expect(await readAll(target.store, b)).toEqual(dumped);
         expect(await target.store.getEntry(b, 'one', NOW)).toMatchObject({ revision: 3, createRevision: 1 });
-        expect(await target.store.getBucket(b)).toEqual(record(b));
-        expect(await target.store.setEntry(b, 'four', text('4'), null, NOW)).toEqual({ revision: 6 });
+        expect(await target.store.buckets.get(b)).toEqual(record(b));
+        expect(await setEntry(target.store, b, 'four', text('4'), null, NOW)).toEqual({ revision: 6 });
         // A conditional write with the ETag revision read before the move still matches.
-        const outcome = await target.store.setEntry(b, 'one', text('1c'), null, NOW, { ifMatch: [3] });
+        const outcome = await setEntry(target.store, b, 'one', text('1c'), null, NOW, { ifMatch: [3] });
         expect(outcome).toEqual({ revision: 7 });
       } finally {
         await target.store.close();

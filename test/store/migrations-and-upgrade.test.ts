@@ -12,6 +12,7 @@ import { type MigrationStep, kvbMigrations, runMigrations } from '../../src/stor
 import { openStore } from '../../src/store/open-store.js';
 import { POSTGRES_URL, dropSchema, postgresUrl, uniqueName, withAdminClient } from '../helpers/backend.js';
 import { KVB_BIN } from '../helpers/server.js';
+import { setEntry } from '../helpers/store-writes.js';
 
 const FIXTURES = new URL('../fixtures/', import.meta.url).pathname;
 const dirs: string[] = [];
@@ -50,7 +51,7 @@ describe('migrations, SQLite', () => {
     await db.destroy();
     // The real migrations then finish the job, and the database opens.
     const store = await openStore(path, { durability: 'normal', poolSize: 1 });
-    await store.createBucket({
+    await store.buckets.create({
       id: 'b',
       email: 'a@b.c',
       secretKeyHash: null,
@@ -61,7 +62,7 @@ describe('migrations, SQLite', () => {
       tokenSalt: null,
       defaultTtl: 0,
     });
-    expect(await store.bucketRevision('b')).toBe(0);
+    expect(await store.buckets.revision('b')).toBe(0);
     await store.close();
   });
 
@@ -95,7 +96,7 @@ describe('migrations, SQLite', () => {
     copyFileSync(join(FIXTURES, 'kvb-0.1.0.sqlite'), path);
     const store = await openStore(path, { durability: 'normal', poolSize: 1 });
     const id = 'aee25870-221a-47be-921c-d4c26160684d';
-    const bucket = (await store.getBucket(id))!;
+    const bucket = (await store.buckets.get(id))!;
     expect(bucket).toMatchObject({ email: 'a@b.c', signingKey: 'sign1', defaultTtl: 0, signingKeyGeneration: 0 });
     expect(await verifyCredential('s3cret', bucket.secretKeyHash!)).toBe(true);
     expect(await verifyCredential('r3ad', bucket.readKeyHash!)).toBe(true);
@@ -103,7 +104,7 @@ describe('migrations, SQLite', () => {
     expect(await store.getEntry(id, 'greeting', now)).toMatchObject({ type: 'text', data: Buffer.from('hello'), revision: 0 });
     expect(await store.getEntry(id, 'n', now)).toMatchObject({ type: 'int64', data: Buffer.from('41') });
     expect(await store.getEntry(id, 'j', now)).toMatchObject({ type: 'json', data: Buffer.from('{"a":1}') });
-    expect(await store.bucketRevision(id)).toBe(0);
+    expect(await store.buckets.revision(id)).toBe(0);
     // 0005 counted the usage of what was stored: keys, and key + value bytes.
     const stored = new BetterSqlite3(path, { readonly: true });
     const counted = stored
@@ -111,19 +112,19 @@ describe('migrations, SQLite', () => {
       .get(id);
     stored.close();
     expect((counted as { keys: number }).keys).toBeGreaterThan(0);
-    expect(await store.bucketUsage(id)).toEqual(counted);
-    expect(await store.setEntry(id, 'greeting', { type: 'text', data: Buffer.from('hi') }, null, now)).toEqual({ revision: 1 });
+    expect(await store.buckets.usage(id)).toEqual(counted);
+    expect(await setEntry(store, id, 'greeting', { type: 'text', data: Buffer.from('hi') }, null, now)).toEqual({ revision: 1 });
     // Replacing "hello" with "hi" frees 3 bytes.
-    expect(await store.bucketUsage(id)).toEqual({ ...(counted as object), bytes: (counted as { bytes: number }).bytes - 3 });
+    expect(await store.buckets.usage(id)).toEqual({ ...(counted as object), bytes: (counted as { bytes: number }).bytes - 3 });
     // 0007 (history): every key's state at the upgrade is history's base, and history starts there.
-    expect(await store.changeLogBounds(id)).toEqual({ floor: 0, watchFloor: 0, revision: 1 });
-    const before = await store.readAt(id, 'greeting', 0);
+    expect(await store.changes.bounds(id)).toEqual({ floor: 0, watchFloor: 0, revision: 1 });
+    const before = await store.history.readAt(id, 'greeting', 0);
     expect(before.outcome === 'ok' && before.value).toMatchObject({ type: 'text', data: Buffer.from('hello'), revision: 0 });
-    expect((await store.keyHistory(id, 'greeting', Number.MAX_SAFE_INTEGER, 10)).map((h) => [h.revision, h.operation])).toEqual([
+    expect((await store.history.keyHistory(id, 'greeting', Number.MAX_SAFE_INTEGER, 10)).map((h) => [h.revision, h.operation])).toEqual([
       [1, 'set'],
       [0, 'set'],
     ]);
-    const listed = await store.listAt(id, { prefix: '', reverse: false, columns: 'keys', offset: 0, limit: 10 }, 0);
+    const listed = await store.history.listAt(id, { prefix: '', reverse: false, columns: 'keys', offset: 0, limit: 10 }, 0);
     expect(listed.outcome === 'ok' && listed.value.map((e) => e.key)).toEqual(['greeting', 'j', 'n']);
     await store.close();
     const check = new BetterSqlite3(path, { readonly: true });
@@ -234,7 +235,7 @@ describe.skipIf(!POSTGRES_URL)(`migrations, PostgreSQL${POSTGRES_URL ? '' : ' (S
     const store = await openStore(postgresUrl({ schema }), { durability: 'normal', poolSize: 2 });
     try {
       const id = '55fe7b53-e621-4db3-9ddb-724cc40889cd';
-      const bucket = (await store.getBucket(id))!;
+      const bucket = (await store.buckets.get(id))!;
       expect(bucket).toMatchObject({ email: 'a@b.c', signingKey: 'sign1', defaultTtl: 604800 });
       expect(await verifyCredential('s3cret', bucket.secretKeyHash!)).toBe(true);
       expect(await verifyCredential('r3ad', bucket.readKeyHash!)).toBe(true);
@@ -242,7 +243,7 @@ describe.skipIf(!POSTGRES_URL)(`migrations, PostgreSQL${POSTGRES_URL ? '' : ' (S
       const then = 1_795_409_453_000;
       expect(await store.getEntry(id, 'greeting', then)).toMatchObject({ type: 'text', data: Buffer.from('hello'), revision: 0 });
       expect(await store.getEntry(id, 'n', then)).toMatchObject({ type: 'int64', data: Buffer.from('41'), revision: 0 });
-      expect(await store.bucketRevision(id)).toBe(0);
+      expect(await store.buckets.revision(id)).toBe(0);
       // 0005 counted the usage of what was stored: keys, and key + value bytes.
       const counted = await withAdminClient(async (c) => {
         const { rows } = await c.query(
@@ -252,9 +253,9 @@ describe.skipIf(!POSTGRES_URL)(`migrations, PostgreSQL${POSTGRES_URL ? '' : ' (S
         return { keys: Number(rows[0].keys), bytes: Number(rows[0].bytes) };
       });
       expect(counted.keys).toBeGreaterThan(0);
-      expect(await store.bucketUsage(id)).toEqual(counted);
-      expect(await store.setEntry(id, 'greeting', { type: 'text', data: Buffer.from('hi') }, null, then)).toEqual({ revision: 1 });
-      expect(await store.bucketUsage(id)).toEqual({ keys: counted.keys, bytes: counted.bytes - 3 });
+      expect(await store.buckets.usage(id)).toEqual(counted);
+      expect(await setEntry(store, id, 'greeting', { type: 'text', data: Buffer.from('hi') }, null, then)).toEqual({ revision: 1 });
+      expect(await store.buckets.usage(id)).toEqual({ keys: counted.keys, bytes: counted.bytes - 3 });
     } finally {
       await store.close();
     }

@@ -3,6 +3,7 @@ import { openStore } from '../../src/store/open-store.js';
 import { type Store, type TxnOp, isRefusal } from '../../src/store/store.js';
 import { addCounter } from '../helpers/store-backends.js';
 import { POSTGRES_URL, dropSchema, postgresUrl, uniqueName, withAdminClient } from '../helpers/backend.js';
+import { setEntry, updateEntry, commit } from '../helpers/store-writes.js';
 
 const NOW = 1_800_000_000_000;
 const record = (id: string) => ({
@@ -53,14 +54,14 @@ describe.skipIf(!POSTGRES_URL)(
         );
       });
       try {
-        await a.createBucket(record('faulty'));
+        await a.buckets.create(record('faulty'));
         const set = (key: string): TxnOp => ({ op: 'set', key, value: { type: 'text', data: Buffer.from(key) }, expiresAt: null });
         const outcomes = await Promise.all([
-          ...Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).updateEntry('faulty', 'hits', NOW, addCounter(1))),
-          ...Array.from({ length: 10 }, (_, i) => a.setEntry('faulty', `s${i}`, { type: 'text', data: Buffer.from('x') }, null, NOW)),
-          ...Array.from({ length: 5 }, (_, i) => b.commit('faulty', [set(`t${i}a`), set(`t${i}b`)], NOW)),
+          ...Array.from({ length: 20 }, (_, i) => updateEntry(i % 2 ? a : b, 'faulty', 'hits', NOW, addCounter(1))),
+          ...Array.from({ length: 10 }, (_, i) => setEntry(a, 'faulty', `s${i}`, { type: 'text', data: Buffer.from('x') }, null, NOW)),
+          ...Array.from({ length: 5 }, (_, i) => commit(b, 'faulty', [set(`t${i}a`), set(`t${i}b`)], NOW)),
           ...Array.from({ length: 5 }, (_, i) =>
-            a.setEntry('faulty', `c${i}`, { type: 'text', data: Buffer.from('x') }, null, NOW, { ifNoneMatch: '*' }),
+            setEntry(a, 'faulty', `c${i}`, { type: 'text', data: Buffer.from('x') }, null, NOW, { ifNoneMatch: '*' }),
           ),
         ]);
         expect(outcomes.filter((o) => isRefusal(o))).toEqual([]);
@@ -68,7 +69,7 @@ describe.skipIf(!POSTGRES_URL)(
         expect(Number(injected.rows[0].last_value)).toBeGreaterThan(faults);
         expect((await a.getEntry('faulty', 'hits', NOW))?.data.toString()).toBe('20');
         // 40 operations, 40 revisions: none lost, none applied twice.
-        expect(await a.bucketRevision('faulty')).toBe(40);
+        expect(await a.buckets.revision('faulty')).toBe(40);
         const revisions = outcomes.map((o) => (o as { revision: number }).revision).sort((x, y) => x - y);
         expect(revisions).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
       } finally {
@@ -77,18 +78,18 @@ describe.skipIf(!POSTGRES_URL)(
     });
 
     it('two instances sweeping at once: one holds the sweep lease, every expired key goes, one revision per bucket per batch', async () => {
-      await a.createBucket(record('sweep1'));
-      await a.createBucket(record('sweep2'));
+      await a.buckets.create(record('sweep1'));
+      await a.buckets.create(record('sweep2'));
       for (let i = 0; i < 30; i++)
-        await (i % 2 ? a : b).setEntry(i < 20 ? 'sweep1' : 'sweep2', `e${i}`, { type: 'text', data: Buffer.from('x') }, NOW - 1, NOW - 10);
-      await a.setEntry('sweep1', 'kept', { type: 'text', data: Buffer.from('x') }, null, NOW);
-      const [fromA, fromB] = await Promise.all([a.sweepExpired(NOW, 1000), b.sweepExpired(NOW, 1000)]);
+        await setEntry(i % 2 ? a : b, i < 20 ? 'sweep1' : 'sweep2', `e${i}`, { type: 'text', data: Buffer.from('x') }, NOW - 1, NOW - 10);
+      await setEntry(a, 'sweep1', 'kept', { type: 'text', data: Buffer.from('x') }, null, NOW);
+      const [fromA, fromB] = await Promise.all([a.maintenance.sweepExpired(NOW, 1000), b.maintenance.sweepExpired(NOW, 1000)]);
       // The lease is taken by one of them; the other sweeps nothing.
       expect([fromA, fromB].sort((x, y) => x - y)).toEqual([0, 30]);
-      expect(await a.countEntries()).toBeGreaterThanOrEqual(1);
+      expect(await a.maintenance.countEntries()).toBeGreaterThanOrEqual(1);
       expect(await a.getEntry('sweep1', 'kept', NOW)).toBeDefined();
-      expect(await a.bucketRevision('sweep1')).toBe(22);
-      expect(await a.bucketRevision('sweep2')).toBe(11);
+      expect(await a.buckets.revision('sweep1')).toBe(22);
+      expect(await a.buckets.revision('sweep2')).toBe(11);
       const { rows } = await withAdminClient((c) =>
         c.query(`select count(*)::int as n from "${schema}".entries where expires_at <= $1`, [NOW]),
       );

@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { PGBOUNCER_URL, POSTGRES_URL, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
+import { setEntry } from '../helpers/store-writes.js';
 
 /**
  * Point reads on PostgreSQL are coalesced (postgres-point-reads.ts): the GETs of one turn of the
@@ -47,10 +48,10 @@ for (const { name, base, missing } of TARGETS) {
         const url = postgresUrl({ schema }, base);
         a = await PostgresStore.open({ url, poolSize: 4 });
         b = await PostgresStore.open({ url, poolSize: 4 });
-        for (const id of buckets) await a.createBucket(record(id));
-        for (let i = 0; i < 20; i++) await a.setEntry('one', `k${i}`, text(`one-${i}`), null, NOW);
-        for (let i = 0; i < 5; i++) await a.setEntry('two', `k${i}`, text(`two-${i}`), null, NOW);
-        await a.setEntry('one', 'expired', text('gone'), NOW - 1, NOW - 10);
+        for (const id of buckets) await a.buckets.create(record(id));
+        for (let i = 0; i < 20; i++) await setEntry(a, 'one', `k${i}`, text(`one-${i}`), null, NOW);
+        for (let i = 0; i < 5; i++) await setEntry(a, 'two', `k${i}`, text(`two-${i}`), null, NOW);
+        await setEntry(a, 'one', 'expired', text('gone'), NOW - 1, NOW - 10);
       });
 
       afterEach(() => {
@@ -98,7 +99,7 @@ for (const { name, base, missing } of TARGETS) {
       });
 
       it('a GET issued after another instance acknowledged a write sees it, though a read sent before the write is still unanswered', async () => {
-        await a.setEntry('one', 'ryw', text('before'), null, NOW);
+        await setEntry(a, 'one', 'ryw', text('before'), null, NOW);
         // The first point-read statement of B runs on the server, and its answer is held back.
         let answered = false;
         let releaseFirst!: () => void;
@@ -117,7 +118,7 @@ for (const { name, base, missing } of TARGETS) {
         } as never);
         const first = b.getEntry('one', 'ryw', NOW);
         await expect.poll(() => answered).toBe(true);
-        await a.setEntry('one', 'ryw', text('after'), null, NOW);
+        await setEntry(a, 'one', 'ryw', text('after'), null, NOW);
         // Issued after A's answer, while B's earlier statement is unanswered: it must not share that answer.
         const second = b.getEntry('one', 'ryw', NOW);
         await new Promise((resolve) => setImmediate(resolve));

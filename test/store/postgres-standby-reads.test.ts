@@ -6,6 +6,7 @@ import { StorageUnavailableError } from '../../src/store/storage-errors.js';
 import type { Store } from '../../src/store/store.js';
 import { POSTGRES_URL, dropSchema, uniqueName } from '../helpers/backend.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { setEntry, commit } from '../helpers/store-writes.js';
 
 /**
  * A node a failover demoted still answers through the pooler pinned to it, as a standby. Here two
@@ -68,7 +69,7 @@ describe.skipIf(!POSTGRES_URL)(
     const open = async (ports: number[], query = '') => {
       const store = await openStore(urlThrough(ports, query), { durability: 'normal', poolSize: 4, pgPrepare: 'on' });
       stores.push(store);
-      await store.createBucket(record('b')).catch(() => {});
+      await store.buckets.create(record('b')).catch(() => {});
       return store;
     };
 
@@ -89,7 +90,7 @@ describe.skipIf(!POSTGRES_URL)(
     it('after the first host turns standby, every read (hits, misses, lists, a transaction check) is answered by the writable host, and its old connections are not used again', async () => {
       const [first, second] = [proxies[0].port, proxies[1].port];
       const store = await open([first, second], '&target_session_attrs=read-write');
-      await store.setEntry('b', 'k', text('v1'), null, NOW);
+      await setEntry(store, 'b', 'k', text('v1'), null, NOW);
       // Every pooled connection open, all to the first host (listings: concurrent GETs would share one statement).
       await Promise.all(Array.from({ length: 8 }, () => store.listEntries('b', everyKey, NOW)));
       expect(store.poolStats?.().total).toBe(4);
@@ -103,7 +104,8 @@ describe.skipIf(!POSTGRES_URL)(
       expect((await store.getEntry('b', 'k', NOW))?.data.toString()).toBe('v1');
       const listed = await store.listEntries('b', everyKey, NOW);
       expect(listed.map((e) => e.key)).toEqual(['k']);
-      const outcome = await store.commit(
+      const outcome = await commit(
+        store,
         'b',
         [
           { op: 'check', key: 'k', rev: 1 },
@@ -120,7 +122,7 @@ describe.skipIf(!POSTGRES_URL)(
     it('with no writable host, a read a standby answered fails as unavailable (503), after one more try on a new connection; it is served again once the host is a primary', async () => {
       const only = proxies[0].port;
       const store = await open([only]);
-      await store.setEntry('b', 'one', text('x'), null, NOW);
+      await setEntry(store, 'b', 'one', text('x'), null, NOW);
       await Promise.all(Array.from({ length: 8 }, () => store.listEntries('b', everyKey, NOW)));
 
       demoted.add(only);

@@ -6,6 +6,7 @@ import { openStore } from '../../src/store/open-store.js';
 import { type CompiledStatement, bind } from '../../src/store/statements.js';
 import type { KeyedEntry, Store } from '../../src/store/store.js';
 import { TEST_BACKEND, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
+import { setEntry, deleteEntry } from '../helpers/store-writes.js';
 
 /** Export snapshots, import staging and the list query's plan, straight on the store, on every backend. */
 let store: Store;
@@ -25,7 +26,7 @@ beforeAll(async () => {
     cleanup = async () => rmSync(dir, { recursive: true, force: true });
   }
   for (const id of [BUCKET, 'other']) {
-    await store.createBucket({
+    await store.buckets.create({
       id,
       email: 'e@x',
       secretKeyHash: null,
@@ -41,7 +42,7 @@ beforeAll(async () => {
   for (let i = 0; i < 25; i++)
     await staging.add(Array.from({ length: 1000 }, (_, j) => entry(`k${String(i * 1000 + j).padStart(6, '0')}`)));
   await staging.apply({ replace: false, prefix: '' });
-  await store.setEntry('other', 'k000001', { type: 'text', data: Buffer.from('other') }, null, NOW);
+  await setEntry(store, 'other', 'k000001', { type: 'text', data: Buffer.from('other') }, null, NOW);
 }, 60_000);
 afterAll(async () => {
   await store.close();
@@ -86,9 +87,9 @@ describe(`Listing query plan (${TEST_BACKEND})`, () => {
 describe(`Export snapshot (${TEST_BACKEND})`, () => {
   it('reads the bucket as it was when opened, in key order, whatever is written meanwhile', async () => {
     const snapshot = (await store.openSnapshot(BUCKET, 'k00000', NOW))!;
-    await store.setEntry(BUCKET, 'k00000-new', { type: 'text', data: Buffer.from('late') }, null, NOW);
-    await store.deleteEntry(BUCKET, 'k000005', NOW);
-    await store.setEntry(BUCKET, 'k000006', { type: 'text', data: Buffer.from('changed') }, null, NOW);
+    await setEntry(store, BUCKET, 'k00000-new', { type: 'text', data: Buffer.from('late') }, null, NOW);
+    await deleteEntry(store, BUCKET, 'k000005', NOW);
+    await setEntry(store, BUCKET, 'k000006', { type: 'text', data: Buffer.from('changed') }, null, NOW);
     const seen: Array<{ key: string; entry: { data: Buffer } }> = [];
     for (let batch = await snapshot.read(3); batch.length > 0; batch = await snapshot.read(3)) seen.push(...batch);
     await snapshot.close();
@@ -97,13 +98,13 @@ describe(`Export snapshot (${TEST_BACKEND})`, () => {
     // Closing twice is harmless; the writes made meanwhile are there afterwards.
     await snapshot.close();
     expect((await store.getEntry(BUCKET, 'k000006', NOW))?.data.toString()).toBe('changed');
-    await store.setEntry(BUCKET, 'k000006', { type: 'text', data: Buffer.from('k000006') }, null, NOW);
-    await store.setEntry(BUCKET, 'k000005', { type: 'text', data: Buffer.from('k000005') }, null, NOW);
-    await store.deleteEntry(BUCKET, 'k00000-new', NOW);
+    await setEntry(store, BUCKET, 'k000006', { type: 'text', data: Buffer.from('k000006') }, null, NOW);
+    await setEntry(store, BUCKET, 'k000005', { type: 'text', data: Buffer.from('k000005') }, null, NOW);
+    await deleteEntry(store, BUCKET, 'k00000-new', NOW);
   });
 
   it('leaves out expired entries and other buckets', async () => {
-    await store.setEntry('other', 'gone', { type: 'text', data: Buffer.from('x') }, NOW - 1, NOW);
+    await setEntry(store, 'other', 'gone', { type: 'text', data: Buffer.from('x') }, NOW - 1, NOW);
     const snapshot = (await store.openSnapshot('other', '', NOW))!;
     const rows = await snapshot.read(100);
     await snapshot.close();

@@ -3,6 +3,7 @@ import type { BucketRecord, CommitOutcome, Store, TxnRequestOp } from '../../src
 import { resolveTransaction } from '../../src/store/core/txn-resolution.js';
 import { MAX_PREFIX_DELETE_KEYS } from '../../src/limits.js';
 import { type StoreBackend, describeEachBackend, openTestStore } from '../helpers/store-backends.js';
+import { setEntry, commit } from '../helpers/store-writes.js';
 
 const NOW = 1_800_000_000_000;
 const text = (data: string) => ({ type: 'text' as const, data: Buffer.from(data) });
@@ -31,7 +32,7 @@ function readingOps(backend: StoreBackend, url: string) {
   let n = 0;
   const newBucket = async () => {
     const id = `reading-${++n}`;
-    await store.createBucket(bucketRecord(id));
+    await store.buckets.create(bucketRecord(id));
     return id;
   };
   beforeAll(async () => {
@@ -44,10 +45,11 @@ function readingOps(backend: StoreBackend, url: string) {
 
   it("gets read the state before the transaction's writes; an expired key reads as absent; gets alone make no revision", async () => {
     const b = await newBucket();
-    await store.setEntry(b, 'a', text('old'), null, NOW);
-    await store.setEntry(b, 'expired', text('x'), NOW - 1, NOW - 10);
-    const before = await store.bucketRevision(b);
-    const readOnly = await store.commit(
+    await setEntry(store, b, 'a', text('old'), null, NOW);
+    await setEntry(store, b, 'expired', text('x'), NOW - 1, NOW - 10);
+    const before = await store.buckets.revision(b);
+    const readOnly = await commit(
+      store,
       b,
       [
         { op: 'get', key: 'a' },
@@ -56,8 +58,9 @@ function readingOps(backend: StoreBackend, url: string) {
       NOW,
     );
     expect(revisionOf(readOnly)).toBe(before);
-    expect(await store.bucketRevision(b)).toBe(before);
-    const outcome = await store.commit(
+    expect(await store.buckets.revision(b)).toBe(before);
+    const outcome = await commit(
+      store,
       b,
       [
         { op: 'set', key: 'a', value: text('new'), expiresAt: null },
@@ -75,17 +78,18 @@ function readingOps(backend: StoreBackend, url: string) {
 
   it('expire keeps value, type and usage and logs one set with the new expiry; a key that is not live fails by index', async () => {
     const b = await newBucket();
-    await store.setEntry(b, 'k', { type: 'int64', data: Buffer.from('42') }, null, NOW);
-    const usage = await store.bucketUsage(b);
-    const revision = revisionOf(await store.commit(b, [{ op: 'expire', key: 'k', expiresAt: NOW + 60_000 }], NOW));
+    await setEntry(store, b, 'k', { type: 'int64', data: Buffer.from('42') }, null, NOW);
+    const usage = await store.buckets.usage(b);
+    const revision = revisionOf(await commit(store, b, [{ op: 'expire', key: 'k', expiresAt: NOW + 60_000 }], NOW));
     const entry = await store.getEntry(b, 'k', NOW);
     expect(entry).toMatchObject({ type: 'int64', expiresAt: NOW + 60_000, revision });
     expect(entry!.data.toString()).toBe('42');
-    expect(await store.bucketUsage(b)).toEqual(usage);
-    const changes = await store.readChanges(b, revision - 1, revision, 10);
+    expect(await store.buckets.usage(b)).toEqual(usage);
+    const changes = await store.changes.read(b, revision - 1, revision, 10);
     expect(changes).toEqual([expect.objectContaining({ revision, key: 'k', kind: 'set', expiresAt: NOW + 60_000 })]);
     expect(
-      await store.commit(
+      await commit(
+        store,
         b,
         [
           { op: 'expire', key: 'k', expiresAt: null },
@@ -100,23 +104,24 @@ function readingOps(backend: StoreBackend, url: string) {
   it('delete_prefix removes exactly the live keys under the prefix, in one revision, with usage and the change log kept exact', async () => {
     const b = await newBucket();
     const keys = Array.from({ length: 300 }, (_, i) => `p/${i}`);
-    await store.commit(
+    await commit(
+      store,
       b,
       [...keys, 'p', 'q/1', 'p0'].map((key): TxnRequestOp => ({ op: 'set', key, value: text('v'), expiresAt: null })),
       NOW,
     );
-    const usage = (await store.bucketUsage(b))!;
-    const outcome = await store.commit(b, [{ op: 'delete_prefix', key: 'p/' }], NOW);
+    const usage = (await store.buckets.usage(b))!;
+    const outcome = await commit(store, b, [{ op: 'delete_prefix', key: 'p/' }], NOW);
     const revision = revisionOf(outcome);
     expect((outcome as { results: unknown[] }).results).toEqual([{ op: 'delete_prefix', deleted: 300 }]);
     const left = (await store.listEntries(b, { prefix: '', reverse: false, columns: 'keys', offset: 0, limit: 1000 }, NOW)).map(
       (e) => e.key,
     );
     expect(left).toEqual(['p', 'p0', 'q/1']);
-    const after = (await store.bucketUsage(b))!;
+    const after = (await store.buckets.usage(b))!;
     expect(after.keys).toBe(usage.keys - 300);
     expect(after.bytes).toBeLessThan(usage.bytes);
-    const changes = await store.readChanges(b, revision - 1, revision, 1000);
+    const changes = await store.changes.read(b, revision - 1, revision, 1000);
     expect(changes).toHaveLength(300);
     expect(changes.every((c) => c.revision === revision && c.kind === 'delete')).toBe(true);
   });
@@ -124,7 +129,8 @@ function readingOps(backend: StoreBackend, url: string) {
   it('delete_prefix is atomic against concurrent writers: no key under the prefix older than its revision survives', async () => {
     const b = await newBucket();
     const writers = Array.from({ length: 20 }, (_, i) =>
-      store.commit(
+      commit(
+        store,
         b,
         [
           { op: 'set', key: `c/${i % 8}`, value: text(String(i)), expiresAt: null },
@@ -135,7 +141,7 @@ function readingOps(backend: StoreBackend, url: string) {
     );
     const deletes = [4, 10, 16].map(async (at) => {
       await writers[at];
-      return revisionOf(await store.commit(b, [{ op: 'delete_prefix', key: 'c/' }], NOW));
+      return revisionOf(await commit(store, b, [{ op: 'delete_prefix', key: 'c/' }], NOW));
     });
     await Promise.all(writers);
     const last = Math.max(...(await Promise.all(deletes)));

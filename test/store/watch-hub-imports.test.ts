@@ -2,11 +2,12 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Watcher, WatchHub } from '../../src/server/watch-hub.js';
 import type { BucketRecord, Change, Store } from '../../src/store/store.js';
 import { describeEachBackend, openTestStore } from '../helpers/store-backends.js';
+import { setEntry } from '../helpers/store-writes.js';
 
 const NOW = 1_800_000_000_000;
 const text = (data: string) => ({ type: 'text' as const, data: Buffer.from(data) });
 const set = async (store: Store, bucket: string, key: string) => {
-  const written = await store.setEntry(bucket, key, text(key), null, NOW);
+  const written = await setEntry(store, bucket, key, text(key), null, NOW);
   if ('refused' in written) throw new Error('set refused');
   return written.revision;
 };
@@ -22,25 +23,25 @@ const bucketRecord = (id: string): BucketRecord => ({
   defaultTtl: 0,
 });
 
-type FeedRead = 'changeLogBounds' | 'readChanges';
+type FeedRead = 'bounds' | 'read';
 
 /**
  * The store as the hub sees it, with two things a test needs: every change the hub read, and a
- * one-shot hook that runs right after the hub's next call of one of its two reads has its answer
- * and before the hub gets it (so a commit lands between the hub's two reads, on purpose).
+ * one-shot hook that runs right after the hub's next call of one of its two reads of the change
+ * feed has its answer and before the hub gets it (so a commit lands between the hub's two reads, on purpose).
  */
 function observed(store: Store) {
   const read: Change[] = [];
   let hook: { after: FeedRead; run: () => Promise<void> } | undefined;
-  const proxy = new Proxy(store, {
+  const changes = new Proxy(store.changes, {
     get(target, name) {
       const member = Reflect.get(target, name, target) as unknown;
       if (typeof member !== 'function') return member;
       const bound = (member as (...args: unknown[]) => unknown).bind(target);
-      if (name !== 'changeLogBounds' && name !== 'readChanges') return bound;
+      if (name !== 'bounds' && name !== 'read') return bound;
       return async (...args: unknown[]) => {
         const answer = await bound(...args);
-        if (name === 'readChanges') read.push(...(answer as Change[]));
+        if (name === 'read') read.push(...(answer as Change[]));
         const armed = hook;
         if (armed?.after === name) {
           hook = undefined;
@@ -48,6 +49,13 @@ function observed(store: Store) {
         }
         return answer;
       };
+    },
+  });
+  const proxy = new Proxy(store, {
+    get(target, name) {
+      if (name === 'changes') return changes;
+      const member = Reflect.get(target, name, target) as unknown;
+      return typeof member === 'function' ? member.bind(target) : member;
     },
   });
   return {
@@ -99,10 +107,10 @@ describeEachBackend('watch hub: imports reset watchers', (backend, url) => {
   };
 
   // Both orders: whichever read the hub makes first, the import commits right after it.
-  for (const first of ['changeLogBounds', 'readChanges'] as const) {
-    it(`an import that commits right after the hub's ${first} resets the live watcher; its keys are not events`, async () => {
+  for (const first of ['bounds', 'read'] as const) {
+    it(`an import that commits right after the hub's changes.${first} resets the live watcher; its keys are not events`, async () => {
       const bucket = `hub-${first}-${++n}`;
-      await store.createBucket(bucketRecord(bucket));
+      await store.buckets.create(bucketRecord(bucket));
       const feed = observed(store);
       const hub = new WatchHub(feed.store);
       try {
@@ -132,7 +140,7 @@ describeEachBackend('watch hub: imports reset watchers', (backend, url) => {
 
   it('a watcher joining with a since before an import is reset without the import being read', async () => {
     const bucket = `hub-since-${++n}`;
-    await store.createBucket(bucketRecord(bucket));
+    await store.buckets.create(bucketRecord(bucket));
     const before = await set(store, bucket, 'n');
     const imported = await importKeys(store, bucket, ['i1', 'i2', 'i3']);
     const feed = observed(store);

@@ -61,16 +61,7 @@ const writeOp: fc.Arbitrary<WriteOp> = fc.oneof(
 /** One write through the store's interface, its outcome in the rules' shape (errors by kind). */
 async function storeWrite(store: Store, bucket: string, op: WriteOp): Promise<unknown> {
   try {
-    switch (op.op) {
-      case 'set':
-        return await store.setEntry(bucket, op.key, op.value, op.expiresAt, op.now, op.condition);
-      case 'delete':
-        return await store.deleteEntry(bucket, op.key, op.now, op.condition);
-      case 'counter':
-        return await store.updateEntry(bucket, op.key, op.now, op, op.condition);
-      case 'commit':
-        return await store.commit(bucket, op.ops, op.now);
-    }
+    return await store.write(bucket, op);
   } catch (error) {
     return { error: (error as { kind?: string }).kind ?? String(error) };
   }
@@ -95,7 +86,7 @@ describeEachBackend('write rules: a store agrees with the model', (backend: Stor
     await fc.assert(
       fc.asyncProperty(fc.array(writeOp, { minLength: 1, maxLength: 12 }), async (ops) => {
         const bucket = `model-${++n}`;
-        await store.createBucket({
+        await store.buckets.create({
           id: bucket,
           email: 'm@test',
           secretKeyHash: 'h',
@@ -113,8 +104,8 @@ describeEachBackend('write rules: a store agrees with the model', (backend: Stor
           expect(await storeWrite(store, bucket, op), `write ${i}: ${op.op}`).toEqual(expected);
         }
         const state = model.buckets.get(bucket)!;
-        expect(await store.bucketRevision(bucket)).toBe(state.revision);
-        expect(await store.bucketUsage(bucket)).toEqual(state.usage);
+        expect(await store.buckets.revision(bucket)).toBe(state.revision);
+        expect(await store.buckets.usage(bucket)).toEqual(state.usage);
         const listed = await store.listEntries(bucket, { prefix: '', reverse: false, columns: 'values', offset: 0, limit: 100 }, NOW);
         const live = [...state.rows]
           .filter(([, row]) => row.expires_at === null || row.expires_at > NOW)

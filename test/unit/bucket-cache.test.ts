@@ -20,9 +20,11 @@ const record = (changes: Partial<BucketRecord> = {}): BucketRecord => ({
 function fakeStore() {
   const state = { current: record() as BucketRecord | undefined, loads: 0 };
   const store = {
-    getBucket: async () => {
-      state.loads++;
-      return state.current;
+    buckets: {
+      get: async () => {
+        state.loads++;
+        return state.current;
+      },
     },
   } as unknown as Store;
   return { store, state };

@@ -212,11 +212,11 @@ const check = defineCommand({
       .addHelpText('after', examples('kvb db check --db /var/lib/kvb/kvb.db', 'kvb db check --db postgres://kvb@db/kvb')),
   async run(options) {
     await withStore(options.db, 'read', async (store) => {
-      const problems = await store.checkIntegrity();
-      const buckets = (await store.listBuckets(undefined, 1_000_000)).length;
-      const entries = await store.countEntries();
-      if (problems.length > 0) throw new DbError(`check failed (${store.backend}): ${problems.join('; ')}`, EXIT_CODES.usage);
-      info(`ok (${store.backend}): ${buckets} buckets, ${entries} keys, no problems found`);
+      const problems = await store.maintenance.checkIntegrity();
+      const buckets = (await store.buckets.list(undefined, 1_000_000)).length;
+      const entries = await store.maintenance.countEntries();
+      if (problems.length > 0) throw new DbError(`check failed (${store.flags.backend}): ${problems.join('; ')}`, EXIT_CODES.usage);
+      info(`ok (${store.flags.backend}): ${buckets} buckets, ${entries} keys, no problems found`);
     });
   },
 });

@@ -39,7 +39,7 @@ export function setupMetrics(logs: RequestLogController, store: Store): { regist
     help: 'Keys stored, expired ones not yet swept included (refreshed at most every 15 s)',
     registers: [registry],
     async collect() {
-      if (Date.now() - keyCount.at > KEY_COUNT_MAX_AGE_MS) keyCount = { value: await store.countEntries(), at: Date.now() };
+      if (Date.now() - keyCount.at > KEY_COUNT_MAX_AGE_MS) keyCount = { value: await store.maintenance.countEntries(), at: Date.now() };
       this.set(keyCount.value);
     },
   });
@@ -64,7 +64,7 @@ export function setupMetrics(logs: RequestLogController, store: Store): { regist
     });
   };
   fromStats('kvb_keys_expired_swept_total', 'Expired keys removed by the expiry sweeper of this instance', () => stats.sweptKeys);
-  if (store.cachesEntries) {
+  if (store.flags.cachesEntries) {
     fromStats('kvb_entry_cache_hits_total', 'Key reads answered from the in-memory entry cache', () => stats.cacheHits);
     fromStats('kvb_entry_cache_misses_total', 'Key reads that went to the database', () => stats.cacheMisses);
   }

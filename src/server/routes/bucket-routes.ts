@@ -39,12 +39,12 @@ export async function bucketRoutes(
   // With --max-buckets, creations run one at a time on this instance so the count cannot be overtaken.
   let creating: Promise<unknown> = Promise.resolve();
   const createBucket = async (record: BucketRecord) => {
-    if (config.maxBuckets === 0) return store.createBucket(record);
+    if (config.maxBuckets === 0) return store.buckets.create(record);
     const run = async () => {
-      if ((await store.countBuckets()) >= config.maxBuckets) {
+      if ((await store.buckets.count()) >= config.maxBuckets) {
         throw new KvbError('insufficient_storage', `this server holds its maximum of ${config.maxBuckets} buckets`);
       }
-      await store.createBucket(record);
+      await store.buckets.create(record);
     };
     const next = creating.then(run, run);
     creating = next.catch(() => undefined);
@@ -70,7 +70,7 @@ export async function bucketRoutes(
       if (config.requireSecretKey && !secretKey) throw badRequest('this server requires a secret_key for every bucket');
       const ttlText = field('default_ttl');
       // Checked again when creating; this first look spares the hashing when the server is full.
-      if (config.maxBuckets > 0 && (await store.countBuckets()) >= config.maxBuckets) {
+      if (config.maxBuckets > 0 && (await store.buckets.count()) >= config.maxBuckets) {
         throw new KvbError('insufficient_storage', `this server holds its maximum of ${config.maxBuckets} buckets`);
       }
       // One salt for the bucket's keys: a presented credential then costs one scrypt run for all three.
@@ -102,14 +102,14 @@ export async function bucketRoutes(
     const { bucket, principal } = await openBucket(buckets, bucketIdOf(request), request);
     authorize(bucket, principal, 'manage');
     const { record, flags } = bucket;
-    const revision = await store.bucketRevision(record.id);
+    const revision = await store.buckets.revision(record.id);
     if (revision === undefined) throw new KvbError('not_found', 'no such bucket');
     reply.header('kvb-revision', String(revision));
     // History: the oldest revision that can still be read, listed or rolled back to.
-    const bounds = await store.changeLogBounds(record.id);
+    const bounds = await store.changes.bounds(record.id);
     if (bounds) reply.header('kvb-history-floor', String(bounds.floor));
     // Usage, and the quotas when set, as headers: the spec's policy body keeps its shape.
-    const usage = await store.bucketUsage(record.id);
+    const usage = await store.buckets.usage(record.id);
     if (usage) reply.header('kvb-usage-keys', String(usage.keys)).header('kvb-usage-bytes', String(usage.bytes));
     if (config.maxKeysPerBucket > 0) reply.header('kvb-quota-keys', String(config.maxKeysPerBucket));
     if (config.maxBytesPerBucket > 0) reply.header('kvb-quota-bytes', String(config.maxBytesPerBucket));
@@ -172,7 +172,7 @@ export async function bucketRoutes(
       else throw badRequest(`default_ttl must be an integer from 0 to ${MAX_TTL_SECONDS}, or null`);
     }
     if (Object.keys(changes).length > 0) {
-      const updated = await store.updateBucket(id, changes);
+      const updated = await store.buckets.update(id, changes);
       buckets.invalidate(id);
       if (!updated) throw new KvbError('not_found', 'no such bucket');
     }
@@ -183,7 +183,7 @@ export async function bucketRoutes(
     const id = bucketIdOf(request);
     const { bucket, principal } = await openBucket(buckets, id, request);
     authorize(bucket, principal, 'manage');
-    const deleted = await store.deleteBucket(id);
+    const deleted = await store.buckets.delete(id);
     buckets.invalidate(id);
     if (!deleted) throw new KvbError('not_found', 'no such bucket');
     return reply.code(204).send();

@@ -67,7 +67,7 @@ export async function readPast(
   const revision = revisionParam(request);
   // `history=false` without `rev`: the present, as if neither were given.
   if (revision === undefined) return answer(await store.getEntry(bucketId, key, Date.now()));
-  const entry = pastValue(await store.readAt(bucketId, key, revision), revision, reply);
+  const entry = pastValue(await store.history.readAt(bucketId, key, revision), revision, reply);
   return answer(entry);
 }
 
@@ -121,9 +121,9 @@ async function historyPage(
   // The cursor is the revision the page continues below: nothing secret, the key's own history.
   if (cursor !== undefined && !/^[0-9]{1,15}$/.test(cursor)) throw badRequest('cursor is not valid here: malformed');
   const before = cursor === undefined ? Number.MAX_SAFE_INTEGER : Number(cursor);
-  const bounds = await store.changeLogBounds(bucketId);
+  const bounds = await store.changes.bounds(bucketId);
   if (!bounds) throw new KvbError('not_found', 'no such bucket');
-  const records = await store.keyHistory(bucketId, key, before, limit + 1, actor);
+  const records = await store.history.keyHistory(bucketId, key, before, limit + 1, actor);
   const withValues = booleanParam(query, 'values');
   const page = records.slice(0, limit);
   reply.header('kvb-revision', String(bounds.revision)).header('kvb-history-floor', String(bounds.floor));
@@ -144,7 +144,7 @@ async function historyPage(
 export async function pastSnapshot(store: Store, bucketId: string, prefix: string, revision: number): Promise<EntrySnapshot> {
   // Checked up front so the error is a clean response, not a broken stream.
   const first = pastValue(
-    await store.listAt(bucketId, { prefix, reverse: false, columns: 'values', offset: 0, limit: 1 }, revision),
+    await store.history.listAt(bucketId, { prefix, reverse: false, columns: 'values', offset: 0, limit: 1 }, revision),
     revision,
   );
   let after: string | undefined;
@@ -154,7 +154,7 @@ export async function pastSnapshot(store: Store, bucketId: string, prefix: strin
     async read(max) {
       if (done) return [];
       const page = pastValue(
-        await store.listAt(
+        await store.history.listAt(
           bucketId,
           { prefix, reverse: false, columns: 'values', offset: 0, limit: max, ...(after !== undefined && { after }) },
           revision,

@@ -121,7 +121,8 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     const value = inferValue(body, request.headers['content-type']);
     const now = Date.now();
     const expiresAt = expiryFor(ttl ?? bucket.record.defaultTtl, now);
-    const written = await store.setEntry(bucket.record.id, key, value, expiresAt, now, condition, actorOf(principal, request));
+    const actor = actorOf(principal, request);
+    const written = await store.write(bucket.record.id, { op: 'set', key, value, expiresAt, now, condition, actor });
     if (isRefusal(written)) throw refusalError(written);
     return describeValue(reply, { ...value, expiresAt, revision: written.revision })
       .code(200)
@@ -134,7 +135,8 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     const { key, bucket, principal } = await target(request);
     authorize(bucket, principal, 'delete', key);
     const condition = conditionFor(request, bucket, principal, key);
-    const outcome = await store.deleteEntry(bucket.record.id, key, Date.now(), condition, actorOf(principal, request));
+    const actor = actorOf(principal, request);
+    const outcome = await store.write(bucket.record.id, { op: 'delete', key, now: Date.now(), condition, actor });
     if (isRefusal(outcome)) throw refusalError(outcome);
     if (!outcome.deleted) throw new KvbError('not_found', 'no such key');
     return reply.code(204).header('kvb-revision', String(outcome.revision)).send();
@@ -151,8 +153,9 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     const now = Date.now();
     // Without ?ttl a counter keeps its key's expiry; a key it creates gets the bucket's default.
     const expiresAt = expiryFor(ttl ?? bucket.record.defaultTtl, now);
-    const counter = { op: 'counter' as const, delta, expiresAt, keepExpiry: ttl === undefined };
-    const updated = await store.updateEntry(bucket.record.id, key, now, counter, condition, actorOf(principal, request));
+    const keepExpiry = ttl === undefined;
+    const actor = actorOf(principal, request);
+    const updated = await store.write(bucket.record.id, { op: 'counter', key, delta, expiresAt, keepExpiry, now, condition, actor });
     if (isRefusal(updated)) throw refusalError(updated);
     return describeValue(reply, updated).code(200).send(updated.data);
   });

@@ -86,11 +86,11 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
     const read = async (after: string | undefined, offset: number, rows: number, only: ListColumns = columns) => {
       const q = { prefix, reverse, columns: only, offset, limit: rows, ...(after !== undefined && { after }) };
       if (pastRevision === undefined) return store.listEntries(bucketId, q, now);
-      return pastValue(await store.listAt(bucketId, q, pastRevision), pastRevision);
+      return pastValue(await store.history.listAt(bucketId, q, pastRevision), pastRevision);
     };
 
     // The bucket revision is read first: the listing reflects at least every change up to it.
-    const revision = pastRevision ?? (await store.bucketRevision(bucketId));
+    const revision = pastRevision ?? (await store.buckets.revision(bucketId));
     if (revision === undefined) throw new KvbError('not_found', 'no such bucket');
     reply.header('kvb-revision', String(revision));
     if (delimiter !== undefined) {

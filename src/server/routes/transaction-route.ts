@@ -255,7 +255,7 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       // Before any work: prefix deletes that repeat or overlap would list the same keys again.
       checkPrefixDeletes(ops);
       for (const op of ops) authorize(bucket, principal, PERMISSION[op.op], op.key);
-      const outcome = await store.commit(bucket.record.id, ops, now, { actor: actorOf(principal, request) });
+      const outcome = await store.write(bucket.record.id, { op: 'commit', ops, now, actor: actorOf(principal, request) });
       if ('refused' in outcome) {
         if (outcome.refused === 'no_bucket') throw new KvbError('not_found', 'no such bucket');
         if (outcome.refused === 'moved') throw new KvbError('conflict', 'the bucket changed meanwhile');

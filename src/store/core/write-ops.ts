@@ -89,7 +89,7 @@ export function sweepsOf(expired: Array<{ bucket_id: string; key: Buffer }>, now
   return [...byBucket].map(([bucket, keys]) => ({ bucket, op: { op: 'sweep', keys, now, actor: SERVER_ACTOR } }));
 }
 
-/** What a counter adds and how it sets the expiry (`Store.updateEntry`'s update). */
+/** What a counter adds and how it sets the expiry: a CounterOp without its key, clock, condition and author. */
 export type CounterUpdate = Pick<CounterOp, 'op' | 'delta' | 'expiresAt' | 'keepExpiry'>;
 
 export type WriteOp = SetOp | DeleteOp | CounterOp | CommitOp | SweepOp;

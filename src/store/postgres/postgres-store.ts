@@ -1,18 +1,16 @@
 import type pg from 'pg';
 import type { Kysely } from 'kysely';
-import type { StoredValue } from '../../values/stored-value.js';
 import { type ChangeRow, toChange, wholeRevisions } from '../change-row.js';
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from '../entry-row.js';
 import { compileHistory } from '../history-statements.js';
 import { HistoryReader } from '../history-reader.js';
-import type { Actor, ActorFilter, HistoryRecord, PastRead } from '../history-types.js';
 import { listBounds } from '../list-bounds.js';
 import { prefixListing, readsOf } from '../core/txn-resolution.js';
-import type { CommitOp, CounterOp, CounterUpdate, DeleteOp, ResultOf, SetOp, SweepOp } from '../core/write-ops.js';
+import type { CommitOp, ResultOf, WriteOp } from '../core/write-ops.js';
 import { NO_BUCKET } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
-import { type Quota, type Usage, NO_QUOTA } from '../quota.js';
-import { type Database, bucketFromRow, bucketUpdate } from '../schema.js';
+import { type Quota, NO_QUOTA } from '../quota.js';
+import type { Database } from '../schema.js';
 import {
   type CompiledStatement,
   LIST_SHAPES,
@@ -24,34 +22,31 @@ import {
   queryBuilder,
   sharedStatements,
 } from '../statements.js';
+import { PostgresBuckets } from './postgres-buckets.js';
 import { PostgresMaintenance } from './postgres-maintenance.js';
 import { type OpenedPostgres, type PostgresOptions, openPostgres } from './postgres-open.js';
 import { PointReads } from './postgres-point-reads.js';
-import { MAX_ATTEMPTS, storageError, withRetries } from './postgres-retries.js';
+import { MAX_ATTEMPTS, withRetries } from './postgres-retries.js';
 import { postgresBatchStatements, postgresStatements } from './postgres-statements.js';
 import type { Rollback, StatementRunner } from './postgres-statement-runner.js';
 import { STALE_LISTING, WriteQueue } from './postgres-write-queue.js';
 import { StorageUnavailableError } from '../storage-errors.js';
 import type {
-  BucketChanges,
-  BucketRecord,
-  Change,
+  BucketStore,
+  ChangeFeed,
   ChangeLogBounds,
-  CommitOptions,
   CommitOutcome,
-  Condition,
-  Deleted,
   Entry,
   EntrySnapshot,
+  HistoryReads,
   ImportStaging,
   ListQuery,
   ListedEntry,
+  Maintenance,
   PoolStats,
-  Refusal,
   Store,
+  StoreFlags,
   StoreStats,
-  TxnRequestOp,
-  Written,
 } from '../store.js';
 
 /**
@@ -63,9 +58,6 @@ const MAX_BATCH = 64;
 const MAX_LISTING_ATTEMPTS = 20;
 /** Coalesced point-read statements running at once (see postgres-point-reads.ts). */
 const POINT_READS_IN_FLIGHT = 2;
-
-/** The signing key column is bytea (see migrations.ts). */
-const signingKeyBytes = (key: string | null) => (key === null ? null : Buffer.from(key, 'utf8'));
 
 /**
  * PostgreSQL through node-postgres, for several `kvb serve` instances sharing one database,
@@ -79,30 +71,28 @@ const signingKeyBytes = (key: string | null) => (key === null ? null : Buffer.fr
  * share one statement (postgres-point-reads.ts).
  */
 export class PostgresStore implements Store {
-  readonly backend = 'postgres';
-  readonly shared = true;
+  readonly flags: StoreFlags;
   readonly stats: StoreStats = { sweptKeys: 0, cacheHits: 0, cacheMisses: 0 };
-  readonly cachesEntries = false;
-  /** One line for the start-up log: what the database offers and what kvb uses. */
-  readonly capabilities: string;
+  readonly buckets: BucketStore;
   quota: Quota = NO_QUOTA;
   private readonly sql: Record<string, CompiledStatement>;
   private readonly runner: StatementRunner;
   private readonly db: Kysely<Database>;
   private readonly schema: string;
   private readonly writes: WriteQueue;
-  private readonly maintenance: PostgresMaintenance;
+  private readonly background: PostgresMaintenance;
   /** GET's reads, coalesced per turn of the event loop. */
   readonly pointReads: PointReads;
 
   private constructor(opened: OpenedPostgres, batchWrites: boolean, poolSize: number) {
     ({ runner: this.runner, db: this.db, schema: this.schema } = opened);
-    this.capabilities =
+    const capabilities =
       opened.capabilities +
       (batchWrites
         ? '; concurrent writes to a bucket share one statement (--pg-batch-writes on)'
         : '; writes one at a time per bucket (--pg-batch-writes off)') +
       '; point reads of one turn share one statement';
+    this.flags = { backend: 'postgres', shared: true, capabilities, cachesEntries: false };
     const builder = queryBuilder('postgres', this.schema);
     this.sql = {
       ...compileAll(sharedStatements(builder)),
@@ -116,10 +106,11 @@ export class PostgresStore implements Store {
     // One batch per bucket at a time (its writes would only wait on its row); a few buckets'
     // batches at once, leaving part of the pool to reads.
     this.writes = new WriteQueue(this, batchWrites ? MAX_BATCH : 1, Math.max(1, Math.min(8, poolSize - 2)));
-    this.maintenance = new PostgresMaintenance(
+    this.buckets = new PostgresBuckets((name, args, client) => this.query(name, args, client), this.runner, this.schema);
+    this.background = new PostgresMaintenance(
       this.runner,
       this.sql,
-      (bucket, op) => this.writes.write(bucket, op, op.keys) as Promise<ResultOf<SweepOp>>,
+      (bucket, op) => this.write(bucket, op),
     );
     // Two statements at once: one gathers reads while the other runs (measured: see docs/performance.md).
     this.pointReads = new PointReads(
@@ -151,92 +142,18 @@ export class PostgresStore implements Store {
     return this.runner.transaction(work);
   }
 
-  async createBucket(b: BucketRecord): Promise<void> {
-    await this.query('createBucket', { ...b, signingKey: signingKeyBytes(b.signingKey), createdAt: Date.now() });
-  }
-
-  async getBucket(id: string): Promise<BucketRecord | undefined> {
-    // Ids are generated and never contain NUL, which PostgreSQL text cannot even carry.
-    if (id.includes('\u0000')) return undefined;
-    const { rows } = await this.query<Omit<Database['buckets'], 'signing_key'> & { signing_key: Buffer | null }>('getBucket', { id });
-    const row = rows[0];
-    return row && bucketFromRow({ ...row, signing_key: row.signing_key && row.signing_key.toString('utf8') });
-  }
-
-  async bucketRevision(bucket: string): Promise<number | undefined> {
-    if (bucket.includes('\u0000')) return undefined;
-    const { rows } = await this.query<{ revision: number }>('bucketRevision', { bucket });
-    return rows[0] === undefined ? undefined : Number(rows[0].revision);
-  }
-
-  async updateBucket(id: string, changes: BucketChanges): Promise<boolean> {
-    if (id.includes('\u0000')) return false;
-    // Rare and shaped by the request, so compiled per call and not prepared.
-    const query = queryBuilder('postgres', this.schema)
-      .updateTable('buckets')
-      .set(bucketUpdate(changes, signingKeyBytes))
-      .where('id', '=', id)
-      .compile();
-    try {
-      const result = await withRetries(() => this.runner.pool.query(query.sql, query.parameters as unknown[]));
-      return (result.rowCount ?? 0) > 0;
-    } catch (err) {
-      throw storageError(err);
-    }
-  }
-
-  async deleteBucket(id: string): Promise<boolean> {
-    if (id.includes('\u0000')) return false;
-    // The bucket row first (it waits for the bucket's running writers), then, in a statement with
-    // a fresh snapshot, every key: a writer queued behind the row lock finds no bucket and writes nothing.
-    return this.runner.transaction(async (client) => {
-      const { rowCount } = await this.query('deleteBucket', { bucket: id }, client);
-      await this.query('deleteBucketEntries', { bucket: id }, client);
-      await this.query('deleteBucketChanges', { bucket: id }, client);
-      await this.query('deleteBucketOperations', { bucket: id }, client);
-      return (rowCount ?? 0) > 0;
-    });
-  }
-
   async getEntry(bucket: string, key: string, now: number): Promise<Entry | undefined> {
     if (bucket.includes('\u0000')) return undefined;
     const row = await this.pointReads.read(bucket, Buffer.from(key));
     return row && isLive(row, now) ? toEntry(row) : undefined;
   }
 
-  async setEntry(
-    bucket: string,
-    key: string,
-    value: StoredValue,
-    expiresAt: number | null,
-    now: number,
-    condition?: Condition,
-    actor?: Actor,
-  ): Promise<Written | Refusal> {
-    if (bucket.includes('\u0000')) return NO_BUCKET;
-    return this.keyWrite(bucket, { op: 'set', key, value, expiresAt, now, condition, actor });
-  }
-
-  async deleteEntry(bucket: string, key: string, now: number, condition?: Condition, actor?: Actor): Promise<Deleted | Refusal> {
-    if (bucket.includes('\u0000')) return NO_BUCKET;
-    return this.keyWrite(bucket, { op: 'delete', key, now, condition, actor });
-  }
-
-  async updateEntry(
-    bucket: string,
-    key: string,
-    now: number,
-    update: CounterUpdate,
-    condition?: Condition,
-    actor?: Actor,
-  ): Promise<Entry | Refusal> {
-    if (bucket.includes('\u0000')) return NO_BUCKET;
-    return this.keyWrite(bucket, { ...update, key, now, condition, actor });
-  }
-
-  /** A write of one key (never a stale listing: only a transaction's prefix deletes list). */
-  private async keyWrite<O extends SetOp | DeleteOp | CounterOp>(bucket: string, op: O): Promise<ResultOf<O>> {
-    return (await this.writes.write(bucket, op, [op.key])) as ResultOf<O>;
+  async write<O extends WriteOp>(bucket: string, op: O): Promise<ResultOf<O>> {
+    if (bucket.includes('\u0000')) return NO_BUCKET as ResultOf<O>;
+    const w: WriteOp = op;
+    if (w.op === 'commit') return (await this.commit(bucket, w)) as ResultOf<O>;
+    // Never a stale listing: only a transaction's prefix deletes list.
+    return (await this.writes.write(bucket, w, w.op === 'sweep' ? w.keys : [w.key])) as ResultOf<O>;
   }
 
   async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
@@ -257,8 +174,8 @@ export class PostgresStore implements Store {
     }));
   }
 
-  async commit(bucket: string, ops: TxnRequestOp[], now: number, options: CommitOptions = {}): Promise<CommitOutcome> {
-    if (bucket.includes('\u0000')) return NO_BUCKET;
+  private async commit(bucket: string, request: CommitOp): Promise<CommitOutcome> {
+    const { ops, now } = request;
     const reads = readsOf(ops);
     const opKeys = ops.filter((op) => op.op !== 'delete_prefix').map((op) => op.key);
     for (let attempt = 1; ; attempt++) {
@@ -266,20 +183,12 @@ export class PostgresStore implements Store {
       // the bucket is still at `at` when it reads (else it lists again): the listing is exact.
       let listed: CommitOp['listed'];
       if (reads.prefixes.length > 0) {
-        const at = await this.bucketRevision(bucket);
+        const at = await this.buckets.revision(bucket);
         if (at === undefined) return NO_BUCKET;
         listed = { at, under: await this.listPrefixes(bucket, reads.prefixes, now) };
       }
       const keys = [...new Set([...opKeys, ...[...(listed?.under.values() ?? [])].flat()])];
-      const op: CommitOp = {
-        op: 'commit',
-        ops,
-        now,
-        expectRevision: options.expectRevision,
-        operation: options.operation,
-        actor: options.actor,
-        listed,
-      };
+      const op: CommitOp = { ...request, listed };
       const outcome = await this.writes.write(bucket, op, keys);
       if (outcome !== STALE_LISTING) return outcome;
       // Writers kept changing the bucket between the listing and the batch: say so rather than spin.
@@ -299,15 +208,20 @@ export class PostgresStore implements Store {
     }
   }
 
-  async readChanges(bucket: string, after: number, upTo: number, limit: number): Promise<Change[]> {
-    if (bucket.includes('\u0000')) return [];
-    const { rows } = await this.query<ChangeRow>('changesAfter', { bucket, after, upTo, limit });
-    return wholeRevisions(rows.map(toChange), limit, async (revision) =>
-      (await this.query<ChangeRow>('changesAt', { bucket, revision })).rows.map(toChange),
-    );
-  }
+  readonly changes: ChangeFeed = {
+    read: async (bucket, after, upTo, limit) => {
+      if (bucket.includes('\u0000')) return [];
+      const { rows } = await this.query<ChangeRow>('changesAfter', { bucket, after, upTo, limit });
+      return wholeRevisions(rows.map(toChange), limit, async (revision) =>
+        (await this.query<ChangeRow>('changesAt', { bucket, revision })).rows.map(toChange),
+      );
+    },
+    bounds: (bucket) => this.changeLogBounds(bucket),
+    prune: (before, batch) => this.background.pruneChanges(before, batch),
+    bound: (maxBytes, now) => this.background.boundHistory(maxBytes, now),
+  };
 
-  async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {
+  private async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {
     if (bucket.includes('\u0000')) return undefined;
     const { rows } = await this.query<{ changes_floor: number; watch_floor: number; revision: number }>('changesFloor', { bucket });
     const row = rows[0];
@@ -320,51 +234,27 @@ export class PostgresStore implements Store {
     );
   }
 
-  pruneChanges(before: number, batch: number): Promise<number> {
-    return this.maintenance.pruneChanges(before, batch);
-  }
+  readonly maintenance: Maintenance = {
+    sweepExpired: async (now, batch) => {
+      const deleted = await this.background.sweepExpired(now, batch);
+      this.stats.sweptKeys += deleted;
+      return deleted;
+    },
+    checkIntegrity: async () => {
+      const { rows } = await this.query<{ n: number }>('orphanEntries', {});
+      const n = Number(rows[0]?.n ?? 0);
+      return n > 0 ? [`${n} entries belong to no bucket`] : [];
+    },
+    countEntries: async () => {
+      const { rows } = await this.query<{ n: number }>('countEntries', {});
+      return Number(rows[0]?.n ?? 0);
+    },
+  };
 
-  boundHistory(maxBytes: number, now: number): Promise<number> {
-    return this.maintenance.boundHistory(maxBytes, now);
-  }
-
-  async sweepExpired(now: number, batch: number): Promise<number> {
-    const deleted = await this.maintenance.sweepExpired(now, batch);
-    this.stats.sweptKeys += deleted;
-    return deleted;
-  }
-
-  private readonly history = new HistoryReader(
+  readonly history: HistoryReads = new HistoryReader(
     async (name, args) => (await this.query<Record<string, unknown>>(name, args)).rows,
     (bucket) => this.changeLogBounds(bucket),
   );
-
-  readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>> {
-    return this.history.readAt(bucket, key, revision);
-  }
-
-  listAt(bucket: string, query: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>> {
-    return this.history.listAt(bucket, query, revision);
-  }
-
-  async keyHistory(bucket: string, key: string, before: number, limit: number, actor?: ActorFilter): Promise<HistoryRecord[]> {
-    if (bucket.includes('\u0000')) return [];
-    return this.history.keyHistory(bucket, key, before, limit, actor);
-  }
-
-  async listBuckets(after: string | undefined, limit: number): Promise<BucketRecord[]> {
-    const { rows } = await this.query<Omit<Database['buckets'], 'signing_key'> & { signing_key: Buffer | null }>('listBuckets', {
-      after: after ?? '',
-      limit,
-    });
-    return rows.map((row) => bucketFromRow({ ...row, signing_key: row.signing_key && row.signing_key.toString('utf8') }));
-  }
-
-  async checkIntegrity(): Promise<string[]> {
-    const { rows } = await this.query<{ n: number }>('orphanEntries', {});
-    const n = Number(rows[0]?.n ?? 0);
-    return n > 0 ? [`${n} entries belong to no bucket`] : [];
-  }
 
   async openSnapshot(bucket: string, prefix: string, now: number): Promise<EntrySnapshot | undefined> {
     if (bucket.includes('\u0000')) return undefined;
@@ -379,29 +269,12 @@ export class PostgresStore implements Store {
     return { total: this.runner.pool.totalCount, idle: this.runner.pool.idleCount, waiting: this.runner.pool.waitingCount };
   }
 
-  async countEntries(): Promise<number> {
-    const { rows } = await this.query<{ n: number }>('countEntries', {});
-    return Number(rows[0]?.n ?? 0);
-  }
-
-  async countBuckets(): Promise<number> {
-    const { rows } = await this.query<{ n: number }>('countBuckets', {});
-    return Number(rows[0]?.n ?? 0);
-  }
-
-  async bucketUsage(bucket: string): Promise<Usage | undefined> {
-    if (bucket.includes('\u0000')) return undefined;
-    const { rows } = await this.query<{ usage_keys: number; usage_bytes: number }>('bucketUsage', { bucket });
-    const row = rows[0];
-    return row && { keys: Number(row.usage_keys), bytes: Number(row.usage_bytes) };
-  }
-
   ping(): Promise<void> {
     return this.runner.ping();
   }
 
   async close(): Promise<void> {
-    await this.maintenance.releaseLeases();
+    await this.background.releaseLeases();
     await this.db.destroy();
     // Kysely ends the pool only if it ever used it itself; the hot path queries the pool directly,
     // so without this the idle connections kept a process (kvb db …) alive for idleTimeoutMillis.

@@ -1,33 +1,26 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Kysely } from 'kysely';
-import type { StoredValue } from '../../values/stored-value.js';
 import { type ChangeRow, toChange, wholeRevisions } from '../change-row.js';
-import type { CounterUpdate, ResultOf, WriteOp } from '../core/write-ops.js';
+import type { ResultOf, WriteOp } from '../core/write-ops.js';
 import { EntryCache } from '../entry-cache.js';
 import { toEntry } from '../entry-row.js';
 import { HistoryReader, PRUNE_OVERLAP_MS } from '../history-reader.js';
-import type { Actor, ActorFilter, HistoryRecord, PastRead } from '../history-types.js';
-import { NO_QUOTA, type Quota, type Usage } from '../quota.js';
+import { NO_QUOTA, type Quota } from '../quota.js';
 import { type Database, bucketFromRow, bucketUpdate } from '../schema.js';
 import type {
-  BucketChanges,
-  BucketRecord,
-  Change,
+  BucketStore,
+  ChangeFeed,
   ChangeLogBounds,
-  CommitOptions,
-  CommitOutcome,
-  Condition,
-  Deleted,
   Entry,
   EntrySnapshot,
+  HistoryReads,
   ImportStaging,
   ListQuery,
   ListedEntry,
-  Refusal,
+  Maintenance,
   Store,
+  StoreFlags,
   StoreStats,
-  TxnRequestOp,
-  Written,
 } from '../store.js';
 import { Checkpointer } from './sqlite-checkpointer.js';
 import { SqliteConnection } from './sqlite-connection.js';
@@ -66,12 +59,9 @@ export interface SqliteOptions {
  * answer sees it on this connection.
  */
 export class SqliteStore implements Store {
-  readonly backend = 'sqlite';
-  readonly stats: StoreStats = { sweptKeys: 0, cacheHits: 0, cacheMisses: 0 };
-  readonly cachesEntries = true;
-  readonly shared = false;
   /** SQLite: one writer process (it holds the file's sidecar lock), WAL, group commit, an in-memory entry cache. */
-  readonly capabilities: string;
+  readonly flags: StoreFlags;
+  readonly stats: StoreStats = { sweptKeys: 0, cacheHits: 0, cacheMisses: 0 };
   private readonly conn: SqliteConnection;
   /**
    * Reads are served from memory when possible: this process is the file's only writer, and the
@@ -99,7 +89,8 @@ export class SqliteStore implements Store {
   ) {
     this.conn = new SqliteConnection(raw);
     const version = (raw.prepare('select sqlite_version() as v').get() as { v: string }).v;
-    this.capabilities = `SQLite ${version}; kvb uses a sidecar lock file, WAL, transactional DDL, savepoints and RETURNING, and writes on a thread of its own`;
+    const capabilities = `SQLite ${version}; kvb uses a sidecar lock file, WAL, transactional DDL, savepoints and RETURNING, and writes on a thread of its own`;
+    this.flags = { backend: 'sqlite', shared: false, capabilities, cachesEntries: true };
   }
 
   static async open(options: SqliteOptions): Promise<SqliteStore> {
@@ -137,7 +128,7 @@ export class SqliteStore implements Store {
     return this.conn.raw;
   }
 
-  private write<T>(request: WriteRequest): Promise<T> {
+  private submit<T>(request: WriteRequest): Promise<T> {
     if (!this.writer) return Promise.reject(new Error(`${this.path} is open read-only beside the kvb serve that owns it`));
     return this.writer.submit<T>(request);
   }
@@ -160,10 +151,6 @@ export class SqliteStore implements Store {
     if (changed.length > 0) for (const listener of this.commitListeners) listener(changed);
   }
 
-  onCommit(listener: (buckets: string[]) => void): void {
-    this.commitListeners.push(listener);
-  }
-
   async getEntry(bucket: string, key: string, now: number): Promise<Entry | undefined> {
     return this.getEntryNow(bucket, key, now);
   }
@@ -183,59 +170,42 @@ export class SqliteStore implements Store {
     return entry && (entry.expiresAt === null || entry.expiresAt > now) ? entry : undefined;
   }
 
-  async setEntry(
-    bucket: string,
-    key: string,
-    value: StoredValue,
-    expiresAt: number | null,
-    now: number,
-    condition?: Condition,
-    actor?: Actor,
-  ): Promise<Written | Refusal> {
-    return this.keyWrite(bucket, { op: 'set', key, value, expiresAt, now, condition, actor });
-  }
-
-  async deleteEntry(bucket: string, key: string, now: number, condition?: Condition, actor?: Actor): Promise<Deleted | Refusal> {
-    return this.keyWrite(bucket, { op: 'delete', key, now, condition, actor });
-  }
-
-  async updateEntry(
-    bucket: string,
-    key: string,
-    now: number,
-    update: CounterUpdate,
-    condition?: Condition,
-    actor?: Actor,
-  ): Promise<Entry | Refusal> {
-    return this.keyWrite(bucket, { ...update, key, now, condition, actor });
-  }
-
-  async commit(bucket: string, ops: TxnRequestOp[], now: number, options: CommitOptions = {}): Promise<CommitOutcome> {
-    const { expectRevision, operation, actor } = options;
-    return this.keyWrite(bucket, { op: 'commit', ops, now, expectRevision, operation, actor });
-  }
-
-  /** A key write, run by the writer with the shared rules (core/apply-batch.ts) in its next batch. */
-  private keyWrite<O extends WriteOp>(bucket: string, op: O): Promise<ResultOf<O>> {
-    return this.write({ kind: 'op', bucket, op });
+  /** A key write or transaction, run by the writer with the shared rules (core/apply-batch.ts) in its next batch. */
+  write<O extends WriteOp>(bucket: string, op: O): Promise<ResultOf<O>> {
+    return this.submit({ kind: 'op', bucket, op });
   }
 
   async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
     return this.conn.list(bucket, q, now);
   }
 
-  async listBuckets(after: string | undefined, limit: number): Promise<BucketRecord[]> {
-    return this.conn.all<Database['buckets']>('listBuckets', { after: after ?? '', limit }).map(bucketFromRow);
-  }
-
-  async checkIntegrity(): Promise<string[]> {
-    const problems = (this.conn.raw.pragma('integrity_check') as Array<{ integrity_check: string }>)
-      .map((r) => r.integrity_check)
-      .filter((r) => r !== 'ok');
-    const n = this.conn.get<{ n: number }>('orphanEntries')?.n ?? 0;
-    if (n > 0) problems.push(`${n} entries belong to no bucket`);
-    return problems;
-  }
+  readonly buckets: BucketStore = {
+    create: async (b) => {
+      await this.submit({ kind: 'createBucket', bucket: b, createdAt: Date.now() });
+    },
+    get: async (id) => {
+      const row = this.conn.get<Database['buckets']>('getBucket', { id });
+      return row && bucketFromRow(row);
+    },
+    update: async (id, changes) => {
+      // Rare and shaped by the request, so compiled per call rather than cached.
+      const query = this.db
+        .updateTable('buckets')
+        .set(bucketUpdate(changes, (key) => key))
+        .where('id', '=', id)
+        .compile();
+      return this.submit({ kind: 'updateBucket', sql: query.sql, parameters: [...query.parameters] });
+    },
+    delete: async (id) => this.submit({ kind: 'deleteBucket', bucket: id }),
+    list: async (after, limit) => this.conn.all<Database['buckets']>('listBuckets', { after: after ?? '', limit }).map(bucketFromRow),
+    count: async () => this.conn.get<{ n: number }>('countBuckets')!.n,
+    revision: async (bucket) =>
+      this.knownRevisions.get(bucket) ?? this.conn.get<{ revision: number }>('bucketRevision', { bucket })?.revision,
+    usage: async (bucket) => {
+      const row = this.conn.get<{ usage_keys: number; usage_bytes: number }>('bucketUsage', { bucket });
+      return row && { keys: Number(row.usage_keys), bytes: Number(row.usage_bytes) };
+    },
+  };
 
   async openSnapshot(bucket: string, prefix: string, now: number): Promise<EntrySnapshot | undefined> {
     const { sql } = this.conn;
@@ -251,7 +221,7 @@ export class SqliteStore implements Store {
   async beginImport(bucket: string): Promise<ImportStaging> {
     return stageSqliteImport(
       bucket,
-      (request) => this.write(request),
+      (request) => this.submit(request),
       (run) => {
         const applied = this.importApplies.then(run);
         this.importApplies = applied.catch(() => {});
@@ -260,35 +230,57 @@ export class SqliteStore implements Store {
     );
   }
 
-  async sweepExpired(now: number, batch: number): Promise<number> {
-    const deleted = await this.write<number>({ kind: 'sweep', now, batch });
-    this.stats.sweptKeys += deleted;
-    return deleted;
-  }
-
-  async countEntries(): Promise<number> {
-    return this.conn.get<{ n: number }>('countEntries')!.n;
-  }
-
-  async countBuckets(): Promise<number> {
-    return this.conn.get<{ n: number }>('countBuckets')!.n;
-  }
-
-  async bucketUsage(bucket: string): Promise<Usage | undefined> {
-    const row = this.conn.get<{ usage_keys: number; usage_bytes: number }>('bucketUsage', { bucket });
-    return row && { keys: Number(row.usage_keys), bytes: Number(row.usage_bytes) };
-  }
+  readonly maintenance: Maintenance = {
+    sweepExpired: async (now, batch) => {
+      const deleted = await this.submit<number>({ kind: 'sweep', now, batch });
+      this.stats.sweptKeys += deleted;
+      return deleted;
+    },
+    checkIntegrity: async () => {
+      const problems = (this.conn.raw.pragma('integrity_check') as Array<{ integrity_check: string }>)
+        .map((r) => r.integrity_check)
+        .filter((r) => r !== 'ok');
+      const n = this.conn.get<{ n: number }>('orphanEntries')?.n ?? 0;
+      if (n > 0) problems.push(`${n} entries belong to no bucket`);
+      return problems;
+    },
+    countEntries: async () => this.conn.get<{ n: number }>('countEntries')!.n,
+  };
 
   async ping(): Promise<void> {
     this.conn.raw.prepare('select 1').get();
   }
 
-  async readChanges(bucket: string, after: number, upTo: number, limit: number): Promise<Change[]> {
-    const rows = this.conn.all<ChangeRow>('changesAfter', { bucket, after, upTo, limit }).map(toChange);
-    return wholeRevisions(rows, limit, async (revision) => this.conn.all<ChangeRow>('changesAt', { bucket, revision }).map(toChange));
-  }
+  /** Changes committed before this were all looked at by an earlier prune (see `prunable`). */
+  private prunedBefore = 0;
+  /** Changes committed before this were all looked at by an earlier history bound (see `historyGrew`). */
+  private boundedBefore = 0;
 
-  async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {
+  readonly changes: ChangeFeed = {
+    read: async (bucket, after, upTo, limit) => {
+      const rows = this.conn.all<ChangeRow>('changesAfter', { bucket, after, upTo, limit }).map(toChange);
+      return wholeRevisions(rows, limit, async (revision) => this.conn.all<ChangeRow>('changesAt', { bucket, revision }).map(toChange));
+    },
+    bounds: async (bucket) => this.changeLogBounds(bucket),
+    prune: async (before, batch) => {
+      const since = Math.max(0, this.prunedBefore - PRUNE_OVERLAP_MS);
+      const pruned = await this.submit<number>({ kind: 'prune', before, since, batch });
+      if (pruned < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
+      return pruned;
+    },
+    bound: async (maxBytes, now) => {
+      if (maxBytes <= 0) return 0;
+      const since = Math.max(0, this.boundedBefore - PRUNE_OVERLAP_MS);
+      const raised = await this.submit<number>({ kind: 'boundHistory', maxBytes, since });
+      this.boundedBefore = Math.max(this.boundedBefore, now);
+      return raised;
+    },
+    onCommit: (listener) => {
+      this.commitListeners.push(listener);
+    },
+  };
+
+  private async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {
     const row = this.conn.get<{ changes_floor: number; watch_floor: number; revision: number }>('changesFloor', { bucket });
     if (!row) return undefined;
     return {
@@ -298,70 +290,10 @@ export class SqliteStore implements Store {
     };
   }
 
-  /** Changes committed before this were all looked at by an earlier prune (see `prunable`). */
-  private prunedBefore = 0;
-
-  async pruneChanges(before: number, batch: number): Promise<number> {
-    const since = Math.max(0, this.prunedBefore - PRUNE_OVERLAP_MS);
-    const pruned = await this.write<number>({ kind: 'prune', before, since, batch });
-    if (pruned < batch) this.prunedBefore = Math.max(this.prunedBefore, before);
-    return pruned;
-  }
-
-  /** Changes committed before this were all looked at by an earlier history bound (see `historyGrew`). */
-  private boundedBefore = 0;
-
-  async boundHistory(maxBytes: number, now: number): Promise<number> {
-    if (maxBytes <= 0) return 0;
-    const since = Math.max(0, this.boundedBefore - PRUNE_OVERLAP_MS);
-    const raised = await this.write<number>({ kind: 'boundHistory', maxBytes, since });
-    this.boundedBefore = Math.max(this.boundedBefore, now);
-    return raised;
-  }
-
-  private readonly history = new HistoryReader(
+  readonly history: HistoryReads = new HistoryReader(
     async (name, args) => this.conn.all<Record<string, unknown>>(name, args),
     (bucket) => this.changeLogBounds(bucket),
   );
-
-  readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>> {
-    return this.history.readAt(bucket, key, revision);
-  }
-
-  listAt(bucket: string, query: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>> {
-    return this.history.listAt(bucket, query, revision);
-  }
-
-  keyHistory(bucket: string, key: string, before: number, limit: number, actor?: ActorFilter): Promise<HistoryRecord[]> {
-    return this.history.keyHistory(bucket, key, before, limit, actor);
-  }
-
-  async createBucket(b: BucketRecord): Promise<void> {
-    await this.write({ kind: 'createBucket', bucket: b, createdAt: Date.now() });
-  }
-
-  async getBucket(id: string): Promise<BucketRecord | undefined> {
-    const row = this.conn.get<Database['buckets']>('getBucket', { id });
-    return row && bucketFromRow(row);
-  }
-
-  async bucketRevision(bucket: string): Promise<number | undefined> {
-    return this.knownRevisions.get(bucket) ?? this.conn.get<{ revision: number }>('bucketRevision', { bucket })?.revision;
-  }
-
-  async updateBucket(id: string, changes: BucketChanges): Promise<boolean> {
-    // Rare and shaped by the request, so compiled per call rather than cached.
-    const query = this.db
-      .updateTable('buckets')
-      .set(bucketUpdate(changes, (key) => key))
-      .where('id', '=', id)
-      .compile();
-    return this.write({ kind: 'updateBucket', sql: query.sql, parameters: [...query.parameters] });
-  }
-
-  async deleteBucket(id: string): Promise<boolean> {
-    return this.write({ kind: 'deleteBucket', bucket: id });
-  }
 
   async close(): Promise<void> {
     // Every write already made is answered first; then the writer's connection closes.
