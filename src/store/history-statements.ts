@@ -1,6 +1,6 @@
 import { type Compilable, type Kysely, sql } from 'kysely';
 import { type CompiledStatement, compileAll, compileStatement, param } from './statements.js';
-import { type Database, replaceChangeOnConflict } from './schema.js';
+import { CHANGE_INSERT_COLUMNS, type Database, replaceChangeOnConflict } from './schema.js';
 
 /**
  * History: reads of a bucket as of a past revision, a key's changes, and the
@@ -213,19 +213,7 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
   const logStaged = (keep: boolean) =>
     db
       .insertInto('changes')
-      .columns([
-        'bucket_id',
-        'revision',
-        'key',
-        'kind',
-        'type',
-        'value',
-        'expires_at',
-        'actor_kind',
-        'actor_token',
-        'actor_address',
-        'committed_at',
-      ])
+      .columns(CHANGE_INSERT_COLUMNS)
       .expression(
         // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the staging table is not in the Database type
         (db as any)
@@ -264,19 +252,7 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
     if (upper) select = select.where('e.key', '<', param('upper'));
     return db
       .insertInto('changes')
-      .columns([
-        'bucket_id',
-        'revision',
-        'key',
-        'kind',
-        'type',
-        'value',
-        'expires_at',
-        'actor_kind',
-        'actor_token',
-        'actor_address',
-        'committed_at',
-      ])
+      .columns(CHANGE_INSERT_COLUMNS)
       .expression(select)
       .onConflict((oc) => oc.doNothing());
   };

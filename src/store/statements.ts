@@ -18,7 +18,15 @@ import {
 } from 'kysely';
 import type { Dialect } from './dialect.js';
 import { usageRecount } from './migrations.js';
-import { type Database, replaceChangeOnConflict, replaceEntryOnConflict } from './schema.js';
+import {
+  CHANGE_INSERT_COLUMNS,
+  CHANGE_ROW_PARAMS,
+  type ChangeColumn,
+  type Database,
+  ENTRY_INSERT_COLUMNS,
+  replaceChangeOnConflict,
+  replaceEntryOnConflict,
+} from './schema.js';
 import type { ListColumns } from './store.js';
 
 // Dialect lives in dialect.ts (migrations.ts needs it, and this module needs migrations.ts).
@@ -97,7 +105,7 @@ const ENTRY_ROW = {
   expires_at: param('expiresAt'),
   revision: param('revision'),
   create_revision: param('revision'),
-};
+} satisfies Record<(typeof ENTRY_INSERT_COLUMNS)[number], unknown>;
 
 /** The shape of one listing statement (each shape is compiled once). */
 export interface ListShape {
@@ -277,7 +285,7 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
   const copy = (keep: boolean) =>
     db
       .insertInto('entries')
-      .columns(['bucket_id', 'key', 'type', 'value', 'expires_at', 'revision', 'create_revision'])
+      .columns(ENTRY_INSERT_COLUMNS)
       .expression(
         // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the staging table is not in the Database type
         (db as any)
@@ -319,19 +327,7 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
 const CHANGE_COLUMNS = ['revision', 'key', 'kind', 'type', 'value', 'expires_at'] as const;
 
 /** The fields of one change-log row, in the order a multi-row insert (`logChangeRows`) binds them. */
-export const CHANGE_ROW_FIELDS = [
-  'bucket',
-  'revision',
-  'key',
-  'kind',
-  'type',
-  'value',
-  'expiresAt',
-  'actorKind',
-  'actorToken',
-  'actorAddress',
-  'now',
-] as const;
+export const CHANGE_ROW_FIELDS = CHANGE_INSERT_COLUMNS.map((column) => CHANGE_ROW_PARAMS[column]);
 
 /** How many change-log rows SQLite's multi-row inserts take at once: a batch's rows go in the fewest statements of these sizes. */
 export const CHANGE_ROW_CHUNKS = [64, 16, 4, 1] as const;
@@ -346,19 +342,14 @@ export function logChangeRows(db: KyselyType<Database>, rows: number) {
   return db
     .insertInto('changes')
     .values(
-      Array.from({ length: rows }, (_, i) => ({
-        bucket_id: param(`r${i}_bucket`),
-        revision: param(`r${i}_revision`),
-        key: param(`r${i}_key`),
-        kind: param(`r${i}_kind`),
-        type: param(`r${i}_type`),
-        value: param(`r${i}_value`),
-        expires_at: param(`r${i}_expiresAt`),
-        actor_kind: param(`r${i}_actorKind`),
-        actor_token: param(`r${i}_actorToken`),
-        actor_address: param(`r${i}_actorAddress`),
-        committed_at: param(`r${i}_now`),
-      })),
+      Array.from(
+        { length: rows },
+        (_, i) =>
+          Object.fromEntries(CHANGE_INSERT_COLUMNS.map((column) => [column, param(`r${i}_${CHANGE_ROW_PARAMS[column]}`)])) as Record<
+            ChangeColumn,
+            ReturnType<typeof param>
+          >,
+      ),
     )
     .onConflict(replaceChangeOnConflict);
 }
