@@ -215,8 +215,7 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
       .insertInto('changes')
       .columns(CHANGE_INSERT_COLUMNS)
       .expression(
-        // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the staging table is not in the Database type
-        (db as any)
+        db
           .selectFrom(sql.table(staged).as('s'))
           .select([
             sql`cast(${param('bucket')} as text)`.as('bucket_id'),

@@ -1,14 +1,15 @@
-import { type Kysely, sql } from 'kysely';
+import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
 import type { StorageFailureCode } from '../errors.js';
 import { VERSION } from '../version.js';
 import type { Dialect } from './dialect.js';
+import type { Database } from './schema.js';
 
 export type { Dialect };
 
 /** One schema change. `up` gets a Kysely bound to the transaction (and, on PostgreSQL, the schema). */
 export interface MigrationStep {
   name: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- migrations describe tables that do not exist yet
+  // biome-ignore lint/suspicious/noExplicitAny: migrations describe tables that do not exist yet (Kysely's own migrations take Kysely<any>)
   up(db: Kysely<any>): Promise<void>;
 }
 
@@ -268,19 +269,18 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
 }
 
 /** A bucket's usage counted from its entries (the migration, and statements.ts `recountUsage`). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- used on the typed and untyped builders alike
-export const usageRecount = (eb: any) => ({
-  usage_keys: eb.selectFrom('entries').select(eb.fn.countAll().as('n')).whereRef('entries.bucket_id', '=', 'buckets.id'),
+export const usageRecount = (eb: ExpressionBuilder<Database, 'buckets'>) => ({
+  usage_keys: eb.selectFrom('entries').select(eb.fn.countAll<number>().as('n')).whereRef('entries.bucket_id', '=', 'buckets.id'),
   usage_bytes: eb
     .selectFrom('entries')
-    .select(sql`coalesce(sum(length(key) + length(value)), 0)`.as('n'))
+    .select(sql<number>`coalesce(sum(length(key) + length(value)), 0)`.as('n'))
     .whereRef('entries.bucket_id', '=', 'buckets.id'),
 });
 
 /** Kysely's bookkeeping table (same name and shape as its Migrator's, so databases made by kvb 0.1.0 carry over). */
 export const MIGRATION_TABLE = 'kysely_migration';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the bookkeeping table is not in the Database type
+// biome-ignore lint/suspicious/noExplicitAny: the bookkeeping table is not in the Database type, and callers pass both typed and migration builders
 type AnyDb = Kysely<any>;
 
 const scoped = (db: AnyDb, schema: string | undefined) => (schema ? db.withSchema(schema) : db);
@@ -303,7 +303,7 @@ export class DatabaseTooNewError extends Error {
  */
 export async function refuseNewerDatabase(db: AnyDb, steps: MigrationStep[], schema?: string): Promise<void> {
   const known = new Set(steps.map((s) => s.name));
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the column may not exist (older databases)
+  // `kvb_version` may be absent: older databases have no such column.
   let rows: Array<{ name: unknown; kvb_version?: unknown }>;
   try {
     rows = await scoped(db, schema).selectFrom(MIGRATION_TABLE).select(['name', 'kvb_version']).execute();
