@@ -1,7 +1,7 @@
 import type { Expression, ExpressionBuilder, Generated, OnConflictBuilder } from 'kysely';
 import type { BucketChanges, BucketRecord } from './store.js';
 
-/** Kysely's view of the tables (see migrations.ts). */
+/** Kysely's view of the tables (see kvb-migrations.ts). */
 export interface BucketsTable {
   id: string;
   email: string;

@@ -17,7 +17,7 @@ import {
   sql,
 } from 'kysely';
 import type { Dialect } from './dialect.js';
-import { usageRecount } from './migrations.js';
+import { usageRecount } from './kvb-migrations.js';
 import {
   CHANGE_INSERT_COLUMNS,
   CHANGE_ROW_PARAMS,
@@ -29,7 +29,7 @@ import {
 } from './schema.js';
 import type { ListColumns } from './store.js';
 
-// Dialect lives in dialect.ts (migrations.ts needs it, and this module needs migrations.ts).
+// Dialect lives in dialect.ts (kvb-migrations.ts needs it, and this module needs kvb-migrations.ts).
 export type { Dialect };
 
 /** A named parameter: Kysely places it as `?` (SQLite) or `$n` (PostgreSQL); `bind` fills it by name. */

@@ -64,7 +64,7 @@ const MAX_LISTING_ATTEMPTS = 20;
 /** Coalesced point-read statements running at once (see postgres-point-reads.ts). */
 const POINT_READS_IN_FLIGHT = 2;
 
-/** The signing key column is bytea (see migrations.ts). */
+/** The signing key column is bytea (see kvb-migrations.ts). */
 const signingKeyBytes = (key: string | null) => (key === null ? null : Buffer.from(key, 'utf8'));
 
 /**
