@@ -1,5 +1,5 @@
 import { type Compilable, type Kysely, sql } from 'kysely';
-import { type CompiledStatement, compileAll, compileStatement, param } from './statements.js';
+import { compileAll, compileShapes, param } from './statements.js';
 import { CHANGE_INSERT_COLUMNS, type Database, replaceChangeOnConflict } from './schema.js';
 
 /**
@@ -17,7 +17,11 @@ export interface ListAtShape {
   after: boolean;
 }
 
-export const listAtShapeName = (s: ListAtShape) => `list_at_${s.reverse ? 'desc' : 'asc'}${s.upper ? '_u' : ''}${s.after ? '_a' : ''}`;
+/** A listing-at-a-revision statement's name: every shape's, so a misspelt one does not compile. */
+export type ListAtShapeName = `list_at_${'asc' | 'desc'}${'' | '_u'}${'' | '_a'}`;
+
+export const listAtShapeName = (s: ListAtShape): ListAtShapeName =>
+  `list_at_${s.reverse ? 'desc' : 'asc'}${s.upper ? '_u' : ''}${s.after ? '_a' : ''}`;
 
 export const LIST_AT_SHAPES: ListAtShape[] = [false, true].flatMap((reverse) =>
   [false, true].flatMap((upper) => [false, true].map((after) => ({ reverse, upper, after }))),
@@ -264,10 +268,13 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
 }
 
 /** Every history statement, compiled for one store. */
-export function compileHistory(db: Kysely<Database>, staged: string): Record<string, CompiledStatement> {
+export function compileHistory(db: Kysely<Database>, staged: string) {
   return {
     ...compileAll(historyStatements(db)),
     ...compileAll(historyImportStatements(db, staged)),
-    ...Object.fromEntries(LIST_AT_SHAPES.map((s) => [listAtShapeName(s), compileStatement(listAtShapeName(s), listAtStatement(db, s))])),
+    ...compileShapes(LIST_AT_SHAPES, listAtShapeName, (s) => listAtStatement(db, s)),
   };
 }
+
+/** The name of a history statement: what HistoryReader runs on either store. */
+export type HistoryStatementName = keyof ReturnType<typeof compileHistory>;

@@ -120,8 +120,13 @@ export interface ListShape {
   after: boolean;
 }
 
-export const listShapeName = (s: ListShape) =>
-  `list_${s.reverse ? 'desc' : 'asc'}_${s.columns[0]}${s.upper ? '_u' : ''}${s.after ? '_a' : ''}`;
+const COLUMNS_LETTER = { keys: 'k', meta: 'm', values: 'v' } as const satisfies Record<ListColumns, string>;
+
+/** A listing statement's name: every shape's, so a misspelt one does not compile. */
+export type ListShapeName = `list_${'asc' | 'desc'}_${(typeof COLUMNS_LETTER)[ListColumns]}${'' | '_u'}${'' | '_a'}`;
+
+export const listShapeName = (s: ListShape): ListShapeName =>
+  `list_${s.reverse ? 'desc' : 'asc'}_${COLUMNS_LETTER[s.columns]}${s.upper ? '_u' : ''}${s.after ? '_a' : ''}`;
 
 const LIST_COLUMNS: ListColumns[] = ['keys', 'meta', 'values'];
 
@@ -355,8 +360,10 @@ export function logChangeRows(db: KyselyType<Database>, rows: number) {
 
 /** SQLite only: a batch's change-log rows (multi-row inserts); removes one key if it is (still) expired. */
 export function sqliteStatements(db: KyselyType<Database>) {
+  const logChanges = {} as Record<`logChanges${(typeof CHANGE_ROW_CHUNKS)[number]}`, Compilable>;
+  for (const n of CHANGE_ROW_CHUNKS) logChanges[`logChanges${n}`] = logChangeRows(db, n);
   return {
-    ...Object.fromEntries(CHANGE_ROW_CHUNKS.map((n) => [`logChanges${n}`, logChangeRows(db, n)])),
+    ...logChanges,
     removeExpired: db
       .deleteFrom('entries')
       .where('bucket_id', '=', param('bucket'))
@@ -366,7 +373,20 @@ export function sqliteStatements(db: KyselyType<Database>) {
   };
 }
 
-export type SharedStatementName = keyof ReturnType<typeof sharedStatements>;
+/**
+ * One statement per shape, each under its shape's name. `shapes` lists every shape (a test counts
+ * them), so each name of type N is there.
+ */
+export function compileShapes<S, N extends string>(
+  shapes: readonly S[],
+  name: (shape: S) => N,
+  statement: (shape: S) => Compilable,
+): Record<N, CompiledStatement> {
+  return Object.fromEntries(shapes.map((s) => [name(s), compileStatement(name(s), statement(s))])) as Record<N, CompiledStatement>;
+}
+
+/** Every listing statement, compiled for one store. */
+export const compileListShapes = (db: KyselyType<Database>) => compileShapes(LIST_SHAPES, listShapeName, (s) => listStatement(db, s));
 
 /** Compiles every statement of a group for one dialect. */
 export function compileAll<T extends Record<string, Compilable>>(group: T): { [K in keyof T]: CompiledStatement } {

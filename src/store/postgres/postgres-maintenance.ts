@@ -4,11 +4,11 @@ import { actorFields } from '../change-row.js';
 import { floorWithin } from '../floor-within.js';
 import { PRUNE_OVERLAP_MS } from '../history-reader.js';
 import { SERVER_ACTOR } from '../history-types.js';
-import type { CompiledStatement } from '../statements.js';
 import type { Change } from '../store.js';
 import { LEASE_MS } from './postgres-open.js';
 import { withRetries } from './postgres-retries.js';
 import { type StatementRunner, rollback } from './postgres-statement-runner.js';
+import type { PostgresStatementName, PostgresStatements } from './postgres-statements.js';
 
 /** One key's change-log row, before it is written (a sweep's: one revision, many keys). */
 interface SweptChange {
@@ -31,11 +31,11 @@ export class PostgresMaintenance {
 
   constructor(
     private readonly runner: StatementRunner,
-    private readonly sql: Record<string, CompiledStatement>,
+    private readonly sql: PostgresStatements,
   ) {}
 
-  private query<R extends pg.QueryResultRow>(name: string, args: Record<string, unknown>, client?: pg.PoolClient) {
-    return this.runner.run<R>(this.sql[name]!, args, client);
+  private query<R extends pg.QueryResultRow>(name: PostgresStatementName, args: Record<string, unknown>, client?: pg.PoolClient) {
+    return this.runner.run<R>(this.sql[name], args, client);
   }
 
   /** Takes or renews a named lease for this instance; false while another live instance holds it. */

@@ -2,7 +2,8 @@
 // does not have. The statements both dialects share are in ../statements.ts.
 import { type Compilable, type Kysely as KyselyType, type QueryCreator, type RawBuilder, sql } from 'kysely';
 import { CHANGE_INSERT_COLUMNS, type Database, ENTRY_INSERT_COLUMNS, REVISION_OP_INSERT_COLUMNS } from '../schema.js';
-import { ENTRY_SIZE, param, queryBuilder } from '../statements.js';
+import { compileHistory } from '../history-statements.js';
+import { ENTRY_SIZE, compileAll, compileListShapes, param, portabilityStatements, queryBuilder, sharedStatements } from '../statements.js';
 
 /** PostgreSQL only: the sweep's array statements, leases (the write batch's are in postgresBatchStatements). */
 export function postgresStatements(db: KyselyType<Database>) {
@@ -144,3 +145,22 @@ export function postgresBatchStatements(schema: string) {
       select (select base from b) as base, exists (select 1 from s) as found`),
   };
 }
+
+/** Every statement the PostgreSQL store runs, compiled once for `schema`, under names the type checker knows. */
+export function compilePostgresStatements(schema: string) {
+  const builder = queryBuilder('postgres', schema);
+  return {
+    ...compileAll(sharedStatements(builder)),
+    ...compileAll(postgresStatements(builder)),
+    ...compileAll(postgresBatchStatements(schema)),
+    // An import stages in a temporary table of its own transaction (see postgres-portability.ts).
+    ...compileAll(portabilityStatements(builder, 'pg_temp.kvb_import')),
+    ...compileHistory(builder, 'pg_temp.kvb_import'),
+    ...compileListShapes(builder),
+  };
+}
+
+export type PostgresStatements = ReturnType<typeof compilePostgresStatements>;
+
+/** A PostgreSQL statement's name: a misspelt one does not compile. */
+export type PostgresStatementName = keyof PostgresStatements;

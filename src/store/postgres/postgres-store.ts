@@ -3,7 +3,6 @@ import type { Kysely } from 'kysely';
 import type { StoredValue } from '../../values/stored-value.js';
 import { type ChangeRow, toChange, wholeRevisions } from '../change-row.js';
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from '../entry-row.js';
-import { compileHistory } from '../history-statements.js';
 import { HistoryReader } from '../history-reader.js';
 import type { Actor, ActorFilter, HistoryRecord, PastRead } from '../history-types.js';
 import { listBounds } from '../list-bounds.js';
@@ -13,22 +12,12 @@ import { NO_BUCKET } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
 import { type Quota, type Usage, NO_QUOTA } from '../quota.js';
 import { type Database, bucketFromRow, bucketUpdate } from '../schema.js';
-import {
-  type CompiledStatement,
-  LIST_SHAPES,
-  compileAll,
-  compileStatement,
-  listShapeName,
-  listStatement,
-  portabilityStatements,
-  queryBuilder,
-  sharedStatements,
-} from '../statements.js';
+import { listShapeName, queryBuilder } from '../statements.js';
 import { PostgresMaintenance } from './postgres-maintenance.js';
 import { type OpenedPostgres, type PostgresOptions, openPostgres } from './postgres-open.js';
 import { PointReads } from './postgres-point-reads.js';
 import { MAX_ATTEMPTS, storageError, withRetries } from './postgres-retries.js';
-import { postgresBatchStatements, postgresStatements } from './postgres-statements.js';
+import { type PostgresStatementName, type PostgresStatements, compilePostgresStatements } from './postgres-statements.js';
 import type { Rollback, StatementRunner } from './postgres-statement-runner.js';
 import { STALE_LISTING, WriteQueue } from './postgres-write-queue.js';
 import { StorageUnavailableError } from '../storage-errors.js';
@@ -86,7 +75,7 @@ export class PostgresStore implements Store {
   /** One line for the start-up log: what the database offers and what kvb uses. */
   readonly capabilities: string;
   quota: Quota = NO_QUOTA;
-  private readonly sql: Record<string, CompiledStatement>;
+  private readonly sql: PostgresStatements;
   private readonly runner: StatementRunner;
   private readonly db: Kysely<Database>;
   private readonly schema: string;
@@ -103,16 +92,7 @@ export class PostgresStore implements Store {
         ? '; concurrent writes to a bucket share one statement (--pg-batch-writes on)'
         : '; writes one at a time per bucket (--pg-batch-writes off)') +
       '; point reads of one turn share one statement';
-    const builder = queryBuilder('postgres', this.schema);
-    this.sql = {
-      ...compileAll(sharedStatements(builder)),
-      ...compileAll(postgresStatements(builder)),
-      ...compileAll(postgresBatchStatements(this.schema)),
-      // An import stages in a temporary table of its own transaction (see postgres-portability.ts).
-      ...compileAll(portabilityStatements(builder, 'pg_temp.kvb_import')),
-      ...compileHistory(builder, 'pg_temp.kvb_import'),
-      ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
-    };
+    this.sql = compilePostgresStatements(this.schema);
     // One batch per bucket at a time (its writes would only wait on its row); a few buckets'
     // batches at once, leaving part of the pool to reads.
     this.writes = new WriteQueue(this, batchWrites ? MAX_BATCH : 1, Math.max(1, Math.min(8, poolSize - 2)));
@@ -131,10 +111,12 @@ export class PostgresStore implements Store {
   }
 
   /** Runs the named statement (see StatementRunner.run). */
-  query<R extends pg.QueryResultRow>(name: string, args: Record<string, unknown>, client?: pg.PoolClient): Promise<pg.QueryResult<R>> {
-    const statement = this.sql[name];
-    if (!statement) throw new Error(`no statement ${name}`);
-    return this.runner.run<R>(statement, args, client);
+  query<R extends pg.QueryResultRow>(
+    name: PostgresStatementName,
+    args: Record<string, unknown>,
+    client?: pg.PoolClient,
+  ): Promise<pg.QueryResult<R>> {
+    return this.runner.run<R>(this.sql[name], args, client);
   }
 
   /** A batch's retries: it carries up to MAX_BATCH writes, each of which alone would have had MAX_ATTEMPTS. */
