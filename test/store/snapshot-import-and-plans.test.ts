@@ -43,7 +43,7 @@ describe(`Listing query plan (${TEST_BACKEND})`, () => {
     const args = { bucket: BUCKET, lower: Buffer.from('k012345'), now: NOW, limit: 10, offset: 0, upper: Buffer.from('k02') };
     expect(compiled.sql.match(/"key" >/g)).toHaveLength(1);
     if (TEST_BACKEND === 'postgres') {
-      const pool = (store as unknown as { pool: import('pg').Pool }).pool;
+      const pool = (store as unknown as { runner: { pool: import('pg').Pool } }).runner.pool;
       const schema = compiled.sql.match(/from "([^"]+)"\."entries"/)![1];
       await pool.query(`analyze "${schema}".entries`);
       const { rows: plan } = await pool.query<{ 'QUERY PLAN': string }>(`explain ${compiled.sql}`, bind(compiled, args));
