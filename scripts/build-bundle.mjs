@@ -47,7 +47,7 @@ const SERVER_MODULES = [
   'store/postgres/postgres-store',
   'store/sqlite/sqlite-store',
   'store/migration-status',
-  'store/migrations',
+  'store/kvb-migrations',
 ];
 const fileName = (m) => m.split('/').pop();
 

@@ -1,6 +1,6 @@
 import { isValueType } from '../values/value-type.js';
 import { listBounds } from './list-bounds.js';
-import { keyHistoryName, listAtShapeName } from './history-statements.js';
+import { type HistoryStatementName, keyHistoryName, listAtShapeName } from './history-statements.js';
 import { actorFromRow } from './change-row.js';
 import type { ChangeLogBounds, Entry, HistoryReads, ListQuery, ListedEntry } from './store.js';
 import type { ActorFilter, HistoryRecord, HistoryOperation, PastRead } from './history-types.js';
@@ -13,7 +13,7 @@ import type { ActorFilter, HistoryRecord, HistoryOperation, PastRead } from './h
 export const PRUNE_OVERLAP_MS = 30_000;
 
 /** Runs one compiled history statement by name and returns its rows (each store supplies its own). */
-export type RunHistoryStatement = (name: string, args: Record<string, unknown>) => Promise<Array<Record<string, unknown>>>;
+export type RunHistoryStatement = (name: HistoryStatementName, args: Record<string, unknown>) => Promise<Array<Record<string, unknown>>>;
 
 const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
 

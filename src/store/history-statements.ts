@@ -1,6 +1,6 @@
 import { type Compilable, type Kysely, sql } from 'kysely';
-import { type CompiledStatement, compileAll, compileStatement, param } from './statements.js';
-import { type Database, replaceChangeOnConflict } from './schema.js';
+import { compileAll, compileShapes, param } from './statements.js';
+import { CHANGE_INSERT_COLUMNS, type Database, replaceChangeOnConflict } from './schema.js';
 
 /**
  * History: reads of a bucket as of a past revision, a key's changes, and the
@@ -17,7 +17,11 @@ export interface ListAtShape {
   after: boolean;
 }
 
-export const listAtShapeName = (s: ListAtShape) => `list_at_${s.reverse ? 'desc' : 'asc'}${s.upper ? '_u' : ''}${s.after ? '_a' : ''}`;
+/** A listing-at-a-revision statement's name: every shape's, so a misspelt one does not compile. */
+export type ListAtShapeName = `list_at_${'asc' | 'desc'}${'' | '_u'}${'' | '_a'}`;
+
+export const listAtShapeName = (s: ListAtShape): ListAtShapeName =>
+  `list_at_${s.reverse ? 'desc' : 'asc'}${s.upper ? '_u' : ''}${s.after ? '_a' : ''}`;
 
 export const LIST_AT_SHAPES: ListAtShape[] = [false, true].flatMap((reverse) =>
   [false, true].flatMap((upper) => [false, true].map((after) => ({ reverse, upper, after }))),
@@ -213,22 +217,9 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
   const logStaged = (keep: boolean) =>
     db
       .insertInto('changes')
-      .columns([
-        'bucket_id',
-        'revision',
-        'key',
-        'kind',
-        'type',
-        'value',
-        'expires_at',
-        'actor_kind',
-        'actor_token',
-        'actor_address',
-        'committed_at',
-      ])
+      .columns(CHANGE_INSERT_COLUMNS)
       .expression(
-        // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the staging table is not in the Database type
-        (db as any)
+        db
           .selectFrom(sql.table(staged).as('s'))
           .select([
             sql`cast(${param('bucket')} as text)`.as('bucket_id'),
@@ -264,19 +255,7 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
     if (upper) select = select.where('e.key', '<', param('upper'));
     return db
       .insertInto('changes')
-      .columns([
-        'bucket_id',
-        'revision',
-        'key',
-        'kind',
-        'type',
-        'value',
-        'expires_at',
-        'actor_kind',
-        'actor_token',
-        'actor_address',
-        'committed_at',
-      ])
+      .columns(CHANGE_INSERT_COLUMNS)
       .expression(select)
       .onConflict((oc) => oc.doNothing());
   };
@@ -289,10 +268,13 @@ export function historyImportStatements(db: Kysely<Database>, staged: string) {
 }
 
 /** Every history statement, compiled for one store. */
-export function compileHistory(db: Kysely<Database>, staged: string): Record<string, CompiledStatement> {
+export function compileHistory(db: Kysely<Database>, staged: string) {
   return {
     ...compileAll(historyStatements(db)),
     ...compileAll(historyImportStatements(db, staged)),
-    ...Object.fromEntries(LIST_AT_SHAPES.map((s) => [listAtShapeName(s), compileStatement(listAtShapeName(s), listAtStatement(db, s))])),
+    ...compileShapes(LIST_AT_SHAPES, listAtShapeName, (s) => listAtStatement(db, s)),
   };
 }
+
+/** The name of a history statement: what HistoryReader runs on either store. */
+export type HistoryStatementName = keyof ReturnType<typeof compileHistory>;

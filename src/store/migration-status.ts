@@ -1,5 +1,6 @@
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
-import { kvbMigrations, pendingMigrations } from './migrations.js';
+import { kvbMigrations } from './kvb-migrations.js';
+import { pendingMigrations } from './migration-runner.js';
 import { isPostgresUrl, parseDbTarget } from './open-store.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { Expression, ExpressionBuilder, Generated, OnConflictBuilder } from 'kysely';
 import type { BucketChanges, BucketRecord } from './store.js';
 
-/** Kysely's view of the tables (see migrations.ts). */
+/** Kysely's view of the tables (see kvb-migrations.ts). */
 export interface BucketsTable {
   id: string;
   email: string;
@@ -40,6 +40,30 @@ export interface ChangesTable {
   actor_address: string | null;
 }
 
+/**
+ * A change-log row's columns, each with the named parameter that fills it, in the order every
+ * insert into `changes` lists them (Kysely's and the raw SQL's alike). `satisfies` keeps the list
+ * whole: a column added to ChangesTable fails to compile until it is written here.
+ */
+export const CHANGE_ROW_PARAMS = {
+  bucket_id: 'bucket',
+  revision: 'revision',
+  key: 'key',
+  kind: 'kind',
+  type: 'type',
+  value: 'value',
+  expires_at: 'expiresAt',
+  actor_kind: 'actorKind',
+  actor_token: 'actorToken',
+  actor_address: 'actorAddress',
+  committed_at: 'now',
+} as const satisfies Record<keyof ChangesTable, string>;
+
+export type ChangeColumn = keyof typeof CHANGE_ROW_PARAMS;
+
+/** The columns of an insert into `changes`, in CHANGE_ROW_PARAMS order. */
+export const CHANGE_INSERT_COLUMNS = Object.keys(CHANGE_ROW_PARAMS) as ChangeColumn[];
+
 export interface EntriesTable {
   bucket_id: string;
   key: Buffer;
@@ -50,6 +74,17 @@ export interface EntriesTable {
   /** The revision at which the key last became live from absent or expired (a write over a live value keeps it). */
   create_revision: number;
 }
+
+/** The columns of an insert into `entries`, in the order every such insert lists them. */
+export const ENTRY_INSERT_COLUMNS = [
+  'bucket_id',
+  'key',
+  'type',
+  'value',
+  'expires_at',
+  'revision',
+  'create_revision',
+] as const satisfies ReadonlyArray<keyof EntriesTable>;
 
 /** PostgreSQL: who may sweep or migrate right now (see leases in postgres-store.ts). */
 export interface LeasesTable {
@@ -66,6 +101,11 @@ export interface RevisionOpsTable {
   /** When the revision committed (ms); null on rows made before it was recorded. */
   committed_at: number | null;
 }
+
+/** The columns of an insert into `revision_ops`, in the order every such insert lists them. */
+export const REVISION_OP_INSERT_COLUMNS = ['bucket_id', 'revision', 'operation', 'committed_at'] as const satisfies ReadonlyArray<
+  keyof RevisionOpsTable
+>;
 
 export interface Database {
   revision_ops: RevisionOpsTable;

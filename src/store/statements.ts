@@ -15,11 +15,19 @@ import {
   sql,
 } from 'kysely';
 import type { Dialect } from './dialect.js';
-import { usageRecount } from './migrations.js';
-import { type Database, replaceChangeOnConflict, replaceEntryOnConflict } from './schema.js';
+import { usageRecount } from './kvb-migrations.js';
+import {
+  CHANGE_INSERT_COLUMNS,
+  CHANGE_ROW_PARAMS,
+  type ChangeColumn,
+  type Database,
+  ENTRY_INSERT_COLUMNS,
+  replaceChangeOnConflict,
+  replaceEntryOnConflict,
+} from './schema.js';
 import type { ListColumns } from './store.js';
 
-// Dialect lives in dialect.ts (migrations.ts needs it, and this module needs migrations.ts).
+// Dialect lives in dialect.ts (kvb-migrations.ts needs it, and this module needs kvb-migrations.ts).
 export type { Dialect };
 
 /** A named parameter: Kysely places it as `?` (SQLite) or `$n` (PostgreSQL); `bind` fills it by name. */
@@ -27,8 +35,8 @@ class Named {
   constructor(readonly name: string) {}
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a placeholder stands for a value of any column type
-export const param = (name: string) => sql<any>`${new Named(name)}`;
+// Typed `never`: a placeholder stands for a value of any column's type, and `never` fits every one.
+export const param = (name: string) => sql<never>`${new Named(name)}`;
 
 /** One statement compiled for one dialect: its SQL and the names of its positional parameters, in order. */
 export interface CompiledStatement {
@@ -95,7 +103,7 @@ const ENTRY_ROW = {
   expires_at: param('expiresAt'),
   revision: param('revision'),
   create_revision: param('revision'),
-};
+} satisfies Record<(typeof ENTRY_INSERT_COLUMNS)[number], unknown>;
 
 /** The shape of one listing statement (each shape is compiled once). */
 export interface ListShape {
@@ -110,8 +118,13 @@ export interface ListShape {
   after: boolean;
 }
 
-export const listShapeName = (s: ListShape) =>
-  `list_${s.reverse ? 'desc' : 'asc'}_${s.columns[0]}${s.upper ? '_u' : ''}${s.after ? '_a' : ''}`;
+const COLUMNS_LETTER = { keys: 'k', meta: 'm', values: 'v' } as const satisfies Record<ListColumns, string>;
+
+/** A listing statement's name: every shape's, so a misspelt one does not compile. */
+export type ListShapeName = `list_${'asc' | 'desc'}_${(typeof COLUMNS_LETTER)[ListColumns]}${'' | '_u'}${'' | '_a'}`;
+
+export const listShapeName = (s: ListShape): ListShapeName =>
+  `list_${s.reverse ? 'desc' : 'asc'}_${COLUMNS_LETTER[s.columns]}${s.upper ? '_u' : ''}${s.after ? '_a' : ''}`;
 
 const LIST_COLUMNS: ListColumns[] = ['keys', 'meta', 'values'];
 
@@ -275,10 +288,9 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
   const copy = (keep: boolean) =>
     db
       .insertInto('entries')
-      .columns(['bucket_id', 'key', 'type', 'value', 'expires_at', 'revision', 'create_revision'])
+      .columns(ENTRY_INSERT_COLUMNS)
       .expression(
-        // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the staging table is not in the Database type
-        (db as any)
+        db
           .selectFrom(sql.table(staged).as('s'))
           .select([
             sql`cast(${param('bucket')} as text)`.as('bucket_id'),
@@ -317,19 +329,7 @@ export function portabilityStatements(db: KyselyType<Database>, staged: string) 
 const CHANGE_COLUMNS = ['revision', 'key', 'kind', 'type', 'value', 'expires_at'] as const;
 
 /** The fields of one change-log row, in the order a multi-row insert (`logChangeRows`) binds them. */
-export const CHANGE_ROW_FIELDS = [
-  'bucket',
-  'revision',
-  'key',
-  'kind',
-  'type',
-  'value',
-  'expiresAt',
-  'actorKind',
-  'actorToken',
-  'actorAddress',
-  'now',
-] as const;
+export const CHANGE_ROW_FIELDS = CHANGE_INSERT_COLUMNS.map((column) => CHANGE_ROW_PARAMS[column]);
 
 /** How many change-log rows SQLite's multi-row inserts take at once: a batch's rows go in the fewest statements of these sizes. */
 export const CHANGE_ROW_CHUNKS = [64, 16, 4, 1] as const;
@@ -344,31 +344,41 @@ export function logChangeRows(db: KyselyType<Database>, rows: number) {
   return db
     .insertInto('changes')
     .values(
-      Array.from({ length: rows }, (_, i) => ({
-        bucket_id: param(`r${i}_bucket`),
-        revision: param(`r${i}_revision`),
-        key: param(`r${i}_key`),
-        kind: param(`r${i}_kind`),
-        type: param(`r${i}_type`),
-        value: param(`r${i}_value`),
-        expires_at: param(`r${i}_expiresAt`),
-        actor_kind: param(`r${i}_actorKind`),
-        actor_token: param(`r${i}_actorToken`),
-        actor_address: param(`r${i}_actorAddress`),
-        committed_at: param(`r${i}_now`),
-      })),
+      Array.from(
+        { length: rows },
+        (_, i) =>
+          Object.fromEntries(CHANGE_INSERT_COLUMNS.map((column) => [column, param(`r${i}_${CHANGE_ROW_PARAMS[column]}`)])) as Record<
+            ChangeColumn,
+            ReturnType<typeof param>
+          >,
+      ),
     )
     .onConflict(replaceChangeOnConflict);
 }
 
 /** SQLite only: a batch's change-log rows (multi-row inserts). */
 export function sqliteStatements(db: KyselyType<Database>) {
+  const logChanges = {} as Record<`logChanges${(typeof CHANGE_ROW_CHUNKS)[number]}`, Compilable>;
+  for (const n of CHANGE_ROW_CHUNKS) logChanges[`logChanges${n}`] = logChangeRows(db, n);
   return {
-    ...Object.fromEntries(CHANGE_ROW_CHUNKS.map((n) => [`logChanges${n}`, logChangeRows(db, n)])),
+    ...logChanges,
   };
 }
 
-export type SharedStatementName = keyof ReturnType<typeof sharedStatements>;
+/**
+ * One statement per shape, each under its shape's name. `shapes` lists every shape (a test counts
+ * them), so each name of type N is there.
+ */
+export function compileShapes<S, N extends string>(
+  shapes: readonly S[],
+  name: (shape: S) => N,
+  statement: (shape: S) => Compilable,
+): Record<N, CompiledStatement> {
+  return Object.fromEntries(shapes.map((s) => [name(s), compileStatement(name(s), statement(s))])) as Record<N, CompiledStatement>;
+}
+
+/** Every listing statement, compiled for one store. */
+export const compileListShapes = (db: KyselyType<Database>) => compileShapes(LIST_SHAPES, listShapeName, (s) => listStatement(db, s));
 
 /** Compiles every statement of a group for one dialect. */
 export function compileAll<T extends Record<string, Compilable>>(group: T): { [K in keyof T]: CompiledStatement } {

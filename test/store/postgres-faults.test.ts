@@ -1,39 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStore } from '../../src/store/open-store.js';
 import { type Store, type TxnOp, isRefusal } from '../../src/store/store.js';
-import { addCounter } from '../helpers/store-backends.js';
-import { POSTGRES_URL, dropSchema, postgresUrl, uniqueName, withAdminClient } from '../helpers/backend.js';
+import { addCounter, bucketRecord, postgresTestSchema } from '../helpers/store-backends.js';
+import { POSTGRES_URL, withAdminClient } from '../helpers/backend.js';
 import { setEntry, updateEntry, commit } from '../helpers/store-writes.js';
 
 const NOW = 1_800_000_000_000;
-const record = (id: string) => ({
-  id,
-  email: 'f@test',
-  secretKeyHash: null,
-  readKeyHash: null,
-  writeKeyHash: null,
-  signingKey: null,
-  signingKeyGeneration: 0,
-  tokenSalt: null,
-  defaultTtl: 0,
-});
+const record = (id: string) => bucketRecord(id, 'f@test');
 
 describe.skipIf(!POSTGRES_URL)(
   `PostgreSQL store under injected failures and with two instances${POSTGRES_URL ? '' : ' (SKIPPED: KVB_TEST_POSTGRES_URL is not set)'}`,
   () => {
-    const schema = uniqueName('kvb_faults');
+    const own = postgresTestSchema('kvb_faults', POSTGRES_URL);
+    const { schema } = own;
     let a: Store;
     let b: Store;
 
     beforeAll(async () => {
-      const url = postgresUrl({ schema });
-      a = await openStore(url, { durability: 'normal', poolSize: 6 });
-      b = await openStore(url, { durability: 'normal', poolSize: 6 });
+      a = await own.open({ poolSize: 6 });
+      b = await own.open({ poolSize: 6 });
     });
-    afterAll(async () => {
-      await Promise.all([a?.close(), b?.close()]);
-      await dropSchema(schema);
-    });
+    afterAll(() => own.drop(a, b));
 
     it('serialization failures (40001) and deadlocks (40P01) raised mid-write are retried: every operation applies exactly once', async () => {
       const faults = 16;

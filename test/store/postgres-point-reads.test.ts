@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { PGBOUNCER_URL, POSTGRES_URL, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
+import type { Store } from '../../src/store/store.js';
+import { PGBOUNCER_URL, POSTGRES_URL } from '../helpers/backend.js';
+import { bucketRecord, postgresTestSchema, text } from '../helpers/store-backends.js';
 import { setEntry } from '../helpers/store-writes.js';
 
 /**
@@ -15,18 +16,7 @@ const realQuery = pg.Client.prototype.query as unknown as Query;
 const textOf = (config: unknown) => (typeof config === 'string' ? config : ((config as { text?: string } | null)?.text ?? ''));
 const isPointRead = (config: unknown) => /with ordinality/.test(textOf(config));
 
-const record = (id: string) => ({
-  id,
-  email: 'p@test',
-  secretKeyHash: null,
-  readKeyHash: null,
-  writeKeyHash: null,
-  signingKey: null,
-  signingKeyGeneration: 0,
-  tokenSalt: null,
-  defaultTtl: 0,
-});
-const text = (s: string) => ({ type: 'text' as const, data: Buffer.from(s) });
+const record = (id: string) => bucketRecord(id, 'p@test');
 const NOW = 1_800_000_000_000;
 const stored = (entry: { data: Buffer } | undefined) => entry?.data.toString();
 
@@ -39,15 +29,14 @@ for (const { name, base, missing } of TARGETS) {
   describe.skipIf(!base)(
     `PostgreSQL point reads of one turn share one statement (${name})${base ? '' : `: SKIPPED, set ${missing}`}`,
     () => {
-      const schema = uniqueName('kvb_points');
-      let a: PostgresStore;
-      let b: PostgresStore;
+      const own = postgresTestSchema('kvb_points', base);
+      let a: Store;
+      let b: Store;
       const buckets = ['one', 'two'];
 
       beforeAll(async () => {
-        const url = postgresUrl({ schema }, base);
-        a = await PostgresStore.open({ url, poolSize: 4 });
-        b = await PostgresStore.open({ url, poolSize: 4 });
+        a = await own.open();
+        b = await own.open();
         for (const id of buckets) await a.buckets.create(record(id));
         for (let i = 0; i < 20; i++) await setEntry(a, 'one', `k${i}`, text(`one-${i}`), null, NOW);
         for (let i = 0; i < 5; i++) await setEntry(a, 'two', `k${i}`, text(`two-${i}`), null, NOW);
@@ -58,11 +47,7 @@ for (const { name, base, missing } of TARGETS) {
         vi.restoreAllMocks();
       });
 
-      afterAll(async () => {
-        await a?.close();
-        await b?.close();
-        await dropSchema(schema);
-      });
+      afterAll(() => own.drop(a, b));
 
       it('answers N concurrent GETs of one turn, across buckets, from one statement', async () => {
         const reads: Array<[string, string, string | undefined]> = [

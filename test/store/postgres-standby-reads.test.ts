@@ -1,10 +1,10 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openStore } from '../../src/store/open-store.js';
 import { StandbyReadError } from '../../src/store/postgres/postgres-primary-reads.js';
 import { StorageUnavailableError } from '../../src/store/storage-errors.js';
 import type { Store } from '../../src/store/store.js';
-import { POSTGRES_URL, dropSchema, uniqueName } from '../helpers/backend.js';
+import { POSTGRES_URL } from '../helpers/backend.js';
+import { bucketRecord, postgresTestSchema, text } from '../helpers/store-backends.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { setEntry, commit } from '../helpers/store-writes.js';
 
@@ -39,18 +39,7 @@ function standIn(this: pg.Client, config: unknown, ...rest: unknown[]): unknown 
   return realQuery.call(this, { ...named, text: changed, ...(named.name && { name: `${named.name}_standby` }) }, ...rest);
 }
 
-const record = (id: string) => ({
-  id,
-  email: 's@test',
-  secretKeyHash: null,
-  readKeyHash: null,
-  writeKeyHash: null,
-  signingKey: null,
-  signingKeyGeneration: 0,
-  tokenSalt: null,
-  defaultTtl: 0,
-});
-const text = (s: string) => ({ type: 'text' as const, data: Buffer.from(s) });
+const record = (id: string) => bucketRecord(id, 's@test');
 const NOW = 1_800_000_000_000;
 const everyKey = { prefix: '', reverse: false, columns: 'keys' as const, offset: 0, limit: 10 };
 
@@ -62,12 +51,13 @@ describe.skipIf(!POSTGRES_URL)(
       new TcpProxy(target.hostname, Number(target.port || 5432)),
       new TcpProxy(target.hostname, Number(target.port || 5432)),
     ] as const;
-    const schema = uniqueName('kvb_standby');
+    const own = postgresTestSchema('kvb_standby', POSTGRES_URL);
+    const { schema } = own;
     const stores: Store[] = [];
     const urlThrough = (ports: number[], query: string) =>
       `postgres://${target.username}${target.password ? `:${target.password}` : ''}@${ports.map((p) => `127.0.0.1:${p}`).join(',')}${target.pathname}?schema=${schema}${query}`;
     const open = async (ports: number[], query = '') => {
-      const store = await openStore(urlThrough(ports, query), { durability: 'normal', poolSize: 4, pgPrepare: 'on' });
+      const store = await own.open({ url: urlThrough(ports, query), pgPrepare: 'on' });
       stores.push(store);
       await store.buckets.create(record('b')).catch(() => {});
       return store;
@@ -82,9 +72,8 @@ describe.skipIf(!POSTGRES_URL)(
     });
     afterAll(async () => {
       pg.Client.prototype.query = realQuery as unknown as typeof pg.Client.prototype.query;
-      await Promise.all(stores.map((s) => s.close()));
+      await own.drop(...stores);
       await Promise.all(proxies.map((p) => p.close()));
-      await dropSchema(schema);
     });
 
     it('after the first host turns standby, every read (hits, misses, lists, a transaction check) is answered by the writable host, and its old connections are not used again', async () => {

@@ -1,11 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStore } from '../../src/store/open-store.js';
 import { type CompiledStatement, bind } from '../../src/store/statements.js';
 import type { KeyedEntry, Store } from '../../src/store/store.js';
-import { TEST_BACKEND, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
+import { POSTGRES_URL, TEST_BACKEND } from '../helpers/backend.js';
+import { bucketRecord, openTestStore } from '../helpers/store-backends.js';
 import { setEntry, deleteEntry } from '../helpers/store-writes.js';
 
 /** Export snapshots, import staging and the list query's plan, straight on the store, on every backend. */
@@ -16,28 +13,12 @@ const BUCKET = 'plans';
 const entry = (key: string, text = key): KeyedEntry => ({ key, entry: { type: 'text', data: Buffer.from(text), expiresAt: null } });
 
 beforeAll(async () => {
-  if (TEST_BACKEND === 'postgres') {
-    const schema = uniqueName('kvb_plans');
-    store = await openStore(postgresUrl({ schema, application_name: schema }), { durability: 'normal', poolSize: 4 });
-    cleanup = () => dropSchema(schema);
-  } else {
-    const dir = mkdtempSync(join(tmpdir(), 'kvb-plans-'));
-    store = await openStore(join(dir, 'kvb.db'), { durability: 'normal', poolSize: 1 });
-    cleanup = async () => rmSync(dir, { recursive: true, force: true });
-  }
-  for (const id of [BUCKET, 'other']) {
-    await store.buckets.create({
-      id,
-      email: 'e@x',
-      secretKeyHash: null,
-      readKeyHash: null,
-      writeKeyHash: null,
-      signingKey: null,
-      signingKeyGeneration: 0,
-      defaultTtl: 0,
-      tokenSalt: null,
-    });
-  }
+  const postgres = TEST_BACKEND === 'postgres';
+  ({ store, cleanup } = await openTestStore(postgres ? 'postgres' : 'sqlite', postgres ? POSTGRES_URL! : 'sqlite', {
+    prefix: 'kvb_plans',
+    poolSize: 4,
+  }));
+  for (const id of [BUCKET, 'other']) await store.buckets.create(bucketRecord(id, 'e@x'));
   const staging = await store.beginImport(BUCKET);
   for (let i = 0; i < 25; i++)
     await staging.add(Array.from({ length: 1000 }, (_, j) => entry(`k${String(i * 1000 + j).padStart(6, '0')}`)));
@@ -63,7 +44,7 @@ describe(`Listing query plan (${TEST_BACKEND})`, () => {
     const args = { bucket: BUCKET, lower: Buffer.from('k012345'), now: NOW, limit: 10, offset: 0, upper: Buffer.from('k02') };
     expect(compiled.sql.match(/"key" >/g)).toHaveLength(1);
     if (TEST_BACKEND === 'postgres') {
-      const pool = (store as unknown as { pool: import('pg').Pool }).pool;
+      const pool = (store as unknown as { runner: { pool: import('pg').Pool } }).runner.pool;
       const schema = compiled.sql.match(/from "([^"]+)"\."entries"/)![1];
       await pool.query(`analyze "${schema}".entries`);
       const { rows: plan } = await pool.query<{ 'QUERY PLAN': string }>(`explain ${compiled.sql}`, bind(compiled, args));

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { LIST_AT_SHAPES, compileHistory, listAtShapeName } from '../../src/store/history-statements.js';
+import { type HistoryStatementName, LIST_AT_SHAPES, compileHistory, listAtShapeName } from '../../src/store/history-statements.js';
 import { compileAll, queryBuilder, sharedStatements } from '../../src/store/statements.js';
 
 /** History's statements, spelled out per dialect like statements.test.ts: written once, compiled twice. */
 describe('history statements compile once per dialect, with named parameters', () => {
   const sqlite = compileHistory(queryBuilder('sqlite'), 'kvb_import.staged');
   const pg = compileHistory(queryBuilder('postgres', 'kvb'), 'pg_temp.kvb_import');
-  const cases: Array<[string, string, string, string[]]> = [
+  const cases: Array<[HistoryStatementName, string, string, string[]]> = [
     [
       'readAt',
       'select "kind", "type", "value", "expires_at", "revision" from "changes" where "bucket_id" = ? and "key" = ? and "revision" <= ? order by "revision" desc limit 1',
@@ -47,7 +47,7 @@ describe('history statements compile once per dialect, with named parameters', (
 
   it('every statement compiles on both dialects with the same parameter names', () => {
     expect(Object.keys(pg).sort()).toEqual(Object.keys(sqlite).sort());
-    for (const name of Object.keys(sqlite)) expect(pg[name]!.params, name).toEqual(sqlite[name]!.params);
+    for (const name of Object.keys(sqlite) as HistoryStatementName[]) expect(pg[name].params, name).toEqual(sqlite[name].params);
     for (const shape of LIST_AT_SHAPES) expect(sqlite[listAtShapeName(shape)]).toBeDefined();
   });
 

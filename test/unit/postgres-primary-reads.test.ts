@@ -1,31 +1,12 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { compileHistory } from '../../src/store/history-statements.js';
 import { StandbyReadError, checkingPrimary, isPlainRead, primaryResult } from '../../src/store/postgres/postgres-primary-reads.js';
-import {
-  type CompiledStatement,
-  LIST_SHAPES,
-  compileAll,
-  compileStatement,
-  listShapeName,
-  listStatement,
-  portabilityStatements,
-  queryBuilder,
-  sharedStatements,
-} from '../../src/store/statements.js';
-import { postgresBatchStatements, postgresStatements } from '../../src/store/postgres/postgres-statements.js';
+import { LIST_SHAPES, listShapeName } from '../../src/store/statements.js';
+import { compilePostgresStatements } from '../../src/store/postgres/postgres-statements.js';
 import { StorageUnavailableError } from '../../src/store/storage-errors.js';
 
-const builder = queryBuilder('postgres', 'kvb');
-/** Every statement the PostgreSQL store compiles (as postgres-store.ts does). */
-const all: Record<string, CompiledStatement> = {
-  ...compileAll(sharedStatements(builder)),
-  ...compileAll(postgresStatements(builder)),
-  ...compileAll(postgresBatchStatements('kvb')),
-  ...compileAll(portabilityStatements(builder, 'pg_temp.kvb_import')),
-  ...compileHistory(builder, 'pg_temp.kvb_import'),
-  ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
-};
+/** Every statement the PostgreSQL store compiles. */
+const all = compilePostgresStatements('kvb');
 
 const result = (rows: pg.QueryResultRow[], names: string[]): pg.QueryResult =>
   ({ command: 'SELECT', rowCount: rows.length, oid: 0, rows, fields: names.map((name) => ({ name })) }) as unknown as pg.QueryResult;
@@ -52,14 +33,14 @@ describe('reads only from a primary', () => {
       'readAt',
       'keyHistory',
       listShapeName(LIST_SHAPES[0]!),
-    ]) {
-      expect(isPlainRead(all[name]!.sql), name).toBe(true);
+    ] as const) {
+      expect(isPlainRead(all[name].sql), name).toBe(true);
     }
   });
 
   it('asks pg_is_in_recovery() in the same statement, keeping the read and its parameters as they are', () => {
-    const checked = checkingPrimary(all.getEntry!);
-    expect(checked.params).toEqual(all.getEntry!.params);
+    const checked = checkingPrimary(all.getEntry);
+    expect(checked.params).toEqual(all.getEntry.params);
     expect(checked.sql).toBe(
       'select r.*, s.kvb_standby from (select pg_catalog.pg_is_in_recovery() as kvb_standby) as s left join (select true as kvb_row, q.* from (' +
         'select "type", "value", "expires_at", "revision", "create_revision" from "kvb"."entries" where "bucket_id" = $1 and "key" = $2' +

@@ -333,7 +333,7 @@ ${examples('kvb db migrate --db /var/lib/kvb/kvb.db --dry-run', 'kvb db migrate 
     try {
       if ((await missingSqliteFile(url)) !== undefined) {
         // A new file: every migration is pending, and running them creates it (as kvb serve does).
-        const { kvbMigrations } = await import('../../store/migrations.js');
+        const { kvbMigrations } = await import('../../store/kvb-migrations.js');
         pending = kvbMigrations('sqlite').map((step) => step.name);
       } else ({ pending } = await migrationStatus(url));
     } catch (err) {

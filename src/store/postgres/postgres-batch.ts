@@ -4,6 +4,7 @@ import type { OpOutcome, WriteOp } from '../core/write-ops.js';
 import type { WriteView } from '../core/write-view.js';
 import type { EntryRow } from '../entry-row.js';
 import { type Quota, quotaSet } from '../quota.js';
+import type { PostgresStatementName } from './postgres-statements.js';
 
 /**
  * PostgreSQL writes, batched per bucket (the store's `write`). A batch reads, in one statement,
@@ -32,7 +33,11 @@ const isPlainSet = (op: WriteOp): op is Extract<WriteOp, { op: 'set' }> => op.op
 
 /** What the batch runner needs from the store. */
 export interface BatchBackend {
-  query<R extends pg.QueryResultRow>(name: string, args: Record<string, unknown>, client?: pg.PoolClient): Promise<pg.QueryResult<R>>;
+  query<R extends pg.QueryResultRow>(
+    name: PostgresStatementName,
+    args: Record<string, unknown>,
+    client?: pg.PoolClient,
+  ): Promise<pg.QueryResult<R>>;
   /** A transaction on one connection (retried when PostgreSQL rolls it back as a deadlock victim). */
   transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T>;
   /** Runs `run` again when PostgreSQL rolled it back as a serialization failure or deadlock victim (it then had no effect). */

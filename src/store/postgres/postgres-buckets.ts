@@ -2,18 +2,19 @@ import type pg from 'pg';
 import type { Usage } from '../quota.js';
 import { type Database, bucketFromRow, bucketUpdate } from '../schema.js';
 import { queryBuilder } from '../statements.js';
+import type { PostgresStatementName } from './postgres-statements.js';
 import type { BucketChanges, BucketRecord, BucketStore } from '../store.js';
 import { storageError, withRetries } from './postgres-retries.js';
 import type { StatementRunner } from './postgres-statement-runner.js';
 
 /** Runs a named statement of the store's (PostgresStore.query). */
 type Query = <R extends pg.QueryResultRow>(
-  name: string,
+  name: PostgresStatementName,
   args: Record<string, unknown>,
   client?: pg.PoolClient,
 ) => Promise<pg.QueryResult<R>>;
 
-/** The signing key column is bytea (see migrations.ts). */
+/** The signing key column is bytea (see kvb-migrations.ts). */
 const signingKeyBytes = (key: string | null) => (key === null ? null : Buffer.from(key, 'utf8'));
 
 type BucketRow = Omit<Database['buckets'], 'signing_key'> & { signing_key: Buffer | null };

@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { floorWithin } from '../floor-within.js';
 import { PRUNE_OVERLAP_MS } from '../history-reader.js';
-import type { CompiledStatement } from '../statements.js';
 import { type ResultOf, type SweepOp, sweepsOf } from '../core/write-ops.js';
 import { LEASE_MS } from './postgres-open.js';
 import { withRetries } from './postgres-retries.js';
 import type { StatementRunner } from './postgres-statement-runner.js';
+import type { PostgresStatementName, PostgresStatements } from './postgres-statements.js';
 
 /**
  * The background work of the PostgreSQL store: the expiry sweep, the change-log prune and the
@@ -23,13 +23,13 @@ export class PostgresMaintenance {
 
   constructor(
     private readonly runner: StatementRunner,
-    private readonly sql: Record<string, CompiledStatement>,
+    private readonly sql: PostgresStatements,
     /** Runs a sweep write (the store's write queue). */
     private readonly sweep: (bucket: string, op: SweepOp) => Promise<ResultOf<SweepOp>>,
   ) {}
 
-  private query<R extends pg.QueryResultRow>(name: string, args: Record<string, unknown>, client?: pg.PoolClient) {
-    return this.runner.run<R>(this.sql[name]!, args, client);
+  private query<R extends pg.QueryResultRow>(name: PostgresStatementName, args: Record<string, unknown>, client?: pg.PoolClient) {
+    return this.runner.run<R>(this.sql[name], args, client);
   }
 
   /** Takes or renews a named lease for this instance; false while another live instance holds it. */

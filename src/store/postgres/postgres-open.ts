@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { appliedMigrations, kvbMigrations, refuseNewerDatabase, runMigrations } from '../migrations.js';
+import { kvbMigrations } from '../kvb-migrations.js';
+import { appliedMigrations, refuseNewerDatabase, runMigrations } from '../migration-runner.js';
 import type { Quota } from '../quota.js';
 import type { Database } from '../schema.js';
 import { bind, compileStatement, queryBuilder } from '../statements.js';

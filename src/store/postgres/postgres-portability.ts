@@ -6,9 +6,10 @@ import type { Entry, EntrySnapshot, ImportStaging, KeyedEntry, Written } from '.
 import { type EntryRow, toEntry } from '../entry-row.js';
 import { actorFields } from '../change-row.js';
 import type { StatementRunner } from './postgres-statement-runner.js';
+import type { PostgresStatements } from './postgres-statements.js';
 
-/** The compiled statements (statements.ts) an export or import runs, by name. */
-type Statements = Record<string, CompiledStatement>;
+/** The compiled statements an export or import runs. */
+type Statements = PostgresStatements;
 
 /**
  * A connection of its own for a long-running export or import; `release` hands it back
@@ -69,12 +70,12 @@ export async function openPostgresSnapshot(
   const connection = await checkout(runner);
   const prefixBytes = Buffer.from(prefix);
   const upper = prefix ? prefixUpperBound(prefixBytes) : undefined;
-  const select = upper ? sql.snapshotEntriesUpper! : sql.snapshotEntries!;
+  const select = upper ? sql.snapshotEntriesUpper : sql.snapshotEntries;
   let revision: number;
   try {
     await connection.run('begin isolation level repeatable read read only');
     // The snapshot's first statement, a plain read: a snapshot a standby took is refused (the runner checks).
-    const { rows } = await connection.statement<{ revision: number }>(sql.bucketRevision!, { bucket });
+    const { rows } = await connection.statement<{ revision: number }>(sql.bucketRevision, { bucket });
     if (rows[0] === undefined) {
       await connection.run('rollback').catch(() => {});
       connection.release();
@@ -161,7 +162,7 @@ export async function beginPostgresImport(runner: StatementRunner, sql: Statemen
       let revision: number;
       try {
         // The bucket row first, as every write does: it locks the row, and numbers the import.
-        const bumped = await connection.statement<{ revision: number; usage_keys: number; usage_bytes: number }>(sql.bumpBucket!, {
+        const bumped = await connection.statement<{ revision: number; usage_keys: number; usage_bytes: number }>(sql.bumpBucket, {
           bucket,
         });
         if (bumped.rows[0] === undefined) {
@@ -170,18 +171,18 @@ export async function beginPostgresImport(runner: StatementRunner, sql: Statemen
         }
         revision = Number(bumped.rows[0].revision);
         if (restoreRevision !== undefined) {
-          await connection.statement(sql.setRevision!, { bucket, revision: restoreRevision });
+          await connection.statement(sql.setRevision, { bucket, revision: restoreRevision });
           revision = restoreRevision;
         }
         // History: the import's keys and the keys it removes, as of its revision.
         const now = Date.now();
         const who = actorFields(actor);
-        if (restoreRevision === undefined) await connection.statement(sql.logStaged!, { bucket, revision, now, ...who });
-        else await connection.statement(sql.logStagedKeepRevisions!, { bucket, now, ...who });
+        if (restoreRevision === undefined) await connection.statement(sql.logStaged, { bucket, revision, now, ...who });
+        else await connection.statement(sql.logStagedKeepRevisions, { bucket, now, ...who });
         if (replace) {
           const prefixBytes = Buffer.from(prefix);
           const upper = prefix ? prefixUpperBound(prefixBytes) : undefined;
-          await connection.statement(upper ? sql.logClearedUpper! : sql.logCleared!, {
+          await connection.statement(upper ? sql.logClearedUpper : sql.logCleared, {
             bucket,
             revision,
             now,
@@ -189,13 +190,13 @@ export async function beginPostgresImport(runner: StatementRunner, sql: Statemen
             upper,
             ...who,
           });
-          await connection.statement(upper ? sql.clearRangeUpper! : sql.clearRange!, { bucket, prefix: prefixBytes, upper });
+          await connection.statement(upper ? sql.clearRangeUpper : sql.clearRange, { bucket, prefix: prefixBytes, upper });
         }
-        if (restoreRevision === undefined) await connection.statement(sql.copyStaged!, { bucket, revision, now });
-        else await connection.statement(sql.copyStagedKeepRevisions!, { bucket });
+        if (restoreRevision === undefined) await connection.statement(sql.copyStaged, { bucket, revision, now });
+        else await connection.statement(sql.copyStagedKeepRevisions, { bucket });
         // Usage counted again (millions of rows in one statement), then held to the quota as a whole.
-        await connection.statement(sql.recountUsage!, { bucket });
-        const usage = await connection.statement<{ usage_keys: number; usage_bytes: number }>(sql.bucketUsage!, { bucket });
+        await connection.statement(sql.recountUsage, { bucket });
+        const usage = await connection.statement<{ usage_keys: number; usage_bytes: number }>(sql.bucketUsage, { bucket });
         const before = bumped.rows[0];
         const after = usage.rows[0]!;
         checkQuota(
@@ -206,13 +207,13 @@ export async function beginPostgresImport(runner: StatementRunner, sql: Statemen
         // Watchers behind an import (one revision of up to millions of keys) get `reset`. History
         // keeps what the import did not touch: only a restore (the whole bucket, the operator's
         // `kvb db restore`) starts history at its revision; an import's keys are logged above.
-        if (restoreRevision === undefined) await connection.statement(sql.raiseWatchFloor!, { bucket, revision });
+        if (restoreRevision === undefined) await connection.statement(sql.raiseWatchFloor, { bucket, revision });
         else {
-          await connection.statement(sql.raiseFloor!, { bucket, revision });
-          await connection.statement(sql.compactChanges!, { bucket, revision, floor: -1 });
-          await connection.statement(sql.pruneOperations!, { bucket, revision });
+          await connection.statement(sql.raiseFloor, { bucket, revision });
+          await connection.statement(sql.compactChanges, { bucket, revision, floor: -1 });
+          await connection.statement(sql.pruneOperations, { bucket, revision });
         }
-        await connection.statement(sql.logOperation!, { bucket, revision, operation: 'import', now });
+        await connection.statement(sql.logOperation, { bucket, revision, operation: 'import', now });
       } catch (err) {
         if (!finished) await finish('rollback').catch(() => {});
         throw err;

@@ -1,8 +1,9 @@
 // PostgreSQL's own statements: those written with arrays, row versions and leases that SQLite
 // does not have. The statements both dialects share are in ../statements.ts.
-import { type Compilable, type Kysely as KyselyType, type RawBuilder, sql } from 'kysely';
-import type { Database } from '../schema.js';
-import { param, queryBuilder } from '../statements.js';
+import { type Compilable, type Kysely as KyselyType, type QueryCreator, type RawBuilder, sql } from 'kysely';
+import { CHANGE_INSERT_COLUMNS, type Database, ENTRY_INSERT_COLUMNS, REVISION_OP_INSERT_COLUMNS } from '../schema.js';
+import { compileHistory } from '../history-statements.js';
+import { ENTRY_SIZE, compileAll, compileListShapes, param, portabilityStatements, queryBuilder, sharedStatements } from '../statements.js';
 
 /** PostgreSQL only: leases (the write batch's statements are in postgresBatchStatements). */
 export function postgresStatements(db: KyselyType<Database>) {
@@ -38,6 +39,10 @@ export function postgresBatchStatements(schema: string) {
   const db = queryBuilder('postgres');
   const t = (name: string) => sql.table(`${schema}.${name}`);
   const raw = (query: RawBuilder<unknown>): Compilable => ({ compile: () => query.compile(db) });
+  // The insert column lists, from schema.ts (unquoted, as the rest of this SQL is written).
+  const changeColumns = sql.raw(CHANGE_INSERT_COLUMNS.join(', '));
+  const entryColumns = sql.raw(ENTRY_INSERT_COLUMNS.join(', '));
+  const operationColumns = sql.raw(REVISION_OP_INSERT_COLUMNS.join(', '));
   /** The batch's change rows and the final state of each key it set, from arrays in lockstep. */
   const written = sql`w as (select * from unnest(${param('keys')}::bytea[], ${param('kinds')}::text[], ${param('types')}::text[], ${param('values')}::bytea[], ${param('expiresAts')}::bigint[], ${param('revisions')}::bigint[], ${param('createRevisions')}::bigint[], ${param('actorKinds')}::text[], ${param('actorTokens')}::text[], ${param('actorAddresses')}::text[]) as w(key, kind, type, value, expires_at, revision, create_revision, actor_kind, actor_token, actor_address))`;
   const replace = sql`on conflict (bucket_id, key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision`;
@@ -69,12 +74,12 @@ export function postgresBatchStatements(schema: string) {
       b as (update ${t('buckets')} set revision = ${param('revision')}::bigint, usage_keys = usage_keys + ${param('usageKeys')}::bigint, usage_bytes = usage_bytes + ${param('usageBytes')}::bigint
         where id = ${param('bucket')} and xmin = ${param('version')}::xid returning revision),
       f as (select distinct on (key) key, kind, type, value, expires_at, revision, create_revision from w order by key, revision desc),
-      e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision, create_revision)
+      e as (insert into ${t('entries')} (${entryColumns})
         select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, f.revision, f.create_revision from f, b where f.kind = 'set' ${replaceWithCreated}),
       d as (delete from ${t('entries')} where bucket_id = ${param('bucket')} and key in (select key from f where kind <> 'set') and exists (select 1 from b)),
-      c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, actor_kind, actor_token, actor_address, committed_at)
+      c as (insert into ${t('changes')} (${changeColumns})
         select ${param('bucket')}::text, w.revision, w.key, w.kind, w.type, w.value, w.expires_at, w.actor_kind, w.actor_token, w.actor_address, ${param('now')}::bigint from w, b),
-      o as (insert into ${t('revision_ops')} (bucket_id, revision, operation, committed_at)
+      o as (insert into ${t('revision_ops')} (${operationColumns})
         select ${param('bucket')}::text, r.revision, r.operation, ${param('now')}::bigint from unnest(${param('opRevisions')}::bigint[], ${param('operations')}::text[]) as r(revision, operation), b
         on conflict (bucket_id, revision) do update set operation = excluded.operation, committed_at = excluded.committed_at)
       select revision from b`),
@@ -96,12 +101,31 @@ export function postgresBatchStatements(schema: string) {
           usage_keys = usage_keys + (select count(*) from f) - (select count(*) from o),
           usage_bytes = usage_bytes + (select coalesce(sum(length(key) + length(value)), 0) from f) - (select coalesce(sum(size), 0) from o)
         where id = ${param('bucket')} and xmin = (select xmin from s) returning revision - ${param('count')}::bigint as base),
-      e as (insert into ${t('entries')} (bucket_id, key, type, value, expires_at, revision, create_revision)
+      e as (insert into ${t('entries')} (${entryColumns})
         select ${param('bucket')}::text, f.key, f.type, f.value, f.expires_at, b.base + f.step,
           case when o.key is not null and (o.expires_at is null or o.expires_at > f.first_now) then o.create_revision else b.base + f.first_step end
         from f cross join b left join ${t('entries')} o on o.bucket_id = ${param('bucket')} and o.key = f.key where true ${replaceWithCreated}),
-      c as (insert into ${t('changes')} (bucket_id, revision, key, kind, type, value, expires_at, actor_kind, actor_token, actor_address, committed_at)
+      c as (insert into ${t('changes')} (${changeColumns})
         select ${param('bucket')}::text, b.base + w.step, w.key, 'set', w.type, w.value, w.expires_at, w.actor_kind, w.actor_token, w.actor_address, ${param('now')}::bigint from w, b)
       select (select base from b) as base, exists (select 1 from s) as found`),
   };
 }
+
+/** Every statement the PostgreSQL store runs, compiled once for `schema`, under names the type checker knows. */
+export function compilePostgresStatements(schema: string) {
+  const builder = queryBuilder('postgres', schema);
+  return {
+    ...compileAll(sharedStatements(builder)),
+    ...compileAll(postgresStatements(builder)),
+    ...compileAll(postgresBatchStatements(schema)),
+    // An import stages in a temporary table of its own transaction (see postgres-portability.ts).
+    ...compileAll(portabilityStatements(builder, 'pg_temp.kvb_import')),
+    ...compileHistory(builder, 'pg_temp.kvb_import'),
+    ...compileListShapes(builder),
+  };
+}
+
+export type PostgresStatements = ReturnType<typeof compilePostgresStatements>;
+
+/** A PostgreSQL statement's name: a misspelt one does not compile. */
+export type PostgresStatementName = keyof PostgresStatements;

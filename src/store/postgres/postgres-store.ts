@@ -2,7 +2,6 @@ import type pg from 'pg';
 import type { Kysely } from 'kysely';
 import { type ChangeRow, toChange, wholeRevisions } from '../change-row.js';
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from '../entry-row.js';
-import { compileHistory } from '../history-statements.js';
 import { HistoryReader } from '../history-reader.js';
 import { listBounds } from '../list-bounds.js';
 import { prefixListing, readsOf } from '../core/txn-resolution.js';
@@ -11,23 +10,13 @@ import { NO_BUCKET } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
 import { type Quota, NO_QUOTA } from '../quota.js';
 import type { Database } from '../schema.js';
-import {
-  type CompiledStatement,
-  LIST_SHAPES,
-  compileAll,
-  compileStatement,
-  listShapeName,
-  listStatement,
-  portabilityStatements,
-  queryBuilder,
-  sharedStatements,
-} from '../statements.js';
+import { listShapeName, queryBuilder } from '../statements.js';
 import { PostgresBuckets } from './postgres-buckets.js';
 import { PostgresMaintenance } from './postgres-maintenance.js';
 import { type OpenedPostgres, type PostgresOptions, openPostgres } from './postgres-open.js';
 import { PointReads } from './postgres-point-reads.js';
 import { MAX_ATTEMPTS, withRetries } from './postgres-retries.js';
-import { postgresBatchStatements, postgresStatements } from './postgres-statements.js';
+import { type PostgresStatementName, type PostgresStatements, compilePostgresStatements } from './postgres-statements.js';
 import type { Rollback, StatementRunner } from './postgres-statement-runner.js';
 import { STALE_LISTING, WriteQueue } from './postgres-write-queue.js';
 import { StorageUnavailableError } from '../storage-errors.js';
@@ -75,7 +64,7 @@ export class PostgresStore implements Store {
   readonly stats: StoreStats = { sweptKeys: 0, cacheHits: 0, cacheMisses: 0 };
   readonly buckets: BucketStore;
   quota: Quota = NO_QUOTA;
-  private readonly sql: Record<string, CompiledStatement>;
+  private readonly sql: PostgresStatements;
   private readonly runner: StatementRunner;
   private readonly db: Kysely<Database>;
   private readonly schema: string;
@@ -93,25 +82,12 @@ export class PostgresStore implements Store {
         : '; writes one at a time per bucket (--pg-batch-writes off)') +
       '; point reads of one turn share one statement';
     this.flags = { backend: 'postgres', shared: true, capabilities, cachesEntries: false };
-    const builder = queryBuilder('postgres', this.schema);
-    this.sql = {
-      ...compileAll(sharedStatements(builder)),
-      ...compileAll(postgresStatements(builder)),
-      ...compileAll(postgresBatchStatements(this.schema)),
-      // An import stages in a temporary table of its own transaction (see postgres-portability.ts).
-      ...compileAll(portabilityStatements(builder, 'pg_temp.kvb_import')),
-      ...compileHistory(builder, 'pg_temp.kvb_import'),
-      ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
-    };
+    this.sql = compilePostgresStatements(this.schema);
     // One batch per bucket at a time (its writes would only wait on its row); a few buckets'
     // batches at once, leaving part of the pool to reads.
     this.writes = new WriteQueue(this, batchWrites ? MAX_BATCH : 1, Math.max(1, Math.min(8, poolSize - 2)));
     this.buckets = new PostgresBuckets((name, args, client) => this.query(name, args, client), this.runner, this.schema);
-    this.background = new PostgresMaintenance(
-      this.runner,
-      this.sql,
-      (bucket, op) => this.write(bucket, op),
-    );
+    this.background = new PostgresMaintenance(this.runner, this.sql, (bucket, op) => this.write(bucket, op));
     // Two statements at once: one gathers reads while the other runs (measured: see docs/performance.md).
     this.pointReads = new PointReads(
       async (buckets, keys) => (await this.query<EntryRow & { i: number }>('readEntries', { buckets, keys })).rows,
@@ -126,10 +102,12 @@ export class PostgresStore implements Store {
   }
 
   /** Runs the named statement (see StatementRunner.run). */
-  query<R extends pg.QueryResultRow>(name: string, args: Record<string, unknown>, client?: pg.PoolClient): Promise<pg.QueryResult<R>> {
-    const statement = this.sql[name];
-    if (!statement) throw new Error(`no statement ${name}`);
-    return this.runner.run<R>(statement, args, client);
+  query<R extends pg.QueryResultRow>(
+    name: PostgresStatementName,
+    args: Record<string, unknown>,
+    client?: pg.PoolClient,
+  ): Promise<pg.QueryResult<R>> {
+    return this.runner.run<R>(this.sql[name], args, client);
   }
 
   /** A batch's retries: it carries up to MAX_BATCH writes, each of which alone would have had MAX_ATTEMPTS. */

@@ -5,13 +5,10 @@ import { listBounds } from '../list-bounds.js';
 import {
   CHANGE_ROW_CHUNKS,
   CHANGE_ROW_FIELDS,
-  type CompiledStatement,
-  LIST_SHAPES,
   bind,
   compileAll,
-  compileStatement,
+  compileListShapes,
   listShapeName,
-  listStatement,
   portabilityStatements,
   queryBuilder,
   sharedStatements,
@@ -24,62 +21,67 @@ export const IMPORT_ALIAS = 'kvb_import';
 
 type Args = Record<string, unknown>;
 
+/** Every statement a SQLite connection runs, compiled once, under names the type checker knows. */
+function compileSqliteStatements() {
+  const builder = queryBuilder('sqlite');
+  return {
+    ...compileAll(sharedStatements(builder)),
+    ...compileAll(sqliteStatements(builder)),
+    ...compileAll(portabilityStatements(builder, `${IMPORT_ALIAS}.staged`)),
+    ...compileHistory(builder, `${IMPORT_ALIAS}.staged`),
+    ...compileListShapes(builder),
+  };
+}
+
+/** A SQLite statement's name: a misspelt one does not compile. */
+export type SqliteStatementName = keyof ReturnType<typeof compileSqliteStatements>;
+
 /**
  * One better-sqlite3 connection with kvb's statements (statements.ts), compiled once and run as
  * cached prepared statements. The request thread reads through one, the writer thread writes
  * through another; both list and read rows the same way.
  */
 export class SqliteConnection {
-  readonly sql: Record<string, CompiledStatement>;
-  private readonly prepared = new Map<string, BetterSqlite3.Statement>();
+  readonly sql = compileSqliteStatements();
+  private readonly prepared = new Map<SqliteStatementName, BetterSqlite3.Statement>();
 
   constructor(readonly raw: BetterSqlite3.Database) {
-    const builder = queryBuilder('sqlite');
-    this.sql = {
-      ...compileAll(sharedStatements(builder)),
-      ...compileAll(sqliteStatements(builder)),
-      ...compileAll(portabilityStatements(builder, `${IMPORT_ALIAS}.staged`)),
-      ...compileHistory(builder, `${IMPORT_ALIAS}.staged`),
-      ...Object.fromEntries(LIST_SHAPES.map((s) => [listShapeName(s), compileStatement(listShapeName(s), listStatement(builder, s))])),
-    };
     // The writer binds the change rows positionally, row by row in CHANGE_ROW_FIELDS order.
     for (const n of CHANGE_ROW_CHUNKS) {
       const expected = Array.from({ length: n }, (_, i) => CHANGE_ROW_FIELDS.map((f) => `r${i}_${f}`)).flat();
-      if (this.sql[`logChanges${n}`]!.params.join() !== expected.join()) throw new Error(`logChanges${n}: parameters out of order`);
+      if (this.sql[`logChanges${n}`].params.join() !== expected.join()) throw new Error(`logChanges${n}: parameters out of order`);
     }
   }
 
   /** A compiled statement by name, prepared on first use. */
-  statement(name: string): BetterSqlite3.Statement {
+  statement(name: SqliteStatementName): BetterSqlite3.Statement {
     let statement = this.prepared.get(name);
     if (!statement) {
-      const compiled = this.sql[name];
-      if (!compiled) throw new Error(`no statement ${name}`);
-      statement = this.raw.prepare(compiled.sql);
+      statement = this.raw.prepare(this.sql[name].sql);
       this.prepared.set(name, statement);
     }
     return statement;
   }
 
-  args(name: string, args: Args): unknown[] {
-    return bind(this.sql[name]!, args);
+  args(name: SqliteStatementName, args: Args): unknown[] {
+    return bind(this.sql[name], args);
   }
 
-  run(name: string, args: Args = {}): BetterSqlite3.RunResult {
+  run(name: SqliteStatementName, args: Args = {}): BetterSqlite3.RunResult {
     return this.statement(name).run(this.args(name, args));
   }
 
-  get<T>(name: string, args: Args = {}): T | undefined {
+  get<T>(name: SqliteStatementName, args: Args = {}): T | undefined {
     return this.statement(name).get(this.args(name, args)) as T | undefined;
   }
 
-  all<T>(name: string, args: Args = {}): T[] {
+  all<T>(name: SqliteStatementName, args: Args = {}): T[] {
     return this.statement(name).all(this.args(name, args)) as T[];
   }
 
   /** Runs a statement that names the attached import database: prepared afresh, as it is detached right after. */
-  runOnce(name: string, args: Args): void {
-    this.raw.prepare(this.sql[name]!.sql).run(this.args(name, args));
+  runOnce(name: SqliteStatementName, args: Args): void {
+    this.raw.prepare(this.sql[name].sql).run(this.args(name, args));
   }
 
   readEntry(bucket: string, key: Buffer): EntryRow | undefined {

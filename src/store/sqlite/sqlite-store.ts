@@ -211,7 +211,7 @@ export class SqliteStore implements Store {
     const { sql } = this.conn;
     return openSqliteSnapshot(
       this.path === ':memory:' ? { memory: this.conn.raw } : { path: this.path },
-      { bucketRevision: sql.bucketRevision!, snapshotEntries: sql.snapshotEntries!, snapshotEntriesUpper: sql.snapshotEntriesUpper! },
+      { bucketRevision: sql.bucketRevision, snapshotEntries: sql.snapshotEntries, snapshotEntriesUpper: sql.snapshotEntriesUpper },
       bucket,
       prefix,
       now,
