@@ -235,6 +235,15 @@ describe('linearizability search', () => {
     expect(verdicts.find((v) => v.checker === 'linearizability')?.result).toBe('unchecked');
   });
 
+  it('says unchecked, never crashes, when the search would need more memory than it may use', () => {
+    const ops = generateHistory(6, 3000, { clients: 12, indeterminate: 0.05 });
+    const verdict = checkLinearizable(ops, { budgetSteps: SEARCH_STEPS, maxCacheBytes: 10_000 });
+    expect(verdict.result).toBe('unchecked');
+    expect(verdict.details[0]).toMatch(
+      /^key "(k\d|n)": search ran out of its budget \(10000 bytes of cache\) after \d+ steps on \d+ operations \(\d+ recorded\); not checked$/,
+    );
+  });
+
   it('takes a refusal as its condition failing only when the status says so', () => {
     const history = (status: number): Op[] => [
       {

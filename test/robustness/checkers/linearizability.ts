@@ -35,7 +35,10 @@ import { describeOp } from './describe-op.js';
  * for a real run, or a number of steps, so that a verdict depends only on the history and never
  * on how busy the machine is (the checkers' own tests use steps).
  */
-export type LinearizabilityOptions = { budgetMs: number } | { budgetSteps: number };
+export type LinearizabilityOptions = ({ budgetMs: number } | { budgetSteps: number }) & {
+  /** What the search's cache may hold per key, in bytes (default MAX_CACHE_BYTES). */
+  maxCacheBytes?: number;
+};
 
 /** One key's allowance being spent: `exhausted` is asked every STEPS_PER_LOOK steps. */
 class Allowance {
@@ -44,6 +47,9 @@ class Allowance {
   constructor(private readonly options: LinearizabilityOptions) {
     this.deadline = 'budgetMs' in options ? performance.now() + options.budgetMs : Number.POSITIVE_INFINITY;
     this.stepsLeft = 'budgetSteps' in options ? options.budgetSteps : Number.POSITIVE_INFINITY;
+  }
+  get maxCacheBytes(): number {
+    return this.options.maxCacheBytes ?? MAX_CACHE_BYTES;
   }
   exhausted(steps: number): boolean {
     this.stepsLeft -= steps;
@@ -58,6 +64,13 @@ const CHECKER = 'linearizability';
 /** How many search steps run between two looks at the allowance (and the clock). */
 const STEPS_PER_LOOK = 256;
 const MAX_LISTED_OPS = 40;
+/**
+ * What the search's cache may hold, in bytes (estimated: each entry's bitset plus about 320 bytes
+ * of Map entry, id string and typed array): a history whose search would need more is `unchecked`
+ * with that reason, never a crash of the checker (Node's default heap is about 4 GB here).
+ */
+const MAX_CACHE_BYTES = 1_500_000_000;
+const CACHE_ENTRY_BYTES = 320;
 
 export function checkLinearizable(ops: Op[], options: LinearizabilityOptions): Verdict {
   const multiKeyGroups = groupsOfSeveralKeys(ops);
@@ -86,7 +99,7 @@ export function checkLinearizable(ops: Op[], options: LinearizabilityOptions): V
     );
     if (result.kind === 'budget') {
       unchecked.push(
-        `key ${JSON.stringify(key)}: search ran out of its budget (${allowance.describe()}) after ${result.steps} steps on ${prepared.length} operations (${keyOps.length} recorded); not checked`,
+        `key ${JSON.stringify(key)}: search ran out of its budget (${result.memory ? `${allowance.maxCacheBytes} bytes of cache` : allowance.describe()}) after ${result.steps} steps on ${prepared.length} operations (${keyOps.length} recorded); not checked`,
       );
     } else if (result.kind === 'fail') {
       anomalies.push(
@@ -127,7 +140,7 @@ interface Entry {
   next: Entry | null;
 }
 
-type SearchResult = { kind: 'ok' } | { kind: 'fail' } | { kind: 'budget'; steps: number };
+type SearchResult = { kind: 'ok' } | { kind: 'fail' } | { kind: 'budget'; steps: number; memory?: true };
 
 /** Calls and returns in time order; at equal times calls first, so touching operations count as concurrent. */
 function sortedEntries(operations: readonly KeyOperation[], ops: readonly Op[]): Entry[] {
@@ -198,6 +211,7 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], allowan
   let high = 0;
   let state = initialKeyState;
   let steps = 0;
+  let cacheBytes = 0;
 
   const toggle = (index: number): void => {
     const bit = optionalBit[index] as number;
@@ -236,6 +250,8 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], allowan
           const copy = optional.slice();
           if (seen) seen.push(copy);
           else cache.set(id, [copy]);
+          cacheBytes += CACHE_ENTRY_BYTES + copy.byteLength;
+          if (cacheBytes > allowance.maxCacheBytes) return { kind: 'budget', steps, memory: true };
           stack.push({ candidates, taken: next, state });
           state = after;
           lift(entry);
