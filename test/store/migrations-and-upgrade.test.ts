@@ -14,6 +14,7 @@ import { openStore } from '../../src/store/open-store.js';
 import { POSTGRES_URL, dropSchema, postgresUrl, uniqueName, withAdminClient } from '../helpers/backend.js';
 import { KVB_BIN } from '../helpers/server.js';
 import { setEntry } from '../helpers/store-writes.js';
+import { bucketRecord } from '../helpers/store-backends.js';
 
 const FIXTURES = new URL('../fixtures/', import.meta.url).pathname;
 const dirs: string[] = [];
@@ -52,17 +53,7 @@ describe('migrations, SQLite', () => {
     await db.destroy();
     // The real migrations then finish the job, and the database opens.
     const store = await openStore(path, { durability: 'normal', poolSize: 1 });
-    await store.buckets.create({
-      id: 'b',
-      email: 'a@b.c',
-      secretKeyHash: null,
-      readKeyHash: null,
-      writeKeyHash: null,
-      signingKey: null,
-      signingKeyGeneration: 0,
-      tokenSalt: null,
-      defaultTtl: 0,
-    });
+    await store.buckets.create(bucketRecord('b'));
     expect(await store.buckets.revision('b')).toBe(0);
     await store.close();
   });

@@ -1,23 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BucketRecord, CommitOutcome, Store, TxnRequestOp } from '../../src/store/store.js';
+import type { CommitOutcome, Store, TxnRequestOp } from '../../src/store/store.js';
 import { resolveTransaction } from '../../src/store/core/txn-resolution.js';
 import { MAX_PREFIX_DELETE_KEYS } from '../../src/limits.js';
-import { type StoreBackend, describeEachBackend, openTestStore } from '../helpers/store-backends.js';
+import { type StoreBackend, describeEachBackend, openTestStore, bucketRecord } from '../helpers/store-backends.js';
 import { setEntry, commit } from '../helpers/store-writes.js';
 
 const NOW = 1_800_000_000_000;
 const text = (data: string) => ({ type: 'text' as const, data: Buffer.from(data) });
-const bucketRecord = (id: string): BucketRecord => ({
-  id,
-  email: 'store@test',
-  secretKeyHash: 'hash-s',
-  readKeyHash: null,
-  writeKeyHash: null,
-  signingKey: null,
-  signingKeyGeneration: 0,
-  tokenSalt: null,
-  defaultTtl: 0,
-});
 const revisionOf = (outcome: CommitOutcome) => {
   if ('refused' in outcome) throw new Error(`refused: ${JSON.stringify(outcome)}`);
   return outcome.revision;

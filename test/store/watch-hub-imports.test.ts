@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Watcher, WatchHub } from '../../src/server/watch-hub.js';
-import type { BucketRecord, Change, Store } from '../../src/store/store.js';
-import { describeEachBackend, openTestStore } from '../helpers/store-backends.js';
+import type { Change, Store } from '../../src/store/store.js';
+import { describeEachBackend, openTestStore, bucketRecord } from '../helpers/store-backends.js';
 import { setEntry } from '../helpers/store-writes.js';
 
 const NOW = 1_800_000_000_000;
@@ -11,17 +11,6 @@ const set = async (store: Store, bucket: string, key: string) => {
   if ('refused' in written) throw new Error('set refused');
   return written.revision;
 };
-const bucketRecord = (id: string): BucketRecord => ({
-  id,
-  email: 'hub@test',
-  secretKeyHash: 'hash-s',
-  readKeyHash: null,
-  writeKeyHash: null,
-  signingKey: null,
-  signingKeyGeneration: 0,
-  tokenSalt: null,
-  defaultTtl: 0,
-});
 
 type FeedRead = 'bounds' | 'read';
 

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { MemoryBuckets } from '../../src/store/core/memory-view.js';
 import type { OpOutcome, WriteOp } from '../../src/store/core/write-ops.js';
 import type { Quota } from '../../src/store/quota.js';
-import type { BucketRecord, Condition, Store, TxnRequestOp } from '../../src/store/store.js';
-import { type StoreBackend, describeEachBackend, openTestStore } from '../helpers/store-backends.js';
+import type { Condition, Store, TxnRequestOp } from '../../src/store/store.js';
+import { type StoreBackend, describeEachBackend, openTestStore, bucketRecord } from '../helpers/store-backends.js';
 
 /**
  * Model-based: random sequences of writes applied to buckets in memory through the write rules
@@ -86,17 +86,7 @@ describeEachBackend('write rules: a store agrees with the model', (backend: Stor
     await fc.assert(
       fc.asyncProperty(fc.array(writeOp, { minLength: 1, maxLength: 12 }), async (ops) => {
         const bucket = `model-${++n}`;
-        await store.buckets.create({
-          id: bucket,
-          email: 'm@test',
-          secretKeyHash: 'h',
-          readKeyHash: null,
-          writeKeyHash: null,
-          signingKey: null,
-          signingKeyGeneration: 0,
-          tokenSalt: null,
-          defaultTtl: 0,
-        } satisfies BucketRecord);
+        await store.buckets.create(bucketRecord(bucket));
         const model = new MemoryBuckets(QUOTA);
         model.createBucket(bucket);
         for (const [i, op] of ops.entries()) {
