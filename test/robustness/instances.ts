@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -83,8 +83,10 @@ export class Instance {
     child.stderr!.on('data', keep);
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
+        // What each of its threads was doing, read before the kill: where a start-up hangs.
+        const threads = child.pid === undefined ? 'no pid' : threadStates(child.pid);
         child.kill('SIGKILL');
-        reject(new Error(`instance ${this.name} did not start within 60 s:\n${this.logTail()}`));
+        reject(new Error(`instance ${this.name} did not start within 60 s (threads: ${threads}):\n${this.logTail()}`));
       }, 60_000);
       const probe = setInterval(() => {
         // KVB_LOG_LEVEL=warn hides the "listening on" line: ask /health instead.
@@ -163,5 +165,26 @@ export function killAll(): void {
     } catch {
       // Already gone.
     }
+  }
+}
+
+/** Each thread of a process as name:state:wchan (Linux /proc), or why they could not be read. */
+function threadStates(pid: number): string {
+  try {
+    return readdirSync(`/proc/${pid}/task`)
+      .map((tid) => {
+        const read = (file: string) => {
+          try {
+            return readFileSync(`/proc/${pid}/task/${tid}/${file}`, 'utf8').trim();
+          } catch {
+            return '?';
+          }
+        };
+        const state = /State:\s+(\S+)/.exec(read('status'))?.[1] ?? '?';
+        return `${read('comm')}:${state}:${read('wchan')}`;
+      })
+      .join(', ');
+  } catch (err) {
+    return `unreadable (${(err as Error).message})`;
   }
 }
