@@ -81,5 +81,35 @@ describe.skipIf(!POSTGRES_URL)(
       );
       expect(rows[0].n).toBe(0);
     });
+
+    it('a prefix delete whose every unlocked listing goes stale (another instance writes in between) runs under the bucket row lock and deletes exactly its keys', async () => {
+      await a.buckets.create(record('starved'));
+      const value = (s: string) => ({ type: 'text' as const, data: Buffer.from(s) });
+      for (let i = 0; i < 5; i++) await setEntry(a, 'starved', `tmp/${i}`, value('x'), null, NOW);
+      // Each unlocked try reads the bucket's revision, then lists; here `b` writes in between, so
+      // every listing is stale when its batch checks it. The locked path reads on its own connection.
+      const revision = a.buckets.revision.bind(a.buckets);
+      let listings = 0;
+      a.buckets.revision = async (bucket) => {
+        const at = await revision(bucket);
+        listings++;
+        await setEntry(b, 'starved', `other/${listings}`, value('y'), null, NOW);
+        // A key under the prefix written after a listing: the locked delete must find it too.
+        await setEntry(b, 'starved', `tmp/late-${listings}`, value('z'), null, NOW);
+        return at;
+      };
+      const before = await revision('starved');
+      try {
+        const outcome = await commit(a, 'starved', [{ op: 'delete_prefix', key: 'tmp/' }], NOW);
+        expect(isRefusal(outcome)).toBe(false);
+        expect(listings).toBe(3);
+        // Three listings, each followed by two writes of `b`, then the delete's own revision.
+        expect((outcome as { revision: number }).revision).toBe(before! + 3 * 2 + 1);
+        const left = await a.listEntries('starved', { prefix: '', reverse: false, columns: 'keys', offset: 0, limit: 100 }, NOW);
+        expect(left.map((e) => e.key)).toEqual(['other/1', 'other/2', 'other/3']);
+      } finally {
+        a.buckets.revision = revision;
+      }
+    });
   },
 );

@@ -87,6 +87,27 @@ async function attempt(backend: BatchBackend, bucket: string, batch: QueuedWrite
   });
 }
 
+/**
+ * Runs one write alone, in a transaction holding its bucket row from the start: `prepare`, on the
+ * same connection, finds what the write needs (a transaction's prefix listing) while no other
+ * writer can change the bucket. For a write whose optimistic tries keep losing to other writers.
+ */
+export function runLocked(
+  backend: BatchBackend,
+  bucket: string,
+  prepare: (client: pg.PoolClient) => Promise<{ op: WriteOp; keys: string[] } | undefined>,
+): Promise<OpOutcome> {
+  return backend.transaction(async (client) => {
+    const locked = await backend.query('lockBucket', { bucket }, client);
+    if (locked.rows.length === 0) return { ok: true, value: NO_BUCKET };
+    const write = await prepare(client);
+    if (write === undefined) return { ok: true, value: NO_BUCKET };
+    const done = await readRunApply(backend, bucket, [write], client);
+    if (!done) throw new Error('the bucket row changed while locked');
+    return done[0]!;
+  });
+}
+
 /** Unconditional SETs only: one statement; undefined when another writer got in between (nothing written). */
 async function setsInOneStatement(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<OpOutcome[] | undefined> {
   const sets = batch.map((w) => w.op as Extract<WriteOp, { op: 'set' }>);
@@ -145,7 +166,7 @@ function batchView(keys: string[], rows: BatchRow[]): WriteView {
 async function readRunApply(
   backend: BatchBackend,
   bucket: string,
-  batch: QueuedWrite[],
+  batch: Array<Pick<QueuedWrite, 'op' | 'keys'>>,
   client?: pg.PoolClient,
 ): Promise<OpOutcome[] | undefined> {
   const keys = [...new Set(batch.flatMap((w) => w.keys))];

@@ -6,11 +6,11 @@ import { HistoryReader } from '../history-reader.js';
 import { listBounds } from '../list-bounds.js';
 import { prefixListing, readsOf } from '../core/txn-resolution.js';
 import type { CommitOp, ResultOf, WriteOp } from '../core/write-ops.js';
-import { NO_BUCKET } from './postgres-batch.js';
+import { NO_BUCKET, runLocked } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
 import { type Quota, NO_QUOTA } from '../quota.js';
 import type { Database } from '../schema.js';
-import { listShapeName, queryBuilder } from '../statements.js';
+import { listShapeName } from '../statements.js';
 import { PostgresBuckets } from './postgres-buckets.js';
 import { PostgresMaintenance } from './postgres-maintenance.js';
 import { type OpenedPostgres, type PostgresOptions, openPostgres } from './postgres-open.js';
@@ -19,7 +19,6 @@ import { MAX_ATTEMPTS, withRetries } from './postgres-retries.js';
 import { type PostgresStatementName, type PostgresStatements, compilePostgresStatements } from './postgres-statements.js';
 import type { Rollback, StatementRunner } from './postgres-statement-runner.js';
 import { STALE_LISTING, WriteQueue } from './postgres-write-queue.js';
-import { StorageUnavailableError } from '../storage-errors.js';
 import type {
   BucketStore,
   ChangeFeed,
@@ -43,8 +42,11 @@ import type {
  * (about 13 MiB at the 200 KiB value limit) rather than any PostgreSQL limit.
  */
 const MAX_BATCH = 64;
-/** How often a prefix delete lists again before it gives up (503) on a bucket that never stops changing. */
-const MAX_LISTING_ATTEMPTS = 20;
+/**
+ * How often a prefix delete lists its keys without a lock before it runs alone under its bucket
+ * row's lock instead (a bucket that never stops changing would otherwise starve it).
+ */
+const OPTIMISTIC_LISTINGS = 3;
 /** Coalesced point-read statements running at once (see postgres-point-reads.ts). */
 const POINT_READS_IN_FLIGHT = 2;
 
@@ -134,17 +136,26 @@ export class PostgresStore implements Store {
     return (await this.writes.write(bucket, w, w.op === 'sweep' ? w.keys : [w.key])) as ResultOf<O>;
   }
 
-  async listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
+  listEntries(bucket: string, q: ListQuery, now: number): Promise<ListedEntry[]> {
+    return this.listOn(bucket, q, now);
+  }
+
+  /** A listing, on `client` when given (inside its transaction). */
+  private async listOn(bucket: string, q: ListQuery, now: number, client?: pg.PoolClient): Promise<ListedEntry[]> {
     const { lower, lowerOp, upper } = listBounds(q);
     const name = listShapeName({ reverse: q.reverse, columns: q.columns, upper: upper !== undefined, after: lowerOp === '>' });
-    const { rows } = await this.query<EntryRow & MetaRow & { key: Buffer }>(name, {
-      bucket,
-      lower,
-      now,
-      limit: q.limit,
-      offset: q.offset,
-      upper,
-    });
+    const { rows } = await this.query<EntryRow & MetaRow & { key: Buffer }>(
+      name,
+      {
+        bucket,
+        lower,
+        now,
+        limit: q.limit,
+        offset: q.offset,
+        upper,
+      },
+      client,
+    );
     return rows.map((row) => ({
       key: row.key.toString('utf8'),
       ...(q.columns === 'values' && { entry: toEntry(row) }),
@@ -156,32 +167,37 @@ export class PostgresStore implements Store {
     const { ops, now } = request;
     const reads = readsOf(ops);
     const opKeys = ops.filter((op) => op.op !== 'delete_prefix').map((op) => op.key);
-    for (let attempt = 1; ; attempt++) {
-      // A prefix delete lists its keys first, at revision `at`; the batch then goes ahead only if
-      // the bucket is still at `at` when it reads (else it lists again): the listing is exact.
-      let listed: CommitOp['listed'];
-      if (reads.prefixes.length > 0) {
-        const at = await this.buckets.revision(bucket);
-        if (at === undefined) return NO_BUCKET;
-        listed = { at, under: await this.listPrefixes(bucket, reads.prefixes, now) };
-      }
-      const keys = [...new Set([...opKeys, ...[...(listed?.under.values() ?? [])].flat()])];
-      const op: CommitOp = { ...request, listed };
+    const withListing = (listed: CommitOp['listed']) => ({
+      op: { ...request, listed } satisfies CommitOp,
+      keys: [...new Set([...opKeys, ...[...(listed?.under.values() ?? [])].flat()])],
+    });
+    if (reads.prefixes.length === 0) return this.writes.write(bucket, withListing(undefined).op, opKeys) as Promise<CommitOutcome>;
+    // A prefix delete lists its keys first, at revision `at`; the batch then goes ahead only if
+    // the bucket is still at `at` when it reads (else it lists again): the listing is exact.
+    for (let attempt = 1; attempt <= OPTIMISTIC_LISTINGS; attempt++) {
+      const at = await this.buckets.revision(bucket);
+      if (at === undefined) return NO_BUCKET;
+      const { op, keys } = withListing({ at, under: await this.listPrefixes(bucket, reads.prefixes, now) });
       const outcome = await this.writes.write(bucket, op, keys);
       if (outcome !== STALE_LISTING) return outcome;
-      // Writers kept changing the bucket between the listing and the batch: say so rather than spin.
-      if (attempt >= MAX_LISTING_ATTEMPTS)
-        throw new StorageUnavailableError(new Error(`the bucket changed under a prefix delete ${MAX_LISTING_ATTEMPTS} times in a row`));
     }
+    // Writers kept changing the bucket between the listing and the batch: list and write holding its row.
+    const outcome = await runLocked(this, bucket, async (client) => {
+      const at = (await this.query<{ revision: number }>('bucketRevision', { bucket }, client)).rows[0]?.revision;
+      if (at === undefined) return undefined;
+      return withListing({ at: Number(at), under: await this.listPrefixes(bucket, reads.prefixes, now, client) });
+    });
+    if (outcome.ok) return outcome.value as CommitOutcome;
+    throw 'stale' in outcome ? new Error('a prefix listing went stale under its bucket row lock') : outcome.error;
   }
 
   /** The live keys under each prefix a transaction deletes, bounded as every engine bounds them (prefixListing). */
-  private async listPrefixes(bucket: string, prefixes: string[], now: number): Promise<Map<string, string[]>> {
+  private async listPrefixes(bucket: string, prefixes: string[], now: number, client?: pg.PoolClient): Promise<Map<string, string[]>> {
     const listing = prefixListing(prefixes);
     for (let step = listing.next(); ; ) {
       if (step.done) return step.value;
       const { prefix, limit } = step.value;
-      const keys = await this.listEntries(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit }, now);
+      const keys = await this.listOn(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit }, now, client);
       step = listing.next(keys.map((e) => e.key));
     }
   }
