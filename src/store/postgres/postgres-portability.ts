@@ -1,15 +1,21 @@
 import type pg from 'pg';
-import { type Quota, checkQuota } from '../quota.js';
+import { checkImportQuota, planImport } from '../core/import-plan.js';
+import type { Quota, Usage } from '../quota.js';
 import { prefixUpperBound } from '../../values/keys.js';
 import { type CompiledStatement, bind } from '../statements.js';
 import type { Entry, EntrySnapshot, ImportStaging, KeyedEntry, Written } from '../store.js';
 import { type EntryRow, toEntry } from '../entry-row.js';
-import { actorFields } from '../change-row.js';
 import type { StatementRunner } from './postgres-statement-runner.js';
 import type { PostgresStatements } from './postgres-statements.js';
 
 /** The compiled statements an export or import runs. */
 type Statements = PostgresStatements;
+
+/** A bucket row's usage columns as numbers (pg returns bigint as text). */
+const usageOf = (row: { usage_keys: number; usage_bytes: number }): Usage => ({
+  keys: Number(row.usage_keys),
+  bytes: Number(row.usage_bytes),
+});
 
 /**
  * A connection of its own for a long-running export or import; `release` hands it back
@@ -111,8 +117,9 @@ export async function openPostgresSnapshot(
 /**
  * An import staged in a temporary table inside one transaction on a connection of its own: the
  * staging takes no lock on the bucket's rows. `apply` then bumps the bucket row (its lock orders
- * the import with the bucket's other writers, as for any write), copies the staged rows over with
- * that one revision, and commits. Any failure, or `abort`, rolls everything back. The temporary
+ * the import with the bucket's other writers, as for any write), runs the import's plan
+ * (core/import-plan.ts: history, the staged rows copied over at one revision, the quota), and
+ * commits. Any failure, or `abort`, rolls everything back. The temporary
  * table is dropped at commit: no session state outlives the transaction (transaction poolers).
  */
 export async function beginPostgresImport(runner: StatementRunner, sql: Statements, bucket: string, quota: Quota): Promise<ImportStaging> {
@@ -161,59 +168,45 @@ export async function beginPostgresImport(runner: StatementRunner, sql: Statemen
       if (finished) throw new Error('import already finished');
       let revision: number;
       try {
-        // The bucket row first, as every write does: it locks the row, and numbers the import.
+        // The bucket row first, as every write does: it locks the row (ordering the import with the
+        // bucket's other writers) and is the plan's bump, so the plan is made from the revision before it.
         const bumped = await connection.statement<{ revision: number; usage_keys: number; usage_bytes: number }>(sql.bumpBucket, {
           bucket,
         });
-        if (bumped.rows[0] === undefined) {
-          await finish('rollback');
-          return { refused: 'no_bucket' };
-        }
-        revision = Number(bumped.rows[0].revision);
-        if (restoreRevision !== undefined) {
-          await connection.statement(sql.setRevision, { bucket, revision: restoreRevision });
-          revision = restoreRevision;
-        }
-        // History: the import's keys and the keys it removes, as of its revision.
-        const now = Date.now();
-        const who = actorFields(actor);
-        if (restoreRevision === undefined) await connection.statement(sql.logStaged, { bucket, revision, now, ...who });
-        else await connection.statement(sql.logStagedKeepRevisions, { bucket, now, ...who });
-        if (replace) {
-          const prefixBytes = Buffer.from(prefix);
-          const upper = prefix ? prefixUpperBound(prefixBytes) : undefined;
-          await connection.statement(upper ? sql.logClearedUpper : sql.logCleared, {
-            bucket,
-            revision,
-            now,
-            prefix: prefixBytes,
-            upper,
-            ...who,
-          });
-          await connection.statement(upper ? sql.clearRangeUpper : sql.clearRange, { bucket, prefix: prefixBytes, upper });
-        }
-        if (restoreRevision === undefined) await connection.statement(sql.copyStaged, { bucket, revision, now });
-        else await connection.statement(sql.copyStagedKeepRevisions, { bucket });
-        // Usage counted again (millions of rows in one statement), then held to the quota as a whole.
-        await connection.statement(sql.recountUsage, { bucket });
-        const usage = await connection.statement<{ usage_keys: number; usage_bytes: number }>(sql.bucketUsage, { bucket });
-        const before = bumped.rows[0];
-        const after = usage.rows[0]!;
-        checkQuota(
-          quota,
-          { keys: Number(before.usage_keys), bytes: Number(before.usage_bytes) },
-          { keys: Number(after.usage_keys) - Number(before.usage_keys), bytes: Number(after.usage_bytes) - Number(before.usage_bytes) },
+        const row = bumped.rows[0];
+        const plan = planImport(
+          { bucket, replace, prefix, restoreRevision, actor, now: Date.now() },
+          row === undefined ? undefined : Number(row.revision) - 1,
         );
-        // Watchers behind an import (one revision of up to millions of keys) get `reset`. History
-        // keeps what the import did not touch: only a restore (the whole bucket, the operator's
-        // `kvb db restore`) starts history at its revision; an import's keys are logged above.
-        if (restoreRevision === undefined) await connection.statement(sql.raiseWatchFloor, { bucket, revision });
-        else {
-          await connection.statement(sql.raiseFloor, { bucket, revision });
-          await connection.statement(sql.compactChanges, { bucket, revision, floor: -1 });
-          await connection.statement(sql.pruneOperations, { bucket, revision });
+        if ('refused' in plan) {
+          await finish('rollback');
+          return plan;
         }
-        await connection.statement(sql.logOperation, { bucket, revision, operation: 'import', now });
+        revision = plan.revision;
+        // Usage as of the row lock, before any of the import's statements.
+        const before = usageOf(row!);
+        for (const step of plan.steps) {
+          switch (step.step) {
+            case 'bump':
+              break;
+            case 'setRevision':
+              await connection.statement(sql.setRevision, { bucket, revision: step.revision });
+              break;
+            case 'statement':
+              await connection.statement(sql[step.name], step.args);
+              break;
+            case 'checkQuota': {
+              const after = await connection.statement<{ usage_keys: number; usage_bytes: number }>(sql.bucketUsage, { bucket });
+              checkImportQuota(quota, before, usageOf(after.rows[0]!));
+              break;
+            }
+            case 'compact':
+              await connection.statement(sql.raiseFloor, { bucket, revision: step.revision });
+              await connection.statement(sql.compactChanges, { bucket, revision: step.revision, floor: step.floor });
+              await connection.statement(sql.pruneOperations, { bucket, revision: step.revision });
+              break;
+          }
+        }
       } catch (err) {
         if (!finished) await finish('rollback').catch(() => {});
         throw err;

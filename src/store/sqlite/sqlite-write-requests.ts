@@ -1,7 +1,6 @@
 import { floorWithin } from '../floor-within.js';
-import { actorFields } from '../change-row.js';
+import { checkImportQuota, planImport } from '../core/import-plan.js';
 import { sweepsOf } from '../core/write-ops.js';
-import { prefixUpperBound } from '../../values/keys.js';
 import type { Written } from '../store.js';
 import type { SqliteWriter } from './sqlite-writer.js';
 import { type BatchReply, type WriteMessage, type WriteRequest, withBuffers } from './sqlite-write-protocol.js';
@@ -39,45 +38,42 @@ function runWriteRequest(writer: SqliteWriter, request: WriteRequest): unknown {
 
 /**
  * Applies a staged import (sqlite-import.ts), attached to the writer's connection for the batch,
- * with one statement: 1M staged rows never pass through JavaScript again. One write like any
- * other: one revision of the bucket, checked and bumped inside the batch.
+ * as core/import-plan.ts plans it. One write like any other: one revision of the bucket, checked
+ * and bumped inside the batch; its copy is one statement, so 1M staged rows never pass through
+ * JavaScript again.
  */
 function applyImport(writer: SqliteWriter, request: Extract<WriteRequest, { kind: 'import' }>): Written | { refused: 'no_bucket' } {
   const { bucket, replace, prefix, restoreRevision, actor } = request;
   const { conn } = writer;
-  const prefixBytes = Buffer.from(prefix);
-  const upper = prefix ? prefixUpperBound(prefixBytes) : undefined;
   // The import recounts the bucket's usage: the batch's usage changes so far go in first.
   writer.writeBookkeeping();
   return writer.atomically((): Written | { refused: 'no_bucket' } => {
-    let revision: number | undefined;
-    if (restoreRevision === undefined) revision = writer.bump(bucket);
-    else if (writer.currentRevision(bucket) !== undefined) {
-      writer.setRevision(bucket, restoreRevision);
-      revision = restoreRevision;
-    }
-    if (revision === undefined) return { refused: 'no_bucket' };
+    const plan = planImport({ bucket, replace, prefix, restoreRevision, actor, now: writer.batchNow }, writer.currentRevision(bucket));
+    if ('refused' in plan) return plan;
     writer.dropCache();
-    const now = writer.batchNow;
-    writer.withinQuota(bucket, () => {
-      // History: the import's keys and the keys it removes, as of its revision (statements on the attached database, prepared afresh).
-      const who = actorFields(actor);
-      conn.runOnce(restoreRevision === undefined ? 'logStaged' : 'logStagedKeepRevisions', { bucket, revision, now, ...who });
-      if (replace) {
-        conn.runOnce(upper ? 'logClearedUpper' : 'logCleared', { bucket, revision, now, prefix: prefixBytes, upper, ...who });
-        conn.run(upper ? 'clearRangeUpper' : 'clearRange', { bucket, prefix: prefixBytes, upper });
+    const before = writer.usageOf(bucket)!;
+    for (const step of plan.steps) {
+      switch (step.step) {
+        case 'bump':
+          writer.bump(bucket);
+          break;
+        case 'setRevision':
+          writer.setRevision(bucket, step.revision);
+          break;
+        case 'statement':
+          // A statement on the attached staging database is prepared afresh: it is detached after the batch.
+          if (step.staged) conn.runOnce(step.name, step.args);
+          else conn.run(step.name, step.args);
+          break;
+        case 'checkQuota':
+          checkImportQuota(writer.quota, before, writer.usageOf(bucket)!);
+          break;
+        case 'compact':
+          writer.compactTo(bucket, step.revision, step.floor);
+          break;
       }
-      conn.runOnce(restoreRevision === undefined ? 'copyStaged' : 'copyStagedKeepRevisions', { bucket, revision, now });
-      // Millions of rows in one statement: the usage is counted again rather than tracked per row.
-      conn.run('recountUsage', { bucket });
-    });
-    // Watchers behind an import (one revision of up to millions of keys) get `reset`. History
-    // keeps what the import did not touch: only a restore (the whole bucket, the operator's
-    // `kvb db restore`) starts history at its revision; an import's keys are logged above.
-    if (restoreRevision === undefined) conn.run('raiseWatchFloor', { bucket, revision });
-    else writer.compactTo(bucket, revision, -1);
-    conn.run('logOperation', { bucket, revision, operation: 'import', now });
-    return { revision };
+    }
+    return { revision: plan.revision };
   });
 }
 

@@ -4,7 +4,7 @@ import type { ResultOf, WriteOp } from '../core/write-ops.js';
 import type { BatchResult, WriteView } from '../core/write-view.js';
 import { EntryCache } from '../entry-cache.js';
 import type { Actor } from '../history-types.js';
-import { type Quota, type Usage, checkQuota, quotaSet } from '../quota.js';
+import type { Quota, Usage } from '../quota.js';
 import { CHANGE_ROW_CHUNKS } from '../statements.js';
 import type { Change } from '../store.js';
 import { IMPORT_ALIAS, type SqliteConnection } from './sqlite-connection.js';
@@ -322,22 +322,6 @@ export class SqliteWriter {
     const row = this.conn.get<{ usage_keys: number; usage_bytes: number }>('bucketUsage', { bucket });
     const pending = this.batchUsage.get(bucket);
     return row && { keys: Number(row.usage_keys) + (pending?.keys ?? 0), bytes: Number(row.usage_bytes) + (pending?.bytes ?? 0) };
-  }
-
-  /**
-   * An import: refused (507, nothing written) when it takes the bucket over its quota. Counted as
-   * a whole, usage before and after (the import recounts it), inside a savepoint that a refusal
-   * rolls back. Without a quota it only runs the import.
-   */
-  withinQuota<T>(bucket: string, run: () => T): T {
-    if (!quotaSet(this.quota)) return run();
-    return this.atomically(() => {
-      const before = this.usageOf(bucket);
-      const result = run();
-      const after = before && this.usageOf(bucket);
-      if (before && after) checkQuota(this.quota, before, { keys: after.keys - before.keys, bytes: after.bytes - before.bytes });
-      return result;
-    });
   }
 
   /** Counts a write's change of its bucket's usage, written with the batch (`writeBookkeeping`). */
