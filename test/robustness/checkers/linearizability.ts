@@ -206,7 +206,7 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], allowan
   const optional = new Uint32Array(Math.ceil(optionalCount / 32));
   const cache = new Map<string, Uint32Array[]>();
   // One frame per linearized operation: the level's candidates, which one was taken, the state before.
-  const stack: Array<{ candidates: Entry[]; taken: number; state: KeyState }> = [];
+  const stack: Array<{ candidates: Entry[]; taken: number; state: KeyState; forced: boolean }> = [];
   let low = 0;
   let high = 0;
   let state = initialKeyState;
@@ -234,37 +234,82 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], allowan
     return optionalCalls.length === 0 ? determinate : determinate.concat(optionalCalls);
   };
 
+  /**
+   * Takes `entry` (whose operation leads to `after`) if that configuration was not explored
+   * before; false when it was (it failed there, or is being explored further up).
+   */
+  const take = (entry: Entry, after: KeyState, taken: number, forced: boolean): boolean => {
+    const index = entry.index;
+    toggle(index);
+    const id = `${low}:${high}:${keyStateId(after)}`;
+    const seen = cache.get(id);
+    if (seen?.some((s) => isSubset(s, optional))) {
+      toggle(index);
+      return false;
+    }
+    const copy = optional.slice();
+    if (seen) seen.push(copy);
+    else cache.set(id, [copy]);
+    cacheBytes += CACHE_ENTRY_BYTES + copy.byteLength;
+    stack.push({ candidates, taken, state, forced });
+    state = after;
+    lift(entry);
+    if (entry.match !== null) remaining--;
+    return true;
+  };
+  /**
+   * A candidate that the model accepts without changing the state (a read that agrees, a refused
+   * condition): taking it now dominates every other choice, since it leaves the state as it was
+   * and only removes a constraint (its return). So it is taken without a choice point: if the
+   * search fails after it, it fails here too. Its configuration has one more determinate operation
+   * than any on the stack, so finding it in the cache means it was explored and failed.
+   */
+  const dominant = (): number => {
+    const id = keyStateId(state);
+    for (let i = 0; i < candidates.length; i++) {
+      const entry = candidates[i] as Entry;
+      // Determinate only: an indeterminate one's configuration can match one still being explored
+      // further up (the cache's subset test), which would wrongly close this level.
+      if (entry.match === null) continue;
+      const after = (operations[entry.index] as KeyOperation).step(state);
+      if (after !== undefined && (after === state || keyStateId(after) === id)) return i;
+    }
+    return -1;
+  };
+
   let candidates = candidatesNow();
   let next = 0;
+  // False on a level entered afresh: look for a dominant candidate first.
+  let scanned = false;
   while (remaining > 0) {
     if (++steps % STEPS_PER_LOOK === 0 && allowance.exhausted(STEPS_PER_LOOK)) return { kind: 'budget', steps };
-    const entry = candidates[next];
-    if (entry !== undefined) {
-      const index = entry.index;
-      const after = (operations[index] as KeyOperation).step(state);
-      if (after !== undefined) {
-        toggle(index);
-        const id = `${low}:${high}:${keyStateId(after)}`;
-        const seen = cache.get(id);
-        if (seen === undefined || !seen.some((s) => isSubset(s, optional))) {
-          const copy = optional.slice();
-          if (seen) seen.push(copy);
-          else cache.set(id, [copy]);
-          cacheBytes += CACHE_ENTRY_BYTES + copy.byteLength;
-          if (cacheBytes > allowance.maxCacheBytes) return { kind: 'budget', steps, memory: true };
-          stack.push({ candidates, taken: next, state });
-          state = after;
-          lift(entry);
-          if (entry.match !== null) remaining--;
+    if (cacheBytes > allowance.maxCacheBytes) return { kind: 'budget', steps, memory: true };
+    if (!scanned) {
+      scanned = true;
+      const i = dominant();
+      if (i >= 0) {
+        // Taken, or explored before: either way no other candidate of this level needs trying.
+        if (take(candidates[i] as Entry, state, i, true)) {
           candidates = candidatesNow();
           next = 0;
-          continue;
-        }
-        toggle(index);
+          scanned = false;
+        } else next = candidates.length;
+        continue;
+      }
+    }
+    const entry = candidates[next];
+    if (entry !== undefined) {
+      const after = (operations[entry.index] as KeyOperation).step(state);
+      if (after !== undefined && take(entry, after, next, false)) {
+        candidates = candidatesNow();
+        next = 0;
+        scanned = false;
+        continue;
       }
       next++;
     } else {
-      // Every candidate of this level tried: undo the last choice and try the one after it.
+      // Every candidate of this level tried: undo the last choice and try the one after it (none
+      // after a dominant one: the level it was taken at fails with it).
       const top = stack.pop();
       if (top === undefined) return { kind: 'fail' };
       const undone = top.candidates[top.taken] as Entry;
@@ -273,7 +318,8 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], allowan
       unlift(undone);
       if (undone.match !== null) remaining++;
       candidates = top.candidates;
-      next = top.taken + 1;
+      next = top.forced ? candidates.length : top.taken + 1;
+      scanned = true;
     }
   }
   return { kind: 'ok' };
