@@ -76,6 +76,16 @@ export class Ops {
       }),
     );
   }
+  /** One multi-key request deleting `deleted` (answered ok whether or not it was live) and writing `writes`: one revision, one group. */
+  deleteAndWrite(client: number, deleted: string, writes: Record<string, string>, [call, ret]: Times, revision: number): Op[] {
+    const group = ++this.group;
+    return [
+      this.add({ client, model: 'register', key: deleted, input: { f: 'delete' }, call, ret, group, output: { revision } }),
+      ...Object.entries(writes).map(([key, value]) =>
+        this.add({ client, model: 'register', key, input: { f: 'write', value }, call, ret, group, output: { revision } }),
+      ),
+    ];
+  }
   /** One multi-key request: a write per key, one revision, one group. */
   transaction(client: number, writes: Record<string, string>, [call, ret]: Times, revision: number | 'fail'): Op[] {
     const group = ++this.group;

@@ -70,6 +70,16 @@ function mustPass(): SelftestCase[] {
     ok('register: concurrent compare-and-set on one revision, exactly one wins', { ops: h.ops });
   }
   {
+    // The transaction could delete the absent key at once, changing nothing; it must still be
+    // placeable later, after the write, where it deletes (a search that takes it early as a
+    // harmless read, without a choice point, finds no order).
+    const h = new Ops();
+    h.deleteAndWrite(1, 'x', { y: 't' }, [0, 100], 3);
+    h.write(2, 'x', 'a', [1, 2], 1);
+    h.read(3, 'x', [50, 60], null);
+    ok("register: a transaction's delete that would find the key absent early is placed later, where it deletes", { ops: h.ops });
+  }
+  {
     const h = new Ops();
     h.create(1, 'x', 'a', [0, 5], 1);
     h.create(2, 'x', 'b', [6, 9], 'fail');

@@ -30,6 +30,12 @@ export interface KeyOperation {
   /** True when it must be linearized (determinate); false when it may be linearized anywhere after its call, or never. */
   readonly must: boolean;
   readonly step: KeyStep;
+  /**
+   * True when it can only observe (a read, a refused condition): wherever it is accepted it leaves
+   * the value as it was, at most learning the revision. A change (even one that may leave an absent
+   * key absent, as a transaction's delete does) is never read-only.
+   */
+  readonly readOnly: boolean;
 }
 
 /** The statuses that say a conditional operation was refused because its condition did not hold. */
@@ -51,15 +57,15 @@ export function keyOperation(op: Op, multiKeyGroups: ReadonlySet<number>, pendin
   const inMultiKey = op.group !== undefined && multiKeyGroups.has(op.group);
   if (input.f === 'read') {
     if (outcome !== 'ok') return undefined;
-    return { must: true, step: op.model === 'counter' ? counterRead(op.output ?? {}) : registerRead(op.output ?? {}) };
+    return { must: true, readOnly: true, step: op.model === 'counter' ? counterRead(op.output ?? {}) : registerRead(op.output ?? {}) };
   }
   if (outcome === 'fail') {
     if (input.f === 'write' || input.f === 'add' || inMultiKey) return undefined;
     if (op.status !== undefined && !CONDITION_REFUSALS[input.f]?.includes(op.status)) return undefined;
-    return { must: true, step: refused(input) };
+    return { must: true, readOnly: true, step: refused(input) };
   }
   const output = outcome === 'ok' ? (op.output ?? {}) : undefined;
-  return { must: outcome === 'ok', step: change(input, output, inMultiKey && outcome === 'ok') };
+  return { must: outcome === 'ok', readOnly: false, step: change(input, output, inMultiKey && outcome === 'ok') };
 }
 
 /** A counter's number: absent is 0, text that is an integer counts as that integer. */

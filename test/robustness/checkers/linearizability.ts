@@ -258,20 +258,23 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], allowan
     return true;
   };
   /**
-   * A candidate that the model accepts without changing the state (a read that agrees, a refused
-   * condition): taking it now dominates every other choice, since it leaves the state as it was
-   * and only removes a constraint (its return). So it is taken without a choice point: if the
-   * search fails after it, it fails here too. Its configuration has one more determinate operation
-   * than any on the stack, so finding it in the cache means it was explored and failed.
+   * A read-only candidate (a read, a refused condition) that the model accepts here without
+   * changing the state: taking it now dominates every other choice. A completion that takes it
+   * later can take it here instead (it is a candidate now, and its return only constrains the
+   * others), and where it is taken later it at most fixes an unknown revision, which leaves every
+   * later operation fewer states to be accepted in, never more. So it is taken without a choice
+   * point: if the search fails after it, it fails here too. Its configuration has one more
+   * determinate operation than any on the stack, so finding it in the cache means it was explored
+   * and failed. Only read-only ones: a change that leaves this state as it is (a transaction's
+   * delete of an absent key) may be needed later, where it deletes.
    */
   const dominant = (): number => {
     const id = keyStateId(state);
     for (let i = 0; i < candidates.length; i++) {
       const entry = candidates[i] as Entry;
-      // Determinate only: an indeterminate one's configuration can match one still being explored
-      // further up (the cache's subset test), which would wrongly close this level.
-      if (entry.match === null) continue;
-      const after = (operations[entry.index] as KeyOperation).step(state);
+      const operation = operations[entry.index] as KeyOperation;
+      if (entry.match === null || !operation.readOnly) continue;
+      const after = operation.step(state);
       if (after !== undefined && (after === state || keyStateId(after) === id)) return i;
     }
     return -1;
