@@ -11,6 +11,11 @@ import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
 /** `kvb db …` opens the storage itself: no server, no client configuration. */
 const db = (args: string[]) => execa('node', [KVB_BIN, 'db', ...args], { reject: false, env: { KVB_DB: '' } });
 const bearer = (credential: string) => ({ authorization: `Bearer ${credential}` });
+/**
+ * A server on `db`. Each is stopped only once its clients are done, so its drain need not give the
+ * idle keep-alive connections of this process the default second to send another request.
+ */
+const serve = (db: string) => startServer({ db, env: { KVB_DRAIN_IDLE_GRACE_MS: '1' } });
 
 let dir: string;
 let sqliteFile: string;
@@ -21,7 +26,7 @@ const schemas: string[] = [];
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'kvb-db-'));
   sqliteFile = join(dir, 'source.db');
-  const server = await startServer({ db: sqliteFile });
+  const server = await serve(sqliteFile);
   bucket = await createBucket(server.api, {
     secret_key: 'admin-secret',
     read_key: 'reader',
@@ -69,7 +74,7 @@ afterAll(async () => {
 
 /** Starts a server on `dbUrl` and checks that it serves the bucket exactly as before the move. */
 async function servesTheSameBucket(dbUrl: string): Promise<void> {
-  const server: RunningServer = await startServer({ db: dbUrl });
+  const server: RunningServer = await serve(dbUrl);
   try {
     expect((await call(`${server.api}/${bucket}/user/1`, { headers: bearer(token) })).text).toBe('one');
     expect((await call(`${server.api}/${bucket}/`, { headers: bearer(token) })).text).toBe('user/1\nuser/2\n');
@@ -131,7 +136,7 @@ describe('kvb db dump and restore', () => {
     writeFileSync(cut, text.slice(0, text.lastIndexOf('{"kvb":"end"')));
     const target = join(dir, 'target.db');
     // An empty kvb database to restore into.
-    const s = await startServer({ db: target });
+    const s = await serve(target);
     await s.stop({ keepData: true });
     const refused = await db(['restore', cut, '--db', target]);
     expect(refused.exitCode).toBe(1);
@@ -193,7 +198,7 @@ describe('kvb db dump and restore', () => {
       const back = join(dir, 'back.dump');
       expect((await db(['dump', '--db', pgUrl, '-o', back])).exitCode).toBe(0);
       const sqliteAgain = join(dir, 'again.db');
-      const s = await startServer({ db: sqliteAgain });
+      const s = await serve(sqliteAgain);
       await s.stop({ keepData: true });
       const res = await db(['restore', back, '--db', sqliteAgain]);
       expect(res.exitCode, res.stderr).toBe(0);
@@ -223,7 +228,7 @@ describe('kvb db on a running SQLite server', () => {
   }, async () => {
     const live = mkdtempSync(join(tmpdir(), 'kvb-live-'));
     const file = join(live, 'kvb.db');
-    const server = await startServer({ db: file });
+    const server = await serve(file);
     try {
       const id = await createBucket(server.api);
       // About 25 MiB, so the copy takes several steps (16 MiB each) while the writers run.
@@ -282,7 +287,7 @@ describe('kvb db on a running SQLite server', () => {
         copy.close();
       }
       // And a server started on the copy serves them.
-      const restored = await startServer({ db: out });
+      const restored = await serve(out);
       try {
         const [key] = [...before.keys()];
         expect((await call(`${restored.api}/${id}/${key}`)).text).toBe(`${key} `.repeat(50));
@@ -297,7 +302,7 @@ describe('kvb db on a running SQLite server', () => {
   it('check and dump read a live file; restore is refused while the server holds it', async () => {
     const live = mkdtempSync(join(tmpdir(), 'kvb-live-'));
     const file = join(live, 'kvb.db');
-    const server = await startServer({ db: file });
+    const server = await serve(file);
     try {
       const id = await createBucket(server.api);
       await call(`${server.api}/${id}/k`, { method: 'PUT', body: 'v' });

@@ -83,7 +83,8 @@ describe('kvb lock: one holder at a time', () => {
   }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kvb-lock-'));
     try {
-      const runs = Array.from({ length: 8 }, (_, i) => contender(i % 2 === 0 ? a : b, dir, 5, { HANG_FIRST: '1' }));
+      // The shortest TTL that still leaves a living holder two renewals (every third of it) before it lapses.
+      const runs = Array.from({ length: 8 }, (_, i) => contender(i % 2 === 0 ? a : b, dir, 2, { HANG_FIRST: '1' }));
       await fileAppears(join(dir, 'hung'));
       const hung = JSON.parse(readFileSync(join(dir, 'hung'), 'utf8')) as { kvb: number; child: number };
       // While it still holds the lock nobody else can be inside, so its marker may go first;
