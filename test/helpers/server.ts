@@ -40,7 +40,10 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     'node',
     [KVB_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--db', database.connectWith, ...(options.args ?? [])],
     {
-      env: { KVB_LOG_LEVEL: 'info', ...options.env },
+      // The drain's 1 s grace for idle keep-alive connections (a request may be on its way) costs a
+      // second per stop; a test's stop comes after its requests, so the grace is 1 ms unless a test
+      // that drains under load sets its own.
+      env: { KVB_LOG_LEVEL: 'info', KVB_DRAIN_IDLE_GRACE_MS: '1', ...options.env },
       extendEnv: true,
       reject: false,
       all: true,
