@@ -59,15 +59,19 @@ export function looksLikeJwt(credential: string): boolean {
 /**
  * Verifies signature (HS256 only), expiry, not-before and the claim shapes. Returns the claims
  * or undefined. Whether the token belongs to this bucket and generation is checked by the caller.
+ * `now` (ms) is the time it is checked at: the server's clock.
  */
 export async function verifyToken(
   token: string,
   signingKey: string | Uint8Array,
-  options: { expired?: boolean } = {},
+  options: { expired?: boolean; now?: number } = {},
 ): Promise<TokenClaims | undefined> {
+  const now = options.now ?? Date.now();
   let payload: Record<string, unknown>;
   try {
-    payload = (await jwtVerify(token, keyBytes(signingKey), { algorithms: [ALGORITHM], requiredClaims: ['exp', 'iat'] })).payload;
+    payload = (
+      await jwtVerify(token, keyBytes(signingKey), { algorithms: [ALGORITHM], requiredClaims: ['exp', 'iat'], currentDate: new Date(now) })
+    ).payload;
   } catch (err) {
     // jose checks the signature before the claims: an expired token's payload is genuine, and with
     // `expired` the caller gets it to say when it expired (it still checks exp before trusting it).
@@ -79,7 +83,7 @@ export async function verifyToken(
   if (typeof gen !== 'number' || typeof exp !== 'number' || typeof iat !== 'number') return undefined;
   if (!Array.isArray(perm) || !perm.every((p) => (PERMISSIONS as readonly unknown[]).includes(p))) return undefined;
   // A token issued in the future was not made by this server's clock.
-  if (iat > Date.now() / 1000 + 60) return undefined;
+  if (iat > now / 1000 + 60) return undefined;
   // A jti kvb did not make (a signed token never has one) is no reason to refuse the token: it is not recorded.
   return { bkt, pfx, perm: perm as Permission[], gen, exp, ...(typeof jti === 'string' && isTokenId(jti) && { jti }) };
 }

@@ -5,6 +5,7 @@ import { type TokenClaims, looksLikeJwt, tokenKey, verifyToken } from '../auth/t
 import { KvbError } from '../errors.js';
 import type { Actor } from '../store/history-types.js';
 import { type BucketCache, type CachedBucket, MAX_VERIFICATIONS, type Verifying } from './bucket-cache.js';
+import type { Clock } from './clock.js';
 import { queryOf, singleParam } from './request-input.js';
 
 const unauthorized = (detail: string) => new KvbError('unauthorized', detail);
@@ -88,10 +89,10 @@ async function keyRoles(
   return remember(roles.size > 0 ? bucket.keyRoles : bucket.wrongCredentials, digest, roles);
 }
 
-/** The principal a token's verified claims give (undefined: not valid here, or expired). */
-function tokenFromClaims(bucket: CachedBucket, claims: TokenClaims | null): Principal | undefined {
+/** The principal a token's verified claims give at `now` (undefined: not valid here, or expired). */
+function tokenFromClaims(bucket: CachedBucket, claims: TokenClaims | null, now: number): Principal | undefined {
   if (!claims || claims.bkt !== bucket.record.id || claims.gen !== bucket.record.signingKeyGeneration) return undefined;
-  if (claims.exp * 1000 <= Date.now()) return undefined;
+  if (claims.exp * 1000 <= now) return undefined;
   return {
     kind: 'token',
     prefix: claims.pfx,
@@ -105,22 +106,22 @@ function tokenFromClaims(bucket: CachedBucket, claims: TokenClaims | null): Prin
  * Why a genuine token of this bucket is refused, in words the holder can act on (undefined: not
  * one of this bucket's tokens, so it is tried as a key).
  */
-function tokenRefusal(bucket: CachedBucket, claims: TokenClaims | null | undefined): string | undefined {
+function tokenRefusal(bucket: CachedBucket, claims: TokenClaims | null | undefined, now: number): string | undefined {
   if (!claims || claims.bkt !== bucket.record.id) return undefined;
   if (claims.gen !== bucket.record.signingKeyGeneration)
     return 'token was signed with an earlier signing key (rotated since): mint a new one';
-  if (claims.exp * 1000 <= Date.now()) return `token expired at ${new Date(claims.exp * 1000).toISOString()}`;
+  if (claims.exp * 1000 <= now) return `token expired at ${new Date(claims.exp * 1000).toISOString()}`;
   return undefined;
 }
 
-async function tokenPrincipal(bucket: CachedBucket, token: string): Promise<Principal | undefined> {
+async function tokenPrincipal(bucket: CachedBucket, token: string, now: number): Promise<Principal | undefined> {
   const { signingKey, tokenSalt } = bucket.record;
   if (!signingKey) return undefined;
   let claims = bucket.tokens.get(token);
   if (claims === undefined)
-    claims = remember(bucket.tokens, token, (await verifyToken(token, tokenKey(signingKey, tokenSalt), { expired: true })) ?? null);
-  const principal = tokenFromClaims(bucket, claims);
-  const refused = principal ? undefined : tokenRefusal(bucket, claims);
+    claims = remember(bucket.tokens, token, (await verifyToken(token, tokenKey(signingKey, tokenSalt), { expired: true, now })) ?? null);
+  const principal = tokenFromClaims(bucket, claims, now);
+  const refused = principal ? undefined : tokenRefusal(bucket, claims, now);
   if (refused) throw unauthorized(refused);
   return principal;
 }
@@ -133,7 +134,7 @@ export async function principalFor(buckets: BucketCache, bucket: CachedBucket, r
   const credential = presentedCredential(request);
   if (credential === undefined) return { kind: 'anonymous' };
   if (looksLikeJwt(credential)) {
-    const token = await tokenPrincipal(bucket, credential);
+    const token = await tokenPrincipal(bucket, credential, buckets.clock());
     if (token) return token;
   }
   const roles = await keyRoles(buckets, bucket, credential, request);
@@ -145,15 +146,16 @@ export async function principalFor(buckets: BucketCache, bucket: CachedBucket, r
  * principalFor without waiting, from what the bucket cache already knows: undefined when a
  * credential or token still has to be verified (principalFor then does it).
  */
-function knownPrincipal(bucket: CachedBucket, request: FastifyRequest): Principal | undefined {
+function knownPrincipal(bucket: CachedBucket, request: FastifyRequest, clock: Clock): Principal | undefined {
   const credential = presentedCredential(request);
   if (credential === undefined) return { kind: 'anonymous' };
   if (looksLikeJwt(credential) && bucket.record.signingKey) {
     const claims = bucket.tokens.get(credential);
     if (claims === undefined) return undefined;
-    const token = tokenFromClaims(bucket, claims);
+    const now = clock();
+    const token = tokenFromClaims(bucket, claims, now);
     if (token) return token;
-    const refused = tokenRefusal(bucket, claims);
+    const refused = tokenRefusal(bucket, claims, now);
     if (refused) throw unauthorized(refused);
   }
   const digest = credentialDigest(credential);
@@ -200,7 +202,7 @@ export function openBucketNow(
 ): { bucket: CachedBucket; principal: Principal } | undefined {
   const bucket = buckets.peek(id);
   if (!bucket) return undefined;
-  const principal = knownPrincipal(bucket, request);
+  const principal = knownPrincipal(bucket, request, buckets.clock);
   return principal && { bucket, principal };
 }
 

@@ -8,6 +8,7 @@ import { envelope } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { BucketCache } from './bucket-cache.js';
+import type { Clock } from './clock.js';
 import { VerificationScheduler } from '../auth/verification-scheduler.js';
 import { verificationLimits } from './crypto-threads.js';
 import { registerVerificationMetrics } from './verification-metrics.js';
@@ -150,8 +151,9 @@ const CORS_EXPOSED = CORS_OPTIONS.exposedHeaders.join(', ');
 export async function buildApp(
   store: Store,
   config: ServerConfig,
-  options: { tls?: TlsFiles; logStream?: LogStream } = {},
+  options: { tls?: TlsFiles; logStream?: LogStream; clock?: Clock } = {},
 ): Promise<FastifyInstance> {
+  const clock = options.clock ?? Date.now;
   const schemas = lazySchemaCompilers();
   const logs = new RequestLogController({ disableRequestLogging: true, requestIdLogLabel: 'req_id' }, config.accessLog);
   const app = Fastify({
@@ -222,7 +224,7 @@ export async function buildApp(
   // Ajv's first compile (about 40 ms). (kvb serve listens on app.server: no onListen hook.)
   app.server.once('listening', () => setTimeout(schemas.warm, 1000).unref());
   installErrorHandling(app);
-  const measured = setupMetrics(logs, store);
+  const measured = setupMetrics(logs, store, clock);
   const metrics = measured.registry;
   store = measured.store;
 
@@ -271,10 +273,11 @@ export async function buildApp(
   const verifications = new VerificationScheduler(verificationLimits(config.verificationWaitSeconds));
   const ctx: ServerContext = {
     store,
-    buckets: new BucketCache(store, store.flags.shared ? SHARED_CACHE_MAX_AGE_MS : Number.POSITIVE_INFINITY, verifications),
+    buckets: new BucketCache(store, store.flags.shared ? SHARED_CACHE_MAX_AGE_MS : Number.POSITIVE_INFINITY, verifications, clock),
     config,
     watch: new WatchHub(store),
     transfers: { exports: 0, imports: 0 },
+    clock,
   };
   // Shutdown ends every watch stream at once (with `closed`) instead of waiting for them: run-server
   // calls endStreams before it waits for open requests; app.close() (tests) does it through preClose.
@@ -286,6 +289,7 @@ export async function buildApp(
   const lifecycle: Lifecycle = { draining: false };
   app.decorate('lifecycle', lifecycle);
   app.decorate('metricsRegistry', metrics);
+  app.decorate('clock', clock);
   await app.register(operationalRoutes, { ...ctx, metrics, lifecycle });
   await app.register(bucketRoutes, { ...ctx, limitCreation });
   await app.register(transactionRoute, ctx);
@@ -304,5 +308,7 @@ declare module 'fastify' {
     lifecycle: Lifecycle;
     /** What /metrics serves (also on the --metrics-listen listener). */
     metricsRegistry: Registry;
+    /** The time this app decides by (its sweeper takes it too): `Date.now` unless buildApp was given one. */
+    clock: Clock;
   }
 }

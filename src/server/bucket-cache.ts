@@ -3,6 +3,7 @@ import type { KeyRole, PolicyFlags } from '../auth/access.js';
 import type { TokenClaims } from '../auth/tokens.js';
 import { VerificationScheduler } from '../auth/verification-scheduler.js';
 import type { BucketRecord, Store } from '../store/store.js';
+import type { Clock } from './clock.js';
 import { verificationLimits } from './crypto-threads.js';
 import { DEFAULT_SERVER_CONFIG } from './server-config.js';
 
@@ -46,22 +47,24 @@ export class BucketCache {
   /**
    * @param verifications this instance's slow-hash queue, shared by all its buckets (each app has
    * its own: two apps in one process do not queue behind each other).
+   * @param clock the app's time: entries' age, and tokens' expiry (access-control.ts)
    */
   constructor(
     private readonly store: Store,
     private readonly maxAgeMs: number,
     readonly verifications = new VerificationScheduler(verificationLimits(DEFAULT_SERVER_CONFIG.verificationWaitSeconds)),
+    readonly clock: Clock = Date.now,
   ) {}
 
   /** The bucket when it is cached and fresh; undefined when `get` would have to load it. */
   peek(id: string): CachedBucket | undefined {
     const hit = this.entries.get(id);
-    return hit && Date.now() - hit.loadedAt < this.maxAgeMs ? hit : undefined;
+    return hit && this.clock() - hit.loadedAt < this.maxAgeMs ? hit : undefined;
   }
 
   get(id: string): Promise<CachedBucket | undefined> {
     const hit = this.entries.get(id);
-    if (hit && Date.now() - hit.loadedAt < this.maxAgeMs) return Promise.resolve(hit);
+    if (hit && this.clock() - hit.loadedAt < this.maxAgeMs) return Promise.resolve(hit);
     // Concurrent first requests for a bucket (a restart, a burst) share one load: 500 at once
     // were 500 queries queued for the pool, and the last ones timed out waiting (503).
     let loading = this.loading.get(id);
@@ -75,7 +78,7 @@ export class BucketCache {
   }
 
   private async load(id: string): Promise<CachedBucket | undefined> {
-    const now = Date.now();
+    const now = this.clock();
     const invalidations = this.invalidations;
     const record = await this.store.buckets.get(id);
     // A change on this instance while the record was read: answer with it, but do not cache it.

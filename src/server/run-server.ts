@@ -77,7 +77,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
   }
   const app = await buildApp(store, config, { ...(tls && { tls }) });
   onBackgroundError = (err) => app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
-  const sweeper = startSweeper(store, config, app.log);
+  const sweeper = startSweeper(store, config, app.log, app.clock);
 
   let metricsServer: import('node:http').Server | undefined;
   let stopping = false;

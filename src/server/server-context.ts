@@ -1,5 +1,6 @@
 import type { Store } from '../store/store.js';
 import type { BucketCache } from './bucket-cache.js';
+import type { Clock } from './clock.js';
 import type { ServerConfig } from './server-config.js';
 import type { WatchHub } from './watch-hub.js';
 
@@ -12,4 +13,6 @@ export interface ServerContext {
   watch: WatchHub;
   /** Exports and imports open now on this instance (each is bounded: see export-route.ts, import-route.ts). */
   transfers: { exports: number; imports: number };
+  /** What time it is for every decision by time: expiry of keys and tokens (see clock.ts). */
+  clock: Clock;
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { fileURLToPath } from 'node:url';
 import { test as base } from 'vitest';
 import { buildApp } from '../../src/server/app.js';
+import type { Clock } from '../../src/server/clock.js';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig, storeOptions } from '../../src/server/server-config.js';
 import { startSweeper } from '../../src/server/sweeper.js';
 import { openStore } from '../../src/store/open-store.js';
@@ -27,6 +28,8 @@ export interface AppServerOptions {
   config?: Partial<ServerConfig>;
   /** A database another server used (its `db`): this one shares it, and leaves it in place. */
   db?: string;
+  /** The time the app decides by (test-clock.ts); the real clock when absent. */
+  clock?: Clock;
 }
 
 const CONSOLE_DIR = fileURLToPath(new URL('../../dist/console/', import.meta.url));
@@ -42,8 +45,11 @@ export async function startAppServer(options: AppServerOptions = {}): Promise<Ap
   let store: Store | undefined;
   try {
     store = await openStore(database.connectWith, storeOptions(config));
-    const app = await buildApp(store, config, { logStream: { write: (line) => void (output += line) } });
-    const sweeper = startSweeper(store, config, app.log);
+    const app = await buildApp(store, config, {
+      logStream: { write: (line) => void (output += line) },
+      ...(options.clock && { clock: options.clock }),
+    });
+    const sweeper = startSweeper(store, config, app.log, app.clock);
     const url = await app.listen({ host: config.host, port: 0 });
     const origin = new URL(url).origin;
     injectors.set(origin, injector(app, origin));

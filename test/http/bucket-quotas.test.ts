@@ -4,6 +4,7 @@ import { exportFile } from '../helpers/export-file.js';
 import { type Answer, call, createBucket, expectError, json } from '../helpers/http.js';
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
 import { recountUsage } from '../helpers/usage.js';
+import { testClock } from '../helpers/test-clock.js';
 
 /**
  * Per-bucket quotas. Usage is keys and bytes (each key's and value's length);
@@ -15,8 +16,13 @@ const MAX_KEYS = 5;
 const MAX_BYTES = 200;
 
 let server: AppServer;
+// The server's time: a TTL runs out when a test moves it on.
+const clock = testClock();
 beforeAll(async () => {
-  server = await startAppServer({ config: { maxKeysPerBucket: MAX_KEYS, maxBytesPerBucket: MAX_BYTES, sweepIntervalSeconds: 1 } });
+  server = await startAppServer({
+    config: { maxKeysPerBucket: MAX_KEYS, maxBytesPerBucket: MAX_BYTES, sweepIntervalSeconds: 1 },
+    clock: clock.now,
+  });
 });
 afterAll(async () => {
   await server?.stop();
@@ -116,9 +122,9 @@ describe(`per-bucket quotas (${TEST_BACKEND})`, () => {
     const bucket = await createBucket(server.api, { secret_key: 'admin', write_key: 'w' });
     for (let i = 0; i < MAX_KEYS; i++) expect((await put(bucket, `e${i}`, 'x', i === 0 ? '?ttl=1' : '')).status).toBe(200);
     expectOverQuota(await put(bucket, 'new', 'x'), /keys/);
-    // The sweeper runs every second; an expired key counts until it is removed.
-    for (let i = 0; i < 100 && (await usage(bucket)).keys === MAX_KEYS; i++) await new Promise((r) => setTimeout(r, 100));
-    expect(await usage(bucket)).toEqual({ keys: MAX_KEYS - 1, bytes: (MAX_KEYS - 1) * 3 });
+    clock.advance(1000);
+    // An expired key counts until it is removed. The event: the next sweep (every second) has removed it.
+    await expect.poll(() => usage(bucket), { timeout: 15_000, interval: 100 }).toEqual({ keys: MAX_KEYS - 1, bytes: (MAX_KEYS - 1) * 3 });
     expect((await put(bucket, 'new', 'x')).status).toBe(200);
   });
 

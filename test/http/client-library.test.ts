@@ -354,13 +354,21 @@ describe('watch', () => {
     const kv = await newBucket();
     await kv.set('k', 'v');
     const file = await collect(await kv.export());
+    const seen: string[] = [];
     const feed = (async () => {
-      for await (const _ of kv.watch()) {
-        // none expected before the reset
-      }
+      for await (const change of kv.watch()) seen.push(change.key);
     })().catch((e: unknown) => e);
-    // Give the watch a moment to connect before the import resets it.
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // The event: the watch is connected once it delivers a write made after it started (written
+    // again until one arrives, since a feed from now has nothing written before it connected).
+    await expect
+      .poll(
+        async () => {
+          await kv.set('ready', 'x');
+          return seen.length;
+        },
+        { timeout: 15_000, interval: 100 },
+      )
+      .toBeGreaterThan(0);
     await kv.import(file);
     const err = await feed;
     expect(err).toBeInstanceOf(WatchResetError);

@@ -152,6 +152,8 @@ describe(`history hardening (${TEST_BACKEND})`, () => {
       const url = `${server.api}/${bucket}/`;
       const written = await call(`${url}e/k?ttl=1`, { method: 'PUT', body: 'short-lived' });
       expect(written.status).toBe(200);
+      // On the real clock, not a test clock: a revision's time is the one the store stamps it with
+      // (the real time), and the next revision must come after the expiry. One second, bounded.
       await expect.poll(async () => (await call(`${url}e/k`)).status, { timeout: 10_000, interval: 100 }).toBe(404);
       // Deletes only absent keys: takes a revision, changes no key.
       const txn = await call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: [{ delete: 'absent' }] }) });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_BACKEND } from '../helpers/backend.js';
 import { type Answer, call, createBucket, expectError, json } from '../helpers/http.js';
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
+import { testClock } from '../helpers/test-clock.js';
 
 /** A key's value as the test's own model holds it: its type and its text. */
 interface Value {
@@ -117,9 +118,10 @@ async function randomWrites(api: string, seed: number, count = 2000): Promise<St
 
 describe(`history: reads at a revision, key history, rollback (${TEST_BACKEND})`, () => {
   let server: AppServer;
+  const clock = testClock();
   beforeAll(async () => {
-    // Expired keys are swept every second (the expiry test waits for it).
-    server = await startAppServer({ config: { sweepIntervalSeconds: 1 } });
+    // Expired keys are swept every second (the expiry test moves the clock, then waits for the sweep).
+    server = await startAppServer({ config: { sweepIntervalSeconds: 1 }, clock: clock.now });
   });
   afterAll(async () => {
     await server?.stop();
@@ -269,23 +271,24 @@ describe(`history: reads at a revision, key history, rollback (${TEST_BACKEND})`
     expectError(await call(`${url}?rev=x`), 400, 'bad_request');
   });
 
-  it('an expired key: history shows the expiry; the revision before it still reads the value', { timeout: 60_000 }, async () => {
+  it('an expired key: history shows the expiry; the revision before it still reads the value', async () => {
     const bucket = await createBucket(server.api, { default_ttl: '0' });
     const url = `${server.api}/${bucket}/`;
-    const set = await call(`${url}e?ttl=1`, { method: 'PUT', body: 'soon', headers: { 'content-type': 'text/plain' } });
+    // The write's revision is stamped with the real time: the key must still be live then (a
+    // minute's TTL leaves a slow machine room between this line and the write's commit).
+    clock.set(Date.now());
+    const set = await call(`${url}e?ttl=60`, { method: 'PUT', body: 'soon', headers: { 'content-type': 'text/plain' } });
     const rev = revisionOf(set);
-    // The sweeper (every second here) removes the key once it has expired: an `expire` change.
-    const deadline = Date.now() + 45_000;
-    let expired: Record<string, unknown> | undefined;
-    while (!expired && Date.now() < deadline) {
-      const h = await call(`${url}e?history=true`);
-      expired = h.text
+    clock.advance(60_000);
+    // The event: the next sweep (every second here) has removed the expired key, an `expire` change.
+    const expiry = async () =>
+      (await call(`${url}e?history=true`)).text
         .split('\n')
         .filter(Boolean)
         .map((l) => JSON.parse(l) as Record<string, unknown>)
         .find((l) => l.operation === 'expire');
-      if (!expired) await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    await expect.poll(expiry, { timeout: 15_000, interval: 100 }).toBeDefined();
+    const expired = await expiry();
     expect(expired).toMatchObject({ type: null, size: null });
     expectError(await call(`${url}e?rev=${Number(expired!.rev)}`), 404, 'not_found');
     const then = await call(`${url}e?rev=${rev}`);
@@ -342,9 +345,10 @@ describe(`history: reads at a revision, key history, rollback (${TEST_BACKEND})`
 
 describe(`history retention: pruning keeps the state at the floor (${TEST_BACKEND})`, () => {
   let server: AppServer;
+  const clock = testClock();
   beforeAll(async () => {
-    // A one-second window pruned every second: the floor rises while the test waits for it.
-    server = await startAppServer({ config: { watchRetentionSeconds: 1, sweepIntervalSeconds: 1 } });
+    // A one-second window pruned every second: the floor rises once the test moves the clock past it.
+    server = await startAppServer({ config: { watchRetentionSeconds: 1, sweepIntervalSeconds: 1 }, clock: clock.now });
   });
   afterAll(async () => {
     await server?.stop();
@@ -355,15 +359,12 @@ describe(`history retention: pruning keeps the state at the floor (${TEST_BACKEN
     const url = `${server.api}/${bucket}/`;
     const steps = await randomWrites(url, 7, 300);
     const last = Math.max(...steps.map((s) => s.revision));
-    // Wait (event-driven, generous bound) until pruning has raised the floor past most writes.
+    // Every write is now more than the retention old: changes are stamped with the real time, and
+    // the server's is one second past it. The event: the next prune (every second) has raised the floor.
+    clock.set(Date.now() + 1000);
     const floorOf = async () => Number((await call(`${server.api}/${bucket}`)).headers.get('kvb-history-floor'));
-    const deadline = Date.now() + 90_000;
-    let floor = await floorOf();
-    while (floor < last && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      floor = await floorOf();
-    }
-    expect(floor).toBe(last);
+    await expect.poll(floorOf, { timeout: 15_000, interval: 100 }).toBe(last);
+    const floor = await floorOf();
     for (const revision of [floor, Math.floor((floor + last) / 2)])
       expect(await listAll(url, `rev=${revision}`)).toEqual(replay(steps, revision));
     const below = await call(`${url}a/k1?rev=${floor - 1}`);

@@ -1,12 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Answer, call, createBucket, expectError, json } from '../helpers/http.js';
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
+import { testClock } from '../helpers/test-clock.js';
 
 /** Revisions, ETags, conditional requests and transaction checks, over real HTTP on every backend. */
 let server: AppServer;
+// The server's time: a TTL runs out when a test moves it on.
+const clock = testClock();
 
 beforeAll(async () => {
-  server = await startAppServer();
+  server = await startAppServer({ clock: clock.now });
 });
 afterAll(async () => {
   await server.stop();
@@ -124,7 +127,7 @@ describe('Conditional writes (If-Match / If-None-Match)', () => {
     expect(again.headers.get('etag')).toBe('"1"');
     expect((await b.put('k', 'v2', { 'if-match': '*' })).status).toBe(200);
     await call(`${b.url('short')}?ttl=1`, { method: 'PUT', body: 'x' });
-    await new Promise((resolve) => setTimeout(resolve, 1100));
+    clock.advance(1000);
     expect((await b.put('short', 'y', { 'if-none-match': '*' })).status).toBe(200);
   });
 

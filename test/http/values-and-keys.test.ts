@@ -1,14 +1,17 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket, expectError } from '../helpers/http.js';
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
 import { storedKeys } from '../helpers/server.js';
+import { testClock } from '../helpers/test-clock.js';
 
 let server: AppServer;
 let bucket: string;
 let url: (key: string) => string;
+// The server's time: TTLs run out when a test moves it, never while a slow machine runs the file.
+const clock = testClock();
 
 beforeAll(async () => {
-  server = await startAppServer();
+  server = await startAppServer({ clock: clock.now });
   bucket = await createBucket(server.api);
   url = (key) => `${server.api}/${bucket}/${key}`;
 });
@@ -199,14 +202,14 @@ describe('Read key, HEAD and DELETE', () => {
 
 describe('TTL on set', () => {
   it('?ttl sets the expiry, shown in Kvb-Expires-At', async () => {
-    const before = Date.now();
+    const before = clock.now();
     await set('ttl?ttl=100', 'x');
     const expires = Date.parse((await call(url('ttl'))).headers.get('kvb-expires-at')!);
     expect(expires).toBeGreaterThanOrEqual(before + 99_000);
-    expect(expires).toBeLessThanOrEqual(Date.now() + 101_000);
+    expect(expires).toBeLessThanOrEqual(clock.now() + 101_000);
   });
   it('without ?ttl the bucket default (604800 s) applies; ttl=0 means no expiry', async () => {
-    const before = Date.now();
+    const before = clock.now();
     await set('default-ttl', 'x');
     const expires = Date.parse((await call(url('default-ttl'))).headers.get('kvb-expires-at')!);
     expect(expires).toBeGreaterThanOrEqual(before + 604_800_000 - 1000);
@@ -225,20 +228,14 @@ describe('TTL on set', () => {
     await set('refresh?ttl=5', 'x');
     await set('refresh', 'y');
     const expires = Date.parse((await call(url('refresh'))).headers.get('kvb-expires-at')!);
-    expect(expires).toBeGreaterThan(Date.now() + 600_000_000);
+    expect(expires).toBeGreaterThan(clock.now() + 600_000_000);
   });
 });
 
 describe('TTL expiry (short TTLs)', () => {
-  // The server runs in this process and reads the time from Date: the clock is moved past the
-  // expiry instead of waiting for it (timers, sockets and the sweeper's schedule stay real).
-  beforeEach(() => {
-    vi.useFakeTimers({ toFake: ['Date'] });
-  });
-  afterEach(() => {
-    vi.useRealTimers();
-  });
-  const passSeconds = (seconds: number) => vi.setSystemTime(Date.now() + seconds * 1000);
+  // The server's clock is moved past the expiry instead of waiting for it (timers, sockets and the
+  // sweeper's schedule stay real).
+  const passSeconds = (seconds: number) => clock.advance(seconds * 1000);
 
   it('an expired key is invisible at once to GET, HEAD, list and DELETE', { timeout: 15_000 }, async () => {
     await set('expiring?ttl=1', 'x');
@@ -253,12 +250,13 @@ describe('TTL expiry (short TTLs)', () => {
     expect((await call(url('expiring-counter'), { method: 'PATCH', body: '+1' })).text).toBe('1');
   });
   it('the background sweep deletes expired keys', { timeout: 20_000 }, async () => {
-    const sweeping = await startAppServer({ config: { sweepIntervalSeconds: 1 } });
+    const sweepClock = testClock();
+    const sweeping = await startAppServer({ config: { sweepIntervalSeconds: 1 }, clock: sweepClock.now });
     try {
       const b = await createBucket(sweeping.api);
       await call(`${sweeping.api}/${b}/gone?ttl=1`, { method: 'POST', body: 'x' });
       await call(`${sweeping.api}/${b}/kept?ttl=0`, { method: 'POST', body: 'x' });
-      passSeconds(2);
+      sweepClock.advance(2000);
       // The next sweep (every second) removes it; the store's count includes expired rows until then.
       await expect.poll(() => sweeping.store.maintenance.countEntries(), { timeout: 15_000, interval: 100 }).toBe(1);
       await sweeping.stop({ keepData: true });

@@ -1,7 +1,8 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { SHARED_CACHE_MAX_AGE_MS } from '../../src/server/app.js';
 import { BucketCache } from '../../src/server/bucket-cache.js';
 import type { BucketRecord, Store } from '../../src/store/store.js';
+import { type TestClock, testClock } from '../helpers/test-clock.js';
 
 const record = (changes: Partial<BucketRecord> = {}): BucketRecord => ({
   id: 'b',
@@ -31,46 +32,44 @@ function fakeStore() {
 }
 
 describe('bucket cache on a shared store', () => {
-  // The max age is measured with Date.now: a faked clock makes "after the max age" exact instead
-  // of a sleep that a loaded machine can stretch past the next deadline.
+  // The max age is measured on the cache's clock: a test clock makes "after the max age" exact
+  // instead of a sleep that a loaded machine can stretch past the next deadline.
+  let clock: TestClock;
   beforeEach(() => {
-    vi.useFakeTimers({ toFake: ['Date'] });
-  });
-  afterEach(() => {
-    vi.useRealTimers();
+    clock = testClock();
   });
 
   // The bound docs/scale-out.md promises: another instance's change is seen within 1 s.
   it('reloads the record after the shared-store max age, so another instance’s change shows within it', async () => {
     expect(SHARED_CACHE_MAX_AGE_MS).toBe(1000);
     const { store, state } = fakeStore();
-    const cache = new BucketCache(store, SHARED_CACHE_MAX_AGE_MS);
+    const cache = new BucketCache(store, SHARED_CACHE_MAX_AGE_MS, undefined, clock.now);
     expect((await cache.get('b'))?.record.readKeyHash).toBe('h-read');
     state.current = record({ readKeyHash: 'h-read-2' });
-    vi.advanceTimersByTime(SHARED_CACHE_MAX_AGE_MS - 1);
+    clock.advance(SHARED_CACHE_MAX_AGE_MS - 1);
     expect((await cache.get('b'))?.record.readKeyHash).toBe('h-read');
-    vi.advanceTimersByTime(1);
+    clock.advance(1);
     expect((await cache.get('b'))?.record.readKeyHash).toBe('h-read-2');
     state.current = undefined;
-    vi.advanceTimersByTime(SHARED_CACHE_MAX_AGE_MS);
+    clock.advance(SHARED_CACHE_MAX_AGE_MS);
     expect(await cache.get('b')).toBeUndefined();
   });
 
   it('keeps verification results across a reload only while the fields they depend on are unchanged', async () => {
     const { store, state } = fakeStore();
-    const cache = new BucketCache(store, 10);
+    const cache = new BucketCache(store, 10, undefined, clock.now);
     const first = (await cache.get('b'))!;
     first.keyRoles.set('digest', new Set(['read']));
     first.wrongCredentials.set('guess', new Set());
     first.tokens.set('token', null);
-    vi.advanceTimersByTime(10);
+    clock.advance(10);
     state.current = record({ defaultTtl: 60, signingKeyGeneration: 1 });
     const second = (await cache.get('b'))!;
     expect(second).not.toBe(first);
     expect(second.keyRoles.get('digest')).toEqual(new Set(['read']));
     expect(second.wrongCredentials.has('guess')).toBe(true);
     expect(second.tokens.has('token')).toBe(true);
-    vi.advanceTimersByTime(10);
+    clock.advance(10);
     state.current = record({ readKeyHash: 'h-read-2', signingKey: 'sign-2' });
     const third = (await cache.get('b'))!;
     expect(third.keyRoles.size).toBe(0);

@@ -39,6 +39,13 @@ describe('temporary tokens', () => {
     });
     expect(await verifyToken(token, 'another key', { expired: true })).toBeUndefined();
   });
+  it('are checked at the time given (the server’s clock): expired from exp on, and not issued more than a minute ahead', async () => {
+    const token = await mintToken(key, claims, 60, 1_700_000_000);
+    expect(await verifyToken(token, key, { now: 1_700_000_059_999 })).toMatchObject({ exp: 1_700_000_060 });
+    expect(await verifyToken(token, key, { now: 1_700_000_060_000 })).toBeUndefined();
+    expect(await verifyToken(token, key, { now: 1_700_000_060_000, expired: true })).toMatchObject({ exp: 1_700_000_060 });
+    expect(await verifyToken(token, key, { now: 1_699_999_939_999 })).toBeUndefined();
+  });
   it('refuse alg none and other algorithms', async () => {
     const good = decodeJwt(await mintToken(key, claims, 60));
     const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Store } from '../../store/store.js';
+import type { Clock } from '../clock.js';
 import { STORE_OPS, type StoreOp, timedStore } from '../../store/timed-store.js';
 import { VERSION } from '../../version.js';
 import type { RequestLogController } from '../request-log-controller.js';
@@ -14,7 +15,7 @@ const STORE_BOUNDS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
  * storage latency by operation, entry cache and connection pool, and process defaults.
  * Returns the registry and the store to serve with: the same store, timed per operation.
  */
-export function setupMetrics(logs: RequestLogController, store: Store): { registry: Registry; store: Store } {
+export function setupMetrics(logs: RequestLogController, store: Store, clock: Clock): { registry: Registry; store: Store } {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   // prom-client names three gauges `_total`, which Prometheus keeps for counters (promtool check
@@ -39,7 +40,7 @@ export function setupMetrics(logs: RequestLogController, store: Store): { regist
     help: 'Keys stored, expired ones not yet swept included (refreshed at most every 15 s)',
     registers: [registry],
     async collect() {
-      if (Date.now() - keyCount.at > KEY_COUNT_MAX_AGE_MS) keyCount = { value: await store.maintenance.countEntries(), at: Date.now() };
+      if (clock() - keyCount.at > KEY_COUNT_MAX_AGE_MS) keyCount = { value: await store.maintenance.countEntries(), at: clock() };
       this.set(keyCount.value);
     },
   });

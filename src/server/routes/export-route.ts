@@ -24,7 +24,7 @@ export const MAX_CONCURRENT_EXPORTS = 4;
  * as NDJSON from one consistent snapshot, streamed at the client's pace (see values/export-format.ts).
  */
 export async function exportBucket(
-  { store, buckets, transfers }: ServerContext,
+  { store, buckets, transfers, clock }: ServerContext,
   streams: ResponseStreams,
   request: FastifyRequest,
   reply: FastifyReply,
@@ -47,7 +47,7 @@ export async function exportBucket(
   transfers.exports++;
   reply.raw.once('close', () => transfers.exports--);
 
-  const now = Date.now();
+  const now = clock();
   // `rev=N`: the bucket as it was at revision N, read from history.
   const opened =
     pastRevision === undefined

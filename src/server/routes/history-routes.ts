@@ -9,6 +9,7 @@ import { checkKey } from '../../values/keys.js';
 import { valueAsJson } from '../../values/list-format.js';
 import { actorOf, authorize, openBucket } from '../access-control.js';
 import type { CachedBucket } from '../bucket-cache.js';
+import type { Clock } from '../clock.js';
 import type { ServerContext } from '../server-context.js';
 import { booleanParam, bucketIdOf, optionalInteger, queryOf, singleParam } from '../request-input.js';
 import { HISTORY_PAGE_DEFAULT, HISTORY_PAGE_MAX } from '../../limits.js';
@@ -54,6 +55,7 @@ export function pastValue<T>(read: PastRead<T>, revision: number, reply?: Fastif
  */
 export async function readPast(
   store: Store,
+  clock: Clock,
   request: FastifyRequest,
   reply: FastifyReply,
   bucket: CachedBucket,
@@ -66,7 +68,7 @@ export async function readPast(
   if (booleanParam(query, 'history')) return historyPage(store, request, reply, bucketId, key, actorFilter(request, bucket, principal));
   const revision = revisionParam(request);
   // `history=false` without `rev`: the present, as if neither were given.
-  if (revision === undefined) return answer(await store.getEntry(bucketId, key, Date.now()));
+  if (revision === undefined) return answer(await store.getEntry(bucketId, key, clock()));
   const entry = pastValue(await store.history.readAt(bucketId, key, revision), revision, reply);
   return answer(entry);
 }
@@ -192,7 +194,7 @@ export function isRollbackRequest(request: FastifyRequest): boolean {
  * revision made (or, dry run, that would be rolled back from), and each key changed.
  */
 export async function rollbackRoute(
-  { store, buckets }: ServerContext,
+  { store, buckets, clock }: ServerContext,
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<FastifyReply> {
@@ -206,7 +208,7 @@ export async function rollbackRoute(
   // What its answer reveals and what it does (access.ts); a token's reach is checked on the prefix
   // itself (inside its own, see rollbackPrefix).
   for (const op of rollbackOperations(dryRun)) authorize(bucket, principal, op, principal.kind === 'token' ? prefix : undefined);
-  const now = Date.now();
+  const now = clock();
   const bucketId = bucket.record.id;
   const outcome = dryRun
     ? await planRollback(store, bucketId, target, prefix, now)

@@ -32,7 +32,7 @@ function atLine(number: number, err: unknown): unknown {
  * Any failure leaves the bucket untouched.
  */
 export async function importRoute(
-  { store, buckets, config, transfers }: ServerContext,
+  { store, buckets, config, transfers, clock }: ServerContext,
   request: FastifyRequest,
   reply: FastifyReply,
   body: Readable,
@@ -63,7 +63,7 @@ export async function importRoute(
   let staging: ImportStaging | undefined;
   try {
     staging = await store.beginImport(bucket.record.id);
-    const now = Date.now();
+    const now = clock();
     const hash = createHash('sha256');
     let imported = 0;
     let skipped = 0;

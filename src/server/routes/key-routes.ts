@@ -20,7 +20,7 @@ import { MAX_TTL_SECONDS } from '../../limits.js';
  * The key is taken from the raw URL and percent-decoded exactly once. Bodies are read raw,
  * whatever their Content-Type (none included), and never past the value limit.
  */
-export async function keyRoutes(app: FastifyInstance, { store, buckets, config }: ServerContext): Promise<void> {
+export async function keyRoutes(app: FastifyInstance, { store, buckets, config, clock }: ServerContext): Promise<void> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: config.maxValueBytes }, (_request, body, done) => done(null, body));
   // Fastify's own words for a body past the limit ("Request body is too large") name no limit;
@@ -68,8 +68,8 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     wantsCreateRevision(request.headers['kvb-include']);
     // History: `rev=N` or `history=true` reads the past; without them nothing changes.
     if (asksForPast(request))
-      return readPast(store, request, reply, bucket, principal, key, (entry) => answerRead(request, reply, ifMatch, entry));
-    const now = Date.now();
+      return readPast(store, clock, request, reply, bucket, principal, key, (entry) => answerRead(request, reply, ifMatch, entry));
+    const now = clock();
     if (store.getEntryNow) return answerRead(request, reply, ifMatch, store.getEntryNow(bucket.record.id, key, now));
     return store.getEntry(bucket.record.id, key, now).then((entry) => answerRead(request, reply, ifMatch, entry));
   }
@@ -119,7 +119,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     const condition = conditionFor(request, bucket, principal, key);
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
     const value = inferValue(body, request.headers['content-type']);
-    const now = Date.now();
+    const now = clock();
     const expiresAt = expiryFor(ttl ?? bucket.record.defaultTtl, now);
     const actor = actorOf(principal, request);
     const written = await store.write(bucket.record.id, { op: 'set', key, value, expiresAt, now, condition, actor });
@@ -136,7 +136,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     authorize(bucket, principal, 'delete', key);
     const condition = conditionFor(request, bucket, principal, key);
     const actor = actorOf(principal, request);
-    const outcome = await store.write(bucket.record.id, { op: 'delete', key, now: Date.now(), condition, actor });
+    const outcome = await store.write(bucket.record.id, { op: 'delete', key, now: clock(), condition, actor });
     if (isRefusal(outcome)) throw refusalError(outcome);
     if (!outcome.deleted) throw new KvbError('not_found', 'no such key');
     return reply.code(204).header('kvb-revision', String(outcome.revision)).send();
@@ -150,7 +150,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config }
     const delta = parseDelta(body);
     if (!delta) throw badRequest('delta must be +N or -N with N a decimal number');
     const condition = conditionFor(request, bucket, principal, key);
-    const now = Date.now();
+    const now = clock();
     // Without ?ttl a counter keeps its key's expiry; a key it creates gets the bucket's default.
     const expiresAt = expiryFor(ttl ?? bucket.record.defaultTtl, now);
     const keepExpiry = ttl === undefined;

@@ -37,7 +37,7 @@ const compareKeys = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buf
 
 /** `GET /api/v1/{bucket}/`: keys (and values) in byte order, streamed page by page, continued by cursor. */
 export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promise<void> {
-  const { store, buckets, config } = ctx;
+  const { store, buckets, config, clock } = ctx;
   const streams = new ResponseStreams(config.maxStreamedResponses, config.stalledReaderTimeoutSeconds * 1000);
   app.get('/api/v1/:bucket/', { schema: bucketSchemas.list }, async (request, reply) => {
     const query = queryOf(request);
@@ -82,7 +82,7 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
     const pageRows = withValues ? VALUE_PAGE_ROWS : KEY_PAGE_ROWS;
     // History: `rev=N` lists the bucket as it was at revision N.
     const pastRevision = revisionParam(request);
-    const now = Date.now();
+    const now = clock();
     const read = async (after: string | undefined, offset: number, rows: number, only: ListColumns = columns) => {
       const q = { prefix, reverse, columns: only, offset, limit: rows, ...(after !== undefined && { after }) };
       if (pastRevision === undefined) return store.listEntries(bucketId, q, now);

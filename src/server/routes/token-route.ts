@@ -11,7 +11,7 @@ import { bucketSchemas } from './bucket-schemas.js';
 import { MAX_TTL_SECONDS, PERMISSIONS } from '../../limits.js';
 
 /** `POST /api/v1/{bucket}/tokens/` (form): mints a JWT limited to a prefix and permissions. */
-export async function tokenRoute(app: FastifyInstance, { buckets }: ServerContext): Promise<void> {
+export async function tokenRoute(app: FastifyInstance, { buckets, clock }: ServerContext): Promise<void> {
   app.removeAllContentTypeParsers();
   await app.register(formbody, { bodyLimit: 16 * 1024 });
 
@@ -35,6 +35,7 @@ export async function tokenRoute(app: FastifyInstance, { buckets }: ServerContex
       tokenKey(signingKey, tokenSalt),
       { bucket: id, prefix, permissions, generation: signingKeyGeneration, id: tokenId },
       ttl,
+      Math.floor(clock() / 1000),
     );
     return { access_token: token, id: tokenId };
   });

@@ -190,7 +190,7 @@ function resultsBody(revision: number, results: OpResult[]): string {
 
 /** `POST /api/v1/{bucket}` with `{"txn":[…]}`: every operation is checked first, then all commit together. */
 export async function transactionRoute(app: FastifyInstance, ctx: ServerContext): Promise<void> {
-  const { store, buckets } = ctx;
+  const { store, buckets, clock } = ctx;
   // The body stays text: values are stored as the exact JSON the client wrote.
   app.removeAllContentTypeParsers();
   const bodyLimit = txnBodyLimit(ctx.config.maxValueBytes);
@@ -250,7 +250,7 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       if (list.kind !== 'array') throw badRequest('txn must be an array');
       if (list.items.length === 0) throw badRequest('txn is empty');
       if (list.items.length > MAX_TXN_OPS) throw badRequest(`txn has more than ${MAX_TXN_OPS} operations`);
-      const now = Date.now();
+      const now = clock();
       const ops = list.items.map((node, i) => parseOperation(node, `txn[${i}]`, bucket.record.defaultTtl, now, ctx.config.maxValueBytes));
       // Before any work: prefix deletes that repeat or overlap would list the same keys again.
       checkPrefixDeletes(ops);

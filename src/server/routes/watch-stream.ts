@@ -39,7 +39,11 @@ function streamFormat(request: FastifyRequest): 'sse' | 'jsonl' {
 }
 
 /** `GET /api/v1/{bucket}/?watch=true`: the live change feed of a prefix (see watch-hub.ts). */
-export async function watchStream(request: FastifyRequest, reply: FastifyReply, { buckets, config, watch }: ServerContext): Promise<void> {
+export async function watchStream(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  { buckets, config, watch, clock }: ServerContext,
+): Promise<void> {
   const query = queryOf(request);
   const format = streamFormat(request);
   const requestedPrefix = singleParam(query, 'prefix') ?? '';
@@ -94,7 +98,7 @@ export async function watchStream(request: FastifyRequest, reply: FastifyReply, 
     deliver(revision, changes) {
       if (ended || changes.length === 0) return;
       // A change committed after the token's exp is never sent on it, however late the timer runs.
-      if (expiresAt !== undefined && Date.now() >= expiresAt) return watcher.close(EXPIRED);
+      if (expiresAt !== undefined && clock() >= expiresAt) return watcher.close(EXPIRED);
       if (started && raw.writableLength > MAX_WATCH_BUFFER_BYTES) {
         end('reset', JSON.stringify({ type: 'reset', rev: revision, reason: 'slow consumer: the stream fell too far behind' }));
         return;
@@ -165,7 +169,7 @@ export async function watchStream(request: FastifyRequest, reply: FastifyReply, 
     watch.unregister(watcher);
   });
   // (Past a timer's longest delay, about 24.8 days, the once-a-second re-check ends it instead.)
-  const untilExpiry = expiresAt === undefined ? undefined : Math.max(0, expiresAt - Date.now());
+  const untilExpiry = expiresAt === undefined ? undefined : Math.max(0, expiresAt - clock());
   if (untilExpiry !== undefined && untilExpiry < 2 ** 31 - 1) timers.push(setTimeout(() => watcher.close(EXPIRED), untilExpiry));
   timers.push(
     setInterval(() => {
