@@ -4,7 +4,11 @@ import { Client } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { call, createBucket } from '../helpers/http.js';
 import { rawSocket, readUntilEnd } from '../helpers/raw-socket.js';
+import { DEFAULT_SERVER_CONFIG } from '../../src/server/server-config.js';
 import { startServer } from '../helpers/server.js';
+
+/** The drain under test is kvb serve's own: its default idle grace (test servers otherwise get 1 ms). */
+const SERVE_DRAIN = { env: { KVB_DRAIN_IDLE_GRACE_MS: String(DEFAULT_SERVER_CONFIG.drainIdleGraceMs) } };
 import { logged } from '../helpers/logged.js';
 
 /**
@@ -24,7 +28,7 @@ describe('SIGTERM drains: every request received is answered, none is reset', ()
   it('32 keep-alive writers through SIGTERM: no reset mid-request, every 2xx write present after restart', {
     timeout: 90_000,
   }, async () => {
-    const server = await startServer();
+    const server = await startServer(SERVE_DRAIN);
     const bucket = await createBucket(server.api);
     const origin = new URL(server.url).origin;
     let signalled = false;
@@ -129,7 +133,7 @@ describe('SIGTERM drains: every request received is answered, none is reset', ()
   });
 
   it("a request pipelined behind the drain's last answer is neither answered nor applied", { timeout: 60_000 }, async () => {
-    const server = await startServer();
+    const server = await startServer(SERVE_DRAIN);
     const bucket = await createBucket(server.api);
     const socket = await rawSocket(server);
     const ended = readUntilEnd(socket, 30_000);
