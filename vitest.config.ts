@@ -39,6 +39,9 @@ export default defineConfig({
   test: {
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    // expect.poll waits for an event (a page showing a result, a sweep having run); 1 s, vitest's
+    // default, is too short on two busy cores (a console test lost its status line under load).
+    expect: { poll: { timeout: 10_000 } },
     // Black-box suites spawn real servers; two cores, so keep parallelism modest.
     maxWorkers: 4,
     projects: [
