@@ -11,11 +11,8 @@ import { KVB_BIN, type RunningServer, startServer } from '../helpers/server.js';
 /** `kvb db …` opens the storage itself: no server, no client configuration. */
 const db = (args: string[]) => execa('node', [KVB_BIN, 'db', ...args], { reject: false, env: { KVB_DB: '' } });
 const bearer = (credential: string) => ({ authorization: `Bearer ${credential}` });
-/**
- * A server on `db`. Each is stopped only once its clients are done, so its drain need not give the
- * idle keep-alive connections of this process the default second to send another request.
- */
-const serve = (db: string) => startServer({ db, env: { KVB_DRAIN_IDLE_GRACE_MS: '1' } });
+/** A server on `db`. */
+const serve = (db: string) => startServer({ db });
 
 let dir: string;
 let sqliteFile: string;

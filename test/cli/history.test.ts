@@ -7,14 +7,11 @@ let server: RunningServer;
 let bucket: string;
 const SECRET = 'cli-history-secret';
 
-/** Servers here are stopped once their clients are done: their drain need not give idle connections a second. */
-const QUICK_DRAIN = { KVB_DRAIN_IDLE_GRACE_MS: '1' };
-
 const run = (args: string[], options: CliOptions = {}) =>
   kvb(args, { ...options, env: { KVB_URL: server.url, KVB_BUCKET: bucket, KVB_TOKEN: SECRET, ...options.env } });
 
 beforeAll(async () => {
-  server = await startServer({ env: QUICK_DRAIN });
+  server = await startServer();
   bucket = await createBucket(server.api, { secret_key: SECRET, default_ttl: '0' });
 });
 afterAll(async () => {
@@ -134,7 +131,7 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
 
   it('below the floor: bucket show names the floor, a revision below it exits 7', { timeout: 120_000 }, async () => {
     // History bounded to one byte and compacted every second: the floor soon rises to the bucket's revision.
-    const bounded = await startServer({ args: ['--max-history-bytes-per-bucket', '1', '--sweep-interval', '1'], env: QUICK_DRAIN });
+    const bounded = await startServer({ args: ['--max-history-bytes-per-bucket', '1', '--sweep-interval', '1'] });
     try {
       const id = await createBucket(bounded.api, { secret_key: SECRET, default_ttl: '0' });
       const runThere = (args: string[], options: CliOptions = {}) =>

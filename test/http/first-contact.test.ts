@@ -16,12 +16,6 @@ import { latencies, percentile } from '../helpers/latency.js';
  * connections would share the server's event loop (500 at once were reset there).
  */
 
-/**
- * Every server here is stopped once its clients are done, so its drain need not give the idle
- * keep-alive connections of this process the default second to send another request.
- */
-const QUICK_DRAIN = { KVB_DRAIN_IDLE_GRACE_MS: '1' };
-
 interface Reply {
   status: number;
   retryAfter: string | undefined;
@@ -42,7 +36,7 @@ function getFrom(localAddress: string, url: string, token: string): Promise<Repl
 
 describe(`first contact under load (${TEST_BACKEND})`, () => {
   it('64 new buckets, each first used with its fresh key, all at once: every one is answered, none 429', { timeout: 120_000 }, async () => {
-    const server = await startServer({ env: QUICK_DRAIN });
+    const server = await startServer();
     try {
       // One key a bucket keeps creation (one scrypt run per key) short. Creating a bucket verifies
       // nothing: the request below is each key's first use.
@@ -71,7 +65,7 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
     beforeAll(async () => {
       // A queue allowance per address short enough that 500 guesses are refused on any machine
       // (one scrypt run would have to take under 24 ms), long enough that a queue is left to be fair about.
-      server = await startServer({ args: ['--verification-wait', '6'], env: QUICK_DRAIN });
+      server = await startServer({ args: ['--verification-wait', '6'] });
       [flooded, quietBucket] = await Promise.all([
         createBucket(server.api, { read_key: 'flooded-reader' }),
         createBucket(server.api, { read_key: 'quiet-reader' }),
@@ -144,7 +138,7 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
   it('200 clients with the keys of 50 buckets reconnect to a freshly started server at once: all are answered', {
     timeout: 180_000,
   }, async () => {
-    const first = await startServer({ env: QUICK_DRAIN });
+    const first = await startServer();
     let second: RunningServer | undefined;
     try {
       // Each bucket has one key (its secret key, which reads and writes), used by four clients.
@@ -155,7 +149,7 @@ describe(`first contact under load (${TEST_BACKEND})`, () => {
         }),
       );
       await first.stop({ keepData: true });
-      second = await startServer({ db: first.db, env: QUICK_DRAIN });
+      second = await startServer({ db: first.db });
       const server = second;
       // Client c uses bucket c % 50, half of them reading, half writing, each on its own connection:
       // 50 credentials the new server has never verified, each presented by four clients at once.

@@ -22,7 +22,7 @@ const onSqlite = TEST_BACKEND === 'sqlite';
 // are done, so its drain need not give their idle connections the default second.
 let server: RunningServer;
 beforeAll(async () => {
-  if (onSqlite) server = await startServer({ env: { KVB_DRAIN_IDLE_GRACE_MS: '1' } });
+  if (onSqlite) server = await startServer();
 });
 afterAll(async () => {
   await server?.stop();

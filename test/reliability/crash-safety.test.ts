@@ -12,9 +12,6 @@ import { type RunningServer, startServer } from '../helpers/server.js';
  */
 describe.each(['normal', 'full'] as const)('crash safety (kill -9 under write load, --durability %s)', (durability) => {
   const args = ['--durability', durability];
-  // The last server is stopped once its clients are done: its drain need not give their idle
-  // connections the default second (the others are killed, with no drain at all).
-  const env = { KVB_DRAIN_IDLE_GRACE_MS: '1' };
   const dataDir = mkdtempSync(join(tmpdir(), 'kvb-crash-'));
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
@@ -24,7 +21,7 @@ describe.each(['normal', 'full'] as const)('crash safety (kill -9 under write lo
   });
 
   it('keeps every acknowledged write across three crashes', { timeout: 90_000 }, async () => {
-    server = await startServer({ dataDir, args, env });
+    server = await startServer({ dataDir, args });
     const bucket = await (await fetch(`${server.api}/`, { method: 'POST', body: new URLSearchParams({ email: 'crash@test' }) })).text();
     const ackedSets = new Map<string, string>();
     const ackedTxns: number[] = [];
@@ -74,7 +71,7 @@ describe.each(['normal', 'full'] as const)('crash safety (kill -9 under write lo
       await current.stop({ keepData: true, signal: 'SIGKILL' });
       running = false;
       await Promise.all(workers);
-      server = await startServer({ dataDir, args, env });
+      server = await startServer({ dataDir, args });
       expect((await fetch(`${server.url}/ready`)).status).toBe(200);
     }
 
