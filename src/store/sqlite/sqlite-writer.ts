@@ -2,7 +2,8 @@ import { actorFields } from '../change-row.js';
 import { applyBatch } from '../core/apply-batch.js';
 import type { ResultOf, WriteOp } from '../core/write-ops.js';
 import type { BatchResult, WriteView } from '../core/write-view.js';
-import { EntryCache } from '../entry-cache.js';
+import { EntryCache, Generations } from '../entry-cache.js';
+import type { EntryRow } from '../entry-row.js';
 import type { Actor } from '../history-types.js';
 import type { Quota, Usage } from '../quota.js';
 import { CHANGE_ROW_CHUNKS } from '../statements.js';
@@ -23,6 +24,10 @@ type PendingChange = [
   actorToken: string | null,
   actorAddress: string | null,
 ];
+
+/** The writer keeps up to this many rows it wrote (and their values' bytes), as the request thread's entry cache does. */
+const WRITTEN_ROWS = 25_000;
+const WRITTEN_ROW_BYTES = 16 * 1024 * 1024;
 
 /** A batch's bookkeeping could not be written: the whole batch fails (its writes' answers depend on it). */
 class BookkeepingFailure extends Error {
@@ -65,6 +70,18 @@ export class SqliteWriter {
   /** Cache ids of the keys the running batch writes: the request thread forgets them once it has committed. */
   private touched: string[] = [];
   private clearCache = false;
+  /**
+   * Rows as this thread last committed them (null: absent), so that a write to a key written
+   * before loads it without a SELECT: this thread is the file's only writer. The running batch's
+   * rows wait in `batchRows` (undefined: a write that set it was taken back, read the file) and
+   * join `writtenRows` when it commits; an import or bucket delete (`rowsUnknown`) makes the
+   * batch read the file and forget every row after it.
+   */
+  private readonly writtenRows = new Generations<EntryRow | null>(WRITTEN_ROWS, WRITTEN_ROW_BYTES, (row) => (row ? row.value.length : 0));
+  private batchRows = new Map<string, EntryRow | null | undefined>();
+  /** Cache ids of the rows the running write put in `batchRows`. */
+  private writeRows: string[] = [];
+  private rowsUnknown = false;
   /** The running batch's commit time (ms), the change log's `committed_at`. */
   batchNow = 0;
   /**
@@ -117,6 +134,7 @@ export class SqliteWriter {
         for (const request of requests) {
           this.bumps = [];
           this.usageUndo = [];
+          this.writeRows = [];
           this.changesMark = this.batchChanges.length;
           this.operationsMark = this.batchOperations.length;
           try {
@@ -135,10 +153,12 @@ export class SqliteWriter {
         }
       });
     } catch (error) {
-      // Nothing committed; every key the batch wrote is read afresh all the same.
+      // Nothing committed; every key the batch wrote is read afresh all the same, and read from the file.
+      this.rowsUnknown = true;
       return { outcomes: [], failed: sendError(error), touched, clearCache: this.clearCache, revisions: [] };
     } finally {
       this.touched = [];
+      this.keepRows();
       this.bumps = [];
       this.batchUsage = new Map();
       this.batchChanges = [];
@@ -154,6 +174,29 @@ export class SqliteWriter {
     return { outcomes, touched, clearCache: this.clearCache, revisions };
   }
 
+  /** After a batch: its committed rows join `writtenRows` (after a failed one, every row is forgotten). */
+  private keepRows(): void {
+    if (this.rowsUnknown) this.writtenRows.clear();
+    else
+      for (const [id, row] of this.batchRows) {
+        if (row === undefined) this.writtenRows.delete(id);
+        else this.writtenRows.set(id, row);
+      }
+    this.batchRows = new Map();
+    this.writeRows = [];
+    this.rowsUnknown = false;
+  }
+
+  /** The key's row as the running batch sees it: from rows this thread wrote, else the file. */
+  private row(bucket: string, key: string): EntryRow | undefined {
+    if (!this.rowsUnknown) {
+      const id = EntryCache.id(bucket, key);
+      const known = this.batchRows.has(id) ? this.batchRows.get(id) : this.writtenRows.get(id);
+      if (known !== undefined) return known ?? undefined;
+    }
+    return this.conn.readEntry(bucket, Buffer.from(key));
+  }
+
   /**
    * One write inside the running batch: the bucket as the batch has left it (the file's rows and
    * usage, the batch's revisions and pending usage) read on demand as a WriteView, the write
@@ -165,7 +208,7 @@ export class SqliteWriter {
     const view: WriteView = {
       revision: this.currentRevision(bucket),
       usage: () => this.usageOf(bucket)!,
-      row: (key) => this.conn.readEntry(bucket, Buffer.from(key)),
+      row: (key) => this.row(bucket, key),
       liveKeys: (prefix, now, limit) =>
         this.conn.list(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit }, now).map((e) => e.key),
     };
@@ -182,11 +225,23 @@ export class SqliteWriter {
     const rows = () => {
       for (const change of result.changes) {
         const key = Buffer.from(change.key);
-        this.touched.push(EntryCache.id(bucket, change.key));
+        const id = EntryCache.id(bucket, change.key);
+        this.touched.push(id);
+        this.writeRows.push(id);
         if (change.kind === 'set') {
           const { type, data } = change.value!;
+          this.batchRows.set(id, {
+            type,
+            value: ownBytes(data),
+            expires_at: change.expiresAt,
+            revision: change.revision,
+            create_revision: change.createRevision!,
+          });
           this.conn.run('putEntry', { bucket, key, type, value: data, expiresAt: change.expiresAt, revision: change.revision, now });
-        } else this.conn.get('removeEntry', { bucket, key });
+        } else {
+          this.batchRows.set(id, null);
+          this.conn.get('removeEntry', { bucket, key });
+        }
       }
     };
     if (result.changes.length > 1) this.atomically(rows);
@@ -214,6 +269,7 @@ export class SqliteWriter {
     this.writeBookkeeping();
     return this.atomically(() => {
       this.clearCache = true;
+      this.rowsUnknown = true;
       // The bucket row goes first: a write later in the batch finds no bucket to bump and writes nothing.
       const deleted = this.conn.run('deleteBucket', { bucket: id }).changes > 0;
       this.conn.run('deleteBucketEntries', { bucket: id });
@@ -227,6 +283,7 @@ export class SqliteWriter {
 
   /** Takes back a failed write's revision bumps, usage changes and change-log rows. */
   private undoWrite(): void {
+    for (const id of this.writeRows) this.batchRows.set(id, undefined);
     for (const [bucket, before] of this.bumps.reverse()) {
       if (before === undefined) this.batchRevisions.delete(bucket);
       else this.batchRevisions.set(bucket, before);
@@ -294,6 +351,7 @@ export class SqliteWriter {
   /** The whole entry cache is stale after this batch (an import rewrote keys it cannot name one by one). */
   dropCache(): void {
     this.clearCache = true;
+    this.rowsUnknown = true;
   }
 
   /** A bucket's revision as the running batch sees it; undefined when the bucket is gone. */
@@ -341,4 +399,12 @@ export class SqliteWriter {
     this.conn.run('compactChanges', { bucket, revision, floor: previous });
     this.conn.run('pruneOperations', { bucket, revision });
   }
+}
+
+/**
+ * `data`, or a copy when it is a small view of a larger buffer (a value that arrived in a message
+ * may share one): a kept row must not hold more memory than its bytes count.
+ */
+function ownBytes(data: Buffer): Buffer {
+  return data.buffer.byteLength > 2 * data.length + 64 ? Buffer.from(data) : data;
 }
