@@ -102,6 +102,25 @@ describe("the SQLite writer's kept rows", () => {
     }
   });
 
+  it('a batch whose change log cannot be written fails whole, and keeps none of its rows', async () => {
+    const bucket = await fresh();
+    // The change-log row of key "doom" fails: its batch's bookkeeping fails, so every write in that batch does.
+    const raw = new Database(file);
+    raw.exec(
+      `create trigger refuse_doom before insert on changes when new.key = cast('doom' as blob) begin select raise(abort, 'refused by the test'); end`,
+    );
+    raw.close();
+    try {
+      const [a, doom] = await Promise.allSettled([store.write(bucket, set('a', '1')), store.write(bucket, set('doom', '2'))]);
+      expect([a.status, doom.status]).toEqual(['rejected', 'rejected']);
+    } finally {
+      const cleanup = new Database(file);
+      cleanup.exec('drop trigger refuse_doom');
+      cleanup.close();
+    }
+    expect(await store.write(bucket, set('a', 'x', { ifNoneMatch: '*' }))).toEqual({ revision: 1 });
+  });
+
   it('a bucket deleted and made again starts without the rows the writer kept for it', async () => {
     const bucket = await fresh();
     await store.write(bucket, set('k', 'old'));

@@ -2,13 +2,14 @@ import { actorFields } from '../change-row.js';
 import { applyBatch } from '../core/apply-batch.js';
 import type { ResultOf, WriteOp } from '../core/write-ops.js';
 import type { BatchResult, WriteView } from '../core/write-view.js';
-import { EntryCache, Generations } from '../entry-cache.js';
+import { EntryCache } from '../entry-cache.js';
 import type { EntryRow } from '../entry-row.js';
 import type { Actor } from '../history-types.js';
 import type { Quota, Usage } from '../quota.js';
 import { CHANGE_ROW_CHUNKS } from '../statements.js';
 import type { Change } from '../store.js';
 import { IMPORT_ALIAS, type SqliteConnection } from './sqlite-connection.js';
+import { WrittenRows } from './sqlite-written-rows.js';
 import { type BatchReply, type SentOutcome, type WriteRequest, sendError } from './sqlite-write-protocol.js';
 
 /** A change-log row waiting for its batch's multi-row insert (fields as CHANGE_ROW_FIELDS, less `now`). */
@@ -24,10 +25,6 @@ type PendingChange = [
   actorToken: string | null,
   actorAddress: string | null,
 ];
-
-/** The writer keeps up to this many rows it wrote (and their values' bytes), as the request thread's entry cache does. */
-const WRITTEN_ROWS = 25_000;
-const WRITTEN_ROW_BYTES = 16 * 1024 * 1024;
 
 /** A batch's bookkeeping could not be written: the whole batch fails (its writes' answers depend on it). */
 class BookkeepingFailure extends Error {
@@ -70,18 +67,8 @@ export class SqliteWriter {
   /** Cache ids of the keys the running batch writes: the request thread forgets them once it has committed. */
   private touched: string[] = [];
   private clearCache = false;
-  /**
-   * Rows as this thread last committed them (null: absent), so that a write to a key written
-   * before loads it without a SELECT: this thread is the file's only writer. The running batch's
-   * rows wait in `batchRows` (undefined: a write that set it was taken back, read the file) and
-   * join `writtenRows` when it commits; an import or bucket delete (`rowsUnknown`) makes the
-   * batch read the file and forget every row after it.
-   */
-  private readonly writtenRows = new Generations<EntryRow | null>(WRITTEN_ROWS, WRITTEN_ROW_BYTES, (row) => (row ? row.value.length : 0));
-  private batchRows = new Map<string, EntryRow | null | undefined>();
-  /** Cache ids of the rows the running write put in `batchRows`. */
-  private writeRows: string[] = [];
-  private rowsUnknown = false;
+  /** Rows this thread wrote, so a write to a key written before loads it without a SELECT. */
+  private readonly rows = new WrittenRows();
   /** The running batch's commit time (ms), the change log's `committed_at`. */
   batchNow = 0;
   /**
@@ -134,7 +121,7 @@ export class SqliteWriter {
         for (const request of requests) {
           this.bumps = [];
           this.usageUndo = [];
-          this.writeRows = [];
+          this.rows.startWrite();
           this.changesMark = this.batchChanges.length;
           this.operationsMark = this.batchOperations.length;
           try {
@@ -153,17 +140,17 @@ export class SqliteWriter {
         }
       });
     } catch (error) {
-      // Nothing committed; every key the batch wrote is read afresh all the same, and read from the file.
-      this.rowsUnknown = true;
+      // Nothing committed; every key the batch wrote is read afresh all the same.
+      this.rows.endBatch(false);
       return { outcomes: [], failed: sendError(error), touched, clearCache: this.clearCache, revisions: [] };
     } finally {
       this.touched = [];
-      this.keepRows();
       this.bumps = [];
       this.batchUsage = new Map();
       this.batchChanges = [];
       this.batchOperations = [];
     }
+    this.rows.endBatch(true);
     const revisions: Array<[string, number | null]> = [];
     for (const [bucket, revision] of this.batchRevisions) {
       if (revision === null) this.committedRevisions.delete(bucket);
@@ -174,26 +161,10 @@ export class SqliteWriter {
     return { outcomes, touched, clearCache: this.clearCache, revisions };
   }
 
-  /** After a batch: its committed rows join `writtenRows` (after a failed one, every row is forgotten). */
-  private keepRows(): void {
-    if (this.rowsUnknown) this.writtenRows.clear();
-    else
-      for (const [id, row] of this.batchRows) {
-        if (row === undefined) this.writtenRows.delete(id);
-        else this.writtenRows.set(id, row);
-      }
-    this.batchRows = new Map();
-    this.writeRows = [];
-    this.rowsUnknown = false;
-  }
-
   /** The key's row as the running batch sees it: from rows this thread wrote, else the file. */
   private row(bucket: string, key: string): EntryRow | undefined {
-    if (!this.rowsUnknown) {
-      const id = EntryCache.id(bucket, key);
-      const known = this.batchRows.has(id) ? this.batchRows.get(id) : this.writtenRows.get(id);
-      if (known !== undefined) return known ?? undefined;
-    }
+    const known = this.rows.get(EntryCache.id(bucket, key));
+    if (known !== undefined) return known ?? undefined;
     return this.conn.readEntry(bucket, Buffer.from(key));
   }
 
@@ -227,19 +198,18 @@ export class SqliteWriter {
         const key = Buffer.from(change.key);
         const id = EntryCache.id(bucket, change.key);
         this.touched.push(id);
-        this.writeRows.push(id);
         if (change.kind === 'set') {
           const { type, data } = change.value!;
-          this.batchRows.set(id, {
+          this.rows.wrote(id, {
             type,
-            value: ownBytes(data),
+            value: data,
             expires_at: change.expiresAt,
             revision: change.revision,
             create_revision: change.createRevision!,
           });
           this.conn.run('putEntry', { bucket, key, type, value: data, expiresAt: change.expiresAt, revision: change.revision, now });
         } else {
-          this.batchRows.set(id, null);
+          this.rows.wrote(id, null);
           this.conn.get('removeEntry', { bucket, key });
         }
       }
@@ -269,7 +239,7 @@ export class SqliteWriter {
     this.writeBookkeeping();
     return this.atomically(() => {
       this.clearCache = true;
-      this.rowsUnknown = true;
+      this.rows.forgetAll();
       // The bucket row goes first: a write later in the batch finds no bucket to bump and writes nothing.
       const deleted = this.conn.run('deleteBucket', { bucket: id }).changes > 0;
       this.conn.run('deleteBucketEntries', { bucket: id });
@@ -283,7 +253,7 @@ export class SqliteWriter {
 
   /** Takes back a failed write's revision bumps, usage changes and change-log rows. */
   private undoWrite(): void {
-    for (const id of this.writeRows) this.batchRows.set(id, undefined);
+    this.rows.undoWrite();
     for (const [bucket, before] of this.bumps.reverse()) {
       if (before === undefined) this.batchRevisions.delete(bucket);
       else this.batchRevisions.set(bucket, before);
@@ -351,7 +321,7 @@ export class SqliteWriter {
   /** The whole entry cache is stale after this batch (an import rewrote keys it cannot name one by one). */
   dropCache(): void {
     this.clearCache = true;
-    this.rowsUnknown = true;
+    this.rows.forgetAll();
   }
 
   /** A bucket's revision as the running batch sees it; undefined when the bucket is gone. */
@@ -399,12 +369,4 @@ export class SqliteWriter {
     this.conn.run('compactChanges', { bucket, revision, floor: previous });
     this.conn.run('pruneOperations', { bucket, revision });
   }
-}
-
-/**
- * `data`, or a copy when it is a small view of a larger buffer (a value that arrived in a message
- * may share one): a kept row must not hold more memory than its bytes count.
- */
-function ownBytes(data: Buffer): Buffer {
-  return data.buffer.byteLength > 2 * data.length + 64 ? Buffer.from(data) : data;
 }

@@ -1,0 +1,74 @@
+import { Generations } from '../entry-cache.js';
+import type { EntryRow } from '../entry-row.js';
+
+/** Up to this many rows (and their values' bytes) are kept, as many as the request thread's entry cache holds. */
+const KEPT_ROWS = 25_000;
+const KEPT_ROW_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The rows the SQLite writer thread wrote, as it committed them (null: absent), so that a write to
+ * a key written before loads it without a SELECT: the writer is the file's only writer
+ * (sqlite-lock.ts), so a committed row stays true until the writer itself changes it.
+ *
+ * The running batch's rows wait apart and join the kept ones only when the batch commits; a
+ * write taken back marks its rows unknown (the next read goes to the file); an import or a bucket
+ * delete, which change rows without naming them, makes the rest of the batch read the file and
+ * every kept row be forgotten; so does a batch that fails.
+ */
+export class WrittenRows {
+  private readonly kept = new Generations<EntryRow | null>(KEPT_ROWS, KEPT_ROW_BYTES, (row) => (row ? row.value.length : 0));
+  /** The running batch's rows (undefined: unknown, read the file). */
+  private batch = new Map<string, EntryRow | null | undefined>();
+  /** Ids the running write put in `batch`. */
+  private write: string[] = [];
+  private unknown = false;
+
+  /** The row as the running batch left it, known without the file; undefined: read the file. */
+  get(id: string): EntryRow | null | undefined {
+    if (this.unknown) return undefined;
+    return this.batch.has(id) ? this.batch.get(id) : this.kept.get(id);
+  }
+
+  /** A write of the running batch starts. */
+  startWrite(): void {
+    this.write = [];
+  }
+
+  /** The running write sets the row (null: removes the key). */
+  wrote(id: string, row: EntryRow | null): void {
+    this.write.push(id);
+    this.batch.set(id, row && { ...row, value: ownBytes(row.value) });
+  }
+
+  /** The running write was taken back: its rows are the file's business again. */
+  undoWrite(): void {
+    for (const id of this.write) this.batch.set(id, undefined);
+    this.write = [];
+  }
+
+  /** Rows changed that cannot be named (an import, a bucket delete): read the file until the batch ends, and keep nothing of it. */
+  forgetAll(): void {
+    this.unknown = true;
+  }
+
+  /** The batch ended: committed, its rows are kept; failed, everything is forgotten (the file rolled back). */
+  endBatch(committed: boolean): void {
+    if (this.unknown || !committed) this.kept.clear();
+    else
+      for (const [id, row] of this.batch) {
+        if (row === undefined) this.kept.delete(id);
+        else this.kept.set(id, row);
+      }
+    this.batch = new Map();
+    this.write = [];
+    this.unknown = false;
+  }
+}
+
+/**
+ * `data`, or a copy when it is a small view of a larger buffer (a value that arrived in a message
+ * may share one): a kept row must not hold more memory than its bytes count.
+ */
+function ownBytes(data: Buffer): Buffer {
+  return data.buffer.byteLength > 2 * data.length + 64 ? Buffer.from(data) : data;
+}
