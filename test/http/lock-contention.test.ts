@@ -46,6 +46,7 @@ if (first) {
   fs.renameSync(dir + '/hung.tmp', dir + '/hung');
   setInterval(() => {}, 1000);
 } else {
+  // A short stay: its length only widens the window in which a second holder would be caught.
   setTimeout(() => { fs.unlinkSync(dir + '/holder'); process.exit(0); }, 50);
 }`;
 

@@ -131,6 +131,10 @@ class Ledger {
   }
 }
 
+/**
+ * A guard against a hang, not a latency bound: a request still unanswered after this is aborted,
+ * which fails its writer and so the test (`await writing`). The slowest answer is only reported.
+ */
 const REQUEST_TIMEOUT_MS = 30_000;
 
 async function timedCall(url: string, init: RequestInit = {}): Promise<Answer> {
@@ -171,6 +175,7 @@ async function writer(
         // The last transaction's outcome is unknown: read where its key stands before checking it again.
         const read = await timedCall(`${base}/t${id}`);
         if (read.status !== 200 && read.status !== 404) {
+          // Backoff while the cluster has no primary: the read is retried, nothing is judged by the wait.
           await sleep(100);
           continue;
         }
@@ -192,6 +197,7 @@ async function writer(
         txnStale = true;
       }
     }
+    // Backoff after a failed call (no primary yet): pacing only; every outcome is judged by the ledger.
     if (!ledger.outcomes.at(-1)?.ok) await sleep(50);
   }
 }
@@ -357,7 +363,6 @@ describe.skipIf(skipped)(
             .filter((l) => /"level":50/.test(l) && !/storage unavailable/.test(l)),
         );
         expect(ledger.bad, errorLines.slice(0, 5).join('\n').slice(0, 6000)).toEqual([]);
-        expect(ledger.slowest).toBeLessThan(REQUEST_TIMEOUT_MS);
         expect(watchErrors).toEqual([undefined, undefined]);
 
         // A write that committed without a 2xx was answered "may or may not have been applied", never a plain failure:

@@ -189,6 +189,7 @@ describe('hardening: what an attacker found', () => {
         socket.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'));
         socket.on('close', () => resolve('closed'));
         const poke = setInterval(() => socket.write('x'), 100);
+        // A guard that only bounds a hang: the reset (or close) is the event waited for.
         setTimeout(() => {
           clearInterval(poke);
           resolve('still open');

@@ -24,6 +24,10 @@ export interface WorkloadContext {
   ratePerClient: number;
 }
 
+/**
+ * Waits in the robustness suite pace the load and the faults (its nemesis runs on the clock, as
+ * etcd's does); no verdict depends on one: the checkers judge the recorded history.
+ */
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 const keyUrl = (instance: Instance, bucket: string, key: string) => `${instance.url}/api/v1/${bucket}/${encodeURIComponent(key)}`;
