@@ -20,8 +20,9 @@ export const NO_QUOTA: Quota = { maxKeys: 0, maxBytes: 0 };
 /** Whether any limit is set: without one a write need not know its bucket's usage. */
 export const quotaSet = (quota: Quota): boolean => quota.maxKeys > 0 || quota.maxBytes > 0;
 
-/** The bytes one stored key counts: its key and its value (the statements' ENTRY_SIZE). */
-export const entrySize = (key: Buffer, value: Buffer): number => key.length + value.length;
+/** The bytes one stored key counts: its key (UTF-8) and its value (the statements' ENTRY_SIZE). */
+export const entrySize = (key: Buffer | string, value: Buffer): number =>
+  (typeof key === 'string' ? Buffer.byteLength(key) : key.length) + value.length;
 
 /**
  * Refuses (507) a write that takes a bucket over its quota. Only growth is refused: a write that

@@ -31,12 +31,15 @@ class BatchState {
   private readonly rows = new Map<string, EntryRow | undefined>();
   /** Keys the batch wrote. */
   private readonly written = new Set<string>();
+  /** Whether a quota is set: without one, no usage change needs computing before a write. */
+  readonly quotaOn: boolean;
 
   constructor(
     private readonly view: WriteView,
     private readonly quota: Quota,
   ) {
     this.revision = view.revision;
+    this.quotaOn = quotaSet(quota);
   }
 
   row(key: string): EntryRow | undefined {
@@ -55,12 +58,12 @@ class BatchState {
   /** The bytes the key counts now (undefined: absent). */
   size(key: string): number | undefined {
     const row = this.row(key);
-    return row && entrySize(Buffer.from(key), row.value);
+    return row && entrySize(key, row.value);
   }
 
   /** Refuses (507) a usage change over the quota; called before anything changes. */
   checkQuota(delta: Usage): void {
-    if (!quotaSet(this.quota)) return;
+    if (!this.quotaOn) return;
     const before = this.view.usage();
     checkQuota(this.quota, { keys: before.keys + this.usage.keys, bytes: before.bytes + this.usage.bytes }, delta);
   }
@@ -68,7 +71,7 @@ class BatchState {
   /** What setting `key` to `data` changes in the usage. */
   setDelta(key: string, data: Buffer): Usage {
     const old = this.size(key);
-    return { keys: old === undefined ? 1 : 0, bytes: entrySize(Buffer.from(key), data) - (old ?? 0) };
+    return { keys: old === undefined ? 1 : 0, bytes: entrySize(key, data) - (old ?? 0) };
   }
 
   /** The next revision: every committed write takes exactly one. */
@@ -167,7 +170,7 @@ function set(batch: BatchState, op: SetOp): Written | Refusal {
     const current = batch.live(op.key, op.now);
     if (!conditionHolds(op.condition, current)) return { refused: 'precondition', current };
   }
-  batch.checkQuota(batch.setDelta(op.key, op.value.data));
+  if (batch.quotaOn) batch.checkQuota(batch.setDelta(op.key, op.value.data));
   const revision = batch.next();
   batch.set(op, op.value.type, op.value.data, op.expiresAt, revision);
   return { revision };
@@ -187,7 +190,7 @@ function counter(batch: BatchState, op: CounterOp): Entry | Refusal {
   const current = batch.live(op.key, op.now);
   if (op.condition && !conditionHolds(op.condition, current)) return { refused: 'precondition', current };
   const next = counterEntry(op, current);
-  batch.checkQuota(batch.setDelta(op.key, next.data));
+  if (batch.quotaOn) batch.checkQuota(batch.setDelta(op.key, next.data));
   const revision = batch.next();
   const createRevision = batch.set(op, next.type, next.data, next.expiresAt, revision);
   batch.operations.push({ revision, operation: 'counter' });

@@ -193,9 +193,12 @@ export class SqliteWriter {
 
   /** Writes a batch result's rows (several in a savepoint) and queues its bookkeeping (`writeBookkeeping`). */
   private persist(bucket: string, result: BatchResult, now: number): void {
+    const { changes } = result;
+    const keys = changes.map((change) => Buffer.from(change.key));
     const rows = () => {
-      for (const change of result.changes) {
-        const key = Buffer.from(change.key);
+      for (let i = 0; i < changes.length; i++) {
+        const change = changes[i]!;
+        const key = keys[i]!;
         const id = EntryCache.id(bucket, change.key);
         this.touched.push(id);
         if (change.kind === 'set') {
@@ -214,15 +217,16 @@ export class SqliteWriter {
         }
       }
     };
-    if (result.changes.length > 1) this.atomically(rows);
+    if (changes.length > 1) this.atomically(rows);
     else rows();
     this.setRevision(bucket, result.revision!);
     this.addUsage(bucket, result.usage.keys, result.usage.bytes);
-    for (const change of result.changes) {
+    for (let i = 0; i < changes.length; i++) {
+      const change = changes[i]!;
       this.logChange(
         bucket,
         change.revision,
-        Buffer.from(change.key),
+        keys[i]!,
         change.kind,
         change.value?.type ?? null,
         change.value?.data ?? null,

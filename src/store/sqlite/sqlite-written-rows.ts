@@ -37,7 +37,8 @@ export class WrittenRows {
   /** The running write sets the row (null: removes the key). */
   wrote(id: string, row: EntryRow | null): void {
     this.write.push(id);
-    this.batch.set(id, row && { ...row, value: ownBytes(row.value) });
+    const value = row && ownBytes(row.value);
+    this.batch.set(id, row && value !== row.value ? { ...row, value: value! } : row);
   }
 
   /** The running write was taken back: its rows are the file's business again. */
