@@ -13,6 +13,8 @@ declare module 'autocannon' {
       connections?: number;
       pipelining?: number;
       duration?: number;
+      /** Stop after this many requests instead of after `duration`. */
+      amount?: number;
       requests?: Request[];
     }
     interface Histogram {
