@@ -360,8 +360,10 @@ describe(`history retention: pruning keeps the state at the floor (${TEST_BACKEN
     const steps = await randomWrites(url, 7, 300);
     const last = Math.max(...steps.map((s) => s.revision));
     // Every write is now more than the retention old: changes are stamped with the real time, and
-    // the server's is one second past it. The event: the next prune (every second) has raised the floor.
-    clock.set(Date.now() + 1000);
+    // the server's is two seconds past it (the test clock stands still, and a change made in the very
+    // millisecond of a one-second shift would sit exactly at the cutoff, never below it). The event:
+    // the next prune (every second) has raised the floor.
+    clock.set(Date.now() + 2000);
     const floorOf = async () => Number((await call(`${server.api}/${bucket}`)).headers.get('kvb-history-floor'));
     await expect.poll(floorOf, { timeout: 15_000, interval: 100 }).toBe(last);
     const floor = await floorOf();
