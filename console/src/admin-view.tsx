@@ -30,7 +30,7 @@ export function AdminView(props: { conn: Connection; onCredentialChanged: (crede
   }, [conn]);
 
   /** Runs an admin action, then reads the policy again (with the new secret key when the action rotated it). */
-  const act = async (what: string, action: () => Promise<Connection | void>) => {
+  const act = async (what: string, action: () => Promise<Connection | undefined>) => {
     try {
       const next = await action();
       setNotice({ message: what });
@@ -80,12 +80,15 @@ export function AdminView(props: { conn: Connection; onCredentialChanged: (crede
                 return { ...conn, credential: value };
               })
             }
-            onClear={() => act(`The ${k.name} is cleared`, () => updateBucket(conn, { [k.field]: null }))}
+            onClear={() => act(`The ${k.name} is cleared`, () => updateBucket(conn, { [k.field]: null }).then(() => undefined))}
           />
         ))}
       </section>
 
-      <DefaultTtl policy={policy} onSave={(ttl) => act(`The default TTL is ${ttl} s`, () => updateBucket(conn, { default_ttl: ttl }))} />
+      <DefaultTtl
+        policy={policy}
+        onSave={(ttl) => act(`The default TTL is ${ttl} s`, () => updateBucket(conn, { default_ttl: ttl }).then(() => undefined))}
+      />
       <MintToken conn={conn} hasSigningKey={policy?.has_signing_key ?? false} />
       <DeleteBucket conn={conn} onDeleted={props.onBucketDeleted} />
     </section>

@@ -16,7 +16,7 @@ export function KeysView({ conn, caps }: { conn: Connection; caps: Capabilities 
   // A reload or a shared link opens where the URL says, within what the credential may see.
   const [initial] = useState(() => {
     const saved = savedViewState();
-    const prefix = saved.prefix !== undefined && saved.prefix.startsWith(caps.scope) ? saved.prefix : caps.scope;
+    const prefix = saved.prefix?.startsWith(caps.scope) ? saved.prefix : caps.scope;
     return { prefix, live: saved.live && caps.enumerate };
   });
   const [prefix, setPrefix] = useState(initial.prefix);

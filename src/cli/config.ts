@@ -44,7 +44,7 @@ export interface Connection {
 
 /** `$XDG_CONFIG_HOME/kvb/config.json`, or `~/.config/kvb/config.json`. */
 export function configPath(env: NodeJS.ProcessEnv = process.env): string {
-  const base = env.XDG_CONFIG_HOME && env.XDG_CONFIG_HOME.startsWith('/') ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
+  const base = env.XDG_CONFIG_HOME?.startsWith('/') ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
   return join(base, 'kvb', 'config.json');
 }
 

@@ -33,7 +33,7 @@ export function declareGlobalOptions(program: Command) {
 export type GlobalOptions = ReturnType<ReturnType<typeof declareGlobalOptions>['opts']>;
 
 /** A command that new commands are added to: the root, or a group such as `bucket`. */
-export type ParentCommand = Command<[], {}, GlobalOptions>;
+export type ParentCommand = Command<[], Record<never, never>, GlobalOptions>;
 
 /** The command object a handler receives; session.ts reads the global flags from it. */
 export type RunningCommand = { optsWithGlobals(): GlobalOptions };
@@ -73,7 +73,7 @@ export function defineGroup(define: (parent: ParentCommand) => ParentCommand, su
  * nearest spelling (`kvb get --prefix` would otherwise suggest --profile). Only these flags change;
  * every other unknown one keeps commander's message. `hints` maps a flag to the advice.
  */
-export function withOptionHints<C extends Command<any, any, any>>(command: C, hints: Record<string, string>): C {
+export function withOptionHints<C extends Command<unknown[], OptionValues, OptionValues>>(command: C, hints: Record<string, string>): C {
   const target = command as unknown as { unknownOption(flag: string): void; error(message: string, options: { code: string }): never };
   const unknown = target.unknownOption.bind(target);
   target.unknownOption = (flag: string) => {

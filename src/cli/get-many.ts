@@ -31,7 +31,7 @@ export async function getManyRows(
   const missing: string[] = [];
   const rows = keys.map((key, i) => {
     const result = results?.kind === 'array' ? results.items[i] : undefined;
-    if (!result || result.kind !== 'object') {
+    if (result?.kind !== 'object') {
       missing.push(key);
       return `{"key":${JSON.stringify(key)},"type":null,"value":null,"expires_at":null,"revision":null}`;
     }

@@ -76,7 +76,10 @@ export async function cliFetch(origin: string, timeoutMs: number, ca: Buffer | u
           () => fail(failure('UND_ERR_CONNECT_TIMEOUT', 'connect timeout')),
           Math.min(timeoutMs, CONNECT_TIMEOUT_CAP_MS),
         );
-        socket.once(tls ? 'secureConnect' : 'connect', () => (clearTimeout(timer), idle()));
+        socket.once(tls ? 'secureConnect' : 'connect', () => {
+          clearTimeout(timer);
+          idle();
+        });
         socket.once('close', () => clearTimeout(timer));
       });
 

@@ -46,8 +46,14 @@ const decoder = new TextDecoder();
 const EMPTY = new Uint8Array(0);
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
-    const onAbort = () => (clearTimeout(timer), reject(signal?.reason));
-    const timer = setTimeout(() => (signal?.removeEventListener('abort', onAbort), resolve()), ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 
@@ -131,7 +137,13 @@ export class HttpTransport {
     // One controller per attempt: the caller's signal and the deadline both abort it.
     const controller = new AbortController();
     let timedOut = false;
-    const timer = timeoutMs > 0 ? setTimeout(() => ((timedOut = true), controller.abort()), timeoutMs) : undefined;
+    const timer =
+      timeoutMs > 0
+        ? setTimeout(() => {
+            timedOut = true;
+            controller.abort();
+          }, timeoutMs)
+        : undefined;
     const onAbort = () => controller.abort(call.signal?.reason);
     call.signal?.addEventListener('abort', onAbort, { once: true });
     const done = () => {

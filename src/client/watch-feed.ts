@@ -155,6 +155,13 @@ function backoff(failures: number, maxMs: number, signal: AbortSignal | undefine
   const ms = Math.min(maxMs, 100 * 2 ** Math.min(failures - 1, 8)) * (0.5 + Math.random() / 2);
   return new Promise((resolve, reject) => {
     const timer = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => (clearTimeout(timer), reject(signal.reason)), { once: true });
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      },
+      { once: true },
+    );
   });
 }

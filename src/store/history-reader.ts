@@ -65,7 +65,7 @@ export class HistoryReader implements HistoryReads {
   readAt(bucket: string, key: string, revision: number): Promise<PastRead<Entry | undefined>> {
     return this.within(bucket, revision, async () => {
       const [row] = await this.run('readAt', { bucket, key: Buffer.from(key), revision });
-      if (!row || row.kind !== 'set') return undefined;
+      if (row?.kind !== 'set') return undefined;
       const entry = toEntry(row);
       if (entry.expiresAt !== null && entry.expiresAt <= (await this.timeAt(bucket, revision))) return undefined;
       return entry;

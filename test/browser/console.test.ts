@@ -992,7 +992,7 @@ describe.skipIf(!hasChromium)('the web console at /console/', { timeout: 180_000
     await dialog.getByLabel('File').setInputFiles({
       name: 'cut.jsonl',
       mimeType: 'application/x-ndjson',
-      buffer: Buffer.from(readFileSync(file, 'utf8').split('\n').slice(0, 2).join('\n') + '\n'),
+      buffer: Buffer.from(`${readFileSync(file, 'utf8').split('\n').slice(0, 2).join('\n')}\n`),
     });
     await dialog.getByRole('button', { name: 'Import', exact: true }).click();
     await expect.poll(() => dialog.getByRole('alert').innerText()).toMatch(/^Error 400: .+/);

@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -185,10 +185,6 @@ describe('module boundaries', () => {
       path: (m[2] ?? m[3])!,
       static: m[1] !== undefined && !/^\s*(import|export)\s+type\s/.test(m[0]),
     }));
-  const files = (dir: string): string[] =>
-    readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) =>
-      e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
-    );
 
   // The layering between folders (cli, client, server, store, …) is checked in test/unit/import-direction.test.ts.
   it('start-up loads every command definition but, statically, no HTTP, clack, client or server, and of Node only what every run loads', () => {

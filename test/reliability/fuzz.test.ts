@@ -343,7 +343,7 @@ describe(`fuzz (seed ${SEED})`, { timeout: 90_000 }, () => {
       'Bearer ',
       'Basic',
       'Basic !!!!',
-      'Basic ' + Buffer.from(':nouser').toString('base64'),
+      `Basic ${Buffer.from(':nouser').toString('base64')}`,
       'Digest abc',
       'garbage',
       `Bearer ${'x'.repeat(8000)}`,

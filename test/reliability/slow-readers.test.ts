@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportFile } from '../helpers/export-file.js';
-import { call, createBucket, expectError } from '../helpers/http.js';
+import { call, createBucket } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 /** Resident memory of a process, in MiB (Linux). */
@@ -21,7 +21,7 @@ describe('readers that stop reading', () => {
     server = await startServer({ args: ['--stalled-reader-timeout', String(STALL_SECONDS), '--max-streamed-responses', String(READERS)] });
     bucket = await createBucket(server.api);
     // 3,000 values of 16 KiB: about 48 MiB of values, 64 MiB as base64 in a listing.
-    const value = JSON.stringify(Buffer.alloc(16 * 1024, 7).toString('base64')).slice(0, 16 * 1024 - 4) + '"';
+    const value = `${JSON.stringify(Buffer.alloc(16 * 1024, 7).toString('base64')).slice(0, 16 * 1024 - 4)}"`;
     const items = Array.from({ length: KEYS }, (_, i) => ({ key: `big/${String(i).padStart(5, '0')}`, type: 'text' as const, value }));
     const res = await call(`${server.api}/${bucket}`, {
       method: 'POST',

@@ -97,7 +97,9 @@ export async function bankClient(ctx: WorkloadContext, index: number): Promise<v
 
   for (let n = 0; ctx.running(); n++) {
     const started = now();
-    const answered = n % 4 === 3 ? (await snapshot(recorder), true) : await transfer();
+    let answered = true;
+    if (n % 4 === 3) await snapshot(recorder);
+    else answered = await transfer();
     const wait = Math.max(answered ? 0 : 150, minGapMs - (now() - started));
     if (wait > 0) await sleep(wait);
   }

@@ -306,7 +306,7 @@ function conformance(backend: StoreBackend, url: string) {
       const values = await Promise.all(keys.map(async (key) => (await store.getEntry(b, key, NOW))?.data.toString()));
       const writer = values.find((v) => v !== undefined)!;
       const i = Number(writer.slice(1));
-      const expected = keys.map((key, j) => {
+      const expected = keys.map((key) => {
         const order = i % 2 === 0 ? keys : [...keys].reverse();
         return i % 2 === 1 && order.indexOf(key) % 2 === 1 ? undefined : writer;
       });

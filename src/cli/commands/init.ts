@@ -90,7 +90,7 @@ async function wizard(command: RunningCommand): Promise<void> {
     const email = ask(
       await p.text({
         message: 'Admin email for the bucket',
-        validate: (v) => (v && v.includes('@') && v.length <= 254 ? undefined : 'an email address'),
+        validate: (v) => (v?.includes('@') && v.length <= 254 ? undefined : 'an email address'),
       }),
     );
     // A private bucket by default: secret, read and write keys. A choice that leaves anonymous

@@ -16,7 +16,6 @@ import {
   noBucket,
   storageFull,
   tooMany,
-  unauthorized,
   unavailable,
 } from './schema-parts.js';
 import {

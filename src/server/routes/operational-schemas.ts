@@ -1,5 +1,4 @@
 /** Schemas of /health, /ready, /metrics and the OpenAPI document (operational-routes.ts). */
-import { envelope } from '../../errors.js';
 import { MAX_VALUE_BYTES } from '../../limits.js';
 import { VERSION } from '../../version.js';
 

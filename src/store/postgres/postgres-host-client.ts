@@ -48,7 +48,7 @@ export function hostSelection(parsed: PostgresHosts, defaultTimeoutMs: number): 
   class SelectingClient extends pg.Client {
     override connect(): Promise<pg.Client>;
     override connect(callback: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): void;
-    override connect(callback?: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): Promise<pg.Client> | void {
+    override connect(callback?: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): Promise<pg.Client> | undefined {
       const done = this.connectSelected().then(() => this);
       if (!callback) return done;
       const call = callback as (err: Error | null, c?: pg.Client) => void;

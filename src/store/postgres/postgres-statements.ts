@@ -1,9 +1,9 @@
 // PostgreSQL's own statements: those written with arrays, row versions and leases that SQLite
 // does not have. The statements both dialects share are in ../statements.ts.
-import { type Compilable, type Kysely as KyselyType, type QueryCreator, type RawBuilder, sql } from 'kysely';
+import { type Compilable, type Kysely as KyselyType, type RawBuilder, sql } from 'kysely';
 import { CHANGE_INSERT_COLUMNS, type Database, ENTRY_INSERT_COLUMNS, REVISION_OP_INSERT_COLUMNS } from '../schema.js';
 import { compileHistory } from '../history-statements.js';
-import { ENTRY_SIZE, compileAll, compileListShapes, param, portabilityStatements, queryBuilder, sharedStatements } from '../statements.js';
+import { compileAll, compileListShapes, param, portabilityStatements, queryBuilder, sharedStatements } from '../statements.js';
 
 /** PostgreSQL only: leases (the write batch's statements are in postgresBatchStatements). */
 export function postgresStatements(db: KyselyType<Database>) {

@@ -230,7 +230,7 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], allowan
   const candidatesNow = (): Entry[] => {
     const determinate: Entry[] = [];
     const optionalCalls: Entry[] = [];
-    for (let e = head.next; e !== null && e.isCall; e = e.next) (e.match === null ? optionalCalls : determinate).push(e);
+    for (let e = head.next; e?.isCall; e = e.next) (e.match === null ? optionalCalls : determinate).push(e);
     return optionalCalls.length === 0 ? determinate : determinate.concat(optionalCalls);
   };
 
