@@ -12,7 +12,7 @@ import { QUOTA, expectSameBucket, modelOutcome, storeWrite, writeOp } from '../h
 
 /**
  * The SQLite writer loads a key it wrote before from the rows it kept, not from the file
- * (sqlite-writer.ts `writtenRows`). A kept row that outlived a change it did not make would show
+ * (`WrittenRows`, sqlite-written-rows.ts). A kept row that outlived a change it did not make would show
  * as a wrong condition verdict, create revision or usage: each case below changes a key's row
  * another way than a plain committed write (a taken-back write, a bucket dropped and made again,
  * an import, a whole batch) and then asks a conditional write that depends on the file's row.
@@ -26,6 +26,36 @@ const set = (key: string, value: string, condition?: Condition) => ({
   now: Date.now(),
   condition,
 });
+
+/** A transaction that sets "a", then "boom" (which `refusingKey` below can make fail). */
+const boomTxn = () => ({
+  op: 'commit' as const,
+  now: Date.now(),
+  ops: [
+    { op: 'set' as const, key: 'a', value: text('1'), expiresAt: null },
+    { op: 'set' as const, key: 'boom', value: text('2'), expiresAt: null },
+  ],
+});
+
+/**
+ * Runs `test` while a trigger on `table` refuses every insert of `key`, through a second
+ * connection to the file (the store's writer does not know of it), and drops it after.
+ */
+async function refusingKey(file: string, table: 'entries' | 'changes', key: string, test: () => Promise<void>): Promise<void> {
+  const name = `refuse_${table}_${key}`;
+  const raw = new Database(file);
+  raw.exec(
+    `create trigger ${name} before insert on ${table} when new.key = cast('${key}' as blob) begin select raise(abort, 'refused by the test'); end`,
+  );
+  raw.close();
+  try {
+    await test();
+  } finally {
+    const cleanup = new Database(file);
+    cleanup.exec(`drop trigger ${name}`);
+    cleanup.close();
+  }
+}
 
 describe("the SQLite writer's kept rows", () => {
   let dir: string;
@@ -50,74 +80,34 @@ describe("the SQLite writer's kept rows", () => {
 
   it('a write taken back by a failing statement leaves no kept row behind', async () => {
     const bucket = await fresh();
-    // A trigger makes the row of key "boom" fail to insert: the transaction sets "a", then fails on "boom".
-    const raw = new Database(file);
-    raw.exec(
-      `create trigger refuse_boom before insert on entries when new.key = cast('boom' as blob) begin select raise(abort, 'refused by the test'); end`,
-    );
-    raw.close();
-    try {
-      const txn = {
-        op: 'commit' as const,
-        now: Date.now(),
-        ops: [
-          { op: 'set' as const, key: 'a', value: text('1'), expiresAt: null },
-          { op: 'set' as const, key: 'boom', value: text('2'), expiresAt: null },
-        ],
-      };
-      await expect(store.write(bucket, txn)).rejects.toThrow();
+    // The transaction sets "a", then fails on "boom".
+    await refusingKey(file, 'entries', 'boom', async () => {
+      await expect(store.write(bucket, boomTxn())).rejects.toThrow();
       // "a" is absent in the file: a write that requires that succeeds, at the bucket's first revision.
       expect(await store.write(bucket, set('a', 'x', { ifNoneMatch: '*' }))).toEqual({ revision: 1 });
-    } finally {
-      const cleanup = new Database(file);
-      cleanup.exec('drop trigger refuse_boom');
-      cleanup.close();
-    }
+    });
   });
 
   it('the same, with the failing write and the next one in one batch', async () => {
     const bucket = await fresh();
-    const raw = new Database(file);
-    raw.exec(
-      `create trigger refuse_boom2 before insert on entries when new.key = cast('boom' as blob) begin select raise(abort, 'refused by the test'); end`,
-    );
-    raw.close();
-    try {
-      const txn = {
-        op: 'commit' as const,
-        now: Date.now(),
-        ops: [
-          { op: 'set' as const, key: 'a', value: text('1'), expiresAt: null },
-          { op: 'set' as const, key: 'boom', value: text('2'), expiresAt: null },
-        ],
-      };
+    await refusingKey(file, 'entries', 'boom', async () => {
       // Sent together, so the writer runs them in one batch, in this order.
-      const [failed, next] = await Promise.allSettled([store.write(bucket, txn), store.write(bucket, set('a', 'x', { ifNoneMatch: '*' }))]);
+      const [failed, next] = await Promise.allSettled([
+        store.write(bucket, boomTxn()),
+        store.write(bucket, set('a', 'x', { ifNoneMatch: '*' })),
+      ]);
       expect(failed.status).toBe('rejected');
       expect(next).toMatchObject({ status: 'fulfilled', value: { revision: 1 } });
-    } finally {
-      const cleanup = new Database(file);
-      cleanup.exec('drop trigger refuse_boom2');
-      cleanup.close();
-    }
+    });
   });
 
   it('a batch whose change log cannot be written fails whole, and keeps none of its rows', async () => {
     const bucket = await fresh();
     // The change-log row of key "doom" fails: its batch's bookkeeping fails, so every write in that batch does.
-    const raw = new Database(file);
-    raw.exec(
-      `create trigger refuse_doom before insert on changes when new.key = cast('doom' as blob) begin select raise(abort, 'refused by the test'); end`,
-    );
-    raw.close();
-    try {
+    await refusingKey(file, 'changes', 'doom', async () => {
       const [a, doom] = await Promise.allSettled([store.write(bucket, set('a', '1')), store.write(bucket, set('doom', '2'))]);
       expect([a.status, doom.status]).toEqual(['rejected', 'rejected']);
-    } finally {
-      const cleanup = new Database(file);
-      cleanup.exec('drop trigger refuse_doom');
-      cleanup.close();
-    }
+    });
     expect(await store.write(bucket, set('a', 'x', { ifNoneMatch: '*' }))).toEqual({ revision: 1 });
   });
 
