@@ -3,16 +3,23 @@
  * executes for a fixed number of requests of one bench case, counted by valgrind's callgrind
  * (every thread of the process, start-up and shutdown included). Unlike CPU time, a count does not
  * depend on what else the machine is doing, so two builds compare on a busy or noisy machine
- * (`KVB_BENCH_BIN=<other checkout>/bin/kvb`). It still varies by a few percent between runs of one
- * build: group commit's batch sizes follow timing. Run each build several times, interleaved, and
- * compare the difference between two request counts to leave start-up out.
+ * (`KVB_BENCH_BIN=<other checkout>/bin/kvb`). Only the measured requests are counted: the server
+ * starts, the bench's keys are loaded and `--warmup` requests of the case are sent (so the request
+ * path is compiled), then `callgrind_control` zeroes the counts, the requests go, and it dumps
+ * them. A run still varies by a few percent: group commit's batch sizes follow timing. Run each
+ * build several times, interleaved.
  * Needs valgrind (Debian: valgrind); the server runs about 50 times slower under it.
+ * `--db postgres://…/db` counts a server on PostgreSQL instead of SQLite: each run gets a database
+ * of its own on that server (made before, dropped after), so runs start alike. Only kvb's own
+ * process is counted, not PostgreSQL's.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
+import pg from 'pg';
 import { freePort, onPath, spawnLogged, stopChild } from './processes.js';
 import { KVB_BIN, kvbArgs } from './services.js';
 import { CASES, type CaseName, kvbWorkloads, prepareKvb } from './workloads.js';
@@ -21,12 +28,16 @@ const { values: flags } = parseArgs({
   options: {
     case: { type: 'string', default: 'set_text' },
     requests: { type: 'string', default: '15000' },
+    warmup: { type: 'string', default: '2000' },
     connections: { type: 'string', default: '20' },
+    db: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
 if (flags.help) {
-  console.log(`Usage: npx tsx bench/instructions.ts [--case ${Object.keys(CASES).join('|')}] [--requests N] [--connections N]`);
+  console.log(
+    `Usage: npx tsx bench/instructions.ts [--case ${Object.keys(CASES).join('|')}] [--requests N] [--warmup N] [--connections N] [--db postgres://…]`,
+  );
   process.exit(0);
 }
 if (!onPath('valgrind')) {
@@ -44,17 +55,28 @@ const tmp = mkdtempSync(join(tmpdir(), 'kvb-instructions-'));
 const out = join(tmp, 'callgrind.out');
 const log = join(tmp, 'serve.log');
 const port = await freePort();
+/** A fresh database on the given PostgreSQL server for this run, or a fresh SQLite file. */
+const postgres = flags.db && new URL(flags.db);
+const database = `kvb_instructions_${process.pid}`;
+const admin = async (statement: string) => {
+  const client = new pg.Client({ connectionString: flags.db });
+  await client.connect();
+  try {
+    await client.query(statement);
+  } finally {
+    await client.end();
+  }
+};
+let db = join(tmp, 'kvb.db');
+if (postgres) {
+  await admin(`create database ${database}`);
+  postgres.pathname = `/${database}`;
+  db = postgres.toString();
+}
 // --smc-check: V8 writes the machine code it runs; callgrind must see it change.
 const server = spawnLogged(
   'valgrind',
-  [
-    '--tool=callgrind',
-    '--smc-check=all-non-file',
-    `--callgrind-out-file=${out}`,
-    process.execPath,
-    KVB_BIN,
-    ...kvbArgs(port, join(tmp, 'kvb.db')),
-  ],
+  ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, process.execPath, KVB_BIN, ...kvbArgs(port, db)],
   log,
 );
 // Waiting for the log line, not polling /health: every request is counted, so only the case's may be sent.
@@ -65,26 +87,37 @@ while (!/listening on/.test(readFileSync(log, 'utf8'))) {
 const url = `http://127.0.0.1:${port}`;
 const plan = kvbWorkloads(await prepareKvb(url))[name].plan;
 let next = 0;
-const result = await autocannon({
-  url,
-  connections: Number(flags.connections),
-  amount: requests,
-  requests: [
-    {
-      setupRequest: (request) => {
-        const planned = plan[next++ % plan.length]!;
-        return { ...request, method: planned.method, path: planned.path, headers: planned.headers ?? {}, body: planned.body ?? '' };
+const send = (amount: number) =>
+  autocannon({
+    url,
+    connections: Number(flags.connections),
+    amount,
+    requests: [
+      {
+        setupRequest: (request) => {
+          const planned = plan[next++ % plan.length]!;
+          return { ...request, method: planned.method, path: planned.path, headers: planned.headers ?? {}, body: planned.body ?? '' };
+        },
       },
-    },
-  ],
-});
+    ],
+  });
+const control = (command: '--zero' | '--dump') => execFileSync('callgrind_control', [command, String(server.pid)], { stdio: 'ignore' });
+const warmup = Number(flags.warmup);
+if (warmup > 0) await send(warmup);
+control('--zero');
+const result = await send(requests);
+// The dump (out.1) holds what ran since the zero: the measured requests alone.
+control('--dump');
 await stopChild(server, 120_000);
-const summary = /^summary: (\d+)/m.exec(readFileSync(out, 'utf8'));
+const summary = /^summary: (\d+)/m.exec(readFileSync(`${out}.1`, 'utf8'));
 rmSync(tmp, { recursive: true, force: true });
+if (postgres) await admin(`drop database ${database}`);
 if (!summary || result.non2xx > 0 || result.errors > 0) {
   console.error(
     `instructions: ${result.non2xx} non-2xx answers, ${result.errors} errors; callgrind summary ${summary ? 'read' : 'missing'}`,
   );
   process.exit(1);
 }
-console.log(JSON.stringify({ bin: KVB_BIN, case: name, requests: result.requests.total, instructions: Number(summary[1]) }));
+const instructions = Number(summary[1]);
+const total = result.requests.total;
+console.log(JSON.stringify({ bin: KVB_BIN, case: name, requests: total, instructions, perRequest: Math.round(instructions / total) }));
