@@ -14,7 +14,7 @@
  * process is counted, not PostgreSQL's.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -31,12 +31,14 @@ const { values: flags } = parseArgs({
     warmup: { type: 'string', default: '2000' },
     connections: { type: 'string', default: '20' },
     db: { type: 'string' },
+    /** Keeps the dump (for callgrind_annotate: which functions the instructions went to). */
+    keep: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
 if (flags.help) {
   console.log(
-    `Usage: npx tsx bench/instructions.ts [--case ${Object.keys(CASES).join('|')}] [--requests N] [--warmup N] [--connections N] [--db postgres://…]`,
+    `Usage: npx tsx bench/instructions.ts [--case ${Object.keys(CASES).join('|')}] [--requests N] [--warmup N] [--connections N] [--db postgres://…] [--keep FILE]`,
   );
   process.exit(0);
 }
@@ -110,6 +112,7 @@ const result = await send(requests);
 control('--dump');
 await stopChild(server, 120_000);
 const summary = /^summary: (\d+)/m.exec(readFileSync(`${out}.1`, 'utf8'));
+if (flags.keep) copyFileSync(`${out}.1`, flags.keep);
 rmSync(tmp, { recursive: true, force: true });
 if (postgres) await admin(`drop database ${database}`);
 if (!summary || result.non2xx > 0 || result.errors > 0) {

@@ -93,10 +93,9 @@ class BatchState {
   ): number {
     const { key, now } = op;
     const before = this.row(key);
-    const delta = this.setDelta(key, data);
     const createRevision = before && isLive(before, now) ? Number(before.create_revision) : revision;
-    this.usage.keys += delta.keys;
-    this.usage.bytes += delta.bytes;
+    if (before === undefined) this.usage.keys += 1;
+    this.usage.bytes += entrySize(key, data) - (before === undefined ? 0 : entrySize(key, before.value));
     this.rows.set(key, { type: value, value: data, expires_at: expiresAt, revision, create_revision: createRevision });
     this.written.add(key);
     this.changes.push({ key, kind: 'set', value: { type: value, data }, expiresAt, revision, createRevision, actor: op.actor });
@@ -213,6 +212,7 @@ const STALE = Symbol('stale listing');
 
 /** The keys under each prefix a transaction deletes, listed from the batch (bounded by prefixListing). */
 function listPrefixes(batch: BatchState, prefixes: string[], now: number): Map<string, string[]> {
+  if (prefixes.length === 0) return new Map();
   const listing = prefixListing(prefixes);
   for (let step = listing.next(); ; ) {
     if (step.done) return step.value;
@@ -242,13 +242,15 @@ function commit(batch: BatchState, op: CommitOp): CommitOutcome | typeof STALE {
   // transaction as a whole, from each final key's size before it (a set that a delete in the
   // same transaction makes room for passes).
   const final = lastWritePerKey(resolved.writes);
-  const delta = { keys: 0, bytes: 0 };
-  for (const write of final) {
-    const change = write.op === 'set' ? batch.setDelta(write.key, write.value.data) : removeDelta(batch.size(write.key));
-    delta.keys += change.keys;
-    delta.bytes += change.bytes;
+  if (batch.quotaOn) {
+    const delta = { keys: 0, bytes: 0 };
+    for (const write of final) {
+      const change = write.op === 'set' ? batch.setDelta(write.key, write.value.data) : removeDelta(batch.size(write.key));
+      delta.keys += change.keys;
+      delta.bytes += change.bytes;
+    }
+    batch.checkQuota(delta);
   }
-  batch.checkQuota(delta);
   const revision = batch.next();
   for (const write of final) {
     const target = { key: write.key, now, actor: op.actor };
