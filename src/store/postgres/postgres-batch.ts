@@ -31,6 +31,23 @@ export interface QueuedWrite {
 /** An unconditional SET: with no quota set, batches of only these need no read. */
 const isPlainSet = (op: WriteOp): op is Extract<WriteOp, { op: 'set' }> => op.op === 'set' && op.condition === undefined;
 
+/**
+ * Whether `setsFresh` gives these plain SETs what the rules would. It takes a key's create
+ * revision from the row before the batch (live at the key's first set's clock) or from the key's
+ * first set in the batch. That is the rules' answer unless one of the batch's own sets of a key
+ * has expired by the clock of the next set of that key (a batch that waited longer than a TTL):
+ * the rules then create the key again, so such a batch goes through the rules.
+ */
+function setsFreshAgrees(sets: Array<Extract<WriteOp, { op: 'set' }>>): boolean {
+  const last = new Map<string, number | null>();
+  for (const set of sets) {
+    const expiresAt = last.get(set.key);
+    if (expiresAt !== undefined && expiresAt !== null && expiresAt <= set.now) return false;
+    last.set(set.key, set.expiresAt);
+  }
+  return true;
+}
+
 /** What the batch runner needs from the store. */
 export interface BatchBackend {
   query<R extends pg.QueryResultRow>(
@@ -70,7 +87,8 @@ export async function runBatch(backend: BatchBackend, bucket: string, batch: Que
 
 /** One try of a batch; every statement of it is re-runnable (each is one statement, or inside one transaction). */
 async function attempt(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<OpOutcome[]> {
-  if (!quotaSet(backend.quota) && batch.every((w) => isPlainSet(w.op))) {
+  const sets = batch.map((w) => w.op).filter(isPlainSet);
+  if (!quotaSet(backend.quota) && sets.length === batch.length && setsFreshAgrees(sets)) {
     const outcomes = await setsInOneStatement(backend, bucket, batch);
     if (outcomes) return outcomes;
   } else {
