@@ -48,8 +48,15 @@ for (let i = 0; i < N; i += 500) await Promise.all(Array.from({ length: 500 }, (
 const replaceUs = (cpu() - t) / N;
 // Reads in an order that defeats the 25k-entry cache (every key read once, 100k distinct).
 t = cpu();
-for (let i = 0; i < N; i++) await store.getEntry(bucket, `k${(i * 7919) % N}`, Date.now());
+let hits = 0;
+for (let i = 0; i < N; i++) if (await store.getEntry(bucket, `k${(i * 7919) % N}`, Date.now())) hits++;
 const getUs = (cpu() - t) / N;
+// A figure for work that was not done is worse than none (a build whose API differs can answer
+// every call without writing): every key must have been written and read back.
+if (hits !== N) {
+  console.error(`store-ops: ${hits} of ${N} keys read back; this build did not store what it was sent`);
+  process.exit(1);
+}
 await store.close();
 rmSync(dirname(path), { recursive: true, force: true });
 console.log(
