@@ -43,7 +43,8 @@ class BatchState {
   }
 
   row(key: string): EntryRow | undefined {
-    if (this.rows.has(key)) return this.rows.get(key);
+    const known = this.rows.get(key);
+    if (known !== undefined || this.rows.has(key)) return known;
     const row = this.view.row(key);
     this.rows.set(key, row);
     return row;

@@ -138,10 +138,14 @@ export function resolveTransaction(ops: TxnRequestOp[], entries: Map<string, Ent
  * over a live value; every store applies these, so both agree.
  */
 export function lastWritePerKey(writes: TxnOp[]): TxnOp[] {
-  const last = new Map<string, TxnOp>();
-  for (const op of writes) {
-    last.delete(op.key);
-    last.set(op.key, op);
+  // From the end: the first write met on a key is its last (one set lookup per write, no deletes).
+  const seen = new Set<string>();
+  const last: TxnOp[] = [];
+  for (let i = writes.length - 1; i >= 0; i--) {
+    const op = writes[i]!;
+    if (seen.has(op.key)) continue;
+    seen.add(op.key);
+    last.push(op);
   }
-  return [...last.values()];
+  return last.reverse();
 }
