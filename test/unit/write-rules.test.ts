@@ -267,4 +267,31 @@ describe('write rules: every refusal and error', () => {
     expect(outcomes.map((o) => (o.ok ? o.value : 'failed'))).toEqual([{ revision: 1 }, 'failed', 'failed', { revision: 2 }]);
     expect(memory.buckets.get('b')!.changes.map((c) => c.revision)).toEqual([1, 2]);
   });
+
+  it('a write that throws midway (a transaction whose last set cannot be sized), with no quota to check first, leaves nothing behind', () => {
+    const memory = buckets();
+    one(memory, set('keep', 'before'));
+    const broken = { op: 'set' as const, key: 'bad', value: { type: 'text' as const, data: null as unknown as Buffer }, expiresAt: null };
+    const txn = commit([
+      { op: 'set', key: 'keep', value: text('after'), expiresAt: null },
+      { op: 'set', key: 'new', value: text('x'), expiresAt: null },
+      broken,
+    ]);
+    const outcomes = memory.write('b', [set('a', '1'), txn, set('new', 'y', { condition: { ifNoneMatch: '*' } }), commit([{ op: 'delete_prefix', key: 'n' }])]);
+    expect(outcomes.map((o) => (o.ok ? o.value : 'failed'))).toEqual([
+      { revision: 2 },
+      'failed',
+      { revision: 3 },
+      { revision: 4, results: [{ op: 'delete_prefix', deleted: 1 }] },
+    ]);
+    const state = memory.buckets.get('b')!;
+    expect(state.changes.map((c) => [c.revision, c.key, c.kind])).toEqual([
+      [1, 'keep', 'set'],
+      [2, 'a', 'set'],
+      [3, 'new', 'set'],
+      [4, 'new', 'delete'],
+    ]);
+    expect(state.rows.get('keep')!.value.toString()).toBe('before');
+    expect(state.usage).toEqual({ keys: 2, bytes: 'keep'.length + 'before'.length + 'a'.length + 1 });
+  });
 });

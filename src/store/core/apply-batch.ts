@@ -2,7 +2,8 @@
  * The write rules, once for every engine: conditions, quotas, revision assignment, the change
  * rows and history's operations. `applyBatch` runs a batch of writes (write-ops.ts) in order
  * against a view of their bucket (write-view.ts), each deciding everything (its condition, its
- * quota, its own errors) before it changes the batch's state, so a refused or failed write leaves
+ * quota, its own errors) before it changes the batch's state; a write that throws all the same,
+ * midway, has what it changed taken back (`rollback`). So a refused or failed write leaves
  * nothing behind. Pure: it reads only the view and returns what the batch did as data; the engine
  * persists that, and the caller answers and feeds caches and watchers from it.
  */
@@ -31,6 +32,8 @@ class BatchState {
   private readonly rows = new Map<string, EntryRow | undefined>();
   /** Keys the batch wrote. */
   private readonly written = new Set<string>();
+  /** Each row change of the running write: [key, the row before, whether the batch had written the key before]. */
+  private readonly undo: Array<[string, EntryRow | undefined, boolean]> = [];
   /** Whether a quota is set: without one, no usage change needs computing before a write. */
   readonly quotaOn: boolean;
 
@@ -48,6 +51,41 @@ class BatchState {
     const row = this.view.row(key);
     this.rows.set(key, row);
     return row;
+  }
+
+  /** Where the batch stands before a write: `rollback` returns to it if the write throws. */
+  mark() {
+    const { revision, usage, changes, operations, undo } = this;
+    return { revision, keys: usage.keys, bytes: usage.bytes, changes: changes.length, operations: operations.length, undo: undo.length };
+  }
+
+  /**
+   * Takes back what a write that threw had changed (its rows, revision, usage, change rows and
+   * operations), so a failed write leaves nothing behind whatever it threw on, midway or not.
+   */
+  rollback(to: ReturnType<BatchState['mark']>): void {
+    this.revision = to.revision;
+    this.usage.keys = to.keys;
+    this.usage.bytes = to.bytes;
+    this.changes.length = to.changes;
+    this.operations.length = to.operations;
+    while (this.undo.length > to.undo) {
+      const [key, before, wasWritten] = this.undo.pop()!;
+      this.rows.set(key, before);
+      if (!wasWritten) this.written.delete(key);
+    }
+  }
+
+  /** Writes a key's row in the batch, remembered until the write ends (`rollback`). */
+  private put(key: string, before: EntryRow | undefined, row: EntryRow | undefined): void {
+    this.undo.push([key, before, this.written.has(key)]);
+    this.rows.set(key, row);
+    this.written.add(key);
+  }
+
+  /** The write ended without throwing: its row changes stay. */
+  settle(): void {
+    this.undo.length = 0;
   }
 
   /** The key's entry if it is live at `now` (the write's clock). */
@@ -97,20 +135,18 @@ class BatchState {
     const createRevision = before && isLive(before, now) ? Number(before.create_revision) : revision;
     if (before === undefined) this.usage.keys += 1;
     this.usage.bytes += entrySize(key, data) - (before === undefined ? 0 : entrySize(key, before.value));
-    this.rows.set(key, { type: value, value: data, expires_at: expiresAt, revision, create_revision: createRevision });
-    this.written.add(key);
+    this.put(key, before, { type: value, value: data, expires_at: expiresAt, revision, create_revision: createRevision });
     this.changes.push({ key, kind: 'set', value: { type: value, data }, expiresAt, revision, createRevision, actor: op.actor });
     return createRevision;
   }
 
   /** Removes a key at `revision` (logged as `kind`); false (nothing logged) when it was not there. */
   remove(op: { key: string; actor?: WriteOp['actor'] }, revision: number, kind: 'delete' | 'expire' = 'delete'): boolean {
-    const old = this.size(op.key);
-    if (old === undefined) return false;
+    const before = this.row(op.key);
+    if (before === undefined) return false;
     this.usage.keys -= 1;
-    this.usage.bytes -= old;
-    this.rows.set(op.key, undefined);
-    this.written.add(op.key);
+    this.usage.bytes -= entrySize(op.key, before.value);
+    this.put(op.key, before, undefined);
     this.changes.push({ key: op.key, kind, value: undefined, expiresAt: null, revision, createRevision: null, actor: op.actor });
     return true;
   }
@@ -135,29 +171,37 @@ class BatchState {
 export function applyBatch(view: WriteView, ops: readonly WriteOp[], quota: Quota): BatchResult {
   const batch = new BatchState(view, quota);
   const outcomes = ops.map((op): OpOutcome => {
+    if (batch.revision === undefined) return { ok: true, value: NO_BUCKET };
+    const mark = batch.mark();
     try {
-      if (batch.revision === undefined) return { ok: true, value: NO_BUCKET };
-      switch (op.op) {
-        case 'set':
-          return { ok: true, value: set(batch, op) };
-        case 'delete':
-          return { ok: true, value: remove(batch, op) };
-        case 'counter':
-          return { ok: true, value: counter(batch, op) };
-        case 'sweep':
-          return { ok: true, value: sweep(batch, op) };
-        case 'commit': {
-          const value = commit(batch, op);
-          return value === STALE ? { ok: false, stale: true } : { ok: true, value };
-        }
-        default:
-          return unknownOp(op);
-      }
+      const outcome = run(batch, op);
+      batch.settle();
+      return outcome;
     } catch (error) {
+      batch.rollback(mark);
       return { ok: false, error };
     }
   });
   return { outcomes, revision: batch.revision, usage: batch.usage, changes: batch.changes, operations: batch.operations };
+}
+
+function run(batch: BatchState, op: WriteOp): OpOutcome {
+  switch (op.op) {
+    case 'set':
+      return { ok: true, value: set(batch, op) };
+    case 'delete':
+      return { ok: true, value: remove(batch, op) };
+    case 'counter':
+      return { ok: true, value: counter(batch, op) };
+    case 'sweep':
+      return { ok: true, value: sweep(batch, op) };
+    case 'commit': {
+      const value = commit(batch, op);
+      return value === STALE ? { ok: false, stale: true } : { ok: true, value };
+    }
+    default:
+      return unknownOp(op);
+  }
 }
 
 /** Unreachable while every kind of write is handled above (the type says so). */
