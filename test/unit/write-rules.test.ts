@@ -277,7 +277,12 @@ describe('write rules: every refusal and error', () => {
       { op: 'set', key: 'new', value: text('x'), expiresAt: null },
       broken,
     ]);
-    const outcomes = memory.write('b', [set('a', '1'), txn, set('new', 'y', { condition: { ifNoneMatch: '*' } }), commit([{ op: 'delete_prefix', key: 'n' }])]);
+    const outcomes = memory.write('b', [
+      set('a', '1'),
+      txn,
+      set('new', 'y', { condition: { ifNoneMatch: '*' } }),
+      commit([{ op: 'delete_prefix', key: 'n' }]),
+    ]);
     expect(outcomes.map((o) => (o.ok ? o.value : 'failed'))).toEqual([
       { revision: 2 },
       'failed',
