@@ -38,15 +38,10 @@ const txnOp: fc.Arbitrary<TxnRequestOp> = fc.oneof(
   fc.record({ op: fc.constant('delete_prefix' as const), key: fc.constantFrom('p/', 'q') }),
 );
 /** A SET with no condition: with no quota set, a PostgreSQL batch of only these is one statement (setsFresh). */
-export const plainSet: fc.Arbitrary<WriteOp> = fc.record({
-  op: fc.constant('set' as const),
-  key,
-  value: storedValue,
-  expiresAt,
-  now: fc.constant(NOW),
-});
+const setFields = { op: fc.constant('set' as const), key, value: storedValue, expiresAt, now: fc.constant(NOW) };
+export const plainSet: fc.Arbitrary<WriteOp> = fc.record(setFields);
 export const writeOp: fc.Arbitrary<WriteOp> = fc.oneof(
-  fc.record({ op: fc.constant('set' as const), key, value: storedValue, expiresAt, now: fc.constant(NOW), condition }),
+  fc.record({ ...setFields, condition }),
   fc.record({ op: fc.constant('delete' as const), key, now: fc.constant(NOW), condition }),
   fc.record({
     op: fc.constant('counter' as const),

@@ -32,7 +32,7 @@ class BatchState {
   private readonly rows = new Map<string, EntryRow | undefined>();
   /** Keys the batch wrote. */
   private readonly written = new Set<string>();
-  /** Each row change of the running write: [key, the row before, whether the batch had written the key before]. */
+  /** Each row change of the running write, emptied when it ends: [key, the row before, whether the batch had written the key before]. */
   private readonly undo: Array<[string, EntryRow | undefined, boolean]> = [];
   /** Whether a quota is set: without one, no usage change needs computing before a write. */
   readonly quotaOn: boolean;
@@ -55,8 +55,8 @@ class BatchState {
 
   /** Where the batch stands before a write: `rollback` returns to it if the write throws. */
   mark() {
-    const { revision, usage, changes, operations, undo } = this;
-    return { revision, keys: usage.keys, bytes: usage.bytes, changes: changes.length, operations: operations.length, undo: undo.length };
+    const { revision, usage, changes, operations } = this;
+    return { revision, keys: usage.keys, bytes: usage.bytes, changes: changes.length, operations: operations.length };
   }
 
   /**
@@ -69,16 +69,16 @@ class BatchState {
     this.usage.bytes = to.bytes;
     this.changes.length = to.changes;
     this.operations.length = to.operations;
-    while (this.undo.length > to.undo) {
+    while (this.undo.length > 0) {
       const [key, before, wasWritten] = this.undo.pop()!;
       this.rows.set(key, before);
       if (!wasWritten) this.written.delete(key);
     }
   }
 
-  /** Writes a key's row in the batch, remembered until the write ends (`rollback`). */
-  private put(key: string, before: EntryRow | undefined, row: EntryRow | undefined): void {
-    this.undo.push([key, before, this.written.has(key)]);
+  /** Writes a key's row in the batch (after `row(key)` has loaded it), remembered until the write ends (`rollback`). */
+  private put(key: string, row: EntryRow | undefined): void {
+    this.undo.push([key, this.rows.get(key), this.written.has(key)]);
     this.rows.set(key, row);
     this.written.add(key);
   }
@@ -132,21 +132,22 @@ class BatchState {
   ): number {
     const { key, now } = op;
     const before = this.row(key);
+    const delta = this.setDelta(key, data);
     const createRevision = before && isLive(before, now) ? Number(before.create_revision) : revision;
-    if (before === undefined) this.usage.keys += 1;
-    this.usage.bytes += entrySize(key, data) - (before === undefined ? 0 : entrySize(key, before.value));
-    this.put(key, before, { type: value, value: data, expires_at: expiresAt, revision, create_revision: createRevision });
+    this.usage.keys += delta.keys;
+    this.usage.bytes += delta.bytes;
+    this.put(key, { type: value, value: data, expires_at: expiresAt, revision, create_revision: createRevision });
     this.changes.push({ key, kind: 'set', value: { type: value, data }, expiresAt, revision, createRevision, actor: op.actor });
     return createRevision;
   }
 
   /** Removes a key at `revision` (logged as `kind`); false (nothing logged) when it was not there. */
   remove(op: { key: string; actor?: WriteOp['actor'] }, revision: number, kind: 'delete' | 'expire' = 'delete'): boolean {
-    const before = this.row(op.key);
-    if (before === undefined) return false;
+    const old = this.size(op.key);
+    if (old === undefined) return false;
     this.usage.keys -= 1;
-    this.usage.bytes -= entrySize(op.key, before.value);
-    this.put(op.key, before, undefined);
+    this.usage.bytes -= old;
+    this.put(op.key, undefined);
     this.changes.push({ key: op.key, kind, value: undefined, expiresAt: null, revision, createRevision: null, actor: op.actor });
     return true;
   }

@@ -87,9 +87,9 @@ export async function runBatch(backend: BatchBackend, bucket: string, batch: Que
 
 /** One try of a batch; every statement of it is re-runnable (each is one statement, or inside one transaction). */
 async function attempt(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<OpOutcome[]> {
-  const sets = batch.map((w) => w.op).filter(isPlainSet);
-  if (!quotaSet(backend.quota) && sets.length === batch.length && setsFreshAgrees(sets)) {
-    const outcomes = await setsInOneStatement(backend, bucket, batch);
+  const sets = quotaSet(backend.quota) ? [] : batch.map((w) => w.op).filter(isPlainSet);
+  if (sets.length === batch.length && setsFreshAgrees(sets)) {
+    const outcomes = await setsInOneStatement(backend, bucket, sets);
     if (outcomes) return outcomes;
   } else {
     // Optimistic: read, run, write if nobody wrote in between; two round trips, no lock held.
@@ -127,8 +127,11 @@ export function runLocked(
 }
 
 /** Unconditional SETs only: one statement; undefined when another writer got in between (nothing written). */
-async function setsInOneStatement(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<OpOutcome[] | undefined> {
-  const sets = batch.map((w) => w.op as Extract<WriteOp, { op: 'set' }>);
+async function setsInOneStatement(
+  backend: BatchBackend,
+  bucket: string,
+  sets: Array<Extract<WriteOp, { op: 'set' }>>,
+): Promise<OpOutcome[] | undefined> {
   const { rows } = await backend.query<{ base: number | null; found: boolean }>('setsFresh', {
     bucket,
     keys: sets.map((s) => Buffer.from(s.key)),
@@ -144,9 +147,9 @@ async function setsInOneStatement(backend: BatchBackend, bucket: string, batch: 
     now: Date.now(),
   });
   const { base, found } = rows[0]!;
-  if (!found) return batch.map(() => ({ ok: true, value: NO_BUCKET }));
+  if (!found) return sets.map(() => ({ ok: true, value: NO_BUCKET }));
   if (base === null) return undefined;
-  return batch.map((_, i) => ({ ok: true, value: { revision: Number(base) + i + 1 } }));
+  return sets.map((_, i) => ({ ok: true, value: { revision: Number(base) + i + 1 } }));
 }
 
 /** The batch's rows as one statement read them: every key it touches, and the bucket's revision and usage. */
