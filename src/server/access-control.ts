@@ -6,6 +6,7 @@ import { KvbError } from '../errors.js';
 import type { Actor } from '../store/history-types.js';
 import { type BucketCache, type CachedBucket, MAX_VERIFICATIONS, type Verifying } from './bucket-cache.js';
 import type { Clock } from './clock.js';
+import { clientAddress } from './client-address.js';
 import { queryOf, singleParam } from './request-input.js';
 
 const unauthorized = (detail: string) => new KvbError('unauthorized', detail);
@@ -80,7 +81,10 @@ async function keyRoles(
   let verifying = pending.get(digest);
   if (!verifying) {
     const waiters: Verifying['waiters'] = new Set();
-    verifying = { waiters, result: verifyRoles(buckets, bucket, credential, request.ip, waiters).finally(() => pending.delete(digest)) };
+    verifying = {
+      waiters,
+      result: verifyRoles(buckets, bucket, credential, clientAddress(request) ?? 'unknown', waiters).finally(() => pending.delete(digest)),
+    };
     pending.set(digest, verifying);
   }
   verifying.waiters.add(request.raw.socket);
@@ -167,10 +171,10 @@ function knownPrincipal(bucket: CachedBucket, request: FastifyRequest, clock: Cl
 
 /**
  * Who makes a write, as history records it: the credential's kind (a key by its strongest role),
- * a token's id, and the client address as Fastify gives it (`--trust-proxy` applies).
+ * a token's id, and the client address (client-address.ts: a parsed IP address or none).
  */
 export function actorOf(principal: Principal, request: FastifyRequest): Actor {
-  const address = request.ip;
+  const address = clientAddress(request);
   switch (principal.kind) {
     case 'anonymous':
       return { kind: 'anonymous', address };

@@ -2,7 +2,7 @@ import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type { Registry } from 'prom-client';
 import { envelope } from '../errors.js';
 import type { Store } from '../store/store.js';
@@ -13,6 +13,7 @@ import { VerificationScheduler } from '../auth/verification-scheduler.js';
 import { verificationLimits } from './crypto-threads.js';
 import { registerVerificationMetrics } from './verification-metrics.js';
 import { installErrorHandling, sendError } from './error-handling.js';
+import { clientAddress, decorateClientAddress, noteClientAddress } from './client-address.js';
 import { createKvbServer } from './http-server.js';
 import { setupMetrics } from './plugins/metrics.js';
 import { RequestLogController, redactUrl } from './request-log-controller.js';
@@ -58,7 +59,7 @@ function loggerOptions(level: string, format: 'json' | 'pretty', stream?: LogStr
     // pino-pretty runs in pino's worker thread, loaded only when asked for.
     ...(format === 'pretty' ? { transport: { target: 'pino-pretty', options: PRETTY_OPTIONS } } : {}),
     serializers: {
-      req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, url: redactUrl(req.url), ip: req.ip }),
+      req: (req: FastifyRequest) => ({ method: req.method, url: redactUrl(req.url), ip: clientAddress(req) ?? null }),
     },
     redact: ['req.headers.authorization', 'req.headers.cookie'],
   };
@@ -211,7 +212,10 @@ export async function buildApp(
   // bytes of a GET answer to every other client. `Vary: Origin` keeps a cache from serving one
   // kind of answer for the other.
   const anyOrigin = config.corsOrigin === '*';
+  decorateClientAddress(app);
   app.addHook('onRequest', (request, reply, done) => {
+    // Read while the socket is there: a refusal mid-body can drop it before the access log runs.
+    noteClientAddress(request);
     if (request.headers['x-request-id'] !== undefined) reply.header('x-request-id', request.id);
     if (anyOrigin) {
       reply.header('vary', 'Origin');

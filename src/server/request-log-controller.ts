@@ -2,6 +2,7 @@ import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 
 type LogControllerOptions = ConstructorParameters<typeof LogController>[0];
 import { Tallies } from './plugins/tallies.js';
+import { clientAddress } from './client-address.js';
 
 /** Credentials may ride in the query string; they never reach a log line. */
 export function redactUrl(url: string): string {
@@ -47,7 +48,7 @@ export class RequestLogController extends LogController {
         status,
         ms: Math.round(reply.elapsedTime * 100) / 100,
         bytes: length === undefined ? null : Number(length),
-        ip: request.ip,
+        ip: clientAddress(request) ?? null,
       },
       'request',
     );

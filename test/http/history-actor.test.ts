@@ -187,6 +187,18 @@ describe('history records who made each change (the actor)', () => {
     ]);
   });
 
+  it('with --trust-proxy a forwarded address is recorded only when it parses as an IP address', async () => {
+    const bucket = await createBucket(proxied.api);
+    const sent = ['not-an-ip', '<b>markup</b>', '9'.repeat(4000), 'fe80::1%<x>', '2001:db8::7', '203.0.113.9'];
+    for (const [i, forwarded] of sent.entries()) {
+      const res = await call(`${proxied.api}/${bucket}/k${i}`, { method: 'POST', body: '1', headers: { 'x-forwarded-for': forwarded } });
+      expect(res.status, res.text).toBe(200);
+    }
+    const addresses = [];
+    for (const i of sent.keys()) addresses.push((await history(proxied.api, bucket, `k${i}`, ''))[0]!.actor!.address);
+    expect(addresses).toEqual([null, null, null, null, '2001:db8::7', '203.0.113.9']);
+  });
+
   it("the TTL sweeper's expiries record the server itself, with no address", async () => {
     const bucket = await createBucket(plain.api);
     expect((await call(`${plain.api}/${bucket}/short?ttl=1`, { method: 'POST', body: 'x' })).status).toBe(200);

@@ -7,6 +7,7 @@ import { TEST_BACKEND } from '../helpers/backend.js';
 import { call, createBucket, expectError, json } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 import { rawSocket, readUntilEnd, startRequest } from '../helpers/raw-socket.js';
+import { exportFile, manyKeys } from '../helpers/export-file.js';
 
 /** Reads from the socket until `count` complete responses (with Content-Length bodies) have arrived. */
 function readResponses(socket: Socket, count: number, ms = 10_000): Promise<Array<{ status: number; head: string; body: string }>> {
@@ -354,5 +355,56 @@ describe('16. upgrading gives existing buckets a token salt (SQLite file)', () =
     check.close();
     expect(row.token_salt).toMatch(/^[0-9a-f]{64}$/);
     rmSync(first.dataDir, { recursive: true, force: true });
+  });
+});
+
+describe('an import refused mid-body, behind a trusted proxy (as contrib/kvb.service runs the server)', () => {
+  let proxied: RunningServer;
+  beforeAll(async () => {
+    proxied = await startServer({ args: ['--trust-proxy', '127.0.0.1', '--max-import-bytes', '200000'] });
+  });
+  afterAll(async () => {
+    await proxied.stop();
+  });
+
+  /** Sends an import; the refusal may cut the upload off, so a failed send is not a failed test. */
+  async function importBody(bucket: string, body: string, token?: string): Promise<number | undefined> {
+    const headers = { 'content-type': 'application/x-ndjson', 'x-forwarded-for': '198.51.100.4' };
+    try {
+      return (await call(`${proxied.api}/${bucket}`, { method: 'POST', body, headers, ...(token && { token }) })).status;
+    } catch {
+      return undefined;
+    }
+  }
+
+  it('each kind of refusal is answered, logged with the client address, and the server goes on', async () => {
+    const bucket = await createBucket(proxied.api, { secret_key: 'admin', signing_key: 'sign' });
+    const mint = await call(`${proxied.api}/${bucket}/tokens/`, {
+      method: 'POST',
+      token: 'admin',
+      body: new URLSearchParams({ prefix: 'a/', permissions: 'read,write', ttl: '600' }),
+    });
+    const token = (mint.json() as { access_token: string }).access_token;
+    const good = exportFile(manyKeys(500, 'a/')).split('\n').slice(0, -2).join('\n');
+    const refusals: Array<[string, string, string | undefined, number]> = [
+      ['a bad first line', 'x\n', 'admin', 400],
+      ['a bad line after 500 good ones', `${good}\nnot json\n`, 'admin', 400],
+      ['a token importing outside its prefix', exportFile([{ key: 'b/x', type: 'text', value: '"v"' }]), token, 403],
+      ['an import past --max-import-bytes', exportFile(manyKeys(5000, 'a/')), 'admin', 400],
+    ];
+    for (const [what, body, credential, status] of refusals) {
+      const answered = await importBody(bucket, body, credential);
+      if (answered !== undefined) expect(answered, what).toBe(status);
+      const health = await call(`${proxied.url}/health`);
+      expect(health.status, `${what}: ${proxied.logs()}`).toBe(200);
+    }
+    expect(proxied.logs()).not.toMatch(/TypeError|uncaught/i);
+    const importLines = proxied
+      .logs()
+      .split('\n')
+      .filter((line) => line.includes('"route":"/api/v1/:bucket"') && line.includes('"method":"POST"'));
+    expect(importLines).toHaveLength(refusals.length);
+    for (const line of importLines) expect(JSON.parse(line).ip).toBe('198.51.100.4');
+    expect((await call(`${proxied.api}/${bucket}/?format=json`, { token: 'admin' })).json()).toEqual([]);
   });
 });

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { credentialDigest } from '../../auth/credential-hash.js';
 import { KvbError } from '../../errors.js';
 import { presentedCredential } from '../access-control.js';
+import { clientAddress } from '../client-address.js';
 import { rawPath } from '../request-input.js';
 import type { RateLimit, ServerConfig } from '../server-config.js';
 
@@ -16,7 +17,7 @@ function requesterKey(request: FastifyRequest): string {
   } catch {
     credential = undefined; // a malformed Authorization header counts against its address
   }
-  return credential === undefined ? `ip:${request.ip}` : `credential:${credentialDigest(credential)}`;
+  return credential === undefined ? `ip:${clientAddress(request) ?? 'unknown'}` : `credential:${credentialDigest(credential)}`;
 }
 
 const tooManyRequests = (retryAfterSeconds: number) =>
@@ -64,7 +65,7 @@ export async function setupRateLimits(app: FastifyInstance, config: ServerConfig
   const check = app.createRateLimit({
     max: creations.max,
     timeWindow: creations.windowMs,
-    keyGenerator: (request) => `create:${request.ip}`,
+    keyGenerator: (request) => `create:${clientAddress(request) ?? 'unknown'}`,
   });
   return async (request, reply) => {
     const result = await check(request);
