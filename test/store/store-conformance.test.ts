@@ -234,6 +234,38 @@ function conformance(backend: StoreBackend, url: string) {
     });
   });
 
+  describe('deleting an expired key that the sweep has not removed yet', () => {
+    it('writes nothing, plainly, conditionally, in a transaction or by prefix; the sweep records the expiry as the server', async () => {
+      const b = await newBucket();
+      await setEntry(store, b, 'p/old', value('text', 'x'), NOW - 1, NOW - 10);
+      await setEntry(store, b, 'keep', value('text', 'y'), null, NOW - 10);
+      const revision = (await store.buckets.revision(b))!;
+      const usage = await store.buckets.usage(b);
+      expect(await deleteEntry(store, b, 'p/old', NOW)).toEqual({ deleted: false });
+      expect(await deleteEntry(store, b, 'p/old', NOW, { ifNoneMatch: '*' })).toEqual({ deleted: false });
+      expect(await deleteEntry(store, b, 'p/old', NOW, { ifMatch: '*' })).toEqual({ refused: 'precondition', current: undefined });
+      expect(await store.buckets.revision(b)).toBe(revision);
+      // A transaction takes its revision, as it does deleting a key that never was, and changes nothing else.
+      const txn = await commit(store, b, [{ op: 'delete', key: 'p/old' }], NOW);
+      expect(txn).toEqual({ revision: revision + 1 });
+      const byPrefix = await commit(store, b, [{ op: 'delete_prefix', key: 'p/' }], NOW);
+      // A prefix delete that finds no live key writes nothing at all: it answers the revision it read at.
+      expect(byPrefix).toEqual({ revision: revision + 1, results: [{ op: 'delete_prefix', deleted: 0 }] });
+      expect(await store.buckets.usage(b)).toEqual(usage);
+      expect(await store.buckets.revision(b)).toBe(revision + 1);
+      expect(await store.changes.read(b, revision, revision + 1, 100)).toEqual([]);
+      expect((await store.history.keyHistory(b, 'p/old', revision + 2, 10)).map((r) => r.operation)).toEqual(['set']);
+      for (let got = -1; got !== 0; ) got = await store.maintenance.sweepExpired(NOW, 100);
+      const swept = await store.changes.read(b, revision + 1, revision + 2, 100);
+      expect(swept).toEqual([{ revision: revision + 2, key: 'p/old', kind: 'expire', expiresAt: null }]);
+      const recorded = await store.history.keyHistory(b, 'p/old', revision + 3, 10);
+      expect(recorded.map((r) => [r.operation, r.actor])).toEqual([
+        ['expire', { kind: 'server', tokenId: undefined, address: undefined }],
+        ['set', null],
+      ]);
+    });
+  });
+
   describe('counters', () => {
     it('concurrent updates of one key lose nothing, starting from an absent key', async () => {
       const b = await newBucket();

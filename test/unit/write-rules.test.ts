@@ -91,7 +91,7 @@ describe('write rules: revisions and change rows', () => {
     expect(memory.buckets.get('b')!.revision).toBe(0);
   });
 
-  it("keeps a live key's create revision; a key that expired is created afresh; an expired key's delete is a change that answers not deleted", () => {
+  it("keeps a live key's create revision; a key that expired is created afresh; an expired key's delete answers not deleted and writes nothing", () => {
     const memory = buckets();
     value(one(memory, set('k', '1')));
     value(one(memory, set('k', '2')));
@@ -99,9 +99,21 @@ describe('write rules: revisions and change rows', () => {
     value(one(memory, set('gone', 'x', { expiresAt: NOW - 1, now: NOW - 10 })));
     expect(value(one(memory, counter('gone', 1)))).toMatchObject({ revision: 4, createRevision: 4, data: Buffer.from('1') });
     value(one(memory, set('old', 'x', { expiresAt: NOW - 1, now: NOW - 10 })));
-    expect(value(one(memory, { op: 'delete', key: 'old', now: NOW }))).toEqual({ deleted: false, revision: 6 });
+    const bucket = memory.buckets.get('b')!;
+    const before = { changes: [...bucket.changes], usage: { ...bucket.usage }, row: bucket.rows.get('old') };
+    expect(value(one(memory, { op: 'delete', key: 'old', now: NOW }))).toEqual({ deleted: false });
+    expect(value(one(memory, { op: 'delete', key: 'old', now: NOW, condition: { ifNoneMatch: '*' } }))).toEqual({
+      deleted: false,
+    });
     expect(value(one(memory, { op: 'delete', key: 'never', now: NOW }))).toEqual({ deleted: false });
-    expect(memory.buckets.get('b')!.revision).toBe(6);
+    // A transaction's delete of it changes nothing but the transaction's own revision.
+    expect(value(one(memory, commit([{ op: 'delete', key: 'old' }])))).toEqual({ revision: 6 });
+    expect(bucket.changes).toEqual(before.changes);
+    expect(bucket.usage).toEqual(before.usage);
+    expect(bucket.rows.get('old')).toBe(before.row);
+    // The sweep then records the expiry, as the server's.
+    expect(value(one(memory, { op: 'sweep', keys: ['old'], now: NOW, actor: SERVER_ACTOR }))).toEqual({ swept: 1 });
+    expect(bucket.changes.at(-1)).toMatchObject({ key: 'old', kind: 'expire', revision: 7, actor: SERVER_ACTOR });
   });
 
   it("a counter keeps a live key's expiry unless told otherwise; a key it creates gets the given one", () => {

@@ -100,6 +100,12 @@ class BatchState {
     return row && entrySize(key, row.value);
   }
 
+  /** The bytes the key counts if it is live at `now` (undefined: absent or expired). */
+  liveSize(key: string, now: number): number | undefined {
+    const row = this.row(key);
+    return row && isLive(row, now) ? entrySize(key, row.value) : undefined;
+  }
+
   /** Refuses (507) a usage change over the quota; called before anything changes. */
   checkQuota(delta: Usage): void {
     if (!this.quotaOn) return;
@@ -224,8 +230,9 @@ function set(batch: BatchState, op: SetOp): Written | Refusal {
 function remove(batch: BatchState, op: DeleteOp): Deleted | Refusal {
   const current = batch.live(op.key, op.now);
   if (op.condition && !conditionHolds(op.condition, current)) return { refused: 'precondition', current };
-  // An absent key is no change; an expired one is removed (a change, like the sweeper's) but answers 404.
-  if (batch.row(op.key) === undefined) return { deleted: false };
+  // An expired key is absent, as to every read: its delete is refused and writes nothing (its
+  // expiry is the sweeper's to record, as the server's `expire`).
+  if (current === undefined) return { deleted: false };
   const revision = batch.next();
   batch.remove(op, revision);
   return { deleted: current !== undefined, revision };
@@ -291,7 +298,7 @@ function commit(batch: BatchState, op: CommitOp): CommitOutcome | typeof STALE {
   if (batch.quotaOn) {
     const delta = { keys: 0, bytes: 0 };
     for (const write of final) {
-      const change = write.op === 'set' ? batch.setDelta(write.key, write.value.data) : removeDelta(batch.size(write.key));
+      const change = write.op === 'set' ? batch.setDelta(write.key, write.value.data) : removeDelta(batch.liveSize(write.key, now));
       delta.keys += change.keys;
       delta.bytes += change.bytes;
     }
@@ -301,7 +308,8 @@ function commit(batch: BatchState, op: CommitOp): CommitOutcome | typeof STALE {
   for (const write of final) {
     const target = { key: write.key, now, actor: op.actor };
     if (write.op === 'set') batch.set(target, write.value.type, write.value.data, write.expiresAt, revision);
-    else batch.remove(target, revision);
+    // An expired key is absent: deleting it changes nothing (the sweeper records its expiry).
+    else if (batch.live(write.key, now)) batch.remove(target, revision);
   }
   batch.operations.push({ revision, operation: op.operation ?? 'transaction' });
   return answer(revision);

@@ -26,7 +26,7 @@ export interface SetOp extends WriteCommon {
   condition?: Condition | undefined;
 }
 
-/** Deletes one key (an expired one is removed too, but answers as not deleted). */
+/** Deletes one key; an absent or expired one is not deleted, and nothing is written. */
 export interface DeleteOp extends WriteCommon {
   op: 'delete';
   key: string;
