@@ -16,7 +16,7 @@ import { UsageError } from './session.js';
 
 /** A value without "type": a string is text, an integer int64 (json beyond int64), a fraction float64, anything else json. */
 function untypedValue(node: JsonNode): StoredValue {
-  if (node.kind === 'string') return { type: 'text', data: Buffer.from(node.value, 'utf8') };
+  if (node.kind === 'string') return { type: 'text', data: typedValue('text', node) };
   if (node.kind === 'number') {
     const number = parseNumber(node.source);
     if (number) return { type: number.kind, data: Buffer.from(number.kind === 'int64' ? number.value.toString() : node.source) };

@@ -86,6 +86,8 @@ export function typedValue(type: ValueType, node: JsonNode): Buffer {
   switch (type) {
     case 'text':
       if (node.kind !== 'string') throw badRequest('a text value must be a JSON string');
+      // UTF-8 has no encoding for a lone surrogate (`"\ud800"`): storing it would store U+FFFD instead.
+      if (!node.value.isWellFormed()) throw badRequest('a text value must be well-formed Unicode (it holds a lone surrogate)');
       return Buffer.from(node.value, 'utf8');
     case 'json':
       return Buffer.from(node.source, 'utf8');

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { type Readable, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
@@ -151,7 +152,7 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
   }
   let data: Buffer;
   try {
-    data = typeNode ? typedValue(type, value) : Buffer.from(value.kind === 'string' ? value.value : value.source, 'utf8');
+    data = typeNode || value.kind === 'string' ? typedValue(type, value) : Buffer.from(value.source, 'utf8');
   } catch (err) {
     throw err instanceof KvbError ? badRequest(`${at}: ${err.detail}`) : err;
   }
@@ -195,10 +196,12 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
   app.removeAllContentTypeParsers();
   const bodyLimit = txnBodyLimit(ctx.config.maxValueBytes);
   const jsonLimits = txnJsonLimits(ctx.config.maxValueBytes);
-  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit }, (request, body, done) => {
+  // Read as bytes: decoded as a string, invalid UTF-8 would turn into U+FFFD without a word.
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (request, body: Buffer, done) => {
     if (mediaType(request.headers['content-type']) !== 'application/json') {
       done(badRequest('a transaction body must be application/json'), undefined);
-    } else done(null, body);
+    } else if (!isUtf8(body)) done(badRequest('a transaction body must be valid UTF-8'), undefined);
+    else done(null, body.toString('utf8'));
   });
   // An NDJSON body is an import: handed over unread, streamed by the import route.
   app.addContentTypeParser(IMPORT_MEDIA_TYPES, (_request, payload, done) => done(null, payload));
