@@ -14,6 +14,7 @@ import { verificationLimits } from './crypto-threads.js';
 import { registerVerificationMetrics } from './verification-metrics.js';
 import { installErrorHandling, sendError } from './error-handling.js';
 import { clientAddress, decorateClientAddress, noteClientAddress } from './client-address.js';
+import { checkQuery, parseQuery } from './query-params.js';
 import { createKvbServer } from './http-server.js';
 import { setupMetrics } from './plugins/metrics.js';
 import { RequestLogController, redactUrl } from './request-log-controller.js';
@@ -177,7 +178,8 @@ export async function buildApp(
     requestTimeout: 30_000,
     connectionTimeout: 0,
     keepAliveTimeout: 65_000,
-    routerOptions: { maxParamLength: 65_535 },
+    // Query strings are decoded in one place, which refuses malformed percent-encoding (query-params.ts).
+    routerOptions: { maxParamLength: 65_535, querystringParser: parseQuery },
     // Validation must neither coerce nor silently drop: an unknown PATCH field is a 400, null stays null.
     ajv: { customOptions: { allowUnionTypes: true, coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
     // Route schemas compile once the server listens (or on first use), not before (lazy-schemas.ts).
@@ -221,6 +223,11 @@ export async function buildApp(
       reply.header('vary', 'Origin');
       if (request.headers.origin !== undefined)
         reply.header('access-control-allow-origin', '*').header('access-control-expose-headers', CORS_EXPOSED);
+    }
+    try {
+      checkQuery(request);
+    } catch (err) {
+      return done(err as Error);
     }
     done();
   });

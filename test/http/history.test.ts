@@ -297,15 +297,20 @@ describe(`history: reads at a revision, key history, rollback (${TEST_BACKEND})`
     expect(then.headers.get('kvb-expires-at')).not.toBeNull();
   });
 
-  it("a POST with a transaction body stays a transaction whatever its query (the spec's answer is unchanged)", {
+  it('a POST with a transaction body is never a rollback: its query is refused, not ignored', {
     timeout: 60_000,
   }, async () => {
     const bucket = await createBucket(server.api, { default_ttl: '0' });
     const r = await call(`${server.api}/${bucket}?rollback=0`, { method: 'POST', ...json({ txn: [{ set: 'x', value: 'y' }] }) });
-    expect(r.status).toBe(204);
+    expectError(r, 400, 'bad_request');
+    expect(r.headers.get('kvb-error-detail')).toMatch(/^unknown query parameter rollback: a POST with a body is a transaction/);
+    expect((await call(`${server.api}/${bucket}/x`)).status).toBe(404);
+    expect((await call(`${server.api}/${bucket}`, { method: 'POST', ...json({ txn: [{ set: 'x', value: 'y' }] }) })).status).toBe(204);
     expect((await call(`${server.api}/${bucket}/x`)).text).toBe('y');
-    // A plain GET and HEAD of a key with no history parameter answer as before.
-    expect((await call(`${server.api}/${bucket}/x?unknown=1`)).text).toBe('y');
+    // A GET of a key with a parameter it does not know is refused, naming it.
+    const unknown = await call(`${server.api}/${bucket}/x?unknown=1`);
+    expectError(unknown, 400, 'bad_request');
+    expect(unknown.headers.get('kvb-error-detail')).toBe('unknown query parameter unknown');
   });
 
   it('a prefix token reads the past and rolls back only inside its prefix', { timeout: 60_000 }, async () => {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { KvbError, badRequest } from '../../errors.js';
+import { KvbError } from '../../errors.js';
 import { EXPORT_CONTENT_TYPE, endLine, entryLine, headerLine } from '../../values/export-format.js';
 import { checkKey } from '../../values/keys.js';
 import { authorize, openBucket } from '../access-control.js';
@@ -30,8 +30,6 @@ export async function exportBucket(
   reply: FastifyReply,
 ): Promise<FastifyReply> {
   const query = queryOf(request);
-  const other = Object.keys(query).find((name) => !['export', 'prefix', 'rev', 'access_token', 'key'].includes(name));
-  if (other) throw badRequest(`an export takes only prefix and rev (not ${other})`);
   const pastRevision = revisionParam(request);
   const requestedPrefix = singleParam(query, 'prefix') ?? '';
   if (requestedPrefix !== '') checkKey(requestedPrefix, 'prefix');

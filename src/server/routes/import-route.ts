@@ -38,8 +38,6 @@ export async function importRoute(
   body: Readable,
 ): Promise<FastifyReply> {
   const query = queryOf(request);
-  const other = Object.keys(query).find((name) => !['mode', 'prefix', 'access_token', 'key'].includes(name));
-  if (other) throw badRequest(`an import takes only mode and prefix (not ${other})`);
   const mode = singleParam(query, 'mode') ?? 'merge';
   if (mode !== 'merge' && mode !== 'replace') throw badRequest('mode must be merge or replace');
   const requestedPrefix = singleParam(query, 'prefix') ?? '';
