@@ -30,7 +30,24 @@ export class RequestLogController extends LogController {
     super(options);
   }
 
+  /**
+   * Fastify calls this from the response's `finish` event, outside every handler and hook: a
+   * throw here (a log stream that fails, a metric that cannot be recorded) would be uncaught and
+   * end the process. It is caught, and said once if the log still takes it.
+   */
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    try {
+      this.complete(error, request, reply);
+    } catch (err) {
+      try {
+        request.log.error({ err }, 'the access log or request metrics failed for this request');
+      } catch {
+        // The log itself is what failed: there is nowhere left to say it.
+      }
+    }
+  }
+
+  private complete(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (!this.isLogDisabled(request)) super.requestCompleted(error, request, reply);
     // The route pattern, not the URL: keys and bucket ids must not become label values.
     const route = request.routeOptions.url;
