@@ -55,5 +55,5 @@ export {
   UnauthorizedError,
   UnavailableError,
 } from './client-errors.js';
-export type { JsonValue, Value, ValueType } from './typed-values.js';
+export type { JsonShaped, JsonValue, Storable, Value, ValueType } from './typed-values.js';
 export { WatchClosedError, type WatchEvent, type WatchOptions, WatchResetError } from './watch-feed.js';

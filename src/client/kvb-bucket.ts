@@ -14,6 +14,7 @@ import {
 } from './kvb-http.js';
 import {
   type JsonValue,
+  type Storable,
   type Value,
   type ValueType,
   decodeJsonValue,
@@ -46,7 +47,7 @@ export interface ConnectOptions {
 export type Stored<V> = V extends number ? number | bigint : V;
 
 /** A key's value with what the server says about it. */
-export interface Entry<V extends Value = Value> {
+export interface Entry<V = Value> {
   key: string;
   value: V;
   type: ValueType;
@@ -196,7 +197,7 @@ export class KvbBucket {
   }
 
   /** The key's entry, or null when it is absent or expired. */
-  async get<V extends Value = Value>(key: string, options: GetOptions = {}): Promise<Entry<V> | null> {
+  async get<V extends Storable<V> = Value>(key: string, options: GetOptions = {}): Promise<Entry<V> | null> {
     try {
       return entryOf(key, await this.http.get(this.id, key, options)) as Entry<V>;
     } catch (err) {
@@ -232,7 +233,7 @@ export class KvbBucket {
    * Stores a value with the type it has (see `typeOfValue`: an integral number is int64 and reads
    * back as a bigint), or `options.type`; resolves with the stored entry.
    */
-  async set<V extends Value>(key: string, value: V, options: SetOptions = {}): Promise<Entry<Stored<V>>> {
+  async set<V extends Storable<V>>(key: string, value: V, options: SetOptions = {}): Promise<Entry<Stored<V>>> {
     const { body, contentType } = encodeValue(value, options.type);
     const read = await this.http.set(this.id, key, body, {
       ...options,
@@ -373,7 +374,7 @@ export class KvbBucket {
    * is absent), writes it only if nothing changed meanwhile, and starts over when something did.
    * An existing key keeps its type (when the new value fits it) and its expiry unless `ttl` is given.
    */
-  async update<V extends Value>(
+  async update<V extends Storable<V>>(
     key: string,
     fn: (current: Value | undefined, entry: Entry | null) => V | Promise<V>,
     options: UpdateOptions = {},
