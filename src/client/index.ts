@@ -15,6 +15,8 @@ export {
   type Listing,
   type ListOptions,
   type GetOptions,
+  type BucketLogEntry,
+  type BucketLogOptions,
   type HistoryEntry,
   type HistoryOptions,
   type SetOptions,

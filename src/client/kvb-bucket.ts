@@ -7,6 +7,7 @@ import {
   type CreateBucketFields,
   DEFAULT_URL,
   type FetchLike,
+  type HistoryLine,
   KvbHttp,
   type RequestBody,
   type RollbackResult,
@@ -137,6 +138,20 @@ export interface HistoryOptions extends CallOptions {
   actor?: string | undefined;
 }
 
+/** One change of the bucket's change log (`changeLog()`): a key's recorded change, and the key. */
+export interface BucketLogEntry extends HistoryEntry {
+  key: string;
+}
+
+export interface BucketLogOptions extends HistoryOptions {
+  /** Only changes to keys under this prefix. */
+  prefix?: string | undefined;
+  /** Changes after this revision, or committed at or after this time. */
+  since?: number | Date | undefined;
+  /** Changes up to and including this revision, or committed at or before this time. */
+  until?: number | Date | undefined;
+}
+
 export interface UpdateOptions extends CallOptions {
   /** Attempts after the first when another writer got in between. Default 10. */
   retries?: number | undefined;
@@ -183,6 +198,22 @@ function entryOf(key: string, read: ValueRead): Entry {
 const isMissingKey = (err: unknown) => err instanceof NotFoundError && err.detail === 'no such key';
 /** A meta listing line's value: the last field, as the server wrote it (JSON compacted, numbers as stored). */
 const VALUE_AT_END = /,"value":(.*)\}$/s;
+
+/** A history line (and its text, for an int64's exact digits) as an entry; with its key in the bucket's change log. */
+function historyEntry(line: HistoryLine, text: string, values: boolean | undefined): HistoryEntry | BucketLogEntry {
+  const int64 = line.type === 'int64' ? VALUE_AT_END.exec(text)?.[1] : undefined;
+  return {
+    ...(line.key !== undefined && { key: line.key }),
+    revision: line.rev,
+    operation: line.operation,
+    time: new Date(line.time),
+    type: line.type,
+    size: line.size,
+    expiresAt: line.expires_at ? new Date(line.expires_at) : null,
+    actor: line.actor ? { kind: line.actor.kind, tokenId: line.actor.token_id, address: line.actor.address } : null,
+    ...(values && line.type !== null && { value: decodeJsonValue(line.type, line.value, int64) }),
+  };
+}
 
 /** One bucket, typed. Every method takes an optional `signal` and `timeoutMs`. */
 export class KvbBucket {
@@ -325,29 +356,38 @@ export class KvbBucket {
 
   /** The key's recorded changes, newest first (history is kept for the server's --history-retention). */
   async history(key: string, options: HistoryOptions = {}): Promise<HistoryEntry[]> {
-    const entries: HistoryEntry[] = [];
+    return (await this.historyPages(key, options)) as HistoryEntry[];
+  }
+
+  /**
+   * The bucket's change log: every recorded change (or under `prefix`) in revision order, each
+   * revision's keys in byte order, by `actor` and within `since`/`until` when given. Needs the secret key.
+   */
+  async changeLog(options: BucketLogOptions = {}): Promise<BucketLogEntry[]> {
+    return (await this.historyPages(undefined, options)) as BucketLogEntry[];
+  }
+
+  private async historyPages(key: string | undefined, options: BucketLogOptions): Promise<Array<HistoryEntry | BucketLogEntry>> {
+    const entries: Array<HistoryEntry | BucketLogEntry> = [];
     const wanted = options.limit ?? Number.POSITIVE_INFINITY;
+    const bound = (b: number | Date | undefined) => (b instanceof Date ? b.toISOString() : b === undefined ? undefined : String(b));
     let cursor: string | undefined;
     do {
       const page = await this.http.history(
         this.id,
         key,
-        { values: options.values, limit: Math.min(HISTORY_PAGE_MAX, wanted - entries.length), cursor, actor: options.actor },
+        {
+          values: options.values,
+          limit: Math.min(HISTORY_PAGE_MAX, wanted - entries.length),
+          cursor,
+          actor: options.actor,
+          prefix: options.prefix,
+          since: bound(options.since),
+          until: bound(options.until),
+        },
         options,
       );
-      for (const [i, line] of page.lines.entries()) {
-        const int64 = line.type === 'int64' ? VALUE_AT_END.exec(page.texts[i]!)?.[1] : undefined;
-        entries.push({
-          revision: line.rev,
-          operation: line.operation,
-          time: new Date(line.time),
-          type: line.type,
-          size: line.size,
-          expiresAt: line.expires_at ? new Date(line.expires_at) : null,
-          actor: line.actor ? { kind: line.actor.kind, tokenId: line.actor.token_id, address: line.actor.address } : null,
-          ...(options.values && line.type !== null && { value: decodeJsonValue(line.type, line.value, int64) }),
-        });
-      }
+      for (const [i, line] of page.lines.entries()) entries.push(historyEntry(line, page.texts[i]!, options.values));
       cursor = page.nextCursor;
     } while (cursor !== undefined && entries.length < wanted);
     return entries;
