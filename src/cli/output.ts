@@ -134,3 +134,8 @@ export function progress(verb: string, unit = 'keys'): Progress {
     },
   };
 }
+
+/** `1 key`, `2 keys`: a count with its noun in the number the count needs. */
+export function counted(n: number, noun: string): string {
+  return `${n} ${n === 1 ? noun : `${noun}s`}`;
+}

@@ -518,7 +518,7 @@ export class AtomicOperation {
    * Commit only while `lock` is still held by the holder that got this token: a holder paused past
    * its lock's TTL, whose lock another has taken since, gets `{ ok: false }` instead of
    * overwriting the new holder's work. Takes a `Lock` from `lock()`, or `{ name, token }` (e.g.
-   * from `kvb lock`'s KVB_LOCK_KEY and KVB_LOCK_REVISION).
+   * from `kvb lock`'s KVB_LOCK and KVB_LOCK_REVISION).
    */
   fence(lock: FencingToken): this {
     return this.checkCreated(lock.name, lock.token);

@@ -11,7 +11,7 @@ import type {
   RollbackResult,
 } from './http-types.js';
 import { callOf } from './http-transport.js';
-import { KeyRequests } from './key-requests.js';
+import { KeyRequests, quotedKey } from './key-requests.js';
 
 // The routes that read or write many keys at once: listing pages, a key's history, rollback,
 // export, import and the watch stream.
@@ -32,7 +32,7 @@ export class ListingRequests extends KeyRequests {
       ...callOf(options),
       method: 'GET',
       path: key === undefined ? `${this.bucketPath(bucket)}/` : this.keyPath(bucket, key),
-      subject: key === undefined ? `change log of bucket ${bucket}` : `history of key ${JSON.stringify(key)} in bucket ${bucket}`,
+      subject: key === undefined ? `change log of bucket ${bucket}` : `history of key ${quotedKey(key)} in bucket ${bucket}`,
       query: {
         history: true,
         values: page.values,
