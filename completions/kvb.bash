@@ -60,15 +60,15 @@ _kvb() {
     "profile/add") words="$(kvb profile list --names 2>/dev/null) --force --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "profile/use") words="$(kvb profile list --names 2>/dev/null) --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "profile/remove") words="$(kvb profile list --names 2>/dev/null) --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "version") words="--json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "completion") words="bash zsh fish --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "db") words="dump restore check backup migrate --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "db/dump") words="--db --output --force --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "db/restore") words="--db --force --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "db/check") words="--db --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "db/backup") words="--db --out --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "db/migrate") words="--db --dry-run --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "serve") words="--port --host --tls-cert --tls-key --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --max-value-bytes --stalled-reader-timeout --max-streamed-responses --verification-wait --max-watchers --history-retention --watch-retention --shutdown-timeout --metrics-listen --metrics-token --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --max-history-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "version") words="--json --help --version --quiet" ;;
+    "completion") words="bash zsh fish --help --version --quiet" ;;
+    "db") words="dump restore check backup migrate --help --version --quiet" ;;
+    "db/dump") words="--db --output --force --help --version --quiet" ;;
+    "db/restore") words="--db --force --help --version --quiet" ;;
+    "db/check") words="--db --help --version --quiet" ;;
+    "db/backup") words="--db --out --help --version --quiet" ;;
+    "db/migrate") words="--db --dry-run --help --version --quiet" ;;
+    "serve") words="--port --host --tls-cert --tls-key --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --max-value-bytes --stalled-reader-timeout --max-streamed-responses --verification-wait --max-watchers --history-retention --watch-retention --shutdown-timeout --metrics-listen --metrics-token --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --max-history-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --quiet" ;;
   esac
   COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }

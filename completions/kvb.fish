@@ -4,12 +4,12 @@ complete -c kvb -f
 
 # global options
 complete -c kvb -l version -s V -d 'output the version number'
-complete -c kvb -l url -x -d 'server URL (env KVB_URL; default http://127.0.0.1:8080)'
-complete -c kvb -l bucket -x -d 'bucket id (env KVB_BUCKET)'
-complete -c kvb -l token -x -d 'credential sent as Authorization: Bearer (env KVB_TOKEN)'
-complete -c kvb -l profile -x -a '(kvb profile list --names 2>/dev/null)' -d 'profile from the config file (env KVB_PROFILE; default "default")'
-complete -c kvb -l ca -x -d 'trust the CA in this PEM file for an https:// server (a private CA; env KVB_CA)'
-complete -c kvb -l timeout -x -d 'give up on a request after this many seconds (env KVB_TIMEOUT; default 30)'
+complete -c kvb -n 'not __fish_seen_subcommand_from serve db completion version' -l url -x -d 'server URL (env KVB_URL; default http://127.0.0.1:8080)'
+complete -c kvb -n 'not __fish_seen_subcommand_from serve db completion version' -l bucket -x -d 'bucket id (env KVB_BUCKET)'
+complete -c kvb -n 'not __fish_seen_subcommand_from serve db completion version' -l token -x -d 'credential sent as Authorization: Bearer (env KVB_TOKEN)'
+complete -c kvb -n 'not __fish_seen_subcommand_from serve db completion version' -l profile -x -a '(kvb profile list --names 2>/dev/null)' -d 'profile from the config file (env KVB_PROFILE; default "default")'
+complete -c kvb -n 'not __fish_seen_subcommand_from serve db completion version' -l ca -x -d 'trust the CA in this PEM file for an https:// server (a private CA; env KVB_CA)'
+complete -c kvb -n 'not __fish_seen_subcommand_from serve db completion version' -l timeout -x -d 'give up on a request after this many seconds (env KVB_TIMEOUT; default 30)'
 complete -c kvb -l quiet -s q -d 'no messages on stderr (failures are still reported)'
 complete -c kvb -l help -s h -d 'display help'
 complete -c kvb -n '__fish_use_subcommand' -a init -d 'interactive set-up: check the server, create a bucket, save a profile'
