@@ -16,6 +16,7 @@ export function setQuiet(value: boolean): void {
 
 export const stdoutIsTty = (): boolean => process.stdout.isTTY === true;
 export const stdinIsTty = (): boolean => process.stdin.isTTY === true;
+export const stderrIsTty = (): boolean => process.stderr.isTTY === true;
 
 export function colourEnabled(stream: NodeJS.WriteStream): boolean {
   const noColor = process.env.NO_COLOR;
