@@ -8,7 +8,7 @@ _kvb() {
     word="${COMP_WORDS[i]}"
     if ((skip)); then skip=0; continue; fi
     case "$word" in
-      --url|--bucket|--token|--profile|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--rev|--prefix|--limit|--skip|--format|--actor|--to|--since|--exec|--fence|--check|--set|--del|--mode|--permissions|--db|--out|--port|--host|--tls-cert|--tls-key|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--max-watchers|--history-retention|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--max-history-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
+      --url|--bucket|--token|--profile|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--rev|--prefix|--limit|--skip|--format|--actor|--since|--until|--to|--exec|--fence|--check|--set|--del|--mode|--permissions|--db|--out|--port|--host|--tls-cert|--tls-key|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--max-watchers|--history-retention|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--max-history-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
     esac
     case "$kpath/$word" in
       /init|/create-bucket|/bucket|bucket/show|bucket/update|bucket/delete|bucket/exists|/set|/get|/edit|/del|/incr|/expire|/ttl|/ls|/history|/rollback|/watch|/lock|/txn|/export|/import|/mint-token|/profile|profile/list|profile/show|profile/add|profile/use|profile/remove|/version|/completion|/db|db/dump|db/restore|db/check|db/backup|db/migrate|/serve) kpath="${kpath:+$kpath/}$word" ;;
@@ -27,7 +27,7 @@ _kvb() {
     --pg-prepare) COMPREPLY=($(compgen -W "on off auto" -- "$cur")); return ;;
     --pg-batch-writes) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
     --console) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
-    --url|--bucket|--token|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--rev|--prefix|--limit|--skip|--actor|--to|--since|--exec|--fence|--check|--set|--del|--permissions|--db|--out|--port|--host|--tls-cert|--tls-key|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--max-watchers|--history-retention|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--max-history-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
+    --url|--bucket|--token|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--rev|--prefix|--limit|--skip|--actor|--since|--until|--to|--exec|--fence|--check|--set|--del|--permissions|--db|--out|--port|--host|--tls-cert|--tls-key|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--max-watchers|--history-retention|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--max-history-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
   esac
   case "$kpath" in
     "") words="init create-bucket bucket set get edit del incr expire ttl ls history rollback watch lock txn export import mint-token profile version completion db serve --version --url --bucket --token --profile --ca --timeout --quiet --help" ;;
@@ -46,7 +46,7 @@ _kvb() {
     "expire") words="--help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "ttl") words="--json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "ls") words="--limit --skip --reverse --values --long --folders --rev --format --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "history") words="--values --limit --format --actor --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "history") words="--values --limit --format --actor --prefix --since --until --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "rollback") words="--to --prefix --dry-run --yes --json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "watch") words="--since --values --exec --format --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "lock") words="--ttl --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
@@ -60,15 +60,15 @@ _kvb() {
     "profile/add") words="$(kvb profile list --names 2>/dev/null) --force --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "profile/use") words="$(kvb profile list --names 2>/dev/null) --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "profile/remove") words="$(kvb profile list --names 2>/dev/null) --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "version") words="--json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "completion") words="bash zsh fish --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "db") words="dump restore check backup migrate --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "db/dump") words="--db --output --force --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "db/restore") words="--db --force --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "db/check") words="--db --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "db/backup") words="--db --out --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "db/migrate") words="--db --dry-run --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
-    "serve") words="--port --host --tls-cert --tls-key --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --max-value-bytes --stalled-reader-timeout --max-streamed-responses --verification-wait --max-watchers --history-retention --watch-retention --shutdown-timeout --metrics-listen --metrics-token --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --max-history-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "version") words="--json --help --version --quiet" ;;
+    "completion") words="bash zsh fish --help --version --quiet" ;;
+    "db") words="dump restore check backup migrate --help --version --quiet" ;;
+    "db/dump") words="--db --output --force --help --version --quiet" ;;
+    "db/restore") words="--db --force --help --version --quiet" ;;
+    "db/check") words="--db --help --version --quiet" ;;
+    "db/backup") words="--db --out --help --version --quiet" ;;
+    "db/migrate") words="--db --dry-run --help --version --quiet" ;;
+    "serve") words="--port --host --tls-cert --tls-key --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --max-value-bytes --stalled-reader-timeout --max-streamed-responses --verification-wait --max-watchers --history-retention --watch-retention --shutdown-timeout --metrics-listen --metrics-token --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --max-history-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --quiet" ;;
   esac
   COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }

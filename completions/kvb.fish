@@ -4,12 +4,12 @@ complete -c kvb -f
 
 # global options
 complete -c kvb -l version -s V -d 'output the version number'
-complete -c kvb -l url -x -d 'server URL (env KVB_URL; default http://127.0.0.1:8080)'
-complete -c kvb -l bucket -x -d 'bucket id (env KVB_BUCKET)'
-complete -c kvb -l token -x -d 'credential sent as Authorization: Bearer (env KVB_TOKEN)'
-complete -c kvb -l profile -x -a '(kvb profile list --names 2>/dev/null)' -d 'profile from the config file (env KVB_PROFILE; default "default")'
-complete -c kvb -l ca -x -d 'trust the CA in this PEM file for an https:// server (a private CA; env KVB_CA)'
-complete -c kvb -l timeout -x -d 'give up on a request after this many seconds (env KVB_TIMEOUT; default 30)'
+complete -c kvb -n 'not __fish_seen_subcommand_from serve db completion version' -l url -x -d 'server URL (env KVB_URL; default http://127.0.0.1:8080)'
+complete -c kvb -n 'not __fish_seen_subcommand_from serve db completion version' -l bucket -x -d 'bucket id (env KVB_BUCKET)'
+complete -c kvb -n 'not __fish_seen_subcommand_from serve db completion version' -l token -x -d 'credential sent as Authorization: Bearer (env KVB_TOKEN)'
+complete -c kvb -n 'not __fish_seen_subcommand_from serve db completion version' -l profile -x -a '(kvb profile list --names 2>/dev/null)' -d 'profile from the config file (env KVB_PROFILE; default "default")'
+complete -c kvb -n 'not __fish_seen_subcommand_from serve db completion version' -l ca -x -d 'trust the CA in this PEM file for an https:// server (a private CA; env KVB_CA)'
+complete -c kvb -n 'not __fish_seen_subcommand_from serve db completion version' -l timeout -x -d 'give up on a request after this many seconds (env KVB_TIMEOUT; default 30)'
 complete -c kvb -l quiet -s q -d 'no messages on stderr (failures are still reported)'
 complete -c kvb -l help -s h -d 'display help'
 complete -c kvb -n '__fish_use_subcommand' -a init -d 'interactive set-up: check the server, create a bucket, save a profile'
@@ -23,7 +23,7 @@ complete -c kvb -n '__fish_use_subcommand' -a incr -d 'add a signed delta to a n
 complete -c kvb -n '__fish_use_subcommand' -a expire -d 'change a key\'s expiry without rewriting its value (0: never expires)'
 complete -c kvb -n '__fish_use_subcommand' -a ttl -d 'print the seconds left before a key expires, or "none" when it never expires'
 complete -c kvb -n '__fish_use_subcommand' -a ls -d 'list keys (and values) in byte order'
-complete -c kvb -n '__fish_use_subcommand' -a history -d 'a key\'s recorded changes, newest first: revision, operation, time, type, size, actor (and value)'
+complete -c kvb -n '__fish_use_subcommand' -a history -d 'a key\'s recorded changes, newest first; without a key, the bucket\'s changes in revision order: revision, (key,) operation, time, type, size, actor (and value)'
 complete -c kvb -n '__fish_use_subcommand' -a rollback -d 'make the bucket (or a prefix) what it was at a past revision, as one new revision (asks first unless --yes)'
 complete -c kvb -n '__fish_use_subcommand' -a watch -d 'print changes under a prefix as they happen (resumes after a dropped connection)'
 complete -c kvb -n '__fish_use_subcommand' -a lock -d 'run a command while holding a lock (a key), waiting while another holder has it'
@@ -122,6 +122,9 @@ complete -c kvb -n '__fish_seen_subcommand_from history' -l values -d 'include e
 complete -c kvb -n '__fish_seen_subcommand_from history' -l limit -x -d 'at most this many changes'
 complete -c kvb -n '__fish_seen_subcommand_from history' -l format -x -a 'table jsonl' -d 'table (default on a terminal) or jsonl (default when piped)'
 complete -c kvb -n '__fish_seen_subcommand_from history' -l actor -x -d 'only this actor\'s changes: secret, write, read, anonymous, token, server, or token:ID (needs the secret key)'
+complete -c kvb -n '__fish_seen_subcommand_from history' -l prefix -x -d 'without a key: only changes to keys under this prefix'
+complete -c kvb -n '__fish_seen_subcommand_from history' -l since -x -d 'without a key: changes after this revision, or at or after this RFC 3339 time'
+complete -c kvb -n '__fish_seen_subcommand_from history' -l until -x -d 'without a key: changes up to this revision, or this RFC 3339 time'
 
 # kvb rollback
 complete -c kvb -n '__fish_seen_subcommand_from rollback' -l to -x -d 'the revision to go back to'

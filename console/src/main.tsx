@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { AdminView } from './admin-view.js';
 import { type Connection, type NewBucket, createBucket } from './api.js';
 import { type Capabilities, detectCapabilities } from './capabilities.js';
+import { anonymousAccessLeft } from '../../src/client/anonymous-access.js';
 import { generateKey } from './format.js';
 import { KeysView } from './keys-view.js';
 import { saveConnection, savedConnection } from './session.js';
@@ -155,7 +156,14 @@ const CREATE_KEYS = [
 ] as const;
 
 function CreateBucket({ busy, onCreated }: { busy: boolean; onCreated: (id: string, secret: string) => Promise<void> }) {
-  const [fields, setFields] = useState<NewBucket>({ email: '', secret_key: generateKey() });
+  // Private by default, as `kvb init`: a secret, a read and a write key, each generated.
+  const [fields, setFields] = useState<NewBucket>({
+    email: '',
+    secret_key: generateKey(),
+    read_key: generateKey(),
+    write_key: generateKey(),
+  });
+  const open = anonymousAccessLeft(CREATE_KEYS.map(([name]) => name).filter((name) => fields[name]?.trim()));
   const [error, setError] = useState<string | undefined>();
   const set = (name: keyof NewBucket, value: string) => setFields((f) => ({ ...f, [name]: value }));
   const submit = async (event: Event) => {
@@ -195,6 +203,12 @@ function CreateBucket({ busy, onCreated }: { busy: boolean; onCreated: (id: stri
           </div>
         </div>
       ))}
+      {open.length > 0 && (
+        <p class="notice error" role="status">
+          Anonymous access: anyone who can reach this server will be able to {open.join('; ')}. Fill in the empty keys above to make the
+          bucket private.
+        </p>
+      )}
       <label class="field">
         <span>Default TTL in seconds (empty: the server's default, 0: never)</span>
         <input inputMode="numeric" value={fields.default_ttl ?? ''} onInput={(e) => set('default_ttl', e.currentTarget.value)} />
@@ -208,7 +222,10 @@ function CreateBucket({ busy, onCreated }: { busy: boolean; onCreated: (id: stri
           onInput={(e) => set('creationKey', e.currentTarget.value)}
         />
       </label>
-      <p class="help">Keep the secret key: it is the bucket's admin credential, and it is never shown again by the server.</p>
+      <p class="help">
+        Keep the keys: the secret key is the bucket's admin credential, the read and write keys are what apps read and write with, and the
+        server never shows any of them again.
+      </p>
       <button type="submit" class="primary" disabled={busy}>
         Create bucket
       </button>

@@ -81,6 +81,14 @@ function allFlags(root: Node): Map<string, Flag> {
   return byName;
 }
 
+/** Commands that never talk to a kvb server: the client's connection flags mean nothing there, so they are not offered. */
+const NOT_CLIENTS = ['serve', 'db', 'completion', 'version'];
+const CONNECTION_FLAGS = new Set(['--url', '--bucket', '--token', '--profile', '--ca', '--timeout']);
+
+/** The global flags worth offering at a node. */
+const globalsAt = (node: Node, globals: string[]) =>
+  NOT_CLIENTS.includes(node.path[0] ?? '') ? globals.filter((f) => !CONNECTION_FLAGS.has(f)) : globals;
+
 /**
  * What the bash and zsh scripts share: the tree's nodes, the global flags, the flags that take a
  * value, and the shell loop (the same in both) that walks the typed words into `kpath`, e.g.
@@ -134,7 +142,7 @@ export function bashCompletion(program: Command): string {
   lines.push('  esac', '  case "$kpath" in');
   for (const node of nodes) {
     const own = node.path.length === 0 ? [] : node.flags.map((f) => f.long);
-    const words = [...node.children.map((c) => c.path.at(-1)!), ...(node.argChoices ?? []), ...own, ...globals];
+    const words = [...node.children.map((c) => c.path.at(-1)!), ...(node.argChoices ?? []), ...own, ...globalsAt(node, globals)];
     const dynamic = node.argDynamic ? `$(${node.argDynamic}) ` : '';
     lines.push(`    "${node.path.join('/')}") words="${dynamic}${[...new Set(words)].join(' ')}" ;;`);
   }
@@ -174,7 +182,7 @@ export function zshCompletion(program: Command): string {
       ...(node.argChoices ?? []).map((c) => `${c}:${c}`),
     ];
     const own = node.path.length === 0 ? [] : node.flags.map((f) => f.long);
-    const opts = [...new Set([...own, ...globals])];
+    const opts = [...new Set([...own, ...globalsAt(node, globals)])];
     lines.push(`    "${node.path.join('/')}")`);
     lines.push(`      cmds=(${cmds.map(zshQuote).join(' ')})`);
     lines.push(
@@ -215,7 +223,8 @@ export function fishCompletion(program: Command): string {
     return parts.join(' ');
   };
   lines.push('', '# global options');
-  for (const f of root.flags) lines.push(flagLine(undefined, f));
+  const notClient = `not __fish_seen_subcommand_from ${NOT_CLIENTS.join(' ')}`;
+  for (const f of root.flags) lines.push(flagLine(CONNECTION_FLAGS.has(f.long) ? notClient : undefined, f));
   const visit = (node: Node) => {
     const names = node.children.map((c) => c.path.at(-1)!);
     // The condition that we are exactly at this node: its path was typed, none of its children yet.

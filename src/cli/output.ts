@@ -16,6 +16,7 @@ export function setQuiet(value: boolean): void {
 
 export const stdoutIsTty = (): boolean => process.stdout.isTTY === true;
 export const stdinIsTty = (): boolean => process.stdin.isTTY === true;
+export const stderrIsTty = (): boolean => process.stderr.isTTY === true;
 
 export function colourEnabled(stream: NodeJS.WriteStream): boolean {
   const noColor = process.env.NO_COLOR;
@@ -133,4 +134,9 @@ export function progress(verb: string, unit = 'keys'): Progress {
       if (shown) process.stderr.write('\r\u001b[2K');
     },
   };
+}
+
+/** `1 key`, `2 keys`: a count with its noun in the number the count needs. */
+export function counted(n: number, noun: string): string {
+  return `${n} ${n === 1 ? noun : `${noun}s`}`;
 }

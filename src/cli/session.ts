@@ -38,21 +38,30 @@ interface OpenedClient {
  */
 export async function openClient(url: string, token: string | undefined, timeoutMs: number, caFile?: string): Promise<OpenedClient> {
   const { KvbHttp } = await import('../client/kvb-http.js');
-  const ca = readCa(caFile || process.env.KVB_CA || undefined);
+  const ca = readCa(caFileOf(caFile));
   const transport = await cliFetch(new URL(url).origin, timeoutMs, ca);
   return { client: new KvbHttp({ url, token, fetch: transport.fetch, timeoutMs: 0, retries: 0 }), close: transport.close };
 }
 
-/** The `--ca` / KVB_CA file, read once; unreadable is a usage error naming it. */
+/** The CA file in use: --ca, else KVB_CA. */
+const caFileOf = (flag: string | undefined) => flag || process.env.KVB_CA || undefined;
+
+/** The `--ca` / KVB_CA file, read once; unreadable, or holding no certificate (a key file), is a usage error naming it. */
 function readCa(file: string | undefined): Buffer | undefined {
   if (file === undefined) return undefined;
+  let pem: Buffer;
   try {
-    return readFileSync(file);
+    pem = readFileSync(file);
   } catch (err) {
     throw new UsageError(
       `cannot read the CA file ${file} (--ca or KVB_CA): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
     );
   }
+  if (!pem.includes('-----BEGIN CERTIFICATE-----')) {
+    const what = pem.includes('PRIVATE KEY-----') ? 'a private key, not a certificate' : 'no PEM certificate (-----BEGIN CERTIFICATE-----)';
+    throw new UsageError(`the CA file ${file} (--ca or KVB_CA) holds ${what}: give the certificate of the CA that signed the server's`);
+  }
+  return pem;
 }
 
 /** Resolves the connection, opens a client, runs `fn`, and always closes the client. */
@@ -99,8 +108,15 @@ export async function withClient<T>(
     }
     if (err instanceof KvbNetworkError) {
       if (/timed out|timeout/.test(err.reason)) err.message += ` after ${timeoutSeconds} s (--timeout or KVB_TIMEOUT allows longer)`;
+      const caFile = caFileOf(globalFlags(command).ca);
       if (isTlsTrustFailure(err))
-        err.message += '; to trust a private CA or a self-signed server, pass its certificate with --ca FILE or KVB_CA';
+        err.message +=
+          caFile === undefined
+            ? '; to trust a private CA or a self-signed server, pass its certificate with --ca FILE or KVB_CA'
+            : `; the CA file ${caFile} (--ca or KVB_CA) does not verify it: give the certificate of the CA that signed the server's (its own, if self-signed)`;
+      // A TLS server closes a plain-HTTP request without an answer: the one hint the error cannot give.
+      if (connection.url.startsWith('http://') && /connection (closed|reset)/.test(err.reason))
+        err.message += '; if the server serves TLS (--tls-cert), use an https:// URL';
       err.message += `; the URL came from ${SOURCE_NAMES[connection.sources.url]}: point elsewhere with --url, KVB_URL or a profile`;
     }
     throw err;

@@ -7,7 +7,7 @@ import type { CallOptions, KvbHttp } from './kvb-http.js';
 import { type Value, type ValueType, decodeJsonValue } from './typed-values.js';
 
 /** A key as a transaction's get reads it. */
-export interface ReadEntry<V extends Value = Value> {
+export interface ReadEntry<V = Value> {
   key: string;
   value: V;
   type: ValueType;

@@ -146,13 +146,18 @@ const TLS_REASONS: Record<string, string> = {
   CERT_NOT_YET_VALID: "TLS: the server's certificate is not valid yet",
   ERR_TLS_CERT_ALTNAME_INVALID: "TLS: the server's certificate is not for this host name",
   ERR_SSL_WRONG_VERSION_NUMBER: 'TLS: the server does not speak TLS on this port (try http://)',
+  // What Node's https module gives for the same: a plain-HTTP answer to a TLS ClientHello.
+  EPROTO: 'TLS: the handshake failed; the server may not speak TLS on this port (try http://)',
 };
+
+/** Not a matter of trust: no CA file can fix a server that does not speak TLS. */
+const NOT_TRUST = new Set(['ERR_SSL_WRONG_VERSION_NUMBER', 'EPROTO']);
 
 /** Whether a network error is a TLS certificate the client did not trust (a CA file may fix it). */
 export function isTlsTrustFailure(err: KvbNetworkError): boolean {
   const cause = err.cause as { code?: string; cause?: { code?: string } } | undefined;
   const code = cause?.code ?? cause?.cause?.code;
-  return code !== undefined && code in TLS_REASONS && code !== 'ERR_SSL_WRONG_VERSION_NUMBER';
+  return code !== undefined && code in TLS_REASONS && !NOT_TRUST.has(code);
 }
 
 /**

@@ -75,9 +75,23 @@ export interface BucketUsage {
   revision?: number | undefined;
 }
 
-/** One of a key's recorded changes (`?history=true`), as the server's JSONL line has it. */
+/** What one history page asks for; `prefix`, `since` and `until` only of the bucket's change log. */
+export interface HistoryPage {
+  limit?: number | undefined;
+  cursor?: string | undefined;
+  values?: boolean | undefined;
+  actor?: string | undefined;
+  prefix?: string | undefined;
+  /** A revision (changes after it) or an RFC 3339 time (changes at or after it). */
+  since?: string | undefined;
+  /** A revision or an RFC 3339 time (changes up to and including it). */
+  until?: string | undefined;
+}
+
+/** One of a key's recorded changes (`?history=true`), as the server's JSONL line has it (`key`: in the bucket's change log). */
 export interface HistoryLine {
   rev: number;
+  key?: string;
   operation: 'set' | 'delete' | 'expire' | 'counter' | 'transaction' | 'import' | 'rollback';
   time: string;
   type: ValueType | null;

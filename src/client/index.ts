@@ -15,6 +15,8 @@ export {
   type Listing,
   type ListOptions,
   type GetOptions,
+  type BucketLogEntry,
+  type BucketLogOptions,
   type HistoryEntry,
   type HistoryOptions,
   type SetOptions,
@@ -55,5 +57,5 @@ export {
   UnauthorizedError,
   UnavailableError,
 } from './client-errors.js';
-export type { JsonValue, Value, ValueType } from './typed-values.js';
+export type { JsonShaped, JsonValue, Storable, Value, ValueType } from './typed-values.js';
 export { WatchClosedError, type WatchEvent, type WatchOptions, WatchResetError } from './watch-feed.js';

@@ -15,6 +15,16 @@ export function conditionHeaders(condition: WriteCondition = {}): Record<string,
   return {};
 }
 
+/**
+ * A key as an error message names it: quoted, and cut after its first 60 characters when longer
+ * than 80 (a key past the 128-byte limit would otherwise be echoed whole, 2,000 characters of it).
+ */
+export function quotedKey(key: string): string {
+  const characters = Array.from(key);
+  if (characters.length <= 80) return JSON.stringify(key);
+  return `${JSON.stringify(characters.slice(0, 60).join('')).slice(0, -1)}…" (${encoder.encode(key).length} bytes)`;
+}
+
 /** The requests on one key. */
 export class KeyRequests extends HttpTransport {
   /** Sets a key with PUT (idempotent). Without a contentType the server infers the type, as it does for curl. */
@@ -28,7 +38,7 @@ export class KeyRequests extends HttpTransport {
       ...callOf(options),
       method: 'PUT',
       path: this.keyPath(bucket, key),
-      subject: `key ${JSON.stringify(key)} in bucket ${bucket}`,
+      subject: `key ${quotedKey(key)} in bucket ${bucket}`,
       query: { ttl: options.ttl },
       headers: { ...(options.contentType && { 'content-type': options.contentType }), ...conditionHeaders(options.condition) },
       // Bytes, never a string: fetch would add `Content-Type: text/plain`, which is evidence of text.
@@ -52,7 +62,7 @@ export class KeyRequests extends HttpTransport {
         ...callOf(options),
         method: 'GET',
         path: this.keyPath(bucket, key),
-        subject: `key ${JSON.stringify(key)} in bucket ${bucket}`,
+        subject: `key ${quotedKey(key)} in bucket ${bucket}`,
         query: { rev: options.revision },
         ...(options.createRevision && { headers: { 'kvb-include': 'create-revision' } }),
         idempotent: true,
@@ -66,7 +76,7 @@ export class KeyRequests extends HttpTransport {
       ...callOf(options),
       method: 'DELETE',
       path: this.keyPath(bucket, key),
-      subject: `key ${JSON.stringify(key)} in bucket ${bucket}`,
+      subject: `key ${quotedKey(key)} in bucket ${bucket}`,
       headers: conditionHeaders(condition),
       idempotent: true,
     });
@@ -86,7 +96,7 @@ export class KeyRequests extends HttpTransport {
       ...callOf(options),
       method: 'PATCH',
       path: this.keyPath(bucket, key),
-      subject: `key ${JSON.stringify(key)} in bucket ${bucket}`,
+      subject: `key ${quotedKey(key)} in bucket ${bucket}`,
       query: { ttl },
       headers: { 'content-type': 'text/plain', ...conditionHeaders(condition) },
       body: encoder.encode(delta),

@@ -7,6 +7,7 @@ import {
   type CreateBucketFields,
   DEFAULT_URL,
   type FetchLike,
+  type HistoryLine,
   KvbHttp,
   type RequestBody,
   type RollbackResult,
@@ -14,6 +15,7 @@ import {
 } from './kvb-http.js';
 import {
   type JsonValue,
+  type Storable,
   type Value,
   type ValueType,
   decodeJsonValue,
@@ -46,7 +48,7 @@ export interface ConnectOptions {
 export type Stored<V> = V extends number ? number | bigint : V;
 
 /** A key's value with what the server says about it. */
-export interface Entry<V extends Value = Value> {
+export interface Entry<V = Value> {
   key: string;
   value: V;
   type: ValueType;
@@ -136,6 +138,20 @@ export interface HistoryOptions extends CallOptions {
   actor?: string | undefined;
 }
 
+/** One change of the bucket's change log (`changeLog()`): a key's recorded change, and the key. */
+export interface BucketLogEntry extends HistoryEntry {
+  key: string;
+}
+
+export interface BucketLogOptions extends HistoryOptions {
+  /** Only changes to keys under this prefix. */
+  prefix?: string | undefined;
+  /** Changes after this revision, or committed at or after this time. */
+  since?: number | Date | undefined;
+  /** Changes up to and including this revision, or committed at or before this time. */
+  until?: number | Date | undefined;
+}
+
 export interface UpdateOptions extends CallOptions {
   /** Attempts after the first when another writer got in between. Default 10. */
   retries?: number | undefined;
@@ -183,6 +199,22 @@ const isMissingKey = (err: unknown) => err instanceof NotFoundError && err.detai
 /** A meta listing line's value: the last field, as the server wrote it (JSON compacted, numbers as stored). */
 const VALUE_AT_END = /,"value":(.*)\}$/s;
 
+/** A history line (and its text, for an int64's exact digits) as an entry; with its key in the bucket's change log. */
+function historyEntry(line: HistoryLine, text: string, values: boolean | undefined): HistoryEntry | BucketLogEntry {
+  const int64 = line.type === 'int64' ? VALUE_AT_END.exec(text)?.[1] : undefined;
+  return {
+    ...(line.key !== undefined && { key: line.key }),
+    revision: line.rev,
+    operation: line.operation,
+    time: new Date(line.time),
+    type: line.type,
+    size: line.size,
+    expiresAt: line.expires_at ? new Date(line.expires_at) : null,
+    actor: line.actor ? { kind: line.actor.kind, tokenId: line.actor.token_id, address: line.actor.address } : null,
+    ...(values && line.type !== null && { value: decodeJsonValue(line.type, line.value, int64) }),
+  };
+}
+
 /** One bucket, typed. Every method takes an optional `signal` and `timeoutMs`. */
 export class KvbBucket {
   /** The HTTP layer, for what the typed methods do not cover. */
@@ -196,7 +228,7 @@ export class KvbBucket {
   }
 
   /** The key's entry, or null when it is absent or expired. */
-  async get<V extends Value = Value>(key: string, options: GetOptions = {}): Promise<Entry<V> | null> {
+  async get<V extends Storable<V> = Value>(key: string, options: GetOptions = {}): Promise<Entry<V> | null> {
     try {
       return entryOf(key, await this.http.get(this.id, key, options)) as Entry<V>;
     } catch (err) {
@@ -232,7 +264,7 @@ export class KvbBucket {
    * Stores a value with the type it has (see `typeOfValue`: an integral number is int64 and reads
    * back as a bigint), or `options.type`; resolves with the stored entry.
    */
-  async set<V extends Value>(key: string, value: V, options: SetOptions = {}): Promise<Entry<Stored<V>>> {
+  async set<V extends Storable<V>>(key: string, value: V, options: SetOptions = {}): Promise<Entry<Stored<V>>> {
     const { body, contentType } = encodeValue(value, options.type);
     const read = await this.http.set(this.id, key, body, {
       ...options,
@@ -324,29 +356,38 @@ export class KvbBucket {
 
   /** The key's recorded changes, newest first (history is kept for the server's --history-retention). */
   async history(key: string, options: HistoryOptions = {}): Promise<HistoryEntry[]> {
-    const entries: HistoryEntry[] = [];
+    return (await this.historyPages(key, options)) as HistoryEntry[];
+  }
+
+  /**
+   * The bucket's change log: every recorded change (or under `prefix`) in revision order, each
+   * revision's keys in byte order, by `actor` and within `since`/`until` when given. Needs the secret key.
+   */
+  async changeLog(options: BucketLogOptions = {}): Promise<BucketLogEntry[]> {
+    return (await this.historyPages(undefined, options)) as BucketLogEntry[];
+  }
+
+  private async historyPages(key: string | undefined, options: BucketLogOptions): Promise<Array<HistoryEntry | BucketLogEntry>> {
+    const entries: Array<HistoryEntry | BucketLogEntry> = [];
     const wanted = options.limit ?? Number.POSITIVE_INFINITY;
+    const bound = (b: number | Date | undefined) => (b instanceof Date ? b.toISOString() : b === undefined ? undefined : String(b));
     let cursor: string | undefined;
     do {
       const page = await this.http.history(
         this.id,
         key,
-        { values: options.values, limit: Math.min(HISTORY_PAGE_MAX, wanted - entries.length), cursor, actor: options.actor },
+        {
+          values: options.values,
+          limit: Math.min(HISTORY_PAGE_MAX, wanted - entries.length),
+          cursor,
+          actor: options.actor,
+          prefix: options.prefix,
+          since: bound(options.since),
+          until: bound(options.until),
+        },
         options,
       );
-      for (const [i, line] of page.lines.entries()) {
-        const int64 = line.type === 'int64' ? VALUE_AT_END.exec(page.texts[i]!)?.[1] : undefined;
-        entries.push({
-          revision: line.rev,
-          operation: line.operation,
-          time: new Date(line.time),
-          type: line.type,
-          size: line.size,
-          expiresAt: line.expires_at ? new Date(line.expires_at) : null,
-          actor: line.actor ? { kind: line.actor.kind, tokenId: line.actor.token_id, address: line.actor.address } : null,
-          ...(options.values && line.type !== null && { value: decodeJsonValue(line.type, line.value, int64) }),
-        });
-      }
+      for (const [i, line] of page.lines.entries()) entries.push(historyEntry(line, page.texts[i]!, options.values));
       cursor = page.nextCursor;
     } while (cursor !== undefined && entries.length < wanted);
     return entries;
@@ -373,7 +414,7 @@ export class KvbBucket {
    * is absent), writes it only if nothing changed meanwhile, and starts over when something did.
    * An existing key keeps its type (when the new value fits it) and its expiry unless `ttl` is given.
    */
-  async update<V extends Value>(
+  async update<V extends Storable<V>>(
     key: string,
     fn: (current: Value | undefined, entry: Entry | null) => V | Promise<V>,
     options: UpdateOptions = {},
@@ -477,7 +518,7 @@ export class AtomicOperation {
    * Commit only while `lock` is still held by the holder that got this token: a holder paused past
    * its lock's TTL, whose lock another has taken since, gets `{ ok: false }` instead of
    * overwriting the new holder's work. Takes a `Lock` from `lock()`, or `{ name, token }` (e.g.
-   * from `kvb lock`'s KVB_LOCK_KEY and KVB_LOCK_REVISION).
+   * from `kvb lock`'s KVB_LOCK and KVB_LOCK_REVISION).
    */
   fence(lock: FencingToken): this {
     return this.checkCreated(lock.name, lock.token);

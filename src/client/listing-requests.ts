@@ -3,6 +3,7 @@ import type {
   BodyStream,
   CallOptions,
   HistoryLine,
+  HistoryPage,
   ImportResult,
   ListOptions,
   ListPage,
@@ -10,26 +11,38 @@ import type {
   RollbackResult,
 } from './http-types.js';
 import { callOf } from './http-transport.js';
-import { KeyRequests } from './key-requests.js';
+import { KeyRequests, quotedKey } from './key-requests.js';
 
 // The routes that read or write many keys at once: listing pages, a key's history, rollback,
 // export, import and the watch stream.
 
 /** Listing, history, rollback, export/import and watch (on top of the key requests). */
 export class ListingRequests extends KeyRequests {
-  /** One page of a key's recorded changes, newest first, and the cursor of the next page. */
+  /**
+   * One page of a key's recorded changes, newest first, or (key undefined) of the bucket's change
+   * log in revision order, and the cursor of the next page.
+   */
   async history(
     bucket: string,
-    key: string,
-    page: { limit?: number | undefined; cursor?: string | undefined; values?: boolean | undefined; actor?: string | undefined } = {},
+    key: string | undefined,
+    page: HistoryPage = {},
     options: CallOptions = {},
   ): Promise<{ lines: HistoryLine[]; texts: string[]; nextCursor: string | undefined; floor: number | undefined }> {
     const answer = await this.send({
       ...callOf(options),
       method: 'GET',
-      path: this.keyPath(bucket, key),
-      subject: `history of key ${JSON.stringify(key)} in bucket ${bucket}`,
-      query: { history: true, values: page.values, limit: page.limit, cursor: page.cursor, actor: page.actor },
+      path: key === undefined ? `${this.bucketPath(bucket)}/` : this.keyPath(bucket, key),
+      subject: key === undefined ? `change log of bucket ${bucket}` : `history of key ${quotedKey(key)} in bucket ${bucket}`,
+      query: {
+        history: true,
+        values: page.values,
+        limit: page.limit,
+        cursor: page.cursor,
+        actor: page.actor,
+        prefix: page.prefix || undefined,
+        since: page.since,
+        until: page.until,
+      },
       idempotent: true,
     });
     const texts = new TextDecoder().decode(answer.data).split('\n').filter(Boolean);

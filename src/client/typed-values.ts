@@ -14,6 +14,23 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
  */
 export type Value = string | bigint | number | Uint8Array | JsonValue;
 
+/**
+ * T itself when it is a JSON document field by field, and `never` where a field is not (a function,
+ * a Date, a bigint inside a document): the check behind `get<T>` and `set`. It maps the declared type
+ * rather than asking for `{ [key: string]: JsonValue }`, because an interface has no index signature
+ * and would be refused although every field is JSON. An optional field may be absent.
+ */
+export type JsonShaped<T> = T extends JsonValue
+  ? T
+  : T extends (...args: never[]) => unknown
+    ? never
+    : T extends object
+      ? { [K in keyof T]: JsonShaped<T[K]> }
+      : never;
+
+/** A value `get<V>`, `set` and `update` accept: one of the five types, or a declared JSON document (interfaces included). */
+export type Storable<V> = Value | { [K in keyof V]: JsonShaped<V[K]> };
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: false });
 const INT64_MIN = -(2n ** 63n);

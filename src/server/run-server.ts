@@ -148,8 +148,18 @@ export async function runServer(config: ServerConfig): Promise<void> {
     say('error', `the SQLite writer thread failed, stopping the server: ${describeError(err)}`);
     void stop('a writer thread failure', true);
   };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  // Ctrl-C on `npm start` often reaches kvb twice, from the terminal (the whole process group)
+  // and from npm forwarding it: the first signal during a drain is that same request, logged and
+  // ignored. The next is a person who does not want to wait: it ends the drain at once, as --shutdown-timeout would.
+  let repeats = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (!stopping) return void stop(signal);
+    if (++repeats === 1) return say('info', `received ${signal} again while draining: ignored (one more ends the drain at once)`);
+    say('warn', `received ${signal} again: ending the drain now, closing the connections still open`);
+    app.server.closeAllConnections();
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
 
   // Listening on app.server directly keeps start-up to the one log line below.
   await app.ready();

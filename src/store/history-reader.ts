@@ -1,9 +1,9 @@
 import { isValueType } from '../values/value-type.js';
 import { listBounds } from './list-bounds.js';
-import { type HistoryStatementName, keyHistoryName, listAtShapeName } from './history-statements.js';
+import { type HistoryStatementName, bucketLogName, keyHistoryName, listAtShapeName } from './history-statements.js';
 import { actorFromRow } from './change-row.js';
 import type { ChangeLogBounds, Entry, HistoryReads, ListQuery, ListedEntry } from './store.js';
-import type { ActorFilter, HistoryRecord, HistoryOperation, PastRead } from './history-types.js';
+import type { ActorFilter, BucketLogQuery, HistoryOperation, HistoryRecord, LoggedKeyChange, PastRead } from './history-types.js';
 
 /**
  * Each prune looks again at changes committed this long before its previous pass's cut-off: a
@@ -94,22 +94,50 @@ export class HistoryReader implements HistoryReads {
   async keyHistory(bucket: string, key: string, before: number, limit: number, actor?: ActorFilter): Promise<HistoryRecord[]> {
     // Bucket ids never contain NUL, which PostgreSQL text cannot even carry: no such bucket, no history.
     if (bucket.includes('\u0000')) return [];
-    const name = keyHistoryName(actor === undefined ? 'all' : actor.tokenId === undefined ? 'kind' : 'token');
+    const name = keyHistoryName(filterOf(actor));
     const rows = await this.run(name, { bucket, key: Buffer.from(key), before, limit, actorKind: actor?.kind, actorToken: actor?.tokenId });
-    return rows.map((row) => {
-      const kind = String(row.kind) as 'set' | 'delete' | 'expire';
-      const operation = (
-        row.operation === null || row.operation === undefined || kind === 'expire' ? kind : String(row.operation)
-      ) as HistoryOperation;
-      const value = kind === 'set' ? toEntry(row) : undefined;
-      return {
-        revision: Number(row.revision),
-        operation,
-        kind,
-        time: Number(row.committed_at),
-        actor: actorFromRow(row),
-        ...(value && { value: { type: value.type, data: value.data }, expiresAt: value.expiresAt }),
-      };
-    });
+    return rows.map(historyRecord);
   }
+
+  /** Up to `q.limit` changes of the bucket (or a prefix), in revision order and each revision's keys in byte order. */
+  async bucketLog(bucket: string, q: BucketLogQuery): Promise<LoggedKeyChange[]> {
+    if (bucket.includes('\u0000')) return [];
+    const { lower, upper } = listBounds({ prefix: q.prefix, reverse: false });
+    // No valid key reaches 0xFF (UTF-8 never holds that byte): "above every key" as a bound.
+    const pastEveryKey = Buffer.from([0xff]);
+    const after = q.after ?? { revision: q.sinceRevision - 1, key: undefined };
+    const rows = await this.run(bucketLogName(filterOf(q.actor)), {
+      bucket,
+      afterRevision: after.revision,
+      afterKey: after.key === undefined ? pastEveryKey : Buffer.from(after.key),
+      untilRevision: q.untilRevision,
+      sinceTime: q.sinceTime,
+      untilTime: q.untilTime,
+      lower,
+      upper: upper ?? pastEveryKey,
+      actorKind: q.actor?.kind,
+      actorToken: q.actor?.tokenId,
+      limit: q.limit,
+    });
+    return rows.map((row) => ({ key: (row.key as Buffer).toString('utf8'), ...historyRecord(row) }));
+  }
+}
+
+const filterOf = (actor: ActorFilter | undefined) => (actor === undefined ? 'all' : actor.tokenId === undefined ? 'kind' : 'token');
+
+/** A change row (with its revision's operation, when one was logged) as a history record. */
+function historyRecord(row: Record<string, unknown>): HistoryRecord {
+  const kind = String(row.kind) as 'set' | 'delete' | 'expire';
+  const operation = (
+    row.operation === null || row.operation === undefined || kind === 'expire' ? kind : String(row.operation)
+  ) as HistoryOperation;
+  const value = kind === 'set' ? toEntry(row) : undefined;
+  return {
+    revision: Number(row.revision),
+    operation,
+    kind,
+    time: Number(row.committed_at),
+    actor: actorFromRow(row),
+    ...(value && { value: { type: value.type, data: value.data }, expiresAt: value.expiresAt }),
+  };
 }

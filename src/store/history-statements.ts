@@ -91,6 +91,31 @@ export function keyHistoryStatement(db: Kysely<Database>, filter: KeyHistoryFilt
   return query.orderBy('c.revision', 'desc').limit(param('limit'));
 }
 
+export const bucketLogName = (filter: KeyHistoryFilter) =>
+  filter === 'all' ? 'bucketLog' : filter === 'kind' ? 'bucketLogByKind' : 'bucketLogByToken';
+
+/**
+ * A bucket's changes (or a key range's) in revision order, each revision's keys in byte order,
+ * after the position (revision, key) of the previous page, within a revision range and a time
+ * range: a walk of the primary key (bucket_id, revision, key).
+ */
+export function bucketLogStatement(db: Kysely<Database>, filter: KeyHistoryFilter): Compilable {
+  let query = db
+    .selectFrom('changes as c')
+    .leftJoin('revision_ops as o', (join) => join.onRef('o.bucket_id', '=', 'c.bucket_id').onRef('o.revision', '=', 'c.revision'))
+    .select(['c.key', ...HISTORY_COLUMNS, 'o.operation'])
+    .where('c.bucket_id', '=', param('bucket'))
+    .where(sql<boolean>`(${sql.ref('c.revision')}, ${sql.ref('c.key')}) > (${param('afterRevision')}, ${param('afterKey')})`)
+    .where('c.revision', '<=', param('untilRevision'))
+    .where('c.committed_at', '>=', param('sinceTime'))
+    .where('c.committed_at', '<=', param('untilTime'))
+    .where('c.key', '>=', param('lower'))
+    .where('c.key', '<', param('upper'));
+  if (filter !== 'all') query = query.where('c.actor_kind', '=', param('actorKind'));
+  if (filter === 'token') query = query.where('c.actor_token', '=', param('actorToken'));
+  return query.orderBy('c.revision', 'asc').orderBy('c.key', 'asc').limit(param('limit'));
+}
+
 export function historyStatements(db: Kysely<Database>) {
   return {
     /** A key's newest change at or below a revision (a read at that revision). */
@@ -125,6 +150,9 @@ export function historyStatements(db: Kysely<Database>) {
     keyHistory: keyHistoryStatement(db, 'all'),
     keyHistoryByKind: keyHistoryStatement(db, 'kind'),
     keyHistoryByToken: keyHistoryStatement(db, 'token'),
+    bucketLog: bucketLogStatement(db, 'all'),
+    bucketLogByKind: bucketLogStatement(db, 'kind'),
+    bucketLogByToken: bucketLogStatement(db, 'token'),
     /** What made a revision, when it is not a plain set, delete or expiry (counter, transaction, import, rollback). */
     logOperation: db
       .insertInto('revision_ops')

@@ -42,6 +42,27 @@ export interface HistoryRecord {
   actor: Actor | null;
 }
 
+/** A change of the bucket-wide log: a key's recorded change, and the key. */
+export interface LoggedKeyChange extends HistoryRecord {
+  key: string;
+}
+
+/**
+ * What a read of the bucket-wide change log covers: changes after the position `after` (a
+ * revision and a key of it: the previous page's last), up to `untilRevision`, committed within
+ * [sinceTime, untilTime] (ms), to keys under `prefix`, by `actor` when given.
+ */
+export interface BucketLogQuery {
+  prefix: string;
+  after: { revision: number; key: string } | undefined;
+  sinceRevision: number;
+  untilRevision: number;
+  sinceTime: number;
+  untilTime: number;
+  actor: ActorFilter | undefined;
+  limit: number;
+}
+
 /** A bucket's history: its floor (oldest revision readable) and its revision. */
 export interface ChangeLogBounds {
   floor: number;

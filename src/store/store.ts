@@ -1,5 +1,5 @@
 import type { Usage } from './quota.js';
-import type { Actor, ActorFilter, ChangeLogBounds, HistoryRecord, PastRead } from './history-types.js';
+import type { Actor, ActorFilter, BucketLogQuery, ChangeLogBounds, HistoryRecord, LoggedKeyChange, PastRead } from './history-types.js';
 import type { StoredValue } from '../values/stored-value.js';
 import type { Entry, EntryMeta, NewEntry, Written } from './core/write-types.js';
 import type { ResultOf, WriteOp } from './core/write-ops.js';
@@ -186,6 +186,8 @@ export interface HistoryReads {
   listAt(bucket: string, query: ListQuery, revision: number): Promise<PastRead<ListedEntry[]>>;
   /** Up to `limit` of a key's recorded changes before revision `before`, newest first; only `actor`'s when given. */
   keyHistory(bucket: string, key: string, before: number, limit: number, actor?: ActorFilter): Promise<HistoryRecord[]>;
+  /** Up to `query.limit` changes of the bucket (or of a prefix) in revision order, then key order. */
+  bucketLog(bucket: string, query: BucketLogQuery): Promise<LoggedKeyChange[]>;
 }
 
 /**

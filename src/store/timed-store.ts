@@ -43,7 +43,7 @@ const TIMED: TimedTable<Store> = {
     delete: 'bucket_write',
     count: 'count',
   },
-  history: { readAt: 'get', listAt: 'list', keyHistory: 'list' },
+  history: { readAt: 'get', listAt: 'list', keyHistory: 'list', bucketLog: 'list' },
   maintenance: { countEntries: 'count' },
 };
 

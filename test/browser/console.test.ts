@@ -215,6 +215,19 @@ describe.skipIf(!hasChromium)('the web console at /console/', { timeout: 180_000
 
   it('creates a bucket from the start page (email, generated keys, default TTL) and connects as its admin', async (t) => {
     screenshotsOnFailure(t, 'create-bucket');
+    // Private by default, as kvb init: secret, read and write keys generated, no warning.
+    for (const name of ['secret_key', 'read_key', 'write_key'])
+      expect(await page.locator(`#create-${name}`).inputValue()).toMatch(/^[\w-]{32}$/);
+    expect(await page.locator('#create-signing_key').inputValue()).toBe('');
+    const warning = page.locator('form[aria-labelledby=create-title] .notice.error');
+    expect(await warning.count()).toBe(0);
+    // Leaving keys out opens the bucket, and the form says what anonymous callers could then do (kvb init's words).
+    await page.locator('#create-read_key').fill('');
+    await expect
+      .poll(() => warning.innerText())
+      .toMatch(/^Anonymous access: anyone who can reach this server will be able to read and list every key\./);
+    await page.locator('#create-write_key').fill('');
+    await expect.poll(() => warning.innerText()).toContain('read and list every key; write and delete every key');
     await field('Email').fill('console@example.com');
     await button('Generate signing key').click();
     await button('Generate secret key').click();

@@ -96,7 +96,7 @@ describe('kvb db check', () => {
   it('passes a healthy database and says what it holds', async () => {
     const res = await db(['check', '--db', sqliteFile]);
     expect(res.exitCode, res.stderr).toBe(0);
-    expect(res.stderr).toContain('1 buckets, 4 keys');
+    expect(res.stderr).toContain('1 bucket, 4 keys');
   });
   it('fails (exit 1) on entries without a bucket, and on a file that is not there', async () => {
     const { default: Database } = await import('better-sqlite3');
@@ -145,7 +145,7 @@ describe('kvb db dump and restore', () => {
     expect((await db(['restore', file, '--db', sqliteFile])).exitCode).toBe(1);
     const forced = await db(['restore', file, '--db', sqliteFile, '--force']);
     expect(forced.exitCode, forced.stderr).toBe(0);
-    expect((await db(['check', '--db', sqliteFile])).stderr).toContain('1 buckets, 4 keys');
+    expect((await db(['check', '--db', sqliteFile])).stderr).toContain('1 bucket, 4 keys');
   }, 120_000);
 
   it('restore and migrate create a SQLite file that does not exist yet, as kvb serve does; a bad dump creates nothing', async () => {
@@ -154,7 +154,7 @@ describe('kvb db dump and restore', () => {
     const restored = await db(['restore', '--db', fresh, file]);
     expect(restored.exitCode, restored.stderr).toBe(0);
     expect(restored.stderr).toContain(`creating a new SQLite database at ${fresh}`);
-    expect(restored.stderr).toContain('restored 1 buckets, 4 keys');
+    expect(restored.stderr).toContain('restored 1 bucket, 4 keys');
     await servesTheSameBucket(fresh);
 
     const text = readFileSync(file, 'utf8');
@@ -189,7 +189,7 @@ describe('kvb db dump and restore', () => {
       // The target schema gets kvb's tables when a server (or the restore) first opens it.
       const restored = await db(['restore', file, '--db', pgUrl]);
       expect(restored.exitCode, restored.stderr).toBe(0);
-      expect(restored.stderr).toContain('restored 1 buckets, 4 keys');
+      expect(restored.stderr).toContain('restored 1 bucket, 4 keys');
       await servesTheSameBucket(pgUrl);
       // And back: PostgreSQL (now with one key more) -> a fresh SQLite file.
       const back = join(dir, 'back.dump');
@@ -199,7 +199,7 @@ describe('kvb db dump and restore', () => {
       await s.stop({ keepData: true });
       const res = await db(['restore', back, '--db', sqliteAgain]);
       expect(res.exitCode, res.stderr).toBe(0);
-      expect(res.stderr).toContain('restored 1 buckets, 5 keys');
+      expect(res.stderr).toContain('restored 1 bucket, 5 keys');
       await servesTheSameBucket(sqliteAgain);
     },
     180_000,
@@ -213,7 +213,7 @@ describe('kvb db backup', () => {
     expect(res.exitCode, res.stderr).toBe(0);
     expect(res.stderr).toContain('integrity_check ok');
     expect(statSync(out).mode & 0o777).toBe(0o600);
-    expect((await db(['check', '--db', out])).stderr).toMatch(/1 buckets, \d keys/);
+    expect((await db(['check', '--db', out])).stderr).toMatch(/1 bucket, \d keys/);
     expect((await db(['backup', '--db', sqliteFile, '--out', out])).exitCode).toBe(1);
     expect((await db(['backup', '--db', 'postgres://x@127.0.0.1/y', '--out', join(dir, 'x.db')])).stderr).toMatch(/pg_dump/);
   });
@@ -305,7 +305,7 @@ describe('kvb db on a running SQLite server', () => {
       await call(`${server.api}/${id}/k`, { method: 'PUT', body: 'v' });
       const checked = await db(['check', '--db', file]);
       expect(checked.exitCode, checked.stderr).toBe(0);
-      expect(checked.stderr).toMatch(/ok \(sqlite\): 1 buckets, 1 keys/);
+      expect(checked.stderr).toMatch(/ok \(sqlite\): 1 bucket, 1 key, no problems found/);
       const dumpFile = join(live, 'live.dump');
       const dumped = await db(['dump', '--db', file, '-o', dumpFile]);
       expect(dumped.exitCode, dumped.stderr).toBe(0);

@@ -56,6 +56,14 @@ describe('completion scripts', () => {
     expect(complete(['kvb', 'set', 'k', '--type', ''])).toEqual(['json', 'text', 'int', 'float', 'bytes']);
     expect(complete(['kvb', 'ls', '--format', 'j'])).toEqual(['json', 'jsonl']);
     expect(complete(['kvb', 'completion', 'f'])).toEqual(['fish']);
+    // The server and the local commands take no client connection flags; client commands do.
+    expect(complete(['kvb', 'serve', '--'])).toEqual(expect.arrayContaining(['--port', '--db', '--help']));
+    for (const words of [
+      ['kvb', 'serve', '--'],
+      ['kvb', 'db', 'check', '--'],
+    ])
+      expect(complete(words).filter((w) => ['--url', '--bucket', '--token', '--profile', '--ca', '--timeout'].includes(w))).toEqual([]);
+    expect(complete(['kvb', 'get', 'k', '--'])).toEqual(expect.arrayContaining(['--url', '--bucket', '--token']));
   });
 
   const has = (shell: string) => spawnSync('sh', ['-c', `command -v ${shell}`]).status === 0;

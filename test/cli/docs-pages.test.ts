@@ -7,6 +7,7 @@ import type { CommandUnknownOpts as Command } from '@commander-js/extra-typings'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/program.js';
 import * as client from '../../src/client/index.js';
+import { docBlocks, expectedOutput } from '../helpers/doc-blocks.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 /**
@@ -24,33 +25,7 @@ const PAGES = [
   'bench/results/older-runs.md',
 ];
 
-interface Block {
-  page: string;
-  lang: string;
-  line: number;
-  text: string;
-  /** Preceded by `<!-- docs-test: run -->`: the test runs it against a spawned server. */
-  run: boolean;
-}
-
-/** Fenced code blocks of a page, with their language and first line number. */
-function blocks(page: string): Block[] {
-  const found: Block[] = [];
-  let open: Block | undefined;
-  const lines = read(page).split('\n');
-  lines.forEach((line, i) => {
-    if (!line.startsWith('```')) {
-      if (open) open.text += `${line}\n`;
-    } else if (open) {
-      found.push(open);
-      open = undefined;
-    } else {
-      open = { page, lang: line.slice(3).trim(), line: i + 2, text: '', run: lines[i - 1] === '<!-- docs-test: run -->' };
-    }
-  });
-  expect(open, `${page}: a code block is never closed`).toBeUndefined();
-  return found;
-}
+const blocks = (page: string) => docBlocks(ROOT, page);
 
 /** The page's text outside code blocks. */
 const prose = (page: string) => read(page).replace(/^```[^\n]*\n[\s\S]*?^```$/gm, '');
@@ -245,7 +220,7 @@ describe('examples', () => {
   });
 
   describe('the blocks marked `<!-- docs-test: run -->` run as shown against a real server', () => {
-    const runnable = all.filter((b) => b.run);
+    const runnable = all.filter((b) => b.marker === 'run');
     let server: RunningServer;
     let cwd: string;
     beforeAll(async () => {
@@ -271,7 +246,7 @@ describe('examples', () => {
         expect(result.status).toBe(0);
         // A comment after a command (`curl … # hello`) is what that command prints; they appear in order.
         let rest = result.stdout;
-        const expected = [...b.text.matchAll(/^[^#\n]*\S[ \t]+# (.+)$/gm)].map((m) => m[1]!.trim());
+        const expected = expectedOutput(b.text);
         expect(expected.length).toBeGreaterThan(0);
         for (const text of expected) {
           const at = rest.indexOf(text);

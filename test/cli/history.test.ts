@@ -93,6 +93,45 @@ describe('kvb get --rev, kvb ls --rev, kvb history, kvb rollback', () => {
     expect(refused.exitCode).toBe(3);
   });
 
+  it("kvb history without a key: the bucket's change log, by --actor, --prefix and --since; a table with a key column", {
+    timeout: 120_000,
+  }, async () => {
+    const own = await createBucket(server.api, { secret_key: SECRET, signing_key: 'cli-log-sign', default_ttl: '0' });
+    const env = { KVB_BUCKET: own };
+    expect((await run(['set', 'app/a', '1', '--type', 'text'], { env })).exitCode).toBe(0);
+    const minted = await run(['mint-token', '--prefix', 'app/', '--permissions', 'read,write', '--ttl', '600', '--json'], { env });
+    const token = JSON.parse(minted.out) as { access_token: string; id: string };
+    const asToken = { env: { ...env, KVB_TOKEN: token.access_token } };
+    expect((await run(['set', 'app/b', '2', '--type', 'text'], asToken)).exitCode).toBe(0);
+    expect((await run(['set', 'app/a', '3', '--type', 'text'], asToken)).exitCode).toBe(0);
+    expect((await run(['set', 'cfg/x', '4', '--type', 'text'], { env })).exitCode).toBe(0);
+    const keysOf = (out: string) =>
+      out
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as { key: string }).key);
+
+    const all = await run(['history'], { env });
+    expect(all.exitCode, all.stderr).toBe(0);
+    expect(keysOf(all.out)).toEqual(['app/a', 'app/b', 'app/a', 'cfg/x']);
+    const byToken = await run(['history', '--actor', `token:${token.id}`], { env });
+    expect(keysOf(byToken.out)).toEqual(['app/b', 'app/a']);
+    const first = (JSON.parse(all.out.split('\n')[0]!) as { rev: number }).rev;
+    expect(keysOf((await run(['history', '--prefix', 'app/', '--since', String(first)], { env })).out)).toEqual(['app/b', 'app/a']);
+    expect(keysOf((await run(['history', '--since', '2000-01-01T00:00:00Z', '--limit', '1'], { env })).out)).toEqual(['app/a']);
+
+    const table = await run(['history', '--actor', `token:${token.id}`, '--format', 'table'], { env });
+    expect(table.exitCode, table.stderr).toBe(0);
+    expect(table.out.split('\n')[0]).toMatch(/^rev\s+key\s+operation\b/);
+    expect(table.out).toContain('app/b');
+    // The secret key's alone; --prefix and --since belong to the change log, not to one key.
+    expect((await run(['history'], asToken)).exitCode).toBe(3);
+    const misplaced = await run(['history', 'app/a', '--since', '3'], { env });
+    expect(misplaced.exitCode).toBe(1);
+    expect(misplaced.stderr).toContain("--since is for the bucket's change log");
+  });
+
   it('rollback: --dry-run changes nothing, a pipe without --yes is refused, --yes makes one new revision', {
     timeout: 120_000,
   }, async () => {

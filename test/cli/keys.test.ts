@@ -25,6 +25,20 @@ afterAll(async () => {
 });
 
 describe('kvb set and kvb get', () => {
+  it('an oversized key is named cut short in the error, not echoed whole (its first 60 characters and its size)', async () => {
+    const key = 'k'.repeat(2000);
+    for (const args of [
+      ['set', key, 'v'],
+      ['get', key],
+    ]) {
+      const res = await run(args);
+      expect(res.exitCode).toBe(1);
+      expect(res.stderr).toContain(`key "${'k'.repeat(60)}…" (2000 bytes)`);
+      expect(res.stderr).toContain('key is longer than 128 bytes');
+      expect(res.stderr.length).toBeLessThan(400);
+    }
+  });
+
   it('round-trips text: get writes the exact bytes, with no newline added when piped', async () => {
     const set = await run(['set', 'greeting', 'hello', '--type', 'text']);
     expect(set).toMatchObject({ exitCode: 0, out: '', stderr: '' });

@@ -134,6 +134,7 @@ describe('on a terminal', () => {
     const kept = await inTerminal(['rollback', '--to', String(good)], [{ expect: 'Roll bucket', send: '\r' }], target);
     expect(kept.exitCode, kept.output).toBe(1);
     expect(kept.output).toContain('cfg');
+    expect(kept.output).toContain(`back to revision ${good} (changes 1 key)?`);
     expect((await call(`${server.api}/${id}/cfg`, { token: SECRET })).text).toBe('new');
     const done = await inTerminal(['rollback', '--to', String(good)], [{ expect: 'Roll bucket', send: '\u001b[D\r' }], target);
     expect(done.exitCode, done.output).toBe(0);

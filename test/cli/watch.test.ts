@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { connect as connectBucket } from '../../src/client/index.js';
-import { kvb, kvbRunning } from '../helpers/cli.js';
+import { inTerminal, kvb, kvbRunning } from '../helpers/cli.js';
 import { call, createBucket } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -162,6 +162,39 @@ describe('kvb watch and kvb/client when the server drains', () => {
       controller.abort();
       await feed;
       watch.child.kill('SIGKILL');
+      await server.stop();
+    }
+  });
+
+  it('at a terminal, each failed reconnection prints one line (attempt, reason, next try), so waiting is not silence', {
+    timeout: 90_000,
+  }, async () => {
+    const server = await startServer();
+    const bucket = await createBucket(server.api);
+    await call(`${server.api}/${bucket}/w%2F1`, { method: 'PUT', body: 'one' });
+    let stopped: Promise<unknown> | undefined;
+    try {
+      const result = await inTerminal(
+        ['watch', 'w/', '--since', '0'],
+        [
+          // Connected and printing: then the server goes away for good.
+          { expect: 'w/1', send: '' },
+          { expect: 'still reconnecting (attempt 2', send: '\u0003' },
+        ],
+        { KVB_URL: server.url, KVB_BUCKET: bucket },
+        (step) => {
+          if (step === 0) {
+            process.kill(server.process.pid!, 'SIGTERM');
+            stopped = server.process;
+          }
+        },
+      );
+      expect(result.output).toContain('the server ended the watch: the server is shutting down');
+      expect(result.output).toMatch(/still reconnecting \(attempt 1: cannot reach .+\); next try in \d+\.\d s/);
+      expect(result.output).toContain('still reconnecting (attempt 2');
+      expect(result.exitCode).toBe(0);
+    } finally {
+      await stopped;
       await server.stop();
     }
   });

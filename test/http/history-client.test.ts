@@ -15,6 +15,41 @@ afterAll(async () => {
 });
 
 describe(`kvb/client history (${TEST_BACKEND})`, () => {
+  it("changeLog(): the bucket's changes in revision order, by actor, prefix and revision or time range", async () => {
+    const id = await createBucket(
+      { url: server.url },
+      { email: 'h@example.com', secret_key: SECRET, signing_key: 'log-sign', default_ttl: 0 },
+    );
+    const kv = connect({ url: server.url, bucket: id, token: SECRET });
+    const first = await kv.set('app/a', 'one');
+    const tokenKv = connect({
+      url: server.url,
+      bucket: id,
+      token: await kv.mintToken({ prefix: 'app/', permissions: ['read', 'write'], ttl: 600 }),
+    });
+    await tokenKv.set('app/b', 7n);
+    await tokenKv.atomic().set('app/d', 'd').set('app/c', 'c').commit();
+    await kv.set('cfg/x', { on: true });
+
+    const all = await kv.changeLog({ values: true });
+    expect(all.map((c) => [c.key, c.operation, c.actor?.kind, c.value])).toEqual([
+      ['app/a', 'set', 'secret', 'one'],
+      ['app/b', 'set', 'token', 7n],
+      ['app/c', 'transaction', 'token', 'c'],
+      ['app/d', 'transaction', 'token', 'd'],
+      ['cfg/x', 'set', 'secret', { on: true }],
+    ]);
+    const tokenId = all[1]!.actor!.tokenId!;
+    expect((await kv.changeLog({ actor: `token:${tokenId}` })).map((c) => c.key)).toEqual(['app/b', 'app/c', 'app/d']);
+    expect((await kv.changeLog({ prefix: 'cfg/' })).map((c) => c.key)).toEqual(['cfg/x']);
+    expect((await kv.changeLog({ since: first.revision, until: all[2]!.revision })).map((c) => c.key)).toEqual(['app/b', 'app/c', 'app/d']);
+    expect((await kv.changeLog({ since: all[4]!.time })).map((c) => c.key)).toEqual(
+      all.filter((c) => c.time >= all[4]!.time).map((c) => c.key),
+    );
+    expect((await kv.changeLog({ limit: 3 })).map((c) => c.key)).toEqual(['app/a', 'app/b', 'app/c']);
+    await expect(tokenKv.changeLog()).rejects.toMatchObject({ status: 403 });
+  });
+
   it('get({revision}), list({revision}), history(key) and rollback(revision, {prefix})', async () => {
     const id = await createBucket({ url: server.url }, { email: 'h@example.com', secret_key: SECRET, default_ttl: 0 });
     const kv = connect({ url: server.url, bucket: id, token: SECRET });

@@ -111,10 +111,12 @@ describe('the OpenAPI document', () => {
   it('documents the query parameters of listing and of setting', () => {
     const names = (o: Operation) => (o.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name);
     expect(names(op('get', '/api/v1/{bucket}/')).sort()).toEqual([
+      'actor',
       'cursor',
       'delimiter',
       'export',
       'format',
+      'history',
       'limit',
       'meta',
       'prefix',
@@ -122,6 +124,7 @@ describe('the OpenAPI document', () => {
       'reverse',
       'since',
       'skip',
+      'until',
       'values',
       'watch',
     ]);

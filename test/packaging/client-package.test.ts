@@ -47,7 +47,7 @@ describe('kvb-client, packed and installed on its own', () => {
     expect(listing).toContain('package/package.json');
     expect(listing).toContain('package/dist/client/index.js');
     expect(listing).toContain('package/dist/client/index.d.ts');
-    expect(listing.filter((f) => !/^package\/(package\.json|README\.md|dist\/.+\.(js|d\.ts))$/.test(f))).toEqual([]);
+    expect(listing.filter((f) => !/^package\/(package\.json|README\.md|LICENSE|dist\/.+\.(js|d\.ts))$/.test(f))).toEqual([]);
 
     await execa('mkdir', ['-p', app]);
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));

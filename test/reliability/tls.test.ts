@@ -123,6 +123,49 @@ describe('kvb serve --tls-cert/--tls-key', () => {
     expect(missing.stderr).toContain('cannot read the CA file');
   });
 
+  it('names the likely mistake: http:// to this TLS port, a CA file that does not verify the server, a key file given as --ca', async () => {
+    const plainUrl = server.url.replace('https://', 'http://');
+    const plain = await kvb(['get', 'greeting', '--url', plainUrl, '--bucket', 'b']);
+    expect(plain.exitCode, plain.stderr).toBe(4);
+    expect(plain.stderr).toContain('use an https:// URL');
+    // Another CA (the self-signed certificate below is its own): it was passed, so the hint says it does not verify.
+    openssl(
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'other.key',
+      '-out',
+      'other.pem',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=other',
+    );
+    const wrong = await kvb(['get', 'greeting', '--url', server.url, '--bucket', 'b', '--ca', path('other.pem')]);
+    expect(wrong.exitCode, wrong.stderr).toBe(4);
+    expect(wrong.stderr).toContain(`the CA file ${path('other.pem')} (--ca or KVB_CA) does not verify it`);
+    expect(wrong.stderr).not.toContain('pass its certificate with --ca');
+    const key = await kvb(['get', 'greeting', '--url', server.url, '--bucket', 'b', '--ca', path('key.pem')]);
+    expect(key.exitCode).toBe(1);
+    expect(key.stderr).toContain(`the CA file ${path('key.pem')} (--ca or KVB_CA) holds a private key, not a certificate`);
+  });
+
+  it('https:// to a plain-HTTP server says the server may not speak TLS (try http://), not EPROTO', async () => {
+    const plainServer = await startServer();
+    try {
+      const got = await kvb(['get', 'k', '--url', plainServer.url.replace('http://', 'https://'), '--bucket', 'b']);
+      expect(got.exitCode, got.stderr).toBe(4);
+      expect(got.stderr).toContain('(try http://)');
+      expect(got.stderr).not.toContain('EPROTO');
+      expect(got.stderr).not.toContain('--ca FILE');
+    } finally {
+      await plainServer.stop();
+    }
+  });
+
   it('kvb/client talks HTTPS through a fetch that trusts the CA', async () => {
     const dispatcher = new Agent({ connect: { ca: ca() } });
     const trusted = (url: string, init: unknown) => undiciFetch(url, { ...(init as object), dispatcher }) as never;

@@ -12,10 +12,24 @@ const TSC = fileURLToPath(new URL('../../node_modules/typescript/bin/tsc', impor
 const check = (project: string) => execa('node', [TSC, '-p', `test/client-types/${project}`], { cwd: ROOT, reject: false, all: true });
 
 describe('kvb/client types', () => {
-  it('an app using every capability compiles, in a browser setting (no @types/node)', { timeout: 120_000 }, async () => {
+  it('an app using every capability compiles, in a browser setting (no @types/node), with its documents declared as interfaces', {
+    timeout: 120_000,
+  }, async () => {
     const result = await check('tsconfig.usage.json');
     expect(result.all).toBe('');
     expect(result.exitCode).toBe(0);
+  });
+
+  it('typed reads and writes take interfaces, nested interfaces, optional fields and arrays (no index signature needed)', {
+    timeout: 120_000,
+  }, async () => {
+    // interfaces.ts is compiled with usage.ts above; this one proves what the constraint still refuses.
+    const result = await check('tsconfig.not-json.json');
+    expect(result.exitCode).not.toBe(0);
+    const errors = (result.all ?? '').split('\n').filter((line) => line.startsWith('test/client-types/'));
+    expect(errors).toHaveLength(2);
+    expect(errors[0]).toMatch(/not-json\.ts\(16,\d+\): error TS2344: Type 'Dated' does not satisfy the constraint/);
+    expect(errors[1]).toMatch(/not-json\.ts\(17,\d+\): error TS2344: Type 'WithMethod' does not satisfy the constraint/);
   });
 
   it('a misspelled option fails to compile, and the error names it and the right spelling', { timeout: 120_000 }, async () => {

@@ -26,6 +26,25 @@ describe('history statements compile once per dialect, with named parameters', (
       ['bucket', 'key', 'before', 'actorKind', 'actorToken', 'limit'],
     ],
     [
+      // The bucket-wide log walks the primary key (bucket_id, revision, key) from the previous page's position.
+      'bucketLogByToken',
+      'select "c"."key", "c"."revision", "c"."kind", "c"."type", "c"."value", "c"."expires_at", "c"."committed_at", "c"."actor_kind", "c"."actor_token", "c"."actor_address", "o"."operation" from "changes" as "c" left join "revision_ops" as "o" on "o"."bucket_id" = "c"."bucket_id" and "o"."revision" = "c"."revision" where "c"."bucket_id" = ? and ("c"."revision", "c"."key") > (?, ?) and "c"."revision" <= ? and "c"."committed_at" >= ? and "c"."committed_at" <= ? and "c"."key" >= ? and "c"."key" < ? and "c"."actor_kind" = ? and "c"."actor_token" = ? order by "c"."revision" asc, "c"."key" asc limit ?',
+      'select "c"."key", "c"."revision", "c"."kind", "c"."type", "c"."value", "c"."expires_at", "c"."committed_at", "c"."actor_kind", "c"."actor_token", "c"."actor_address", "o"."operation" from "kvb"."changes" as "c" left join "kvb"."revision_ops" as "o" on "o"."bucket_id" = "c"."bucket_id" and "o"."revision" = "c"."revision" where "c"."bucket_id" = $1 and ("c"."revision", "c"."key") > ($2, $3) and "c"."revision" <= $4 and "c"."committed_at" >= $5 and "c"."committed_at" <= $6 and "c"."key" >= $7 and "c"."key" < $8 and "c"."actor_kind" = $9 and "c"."actor_token" = $10 order by "c"."revision" asc, "c"."key" asc limit $11',
+      [
+        'bucket',
+        'afterRevision',
+        'afterKey',
+        'untilRevision',
+        'sinceTime',
+        'untilTime',
+        'lower',
+        'upper',
+        'actorKind',
+        'actorToken',
+        'limit',
+      ],
+    ],
+    [
       'compactChanges',
       'delete from "changes" where "bucket_id" = ? and "revision" <= ? and "key" in (select "k"."key" from "changes" as "k" where "k"."bucket_id" = ? and "k"."revision" > ? and "k"."revision" <= ?) and ("kind" <> \'set\' or exists (select 1 as "one" from "changes" as "n" where "n"."bucket_id" = ? and "n"."key" = "changes"."key" and "n"."revision" > "changes"."revision" and "n"."revision" <= ?))',
       'delete from "kvb"."changes" where "bucket_id" = $1 and "revision" <= $2 and "key" in (select "k"."key" from "kvb"."changes" as "k" where "k"."bucket_id" = $3 and "k"."revision" > $4 and "k"."revision" <= $5) and ("kind" <> \'set\' or exists (select 1 as "one" from "kvb"."changes" as "n" where "n"."bucket_id" = $6 and "n"."key" = "kvb"."changes"."key" and "n"."revision" > "kvb"."changes"."revision" and "n"."revision" <= $7))',

@@ -32,6 +32,7 @@ describe('reads only from a primary', () => {
       'changesAfter',
       'readAt',
       'keyHistory',
+      'bucketLog',
       listShapeName(LIST_SHAPES[0]!),
     ] as const) {
       expect(isPlainRead(all[name].sql), name).toBe(true);

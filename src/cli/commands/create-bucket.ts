@@ -1,7 +1,7 @@
 import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer } from '../define-command.js';
 import { saveProfile } from '../config.js';
-import { anonymousAccessLeft } from '../anonymous-access.js';
+import { anonymousAccessLeft } from '../../client/anonymous-access.js';
 import { info, line, warn } from '../output.js';
 import { withClient } from '../session.js';
 import { DEFAULT_BUCKET_TTL_SECONDS, MAX_TTL_SECONDS } from '../../limits.js';

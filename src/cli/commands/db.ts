@@ -1,6 +1,6 @@
 import { EXIT_CODES, type ExitCode, STORAGE_FAILURES, storageFailureOf } from '../../errors.js';
 import { defineCommand, defineGroup, examples } from '../define-command.js';
-import { data, info } from '../output.js';
+import { counted, data, info } from '../output.js';
 
 /*
  * `kvb db …`: operator commands on the server's machine. They open the storage directly (the
@@ -133,7 +133,7 @@ ${examples('kvb db dump --db /var/lib/kvb/kvb.db -o kvb.dump', 'kvb db dump --db
       const { dumpStore } = await import('../../store/dump.js');
       if (options.output === undefined) {
         const counts = await dumpStore(store, data);
-        info(`dumped ${counts.buckets} buckets, ${counts.entries} keys`);
+        info(`dumped ${counted(counts.buckets, 'bucket')}, ${counted(counts.entries, 'key')}`);
         return;
       }
       const { rm } = await import('node:fs/promises');
@@ -149,7 +149,7 @@ ${examples('kvb db dump --db /var/lib/kvb/kvb.db -o kvb.dump', 'kvb db dump --db
         });
         await file.write(pending);
         await file.sync();
-        info(`dumped ${counts.buckets} buckets, ${counts.entries} keys to ${options.output}`);
+        info(`dumped ${counted(counts.buckets, 'bucket')}, ${counted(counts.entries, 'key')} to ${options.output}`);
       } catch (err) {
         await file.close();
         await rm(options.output, { force: true });
@@ -196,7 +196,9 @@ ${examples('kvb db restore --db postgres://kvb@db/kvb kvb.dump', 'kvb db restore
           throw new DbError('the database already holds buckets or keys: restore into an empty one, or pass --force', EXIT_CODES.usage);
         }
         const counts = await restoreDump(store, linesOf(file), { force: options.force === true });
-        info(`restored ${counts.buckets} buckets, ${counts.entries} keys (${counts.skipped} already expired were skipped)`);
+        info(
+          `restored ${counted(counts.buckets, 'bucket')}, ${counted(counts.entries, 'key')} (${counts.skipped} already expired were skipped)`,
+        );
       },
       { create: true },
     );
@@ -216,7 +218,7 @@ const check = defineCommand({
       const buckets = (await store.buckets.list(undefined, 1_000_000)).length;
       const entries = await store.maintenance.countEntries();
       if (problems.length > 0) throw new DbError(`check failed (${store.flags.backend}): ${problems.join('; ')}`, EXIT_CODES.usage);
-      info(`ok (${store.flags.backend}): ${buckets} buckets, ${entries} keys, no problems found`);
+      info(`ok (${store.flags.backend}): ${counted(buckets, 'bucket')}, ${counted(entries, 'key')}, no problems found`);
     });
   },
 });

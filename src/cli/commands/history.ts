@@ -1,5 +1,6 @@
-import { Option } from '@commander-js/extra-typings';
-import { defineCommand, examples, integer, keyArgument } from '../define-command.js';
+import { Argument, Option } from '@commander-js/extra-typings';
+import { UsageError } from '../usage-error.js';
+import { defineCommand, examples, integer } from '../define-command.js';
 import { data, stdoutIsTty, table } from '../output.js';
 import { eventValueCell, expiresCell, int64AsString, truncate, valueSource } from '../values-table.js';
 import { withClient } from '../session.js';
@@ -15,13 +16,24 @@ function actorText(actor: HistoryLine['actor'] | undefined): string {
 /** Changes asked for per request while following cursors. */
 const PAGE = 500;
 
-/** `kvb history KEY`: a key's recorded changes, newest first: a table at a terminal, the server's JSONL for pipes. */
+/**
+ * `kvb history KEY`: a key's recorded changes, newest first; `kvb history` without a key: the
+ * bucket's change log in revision order ("what did this token change?"). A table at a terminal,
+ * the server's JSONL for pipes.
+ */
 export const history = defineCommand({
   define: (parent) =>
     parent
       .command('history')
-      .description("a key's recorded changes, newest first: revision, operation, time, type, size, actor (and value)")
-      .addArgument(keyArgument('the key'))
+      .description(
+        "a key's recorded changes, newest first; without a key, the bucket's changes in revision order: revision, (key,) operation, time, type, size, actor (and value)",
+      )
+      .addArgument(
+        new Argument('[key]', "the key (none: the bucket's change log, which needs the secret key)").argParser((value: string) => {
+          if (value === '') throw new UsageError('a key must not be empty');
+          return value;
+        }),
+      )
       .option('--values', "include each change's value")
       .addOption(new Option('--limit <n>', 'at most this many changes').argParser(integer('--limit', 1, Number.MAX_SAFE_INTEGER)))
       .addOption(
@@ -31,6 +43,9 @@ export const history = defineCommand({
         '--actor <actor>',
         "only this actor's changes: secret, write, read, anonymous, token, server, or token:ID (needs the secret key)",
       )
+      .option('--prefix <prefix>', 'without a key: only changes to keys under this prefix')
+      .option('--since <rev|time>', 'without a key: changes after this revision, or at or after this RFC 3339 time')
+      .option('--until <rev|time>', 'without a key: changes up to this revision, or this RFC 3339 time')
       .addHelpText(
         'after',
         `
@@ -39,10 +54,27 @@ actor: who made the change: secret, write, read, anonymous, token:ID (the id
 kvb mint-token printed) or server (an expiry), @ the client's address. The
 server keeps history for --history-retention (default 1 h) and, before that,
 the state each key had at the bucket's history floor (kvb bucket show).
+Without a key, every change of the bucket (or under --prefix) in revision
+order, each revision's keys in byte order, with a key column: what a token
+or a credential changed, since a revision or a time.
 Read a past value with kvb get KEY --rev N; undo with kvb rollback --to N.
-${examples('kvb history config/app', 'kvb history config/app --values --limit 5', 'kvb history config/app | jq -r .rev', 'kvb history config/app --actor token:Xq3v9LrT0aBc')}`,
+${examples(
+  'kvb history config/app',
+  'kvb history config/app --values --limit 5',
+  'kvb history config/app | jq -r .rev',
+  'kvb history config/app --actor token:Xq3v9LrT0aBc',
+  'kvb history --actor token:Xq3v9LrT0aBc --prefix app/ --since 2026-01-31T00:00:00Z',
+)}`,
       ),
   async run(key, options, command) {
+    if (key !== undefined) {
+      for (const [flag, given] of [
+        ['--prefix', options.prefix],
+        ['--since', options.since],
+        ['--until', options.until],
+      ] as const)
+        if (given !== undefined) throw new UsageError(`${flag} is for the bucket's change log: leave out the key (kvb history ${flag} …)`);
+    }
     await withClient(command, async ({ client, bucket }) => {
       const format = options.format ?? (stdoutIsTty() ? 'table' : 'jsonl');
       const wanted = options.limit ?? Number.POSITIVE_INFINITY;
@@ -55,6 +87,9 @@ ${examples('kvb history config/app', 'kvb history config/app --values --limit 5'
           limit: Math.min(PAGE, wanted - shown),
           cursor,
           actor: options.actor,
+          prefix: options.prefix,
+          since: options.since,
+          until: options.until,
         });
         for (const [i, line] of page.lines.entries()) {
           shown++;
@@ -69,6 +104,7 @@ ${examples('kvb history config/app', 'kvb history config/app --values --limit 5'
                 : eventValueCell(line.type, line.value, valueSource(text));
             rows.push([
               String(line.rev),
+              ...(key === undefined ? [line.key ?? ''] : []),
               line.operation,
               line.time,
               line.type ?? '-',
@@ -82,7 +118,20 @@ ${examples('kvb history config/app', 'kvb history config/app --values --limit 5'
         cursor = page.nextCursor;
       } while (cursor !== undefined && shown < wanted);
       if (format === 'table')
-        await table(['rev', 'operation', 'time', 'type', 'size', 'expires', 'actor', ...(options.values ? ['value'] : [])], rows);
+        await table(
+          [
+            'rev',
+            ...(key === undefined ? ['key'] : []),
+            'operation',
+            'time',
+            'type',
+            'size',
+            'expires',
+            'actor',
+            ...(options.values ? ['value'] : []),
+          ],
+          rows,
+        );
     });
   },
 });

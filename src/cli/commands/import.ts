@@ -1,6 +1,6 @@
 import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples } from '../define-command.js';
-import { countingLines, info, progress } from '../output.js';
+import { counted, countingLines, info, progress } from '../output.js';
 import { UsageError, withClient } from '../session.js';
 
 const FILE_ERRORS: Record<string, string> = { ENOENT: 'no such file', EACCES: 'permission denied', EISDIR: 'is a directory' };
@@ -71,7 +71,7 @@ ${examples('kvb import backup.ndjson', 'kvb import --format jsonl from-redis.jso
             throw invalid ?? err;
           });
         shown.done();
-        info(`imported ${result.imported} keys, skipped ${result.skipped} already expired (revision ${result.rev})`);
+        info(`imported ${counted(result.imported, 'key')}, skipped ${result.skipped} already expired (revision ${result.rev})`);
       } finally {
         shown.done();
       }

@@ -1,4 +1,4 @@
-import { anonymousAccessLeft } from '../anonymous-access.js';
+import { anonymousAccessLeft } from '../../client/anonymous-access.js';
 import { normalizeUrl, readConfig, resolveConnection, saveProfile } from '../config.js';
 import { stdinIsTty } from '../output.js';
 import { type RunningCommand, defineCommand } from '../define-command.js';

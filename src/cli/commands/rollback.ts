@@ -1,6 +1,6 @@
 import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples, integer } from '../define-command.js';
-import { info, json, stdinIsTty, stdoutIsTty, table } from '../output.js';
+import { counted, info, json, stdinIsTty, stdoutIsTty, table } from '../output.js';
 import { UsageError, withClient } from '../session.js';
 import type { RollbackResult } from '../../client/kvb-http.js';
 
@@ -59,7 +59,7 @@ ${examples('kvb rollback --to 1200 --dry-run', 'kvb rollback --to 1200 --prefix 
         const prompts = await import('@clack/prompts');
         const what = options.prefix ? `the keys under ${JSON.stringify(options.prefix)}` : `bucket ${id}`;
         const answer = await prompts.confirm({
-          message: `Roll ${what} back to revision ${options.to} (${plan.changed} keys change)?`,
+          message: `Roll ${what} back to revision ${options.to} (changes ${counted(plan.changed, 'key')})?`,
           initialValue: false,
           output: process.stderr,
         });

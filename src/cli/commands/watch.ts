@@ -1,7 +1,7 @@
 import { Option } from '@commander-js/extra-typings';
 import { ResumePoint } from '../../client/watch-feed.js';
 import { defineCommand, examples, integer } from '../define-command.js';
-import { data, stdoutIsTty, warn } from '../output.js';
+import { data, stderrIsTty, stdoutIsTty, warn } from '../output.js';
 import { withClient } from '../session.js';
 import { eventValueCell, expiresCell, valueSource } from '../values-table.js';
 import { type ExecEvent, runHandler } from '../watch-exec.js';
@@ -116,7 +116,11 @@ ${examples(
           if (status !== undefined && status !== 503) throw err;
           failures++;
           if (failures === 1 && !shutdown) warn(resuming());
-          await sleep(Math.min(10_000, 250 * 2 ** Math.min(failures, 6)) * (0.5 + Math.random() / 2));
+          const delay = Math.min(10_000, 250 * 2 ** Math.min(failures, 6)) * (0.5 + Math.random() / 2);
+          // At a terminal a person is waiting: one line per failed try, so the silence is not a hang.
+          if (stderrIsTty())
+            warn(`still reconnecting (attempt ${failures}: ${(err as Error).message}); next try in ${(delay / 1000).toFixed(1)} s`);
+          await sleep(delay);
           continue;
         }
         failures = 0;

@@ -21,6 +21,8 @@ import {
 import {
   DEFAULT_BUCKET_TTL_SECONDS,
   DEFAULT_LIST_LIMIT,
+  HISTORY_PAGE_DEFAULT,
+  HISTORY_PAGE_MAX,
   MAX_FOLDER_ITEMS,
   MAX_KEY_BYTES,
   MAX_LIST_LIMIT,
@@ -398,9 +400,24 @@ export const bucketSchemas = {
         ),
         since: {
           type: 'string',
-          pattern: '^[0-9]+$',
           description:
-            'with watch: every retained change after this revision, then live (SSE Last-Event-ID does the same); older than the retained log: reset',
+            'with watch: every retained change after this revision, then live (SSE Last-Event-ID does the same); older than the retained log: reset. ' +
+            'With history=true: changes after this revision, or committed at or after this RFC 3339 time',
+        },
+        history: booleanQuery(
+          "kvb extension, the secret key's only (other credentials 403): instead of a listing, the bucket's change log as JSONL, " +
+            "every recorded change (or under `prefix`) in revision order and each revision's keys in byte order, one line per change " +
+            '`{"rev","key","operation","time","type","size","expires_at","actor"}` (plus `"value"` with values=true); ' +
+            `\`limit\` lines (default ${HISTORY_PAGE_DEFAULT}, at most ${HISTORY_PAGE_MAX}), continued by Kvb-Next-Cursor. ` +
+            'Takes prefix, actor, since, until, limit, cursor, values and format=jsonl; rev, export, watch, delimiter, meta, reverse and skip are 400 beside it',
+        ),
+        actor: {
+          type: 'string',
+          description: "with history=true: only this actor's changes: secret, write, read, anonymous, token, server, or token:ID",
+        },
+        until: {
+          type: 'string',
+          description: 'with history=true: changes up to this revision, or committed at or before this RFC 3339 time',
         },
       },
     },

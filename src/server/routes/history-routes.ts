@@ -97,16 +97,26 @@ function actorJson(actor: Actor | null): string {
   return JSON.stringify({ kind: actor.kind, token_id: actor.tokenId ?? null, address: actor.address ?? null });
 }
 
-/** One history line: revision, operation, time, type, size and expiry, who made it, and the value when asked for. */
-export function historyLine(record: HistoryRecord, withValue: boolean): string {
+/** One history line: revision (and the key, in the bucket-wide log), operation, time, type, size and expiry, who made it, and the value when asked for. */
+export function historyLine(record: HistoryRecord, withValue: boolean, key?: string): string {
   const value = record.value;
   const expires =
     record.expiresAt === undefined || record.expiresAt === null ? 'null' : JSON.stringify(new Date(record.expiresAt).toISOString());
   let line =
-    `{"rev":${record.revision},"operation":"${record.operation}","time":${JSON.stringify(new Date(record.time).toISOString())}` +
+    `{"rev":${record.revision}${key === undefined ? '' : `,"key":${JSON.stringify(key)}`},"operation":"${record.operation}","time":${JSON.stringify(new Date(record.time).toISOString())}` +
     `,"type":${value ? `"${value.type}"` : 'null'},"size":${value ? value.data.length : 'null'},"expires_at":${expires},"actor":${actorJson(record.actor)}`;
   if (withValue) line += `,"value":${value ? valueAsJson(value) : 'null'}`;
   return `${line}}\n`;
+}
+
+/** A history page's Kvb-Next-Cursor and its Link: the same request (no credential in it) continued at `next`. */
+export function nextPageHeaders(request: FastifyRequest, reply: FastifyReply, next: string): void {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(queryOf(request))) {
+    if (!['cursor', 'access_token', 'key'].includes(name) && typeof value === 'string') params.set(name, value);
+  }
+  params.set('cursor', next);
+  reply.header('kvb-next-cursor', next).header('link', `<${request.url.split('?')[0]}?${params.toString()}>; rel="next"`);
 }
 
 async function historyPage(
@@ -129,15 +139,7 @@ async function historyPage(
   const withValues = booleanParam(query, 'values');
   const page = records.slice(0, limit);
   reply.header('kvb-revision', String(bounds.revision)).header('kvb-history-floor', String(bounds.floor));
-  if (records.length > limit) {
-    const next = String(page[page.length - 1]!.revision);
-    const params = new URLSearchParams();
-    for (const [name, value] of Object.entries(query)) {
-      if (!['cursor', 'access_token', 'key'].includes(name) && typeof value === 'string') params.set(name, value);
-    }
-    params.set('cursor', next);
-    reply.header('kvb-next-cursor', next).header('link', `<${request.url.split('?')[0]}?${params.toString()}>; rel="next"`);
-  }
+  if (records.length > limit) nextPageHeaders(request, reply, String(page[page.length - 1]!.revision));
   reply.header('content-type', 'application/x-ndjson');
   return Buffer.from(page.map((r) => historyLine(r, withValues)).join(''));
 }

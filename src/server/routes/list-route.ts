@@ -17,6 +17,7 @@ import { formatListMeta } from '../../values/list-meta.js';
 import { bucketSchemas } from './bucket-schemas.js';
 import { watchStream } from './watch-stream.js';
 import { pastValue, revisionParam } from './history-routes.js';
+import { bucketLogRoute } from './bucket-log-route.js';
 
 /**
  * Rows per storage read. Pages are bounded by bytes, not only rows: a key is at most 128 bytes, a
@@ -41,6 +42,7 @@ export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promi
   const streams = new ResponseStreams(config.maxStreamedResponses, config.stalledReaderTimeoutSeconds * 1000);
   app.get('/api/v1/:bucket/', { schema: bucketSchemas.list }, async (request, reply) => {
     const query = queryOf(request);
+    if (booleanParam(query, 'history')) return bucketLogRoute(ctx, request, reply);
     if (booleanParam(query, 'export')) return exportBucket(ctx, streams, request, reply);
     if (booleanParam(query, 'watch')) return watchStream(request, reply, ctx);
     const formatParam = singleParam(query, 'format');

@@ -1,6 +1,7 @@
 /**
  * What anonymous callers may do on a bucket created with these credentials (nothing: []), in the
- * words `kvb init` and `kvb create-bucket` both warn with. The names are the creation form's fields.
+ * words `kvb init`, `kvb create-bucket` and the web console's creation form all warn with. The
+ * names are the creation form's fields. Imports nothing, so the console can take it too.
  */
 export function anonymousAccessLeft(chosen: readonly string[]): string[] {
   const left: string[] = [];
