@@ -77,8 +77,13 @@ interface QueryRule {
 
 const NONE: QueryRule = { base: [] };
 const LISTING: QueryRule = {
-  base: ['prefix', 'limit', 'skip', 'reverse', 'values', 'meta', 'format', 'cursor', 'rev', 'delimiter', 'export', 'watch'],
-  modes: { export: ['export', 'prefix', 'rev'], watch: ['watch', 'prefix', 'since', 'values', 'format'] },
+  base: ['prefix', 'limit', 'skip', 'reverse', 'values', 'meta', 'format', 'cursor', 'rev', 'delimiter', 'export', 'watch', 'history'],
+  // history first: with another mode beside it, the refusal names that mode as the misplaced one.
+  modes: {
+    history: ['history', 'prefix', 'actor', 'since', 'until', 'limit', 'cursor', 'values', 'format'],
+    export: ['export', 'prefix', 'rev'],
+    watch: ['watch', 'prefix', 'since', 'values', 'format'],
+  },
 };
 const KEY_READ: QueryRule = { base: ['rev', 'history'], modes: { history: ['history', 'actor', 'limit', 'cursor', 'values'] } };
 const KEY_WRITE: QueryRule = { base: ['ttl'] };
@@ -119,12 +124,13 @@ function allowedBy(rule: QueryRule, query: Query): readonly string[] {
 }
 
 function refusal(rule: QueryRule, allowed: readonly string[], name: string) {
-  const home = Object.entries(rule.modes ?? {}).find(([mode, names]) => names !== allowed && mode !== name && names.includes(name));
-  if (home) return badRequest(`query parameter ${name} is used only with ${home[0]}=true`);
+  const modes = Object.entries(rule.modes ?? {});
   if (allowed !== rule.base && rule.base.includes(name)) {
-    const mode = Object.keys(rule.modes!).find((m) => rule.modes![m] === allowed);
+    const mode = modes.find(([, names]) => names === allowed)![0];
     return badRequest(`query parameter ${name} cannot be used with ${mode}=true`);
   }
+  const homes = modes.filter(([mode, names]) => mode !== name && names.includes(name)).map(([mode]) => `${mode}=true`);
+  if (homes.length > 0) return badRequest(`query parameter ${name} is used only with ${homes.join(' or ')}`);
   return badRequest(`unknown query parameter ${name}${rule.note ? `: ${rule.note}` : ''}`);
 }
 

@@ -102,9 +102,9 @@ describe('malformed percent-encoding in a query parameter is a 400 on every rout
 
 describe('an unknown or misplaced query parameter is a 400 naming it', () => {
   const cases: Array<[string, string, RequestInit | undefined, string]> = [
-    ['the listing', '/?history=true&actor=write', undefined, 'unknown query parameter history'],
+    ['the listing', '/?actor=write', undefined, 'query parameter actor is used only with history=true'],
     ['the listing', '/?prefix=a&colour=red', undefined, 'unknown query parameter colour'],
-    ['the listing', '/?since=3', undefined, 'query parameter since is used only with watch=true'],
+    ['the listing', '/?since=3', undefined, 'query parameter since is used only with history=true or watch=true'],
     ['an export', '/?export=true&limit=3', undefined, 'query parameter limit cannot be used with export=true'],
     ['a watch', '/?watch=true&skip=1', undefined, 'query parameter skip cannot be used with watch=true'],
     ['a key read', '/k?actor=write', undefined, 'query parameter actor is used only with history=true'],
