@@ -1,4 +1,4 @@
-import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import { type FastifyBaseLogger, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 
 type LogControllerOptions = ConstructorParameters<typeof LogController>[0];
 import { Tallies } from './plugins/tallies.js';
@@ -24,32 +24,47 @@ export class RequestLogController extends LogController {
 
   constructor(
     options: LogControllerOptions,
-    private readonly accessLog: boolean,
+    readonly accessLog: boolean,
   ) {
     super(options);
   }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (!this.isLogDisabled(request)) super.requestCompleted(error, request, reply);
+    const length = reply.getHeader('content-length');
     // The route pattern, not the URL: keys and bucket ids must not become label values.
     const route = request.routeOptions.url;
-    const method = request.method;
-    const status = reply.statusCode;
-    this.requests.record(`${method} ${status} ${route}`, () => ({ method, route: route ?? 'unmatched', status }), reply.elapsedTime / 1000);
+    this.answered(request.log, undefined, request.method, route, request.url, reply.statusCode, reply.elapsedTime, length, request.ip);
+  }
+
+  /**
+   * Tallies one answered request and writes its access line. `log` is the request's logger, which
+   * carries the request id; the fast lane (fast-lane.ts), which makes no logger per request, passes
+   * the app's and the id as `requestId`, giving the same line.
+   */
+  answered(
+    log: FastifyBaseLogger,
+    requestId: string | undefined,
+    method: string,
+    route: string | undefined,
+    url: string,
+    status: number,
+    ms: number,
+    length: unknown,
+    ip: string | undefined,
+  ): void {
+    this.requests.record(`${method} ${status} ${route}`, () => ({ method, route: route ?? 'unmatched', status }), ms / 1000);
     if (!this.accessLog) return;
     // The route pattern groups requests; the path (query credentials redacted) says which key.
-    const length = reply.getHeader('content-length');
-    request.log.info(
-      {
-        method,
-        route: route ?? null,
-        url: redactUrl(request.url),
-        status,
-        ms: Math.round(reply.elapsedTime * 100) / 100,
-        bytes: length === undefined ? null : Number(length),
-        ip: request.ip,
-      },
-      'request',
-    );
+    const fields = {
+      method,
+      route: route ?? null,
+      url: redactUrl(url),
+      status,
+      ms: Math.round(ms * 100) / 100,
+      bytes: length === undefined ? null : Number(length),
+      ip,
+    };
+    log.info(requestId === undefined ? fields : { req_id: requestId, ...fields }, 'request');
   }
 }
