@@ -115,7 +115,7 @@ export class FastLane {
       return false;
     }
     const entry = read.entry;
-    res.writeHead(200, this.hitHeaders(ctx, entry));
+    res.writeHead(200, this.hitHeaders(entry));
     res.end(entry.data);
     const ip = req.socket.remoteAddress;
     ctx.logs.answered(ctx.log, this.id(ctx), 'GET', KEY_ROUTE, url, 200, performance.now() - start, entry.data.length, ip);
@@ -146,7 +146,7 @@ export class FastLane {
     return ctx.logs.accessLog ? requestId(undefined) : undefined;
   }
 
-  private hitHeaders(ctx: LaneContext, entry: Entry): OutgoingHttpHeaders {
+  private hitHeaders(entry: Entry): OutgoingHttpHeaders {
     let headers = this.headersOf.get(entry);
     if (headers) return headers;
     // The order Fastify's route writes them in (values-reply.ts), nosniff last (http-server.ts);
