@@ -136,7 +136,7 @@ export class FastLane {
     const start = performance.now();
     res.writeHead(200, this.healthHeaders);
     res.end(ctx.healthBody);
-    const bytes = ctx.healthBody.length;
+    const bytes = this.healthHeaders['content-length'];
     ctx.logs.answered(ctx.log, this.id(ctx), 'GET', '/health', url, 200, performance.now() - start, bytes, req.socket.remoteAddress);
     return true;
   }
