@@ -115,9 +115,10 @@ export class FastLane {
       return false;
     }
     const entry = read.entry;
+    // Read before the answer: a client that closes at once leaves a socket with no address.
+    const ip = req.socket.remoteAddress;
     res.writeHead(200, this.hitHeaders(entry));
     res.end(entry.data);
-    const ip = req.socket.remoteAddress;
     ctx.logs.answered(ctx.log, this.id(ctx), 'GET', KEY_ROUTE, url, 200, performance.now() - start, entry.data.length, ip);
     return true;
   }
@@ -134,10 +135,11 @@ export class FastLane {
 
   private answerHealth(ctx: LaneContext, req: IncomingMessage, res: ServerResponse, url: string): boolean {
     const start = performance.now();
+    const ip = req.socket.remoteAddress;
     res.writeHead(200, this.healthHeaders);
     res.end(ctx.healthBody);
     const bytes = this.healthHeaders['content-length'];
-    ctx.logs.answered(ctx.log, this.id(ctx), 'GET', '/health', url, 200, performance.now() - start, bytes, req.socket.remoteAddress);
+    ctx.logs.answered(ctx.log, this.id(ctx), 'GET', '/health', url, 200, performance.now() - start, bytes, ip);
     return true;
   }
 
