@@ -115,12 +115,26 @@ const summary = /^summary: (\d+)/m.exec(readFileSync(`${out}.1`, 'utf8'));
 if (flags.keep) copyFileSync(`${out}.1`, flags.keep);
 rmSync(tmp, { recursive: true, force: true });
 if (postgres) await admin(`drop database ${database}`);
-if (!summary || result.non2xx > 0 || result.errors > 0) {
-  console.error(
-    `instructions: ${result.non2xx} non-2xx answers, ${result.errors} errors; callgrind summary ${summary ? 'read' : 'missing'}`,
-  );
+if (!summary) {
+  console.error('instructions: the callgrind summary is missing');
   process.exit(1);
 }
 const instructions = Number(summary[1]);
 const total = result.requests.total;
-console.log(JSON.stringify({ bin: KVB_BIN, case: name, requests: total, instructions, perRequest: Math.round(instructions / total) }));
+const failed = result.non2xx + result.errors;
+// Printed even when some requests failed (on a loaded machine, autocannon's timeouts): the count
+// is still there to look at, but the run is marked and exits 1, so it is not taken for a clean one.
+console.log(
+  JSON.stringify({
+    bin: KVB_BIN,
+    case: name,
+    requests: total,
+    instructions,
+    perRequest: Math.round(instructions / total),
+    ...(failed > 0 && { non2xx: result.non2xx, errors: result.errors }),
+  }),
+);
+if (failed > 0) {
+  console.error(`instructions: ${result.non2xx} non-2xx answers, ${result.errors} errors: not a clean run`);
+  process.exit(1);
+}

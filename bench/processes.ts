@@ -131,11 +131,14 @@ export function onPath(command: string): boolean {
   });
 }
 
-/** CPU time (user + system) a process has used so far, in milliseconds (Linux), or 0 when it is gone. */
-export function cpuMs(pid: number | undefined): number {
+/**
+ * CPU time (user + system) a process has used so far, in milliseconds (Linux), or 0 when it is
+ * gone; given `thread`, that thread's alone (a process's main thread has its pid as thread id).
+ */
+export function cpuMs(pid: number | undefined, thread?: number): number {
   if (pid === undefined) return 0;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, 'utf8');
     // Fields after the parenthesised command name; utime and stime are the 12th and 13th of them.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
@@ -149,4 +152,10 @@ const CLOCK_TICKS = 100;
 
 export function serviceCpuMs(service: Service): number {
   return service.children.reduce((sum, child) => sum + cpuMs(child.pid), 0);
+}
+
+/** CPU time of the service's request thread: its first process's main thread (kvb's HTTP server runs there). */
+export function requestThreadCpuMs(service: Service): number {
+  const pid = service.children[0]?.pid;
+  return cpuMs(pid, pid);
 }

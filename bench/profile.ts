@@ -5,7 +5,8 @@
  * kvb's own modules (named by esbuild's `// src/...` markers in the bundle), each package, Node's
  * internals, native code and GC. Each thread gets its own profile (Node writes one per worker):
  * the request thread's first, then the SQLite writer thread's (its own bundle,
- * dist/sqlite-writer-worker.cjs), then any other. The .cpuprofile files stay in the temp dir for Chrome DevTools.
+ * dist/sqlite-writer-worker.cjs), then any other. Only the samples taken while the measured load
+ * ran are summed (not start-up, the warm-up or shutdown). The .cpuprofile files stay in the temp dir for Chrome DevTools.
  * `--startup` profiles start-up instead: spawn to the first 200 from /health, then stop. `--db URL`
  * runs kvb on that database (PostgreSQL) instead of a temp SQLite file; `--durability full` profiles
  * SQLite's durable writes.
@@ -30,12 +31,14 @@ const { values: flags } = parseArgs({
     startup: { type: 'boolean', default: false },
     db: { type: 'string' },
     durability: { type: 'string' },
+    /** warn leaves the access log out; info profiles it too, as kvb serve runs by default. */
+    'log-level': { type: 'string', default: 'warn' },
     help: { type: 'boolean', default: false },
   },
 });
 if (flags.help) {
   console.log(
-    `Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup] [--db postgres://…] [--durability normal|full]`,
+    `Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup] [--db postgres://…] [--durability normal|full] [--log-level warn|info]`,
   );
   process.exit(0);
 }
@@ -49,7 +52,15 @@ interface CpuProfile {
   nodes: ProfileNode[];
   samples: number[];
   timeDeltas: number[];
+  /** µs on the system's monotonic clock, which process.hrtime reads too. */
+  startTime: number;
 }
+
+/** The system's monotonic clock in µs (a profile's sample times are on it). */
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
+
+/** The measured load's start and end (monotonic µs): samples outside it (start-up, warm-up, shutdown) are not summed. */
+let measured: { from: number; to: number } | undefined;
 
 /** The bundle's module markers: line number → `src/...` or `node_modules/<package>`. */
 function bundleModules(file: string): Array<{ line: number; module: string }> {
@@ -68,6 +79,8 @@ function place(frame: ProfileNode['callFrame'], bundles: Map<string, Array<{ lin
   if (!url) return functionName.startsWith('(') ? functionName : `native ${functionName || '(anonymous)'}`;
   if (url.startsWith('node:')) return `node ${url.slice(5).split('/')[0]}`;
   const path = url.replace(/^file:\/\//, '');
+  // Any build's bundle (KVB_BENCH_BIN may name another checkout's), its markers read once.
+  if (!bundles.has(path) && /\/dist\/[^/]+\.cjs$/.test(path)) bundles.set(path, bundleModules(path));
   const marks = bundles.get(path);
   if (marks) {
     let found = 'bundle (runtime)';
@@ -95,14 +108,15 @@ const THREAD_ORDER = ['request thread', 'SQLite writer thread', 'WAL checkpointe
 function summarize(profileFile: string, profile: CpuProfile, thread: string): void {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const bundles = new Map<string, Array<{ line: number; module: string }>>();
-  for (const name of ['kvb-server.cjs', 'kvb-cli.cjs', 'sqlite-writer-worker.cjs'])
-    bundles.set(join(ROOT, 'dist', name), bundleModules(join(ROOT, 'dist', name)));
   const byPlace = new Map<string, number>();
   const byFunction = new Map<string, number>();
   let total = 0;
+  let at = profile.startTime;
   profile.samples.forEach((id, i) => {
     const node = byId.get(id)!;
     const us = profile.timeDeltas[i] ?? 0;
+    at += us;
+    if (measured && (at < measured.from || at > measured.to)) return;
     total += us;
     const where = place(node.callFrame, bundles);
     byPlace.set(where, (byPlace.get(where) ?? 0) + us);
@@ -139,7 +153,7 @@ async function main() {
       KVB_BIN,
       ...kvbArgs(port, flags.db ?? join(tmp, 'kvb.db'), [
         '--log-level',
-        'warn',
+        flags['log-level'],
         ...(flags.durability ? ['--durability', flags.durability] : []),
       ]),
     ],
@@ -157,7 +171,9 @@ async function main() {
     const server = { name: 'kvb', children: [child], stop: () => stopChild(child) };
     await driver.load(url, workload, 1); // warm-up, not counted (it is in the profile)
     const cpuBefore = serviceCpuMs(server);
+    const from = monotonicUs();
     const result = await driver.load(url, workload, Number(flags.duration));
+    measured = { from, to: monotonicUs() };
     const cpuMs = serviceCpuMs(server) - cpuBefore;
     driver.stop();
     console.log(

@@ -18,14 +18,14 @@ export const KVB_BIN = process.env.KVB_BENCH_BIN ?? join(ROOT, 'bin/kvb');
  * node_modules) and run with bare `node`, like the compiled kvb: a TypeScript loader would
  * slow its start-up and flatter kvb's.
  */
-export function compileBaseline(): string {
-  const source = readFileSync(join(ROOT, 'bench/baseline-server.ts'), 'utf8');
+export function compileBaseline(name: 'baseline-server' | 'node-baseline-server' = 'baseline-server'): string {
+  const source = readFileSync(join(ROOT, `bench/${name}.ts`), 'utf8');
   const { outputText } = ts.transpileModule(source, {
     compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
   });
   const dir = join(ROOT, 'bench/.build');
   mkdirSync(dir, { recursive: true });
-  const file = join(dir, 'baseline-server.mjs');
+  const file = join(dir, `${name}.mjs`);
   writeFileSync(file, outputText);
   return file;
 }
@@ -43,12 +43,12 @@ export async function startKvb(name: string, tmp: string, db: string, extra: str
   return { name, url, children: [child], stop: () => stopChild(child) };
 }
 
-export async function startBaseline(tmp: string, script: string): Promise<HttpService> {
+export async function startBaseline(tmp: string, script: string, name = 'baseline'): Promise<HttpService> {
   const port = await freePort();
-  const child = spawnLogged(process.execPath, [script, String(port)], join(tmp, 'baseline.log'));
+  const child = spawnLogged(process.execPath, [script, String(port)], join(tmp, `${name}.log`));
   const url = `http://127.0.0.1:${port}`;
   await waitForOk(`${url}/health`);
-  return { name: 'baseline', url, children: [child], stop: () => stopChild(child) };
+  return { name, url, children: [child], stop: () => stopChild(child) };
 }
 
 /** Redis (no persistence) behind webdis, both on loopback; undefined when either is missing. */

@@ -7,7 +7,7 @@ import type { Actor } from '../store/history-types.js';
 import { type BucketCache, type CachedBucket, MAX_VERIFICATIONS, type Verifying } from './bucket-cache.js';
 import type { Clock } from './clock.js';
 import { clientAddress } from './client-address.js';
-import { queryOf, singleParam } from './request-input.js';
+import { type Query, queryOf, singleParam } from './request-input.js';
 
 const unauthorized = (detail: string) => new KvbError('unauthorized', detail);
 
@@ -16,7 +16,11 @@ const unauthorized = (detail: string) => new KvbError('unauthorized', detail);
  * `access_token` query, `key` query. The first present source is the only one used.
  */
 export function presentedCredential(request: FastifyRequest): string | undefined {
-  const header = request.headers.authorization;
+  return credentialIn(request.headers.authorization, queryOf(request));
+}
+
+/** presentedCredential from the request's Authorization header and parsed query. */
+export function credentialIn(header: string | undefined, query: Query): string | undefined {
   if (header !== undefined) {
     const match = /^([A-Za-z]+)[ \t]+(\S.*)$/.exec(header.trim());
     const scheme = match?.[1]?.toLowerCase();
@@ -33,7 +37,6 @@ export function presentedCredential(request: FastifyRequest): string | undefined
     }
     throw unauthorized('unsupported Authorization scheme (use Bearer or Basic)');
   }
-  const query = queryOf(request);
   return singleParam(query, 'access_token') || singleParam(query, 'key') || undefined;
 }
 
@@ -150,8 +153,8 @@ export async function principalFor(buckets: BucketCache, bucket: CachedBucket, r
  * principalFor without waiting, from what the bucket cache already knows: undefined when a
  * credential or token still has to be verified (principalFor then does it).
  */
-function knownPrincipal(bucket: CachedBucket, request: FastifyRequest, clock: Clock): Principal | undefined {
-  const credential = presentedCredential(request);
+function knownPrincipal(bucket: CachedBucket, authorization: string | undefined, query: Query, clock: Clock): Principal | undefined {
+  const credential = credentialIn(authorization, query);
   if (credential === undefined) return { kind: 'anonymous' };
   if (looksLikeJwt(credential) && bucket.record.signingKey) {
     const claims = bucket.tokens.get(credential);
@@ -197,16 +200,19 @@ export function authorize(bucket: CachedBucket, principal: Principal, op: Operat
 
 /**
  * openBucket when the bucket and the caller's verification are both cached, without a promise
- * (the hot path); undefined when openBucket has work to wait for.
+ * (the hot path); undefined when openBucket has work to wait for. Takes the request's
+ * Authorization header and query, so the fast lane (fast-lane.ts) can call it before Fastify
+ * has made a request object.
  */
 export function openBucketNow(
   buckets: BucketCache,
   id: string,
-  request: FastifyRequest,
+  authorization: string | undefined,
+  query: Query,
 ): { bucket: CachedBucket; principal: Principal } | undefined {
   const bucket = buckets.peek(id);
   if (!bucket) return undefined;
-  const principal = knownPrincipal(bucket, request, buckets.clock);
+  const principal = knownPrincipal(bucket, authorization, query, buckets.clock);
   return principal && { bucket, principal };
 }
 

@@ -1,7 +1,7 @@
 import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type { Registry } from 'prom-client';
 import { envelope } from '../errors.js';
@@ -15,15 +15,17 @@ import { registerVerificationMetrics } from './verification-metrics.js';
 import { installErrorHandling, sendError } from './error-handling.js';
 import { clientAddress, decorateClientAddress, noteClientAddress } from './client-address.js';
 import { checkQuery, parseQuery } from './query-params.js';
+import { FastLane } from './fast-lane.js';
 import { createKvbServer } from './http-server.js';
 import { setupMetrics } from './plugins/metrics.js';
 import { RequestLogController, redactUrl } from './request-log-controller.js';
+import { requestId } from './request-id.js';
 import { setupRateLimits } from './plugins/rate-limits.js';
 import { bucketRoutes } from './routes/bucket-routes.js';
 import { consoleRoute } from './routes/console-route.js';
 import { keyRoutes } from './routes/key-routes.js';
 import { listRoute } from './routes/list-route.js';
-import { type Lifecycle, operationalRoutes } from './routes/operational-routes.js';
+import { type Lifecycle, healthAnswer, operationalRoutes } from './routes/operational-routes.js';
 import { errorEnvelopeSchema, securitySchemes } from './routes/schema-parts.js';
 import { tokenRoute } from './routes/token-route.js';
 import { transactionRoute } from './routes/transaction-route.js';
@@ -98,13 +100,6 @@ A bucket with no key of a kind leaves that kind of access open to anonymous call
 
 **Values** are answered with the Content-Type of their type, plus \`Kvb-Type\` and (when they expire) \`Kvb-Expires-At\`.`;
 
-/** A client's X-Request-Id is kept when it is short and plain; otherwise one is generated. */
-const REQUEST_ID = /^[A-Za-z0-9._:@+=-]{1,128}$/;
-
-export function requestId(header: string | string[] | undefined): string {
-  return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID();
-}
-
 /** `--trust-proxy`: a hop count, or a comma-separated list of addresses and CIDRs (Fastify's trustProxy). */
 export function trustProxyOption(value: string | undefined): number | string[] | undefined {
   if (value === undefined || value.trim() === '') return undefined;
@@ -158,6 +153,13 @@ export async function buildApp(
   const clock = options.clock ?? Date.now;
   const schemas = lazySchemaCompilers();
   const logs = new RequestLogController({ disableRequestLogging: true, requestIdLogLabel: 'req_id' }, config.accessLog);
+  // The server's handler: the fast lane first (enabled below, once the app is built), then Fastify.
+  const lane = new FastLane();
+  let handler: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
+  const dispatch = (fastify: (req: IncomingMessage, res: ServerResponse) => void) => {
+    handler = lane.wrap(fastify);
+    return handler;
+  };
   const app = Fastify({
     logger: loggerOptions(config.logLevel, config.logFormat, options.logStream),
     // Fastify's two lines per request are off; the controller logs one access line per request.
@@ -187,7 +189,7 @@ export async function buildApp(
     frameworkErrors: (error, _request, reply) =>
       sendError(reply, 'bad_request', error.code === 'FST_ERR_BAD_URL' ? 'malformed percent-encoding in the URL' : error.message),
     serverFactory: (handler, serverOptions) =>
-      createKvbServer(handler, {
+      createKvbServer(dispatch(handler), {
         ...(serverOptions as unknown as Parameters<typeof createKvbServer>[1]),
         ...(options.tls && { tls: { ...options.tls, handshakeTimeout: config.headersTimeoutMs } }),
       }),
@@ -308,6 +310,13 @@ export async function buildApp(
   await app.register(tokenRoute, ctx);
   await app.register(keyRoutes, ctx);
   if (config.console) await app.register(consoleRoute, { ...(config.consoleDir !== undefined && { dir: config.consoleDir }) });
+  // The lane does none of the per-request work these settings add (a counter per requester, the
+  // client address behind a proxy, an origin list to match): with any of them, Fastify answers all.
+  if (anyOrigin && !config.rateLimit && trustProxyOption(config.trustProxy) === undefined) {
+    lane.enable({ store, buckets: ctx.buckets, clock, log: app.log, logs, healthBody: JSON.stringify(healthAnswer(config)) });
+  }
+  if (!handler) throw new Error('Fastify did not call serverFactory');
+  app.decorate('dispatch', handler);
   return app;
 }
 
@@ -321,5 +330,7 @@ declare module 'fastify' {
     metricsRegistry: Registry;
     /** The time this app decides by (its sweeper takes it too): `Date.now` unless buildApp was given one. */
     clock: Clock;
+    /** The HTTP server's request handler (the fast lane, then Fastify): tests inject through it. */
+    dispatch: (req: IncomingMessage, res: ServerResponse) => void;
   }
 }

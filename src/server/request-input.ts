@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../errors.js';
 
-type Query = Record<string, string | string[] | undefined>;
+export type Query = Record<string, string | string[] | undefined>;
 
 export function queryOf(request: FastifyRequest): Query {
   return (request.query ?? {}) as Query;

@@ -1,8 +1,17 @@
-import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import { type FastifyBaseLogger, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 
 type LogControllerOptions = ConstructorParameters<typeof LogController>[0];
 import { Tallies } from './plugins/tallies.js';
 import { clientAddress } from './client-address.js';
+
+/** A failed access line or metric, said on the log if it still takes it. */
+function failed(log: FastifyBaseLogger, err: unknown): void {
+  try {
+    log.error({ err }, 'the access log or request metrics failed for this request');
+  } catch {
+    // The log itself is what failed: there is nowhere left to say it.
+  }
+}
 
 /** Credentials may ride in the query string; they never reach a log line. */
 export function redactUrl(url: string): string {
@@ -25,7 +34,7 @@ export class RequestLogController extends LogController {
 
   constructor(
     options: LogControllerOptions,
-    private readonly accessLog: boolean,
+    readonly accessLog: boolean,
   ) {
     super(options);
   }
@@ -39,35 +48,65 @@ export class RequestLogController extends LogController {
     try {
       this.complete(error, request, reply);
     } catch (err) {
-      try {
-        request.log.error({ err }, 'the access log or request metrics failed for this request');
-      } catch {
-        // The log itself is what failed: there is nowhere left to say it.
-      }
+      failed(request.log, err);
     }
   }
 
   private complete(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (!this.isLogDisabled(request)) super.requestCompleted(error, request, reply);
+    const length = reply.getHeader('content-length');
     // The route pattern, not the URL: keys and bucket ids must not become label values.
     const route = request.routeOptions.url;
-    const method = request.method;
-    const status = reply.statusCode;
-    this.requests.record(`${method} ${status} ${route}`, () => ({ method, route: route ?? 'unmatched', status }), reply.elapsedTime / 1000);
+    this.record(
+      request.log,
+      undefined,
+      request.method,
+      route,
+      request.url,
+      reply.statusCode,
+      reply.elapsedTime,
+      length,
+      clientAddress(request),
+    );
+  }
+
+  /**
+   * Tallies one answered request and writes its access line. `log` is the request's logger, which
+   * carries the request id; the fast lane (fast-lane.ts), which makes no logger per request, passes
+   * the app's and the id as `requestId`, giving the same line. It runs in the HTTP server's own
+   * handler there, where a throw is as uncaught as in `finish`: caught the same way.
+   */
+  answered(...args: Parameters<RequestLogController['record']>): void {
+    try {
+      this.record(...args);
+    } catch (err) {
+      failed(args[0], err);
+    }
+  }
+
+  private record(
+    log: FastifyBaseLogger,
+    requestId: string | undefined,
+    method: string,
+    route: string | undefined,
+    url: string,
+    status: number,
+    ms: number,
+    length: unknown,
+    ip: string | undefined,
+  ): void {
+    this.requests.record(`${method} ${status} ${route}`, () => ({ method, route: route ?? 'unmatched', status }), ms / 1000);
     if (!this.accessLog) return;
     // The route pattern groups requests; the path (query credentials redacted) says which key.
-    const length = reply.getHeader('content-length');
-    request.log.info(
-      {
-        method,
-        route: route ?? null,
-        url: redactUrl(request.url),
-        status,
-        ms: Math.round(reply.elapsedTime * 100) / 100,
-        bytes: length === undefined ? null : Number(length),
-        ip: clientAddress(request) ?? null,
-      },
-      'request',
-    );
+    const fields = {
+      method,
+      route: route ?? null,
+      url: redactUrl(url),
+      status,
+      ms: Math.round(ms * 100) / 100,
+      bytes: length === undefined ? null : Number(length),
+      ip: ip ?? null,
+    };
+    log.info(requestId === undefined ? fields : { req_id: requestId, ...fields }, 'request');
   }
 }

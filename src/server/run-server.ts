@@ -7,6 +7,7 @@ import { describeError, readOnlyReason, storageFullReason } from '../store/stora
 import type { Store } from '../store/store.js';
 import type { Server as HttpsServer } from 'node:https';
 import { buildApp } from './app.js';
+import { stdoutByTurn } from './log-stream.js';
 import { sizeCryptoThreadPool } from './crypto-threads.js';
 import { type TlsFiles, isLoopback, loadTlsFiles } from './tls.js';
 import { startMetricsListener } from './metrics-listener.js';
@@ -75,7 +76,9 @@ export async function runServer(config: ServerConfig): Promise<void> {
     const readOnly = target.kind === 'sqlite' && target.path !== ':memory:' ? readOnlyReason(target.path) : undefined;
     return fail(`cannot open ${storage}: ${readOnly ?? storageFullReason(err) ?? describeError(err)}`);
   }
-  const app = await buildApp(store, config, { ...(tls && { tls }) });
+  // The JSON log goes out once per event-loop turn (pretty lines go through pino-pretty's worker).
+  const logStream = config.logFormat === 'json' ? stdoutByTurn() : undefined;
+  const app = await buildApp(store, config, { ...(tls && { tls }), ...(logStream && { logStream }) });
   onBackgroundError = (err) => app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
   const sweeper = startSweeper(store, config, app.log, app.clock);
 

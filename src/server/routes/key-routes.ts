@@ -11,6 +11,7 @@ import { parseEntityTags, readOutcome, refusalError, revisionHeaders, writeCondi
 import type { ServerContext } from '../server-context.js';
 import { expiryFor, methodNotAllowed, optionalInteger, queryOf, splitKeyPath } from '../request-input.js';
 import { describeValue } from './values-reply.js';
+import { takePreread } from '../fast-lane.js';
 import { keySchemas } from './key-schemas.js';
 import { asksForPast, readPast } from './history-routes.js';
 import { MAX_TTL_SECONDS } from '../../limits.js';
@@ -54,7 +55,7 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config, 
    */
   const read = (request: FastifyRequest, reply: FastifyReply): Buffer | undefined | Promise<Buffer | undefined> => {
     const { bucketId, key } = keyOf(request);
-    const opened = openBucketNow(buckets, bucketId, request);
+    const opened = openBucketNow(buckets, bucketId, request.headers.authorization, queryOf(request));
     if (!opened)
       return openBucket(buckets, bucketId, request).then(({ bucket, principal }) => readOpened(request, reply, bucket, principal, key));
     return readOpened(request, reply, opened.bucket, opened.principal, key);
@@ -69,6 +70,12 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config, 
     // History: `rev=N` or `history=true` reads the past; without them nothing changes.
     if (asksForPast(request))
       return readPast(store, clock, request, reply, bucket, principal, key, (entry) => answerRead(request, reply, ifMatch, entry));
+    // The fast lane read this key already (a miss, or the read failed): answered from that read.
+    const read = takePreread(request.raw);
+    if (read !== undefined) {
+      if ('error' in read) throw read.error;
+      return answerRead(request, reply, ifMatch, read.entry);
+    }
     const now = clock();
     if (store.getEntryNow) return answerRead(request, reply, ifMatch, store.getEntryNow(bucket.record.id, key, now));
     return store.getEntry(bucket.record.id, key, now).then((entry) => answerRead(request, reply, ifMatch, entry));

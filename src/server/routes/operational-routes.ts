@@ -5,12 +5,19 @@ import { VERSION } from '../../version.js';
 import { STORAGE_RETRY_AFTER_SECONDS } from '../../store/storage-errors.js';
 import { credentialMatches } from '../operator-key.js';
 import { storageNotReady } from '../readiness.js';
+import type { ServerConfig } from '../server-config.js';
 import type { ServerContext } from '../server-context.js';
 import { operationalSchemas } from './operational-schemas.js';
 
 /** Whether the server is shutting down (set on SIGTERM, before the drain starts). */
 export interface Lifecycle {
   draining: boolean;
+}
+
+/** What /health answers (the fast lane, fast-lane.ts, sends the same, serialized once). */
+export function healthAnswer(config: ServerConfig) {
+  // max_value_bytes (an extension): clients check a value's size before sending it.
+  return { status: 'ok', storage: 'ok', version: VERSION, max_value_bytes: config.maxValueBytes };
 }
 
 /** `/health`, `/ready`, `/metrics` and `/api-docs/openapi.json`, at the root. */
@@ -24,8 +31,7 @@ export async function operationalRoutes(
       exposeHeadRoute: true,
       schema: operationalSchemas.health,
     },
-    // max_value_bytes (an extension): clients check a value's size before sending it.
-    async () => ({ status: 'ok', storage: 'ok', version: VERSION, max_value_bytes: ctx.config.maxValueBytes }),
+    async () => healthAnswer(ctx.config),
   );
 
   app.get(
