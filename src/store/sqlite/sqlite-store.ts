@@ -22,6 +22,7 @@ import type {
   StoreFlags,
   StoreStats,
 } from '../store.js';
+import { SqlWebhookStore, type WebhookStore } from '../webhook-store.js';
 import { Checkpointer } from './sqlite-checkpointer.js';
 import { SqliteConnection } from './sqlite-connection.js';
 import { stageSqliteImport } from './sqlite-import.js';
@@ -289,6 +290,14 @@ export class SqliteStore implements Store {
       revision: this.knownRevisions.get(bucket) ?? row.revision,
     };
   }
+
+  /** Webhook rows: read on this thread's connection, written by the writer like any write. */
+  readonly webhooks: WebhookStore = new SqlWebhookStore('sqlite', undefined, {
+    read: async <R>({ statement, values }: { statement: { sql: string }; values: unknown[] }) =>
+      this.conn.raw.prepare(statement.sql).all(...values) as R[],
+    write: (statements) =>
+      this.submit({ kind: 'statements', statements: statements.map((s) => ({ sql: s.statement.sql, values: s.values })) }),
+  });
 
   readonly history: HistoryReads = new HistoryReader(
     async (name, args) => this.conn.all<Record<string, unknown>>(name, args),

@@ -1,0 +1,233 @@
+import type { Dialect } from './dialect.js';
+import type { WebhooksTable } from './schema.js';
+import { type CompiledStatement, bind, compileAll, queryBuilder } from './statements.js';
+import { type WebhookStatementName, webhookStatements } from './webhook-statements.js';
+
+/** The change kinds a subscription may ask for (the watch feed's). */
+export const WEBHOOK_KINDS = ['set', 'delete', 'expire'] as const;
+export type WebhookKind = (typeof WEBHOOK_KINDS)[number];
+
+/** A subscription as stored, without its secret and lease. */
+export interface Webhook {
+  id: string;
+  bucket: string;
+  url: string;
+  prefix: string;
+  kinds: WebhookKind[];
+  state: 'active' | 'paused';
+  pausedReason: string | null;
+  /** The newest revision its receiver acknowledged (at creation: the bucket's revision then). */
+  position: number;
+  /** When the current run of failures began (ms); null while deliveries succeed. */
+  failingSince: number | null;
+  attempts: number;
+  nextAttemptAt: number;
+  createdAt: number;
+}
+
+/** A subscription as the delivery loop reads it: with its secret and its lease. */
+export interface DeliverableWebhook extends Webhook {
+  secret: string;
+  holder: string | null;
+  leaseUntil: number;
+}
+
+/** One attempt in a subscription's delivery log. */
+export interface DeliveryAttempt {
+  attemptedAt: number;
+  firstRevision: number;
+  lastRevision: number;
+  /** The receiver's HTTP status; null when no answer came (refused, timed out, unreachable). */
+  status: number | null;
+  latencyMs: number;
+  /** What went wrong, or a short excerpt of the answer; null after a 2xx. */
+  error: string | null;
+}
+
+/** What a failed attempt leaves: when to try next, or paused with the reason. */
+export interface FailureState {
+  attempts: number;
+  failingSince: number;
+  nextAttemptAt: number;
+  pausedReason: string | null;
+}
+
+/**
+ * A bucket's webhook subscriptions and their delivery state, stored with the bucket in both
+ * engines. Reads and writes of the subscription rows only; the delivery loop (src/server/webhooks/)
+ * reads changes from the store's change feed.
+ */
+export interface WebhookStore {
+  /** Adds a subscription at the bucket's current revision; false when the bucket has `limit` already (or is gone). */
+  add(
+    webhook: { id: string; bucket: string; url: string; prefix: string; kinds: WebhookKind[]; secret: string },
+    limit: number,
+    now: number,
+  ): Promise<boolean>;
+  list(bucket: string): Promise<Webhook[]>;
+  get(bucket: string, id: string): Promise<Webhook | undefined>;
+  pause(bucket: string, id: string, reason: string): Promise<boolean>;
+  resume(bucket: string, id: string): Promise<boolean>;
+  rotate(bucket: string, id: string, secret: string): Promise<boolean>;
+  remove(bucket: string, id: string): Promise<boolean>;
+  /** A deleted bucket's subscriptions and logs. */
+  removeBucket(bucket: string): Promise<void>;
+  /** Every subscription with its secret and lease (the delivery loop's scan). */
+  all(): Promise<DeliverableWebhook[]>;
+  /** Takes or renews the lease on one subscription until `until`; false while another holder has it. */
+  claim(id: string, holder: string, until: number, now: number): Promise<boolean>;
+  release(id: string, holder: string): Promise<void>;
+  /** The receiver acknowledged up to `position`: stored, and the retry state cleared (only while `holder` has the lease). */
+  acknowledge(id: string, holder: string, position: number): Promise<boolean>;
+  fail(id: string, holder: string, state: FailureState): Promise<boolean>;
+  /** Logs one attempt and keeps the newest `keep`. */
+  log(id: string, attempt: DeliveryAttempt, keep: number): Promise<void>;
+  deliveries(id: string, limit: number): Promise<DeliveryAttempt[]>;
+}
+
+/** One statement with its arguments. */
+export interface BoundStatement {
+  statement: CompiledStatement;
+  values: unknown[];
+}
+
+/**
+ * How an engine runs the webhook statements: reads on any connection, writes (one or several,
+ * in one transaction) where that engine writes. Each answers rows and, for writes, rows changed.
+ */
+export interface SqlPort {
+  read<R>(statement: BoundStatement): Promise<R[]>;
+  write(statements: BoundStatement[]): Promise<number[]>;
+}
+
+type Row = Pick<WebhooksTable, typeof import('./webhook-statements.js').WEBHOOK_COLUMNS[number]>;
+
+const toWebhook = (row: Row): Webhook => ({
+  id: row.id,
+  bucket: row.bucket_id,
+  url: row.url,
+  prefix: Buffer.from(row.prefix).toString('utf8'),
+  kinds: row.kinds.split(',').filter(Boolean) as WebhookKind[],
+  state: row.state === 'paused' ? 'paused' : 'active',
+  pausedReason: row.paused_reason,
+  position: Number(row.position),
+  failingSince: row.failing_since === null ? null : Number(row.failing_since),
+  attempts: Number(row.attempts),
+  nextAttemptAt: Number(row.next_attempt_at),
+  createdAt: Number(row.created_at),
+});
+
+/** The WebhookStore of either engine: the statements once, run through the engine's port. */
+export class SqlWebhookStore implements WebhookStore {
+  private readonly sql: Record<WebhookStatementName, CompiledStatement>;
+
+  constructor(
+    dialect: Dialect,
+    schema: string | undefined,
+    private readonly port: SqlPort,
+  ) {
+    this.sql = compileAll(webhookStatements(queryBuilder(dialect, schema), dialect));
+  }
+
+  private bound(name: WebhookStatementName, args: Record<string, unknown>): BoundStatement {
+    const statement = this.sql[name];
+    return { statement, values: bind(statement, args) };
+  }
+
+  private read<R>(name: WebhookStatementName, args: Record<string, unknown>): Promise<R[]> {
+    return this.port.read<R>(this.bound(name, args));
+  }
+
+  private async change(name: WebhookStatementName, args: Record<string, unknown>): Promise<boolean> {
+    const [changed] = await this.port.write([this.bound(name, args)]);
+    return (changed ?? 0) > 0;
+  }
+
+  add(webhook: Parameters<WebhookStore['add']>[0], limit: number, now: number): Promise<boolean> {
+    const { id, bucket, url, prefix, kinds, secret } = webhook;
+    return this.change('addWebhook', { id, bucket, url, prefix: Buffer.from(prefix, 'utf8'), kinds: kinds.join(','), secret, now, limit });
+  }
+
+  async list(bucket: string): Promise<Webhook[]> {
+    return (await this.read<Row>('listWebhooks', { bucket })).map(toWebhook);
+  }
+
+  async get(bucket: string, id: string): Promise<Webhook | undefined> {
+    const [row] = await this.read<Row>('getWebhook', { bucket, id });
+    return row && toWebhook(row);
+  }
+
+  pause(bucket: string, id: string, reason: string) {
+    return this.change('pauseWebhook', { bucket, id, reason });
+  }
+
+  resume(bucket: string, id: string) {
+    return this.change('resumeWebhook', { bucket, id });
+  }
+
+  rotate(bucket: string, id: string, secret: string) {
+    return this.change('rotateWebhook', { bucket, id, secret });
+  }
+
+  async remove(bucket: string, id: string): Promise<boolean> {
+    const [removed] = await this.port.write([this.bound('removeWebhook', { bucket, id }), this.bound('removeWebhookDeliveries', { id })]);
+    return (removed ?? 0) > 0;
+  }
+
+  async removeBucket(bucket: string): Promise<void> {
+    await this.port.write([this.bound('removeBucketWebhookDeliveries', { bucket }), this.bound('removeBucketWebhooks', { bucket })]);
+  }
+
+  async all(): Promise<DeliverableWebhook[]> {
+    const rows = await this.read<Row & { secret: string; holder: string | null; lease_until: number }>('allWebhooks', {});
+    return rows.map((row) => ({ ...toWebhook(row), secret: row.secret, holder: row.holder, leaseUntil: Number(row.lease_until) }));
+  }
+
+  claim(id: string, holder: string, until: number, now: number) {
+    return this.change('claimWebhook', { id, holder, until, now });
+  }
+
+  async release(id: string, holder: string): Promise<void> {
+    await this.change('releaseWebhook', { id, holder });
+  }
+
+  acknowledge(id: string, holder: string, position: number) {
+    return this.change('acknowledgeWebhook', { id, holder, position });
+  }
+
+  fail(id: string, holder: string, s: FailureState) {
+    return this.change('failWebhook', {
+      id,
+      holder,
+      attempts: s.attempts,
+      failingSince: s.failingSince,
+      nextAttemptAt: s.nextAttemptAt,
+      state: s.pausedReason === null ? 'active' : 'paused',
+      reason: s.pausedReason,
+    });
+  }
+
+  async log(id: string, a: DeliveryAttempt, keep: number): Promise<void> {
+    const attempt = `${a.attemptedAt}-${Math.random().toString(36).slice(2, 10)}`;
+    await this.port.write([this.bound('logDelivery', { id, attempt, ...a }), this.bound('trimDeliveries', { id, keep })]);
+  }
+
+  async deliveries(id: string, limit: number): Promise<DeliveryAttempt[]> {
+    const rows = await this.read<{
+      attempted_at: number;
+      first_revision: number;
+      last_revision: number;
+      status: number | null;
+      latency_ms: number;
+      error: string | null;
+    }>('deliveries', { id, limit });
+    return rows.map((r) => ({
+      attemptedAt: Number(r.attempted_at),
+      firstRevision: Number(r.first_revision),
+      lastRevision: Number(r.last_revision),
+      status: r.status === null ? null : Number(r.status),
+      latencyMs: Number(r.latency_ms),
+      error: r.error,
+    }));
+  }
+}
