@@ -24,6 +24,7 @@ import { listRoute } from './routes/list-route.js';
 import { type Lifecycle, operationalRoutes } from './routes/operational-routes.js';
 import { errorEnvelopeSchema, securitySchemes } from './routes/schema-parts.js';
 import { tokenRoute } from './routes/token-route.js';
+import { webhookRoutes } from './routes/webhook-routes.js';
 import { transactionRoute } from './routes/transaction-route.js';
 import type { ServerConfig } from './server-config.js';
 import type { ServerContext } from './server-context.js';
@@ -247,6 +248,7 @@ export async function buildApp(
         { name: 'buckets', description: 'Create and manage buckets' },
         { name: 'keys', description: 'Values, counters, listing and transactions' },
         { name: 'tokens', description: 'Temporary tokens' },
+        { name: 'webhooks', description: 'Changes delivered to a URL, signed, in order' },
         { name: 'operations', description: 'Health, readiness, metrics and this document' },
       ],
       components: { securitySchemes: securitySchemes as never },
@@ -295,6 +297,7 @@ export async function buildApp(
   await app.register(transactionRoute, ctx);
   await app.register(listRoute, ctx);
   await app.register(tokenRoute, ctx);
+  await app.register(webhookRoutes, ctx);
   await app.register(keyRoutes, ctx);
   if (config.console) await app.register(consoleRoute, { ...(config.consoleDir !== undefined && { dir: config.consoleDir }) });
   return app;

@@ -90,6 +90,11 @@ export function webhookStatements(db: Kysely<Database>, dialect: Dialect) {
       .selectFrom('webhooks')
       .select([...WEBHOOK_COLUMNS, 'secret', 'holder', 'lease_until'])
       .orderBy('id'),
+    /** One subscription with its secret and lease, as a delivery (after taking the lease) or a test reads it. */
+    deliverableWebhook: db
+      .selectFrom('webhooks')
+      .select([...WEBHOOK_COLUMNS, 'secret', 'holder', 'lease_until'])
+      .where('id', '=', param('id')),
     /** Takes or renews a subscription's lease: free, expired, or already this holder's. */
     claimWebhook: db
       .updateTable('webhooks')

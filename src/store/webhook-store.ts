@@ -74,6 +74,8 @@ export interface WebhookStore {
   removeBucket(bucket: string): Promise<void>;
   /** Every subscription with its secret and lease (the delivery loop's scan). */
   all(): Promise<DeliverableWebhook[]>;
+  /** One subscription with its secret and lease. */
+  deliverable(id: string): Promise<DeliverableWebhook | undefined>;
   /** Takes or renews the lease on one subscription until `until`; false while another holder has it. */
   claim(id: string, holder: string, until: number, now: number): Promise<boolean>;
   release(id: string, holder: string): Promise<void>;
@@ -115,6 +117,14 @@ const toWebhook = (row: Row): Webhook => ({
   attempts: Number(row.attempts),
   nextAttemptAt: Number(row.next_attempt_at),
   createdAt: Number(row.created_at),
+});
+
+type DeliverableRow = Row & { secret: string; holder: string | null; lease_until: number };
+const toDeliverable = (row: DeliverableRow): DeliverableWebhook => ({
+  ...toWebhook(row),
+  secret: row.secret,
+  holder: row.holder,
+  leaseUntil: Number(row.lease_until),
 });
 
 /** The WebhookStore of either engine: the statements once, run through the engine's port. */
@@ -179,8 +189,12 @@ export class SqlWebhookStore implements WebhookStore {
   }
 
   async all(): Promise<DeliverableWebhook[]> {
-    const rows = await this.read<Row & { secret: string; holder: string | null; lease_until: number }>('allWebhooks', {});
-    return rows.map((row) => ({ ...toWebhook(row), secret: row.secret, holder: row.holder, leaseUntil: Number(row.lease_until) }));
+    return (await this.read<DeliverableRow>('allWebhooks', {})).map(toDeliverable);
+  }
+
+  async deliverable(id: string): Promise<DeliverableWebhook | undefined> {
+    const [row] = await this.read<DeliverableRow>('deliverableWebhook', { id });
+    return row && toDeliverable(row);
   }
 
   claim(id: string, holder: string, until: number, now: number) {
