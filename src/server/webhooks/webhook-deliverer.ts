@@ -117,7 +117,7 @@ export class WebhookDeliverer {
     if (!(await this.store.webhooks.claim(seen.id, this.holder, now + this.options.leaseMs, now))) return;
     // Read again under the lease: paused, rotated or moved on since the scan saw it.
     const w = await this.store.webhooks.deliverable(seen.id);
-    if (!w || w.state !== 'active' || w.nextAttemptAt > now) return;
+    if (w?.state !== 'active' || w.nextAttemptAt > now) return;
     const bounds = await this.store.changes.bounds(w.bucket);
     if (!bounds) {
       await this.store.webhooks.removeBucket(w.bucket);
