@@ -83,6 +83,8 @@ export interface ServerConfig {
   webhookRetrySeconds: number;
   /** Most webhooks one bucket may have. */
   maxWebhooksPerBucket: number;
+  /** Ms a webhook's lease lasts unless renewed: another instance takes over a dead one's webhooks after it. */
+  webhookLeaseMs: number;
 }
 
 /** `N/WINDOW`, e.g. `100/1m`: at most `max` requests in each window of `windowMs`. */
@@ -143,6 +145,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   webhookTimeoutSeconds: 10,
   webhookRetrySeconds: 86_400,
   maxWebhooksPerBucket: 10,
+  webhookLeaseMs: 30_000,
 };
 
 /** `--metrics-listen`: `PORT`, `ADDR:PORT` or `[IPv6]:PORT`; a port alone listens on loopback. */

@@ -320,6 +320,8 @@ Examples:
       webhookTimeoutSeconds: options.webhookTimeout,
       webhookRetrySeconds: options.webhookRetry,
       maxWebhooksPerBucket: options.maxWebhooksPerBucket,
+      // Not a flag: tests shorten the 30 s lease to see a dead instance's webhooks taken over.
+      webhookLeaseMs: Number(process.env.KVB_WEBHOOK_LEASE_MS) || d.webhookLeaseMs,
       watchRetentionSeconds: options.historyRetention ?? options.watchRetention ?? d.watchRetentionSeconds,
       // Not a flag: tests shorten the 15 s heartbeat.
       watchProgressMs: Number(process.env.KVB_WATCH_PROGRESS_MS) || d.watchProgressMs,

@@ -46,7 +46,12 @@ export interface DeliveryStats {
  * takes it over once the lease runs out.
  */
 export class WebhookDeliverer {
-  readonly holder = randomUUID();
+  /**
+   * This instance as a lease holder. A store only this process writes to (SQLite: one server per
+   * file) has one holder whatever the process: a server restarted after a crash goes on at once
+   * instead of waiting out its dead predecessor's leases.
+   */
+  readonly holder: string;
   readonly stats: DeliveryStats = { delivered: 0, failed: 0, seen: new Map() };
   private readonly inFlight = new Map<string, Promise<void>>();
   private timer: NodeJS.Timeout | undefined;
@@ -59,7 +64,9 @@ export class WebhookDeliverer {
     private readonly clock: Clock,
     private readonly log: FastifyBaseLogger,
     private readonly options: DeliveryOptions,
-  ) {}
+  ) {
+    this.holder = store.flags.shared ? randomUUID() : 'this-server';
+  }
 
   start(): this {
     this.timer = setInterval(() => this.kick(), this.options.pollMs);

@@ -2,15 +2,13 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Store } from '../../store/store.js';
 import type { Clock } from '../clock.js';
-import type { ServerConfig } from '../server-config.js';
+import { DEFAULT_SERVER_CONFIG, type ServerConfig } from '../server-config.js';
 import { type DeliveryOptions, WebhookDeliverer } from './webhook-deliverer.js';
 
 /** How often each instance looks at the subscriptions (PostgreSQL: other instances' commits are seen this way). */
 export const WEBHOOK_POLL_MS = 250;
-/** A subscription's lease: an instance that dies frees its subscriptions after this. */
-export const WEBHOOK_LEASE_MS = 30_000;
-
-type WebhookSettings = Pick<ServerConfig, 'webhookAllowPrivate' | 'webhookTimeoutSeconds' | 'webhookRetrySeconds'>;
+type WebhookSettings = Pick<ServerConfig, 'webhookAllowPrivate' | 'webhookTimeoutSeconds' | 'webhookRetrySeconds'> &
+  Partial<Pick<ServerConfig, 'webhookLeaseMs'>>;
 
 /** The delivery settings `kvb serve`'s flags ask for. */
 export const deliveryOptions = (config: WebhookSettings, overrides: Partial<DeliveryOptions> = {}): DeliveryOptions => ({
@@ -18,7 +16,8 @@ export const deliveryOptions = (config: WebhookSettings, overrides: Partial<Deli
   timeoutMs: config.webhookTimeoutSeconds * 1000,
   retryBoundMs: config.webhookRetrySeconds * 1000,
   pollMs: WEBHOOK_POLL_MS,
-  leaseMs: Math.max(WEBHOOK_LEASE_MS, config.webhookTimeoutSeconds * 3000),
+  // Longer than a delivery can take, so a live holder renews it before it runs out.
+  leaseMs: Math.max(config.webhookLeaseMs ?? DEFAULT_SERVER_CONFIG.webhookLeaseMs, config.webhookTimeoutSeconds * 2000),
   ...overrides,
 });
 
