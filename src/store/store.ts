@@ -3,7 +3,7 @@ import type { Actor, ActorFilter, ChangeLogBounds, HistoryRecord, PastRead } fro
 import type { StoredValue } from '../values/stored-value.js';
 import type { Entry, EntryMeta, NewEntry, Written } from './core/write-types.js';
 import type { ResultOf, WriteOp } from './core/write-ops.js';
-import type { WebhookStore } from './webhook-store.js';
+import type { WebhookStore } from './webhook-types.js';
 
 export {
   type CommitOutcome,

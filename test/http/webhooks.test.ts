@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from '../../src/client/index.js';
 import { startWebhookDelivery } from '../../src/server/webhooks/webhook-delivery.js';
 import type { WebhookDeliverer } from '../../src/server/webhooks/webhook-deliverer.js';
 import { verifyDelivery } from '../../src/server/webhooks/webhook-signature.js';
@@ -164,6 +165,25 @@ describe('webhooks', () => {
       expect(test.json()).toMatchObject({ status: 200, ok: true });
       expect(receiver.received.at(-1)!.events[0]!.type).toBe('test');
       await remove(id);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('is managed the same through kvb-client (KvbHttp)', async () => {
+    const receiver = await startReceiver();
+    try {
+      const http = connect({ url: server.url, bucket, token: ADMIN }).http;
+      const made = await http.addWebhook(bucket, { url: receiver.url, prefix: 'client/' });
+      expect(made).toMatchObject({ prefix: 'client/', state: 'active', kinds: ['set', 'delete', 'expire'] });
+      expect((await http.listWebhooks(bucket)).map((w) => w.id)).toContain(made.id);
+      expect((await http.setWebhookState(bucket, made.id, 'paused')).state).toBe('paused');
+      expect((await http.setWebhookState(bucket, made.id, 'active')).state).toBe('active');
+      expect((await http.rotateWebhookSecret(bucket, made.id)).secret).not.toBe(made.secret);
+      expect(await http.testWebhook(bucket, made.id)).toMatchObject({ ok: true, status: 200 });
+      expect((await http.webhookDeliveries(bucket, made.id, { limit: 1 })).length).toBe(1);
+      await http.deleteWebhook(bucket, made.id);
+      await expect(http.getWebhook(bucket, made.id)).rejects.toMatchObject({ status: 404 });
     } finally {
       await receiver.close();
     }

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
-import { type DeliveryAttempt, WEBHOOK_KINDS, type Webhook, type WebhookKind } from '../../store/webhook-store.js';
+import { type DeliveryAttempt, WEBHOOK_KINDS, type Webhook, type WebhookKind } from '../../store/webhook-types.js';
 import { checkKey } from '../../values/keys.js';
 import { authorize, openBucket } from '../access-control.js';
 import { decodeBucket, parseInteger } from '../request-input.js';

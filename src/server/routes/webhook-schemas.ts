@@ -1,6 +1,6 @@
 /** Schemas of the webhook routes (webhook-routes.ts); shared pieces in schema-parts.ts. */
 import { MAX_KEY_BYTES } from '../../limits.js';
-import { WEBHOOK_KINDS } from '../../store/webhook-store.js';
+import { WEBHOOK_KINDS } from '../../store/webhook-types.js';
 import { adminCredential, bucketErrors, errorResponse, noBody } from './schema-parts.js';
 import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/webhook-url.js';
 
@@ -23,6 +23,30 @@ const credentialQuery = (extra: Record<string, object> = {}) => ({
   additionalProperties: false,
 });
 
+const WEBHOOK_EXAMPLE = {
+  id: 'wh_3kTq9vXb2LmA',
+  url: 'https://hooks.example.com/kvb',
+  prefix: 'orders/',
+  kinds: ['set', 'delete', 'expire'],
+  state: 'active',
+  paused_reason: null,
+  position: 42,
+  attempts: 0,
+  failing_since: null,
+  next_attempt_at: null,
+  created_at: '2026-11-29T10:00:00.000Z',
+};
+const SECRET_EXAMPLE = 'whsec_Zm9yIGV4YW1wbGUgb25seSwgbm90IGEga2V5';
+const ATTEMPT_EXAMPLE = {
+  attempted_at: '2026-11-29T10:00:01.000Z',
+  first_revision: 43,
+  last_revision: 45,
+  status: 200,
+  latency_ms: 38,
+  ok: true,
+  error: null,
+};
+
 const webhook = {
   type: 'object',
   description: 'A webhook subscription (never its secret)',
@@ -39,6 +63,7 @@ const webhook = {
     next_attempt_at: { type: ['string', 'null'], format: 'date-time', description: 'when a retry is due' },
     created_at: { type: 'string', format: 'date-time' },
   },
+  examples: [WEBHOOK_EXAMPLE],
 };
 
 const attempt = {
@@ -52,11 +77,12 @@ const attempt = {
     ok: { type: 'boolean' },
     error: { type: ['string', 'null'], description: 'what went wrong, with a short excerpt of the answer' },
   },
+  examples: [ATTEMPT_EXAMPLE],
 };
 
 const noWebhook = errorResponse('not_found', 'No such bucket or webhook', 'no such webhook');
 const errors = { ...bucketErrors, 404: noWebhook };
-const secret = { type: 'string', description: 'signs each delivery; shown only here', examples: ['whsec_…'] };
+const secret = { type: 'string', description: 'signs each delivery; shown only here' };
 
 export const webhookSchemas = {
   list: {
@@ -66,7 +92,7 @@ export const webhookSchemas = {
     params: bucketOnly,
     querystring: credentialQuery(),
     security: adminCredential,
-    response: { 200: { type: 'array', items: webhook }, ...bucketErrors },
+    response: { 200: { type: 'array', items: webhook, examples: [[WEBHOOK_EXAMPLE]] }, ...bucketErrors },
   },
   add: {
     tags: [WEBHOOKS],
@@ -86,7 +112,7 @@ export const webhookSchemas = {
       additionalProperties: false,
     },
     response: {
-      201: { ...webhook, properties: { ...webhook.properties, secret } },
+      201: { ...webhook, properties: { ...webhook.properties, secret }, examples: [{ ...WEBHOOK_EXAMPLE, secret: SECRET_EXAMPLE }] },
       409: errorResponse('conflict', 'The bucket has its limit of webhooks', 'the bucket has its limit of 10 webhooks'),
       ...bucketErrors,
     },
@@ -131,7 +157,14 @@ export const webhookSchemas = {
     params: webhookParams,
     querystring: credentialQuery(),
     security: adminCredential,
-    response: { 200: { type: 'object', properties: { id: { type: 'string' }, secret } }, ...errors },
+    response: {
+      200: {
+        type: 'object',
+        properties: { id: { type: 'string' }, secret },
+        examples: [{ id: WEBHOOK_EXAMPLE.id, secret: SECRET_EXAMPLE }],
+      },
+      ...errors,
+    },
   },
   test: {
     tags: [WEBHOOKS],
@@ -149,6 +182,6 @@ export const webhookSchemas = {
     params: webhookParams,
     querystring: credentialQuery({ limit: { type: 'string', pattern: '^[0-9]+$' } }),
     security: adminCredential,
-    response: { 200: { type: 'array', items: attempt }, ...errors },
+    response: { 200: { type: 'array', items: attempt, examples: [[ATTEMPT_EXAMPLE]] }, ...errors },
   },
 };

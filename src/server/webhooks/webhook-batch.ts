@@ -1,5 +1,5 @@
 import type { Change, ChangeLogBounds } from '../../store/store.js';
-import type { Webhook } from '../../store/webhook-store.js';
+import type { Webhook } from '../../store/webhook-types.js';
 import { exportedValue } from '../../values/export-format.js';
 
 /** Most changes in one delivery, and about the most bytes of its events (a single revision bigger than that still goes whole). */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../../store/store.js';
-import type { DeliverableWebhook, DeliveryAttempt, Webhook } from '../../store/webhook-store.js';
+import type { DeliverableWebhook, DeliveryAttempt, Webhook } from '../../store/webhook-types.js';
 import { VERSION } from '../../version.js';
 import type { Clock } from '../clock.js';
 import { type Batch, nextBatch, resetBatch } from './webhook-batch.js';

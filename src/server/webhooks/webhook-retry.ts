@@ -1,4 +1,4 @@
-import type { FailureState } from '../../store/webhook-store.js';
+import type { FailureState } from '../../store/webhook-types.js';
 
 /** The first retry comes after about this long; each failure doubles it, up to MAX_DELAY_MS. */
 export const BASE_DELAY_MS = 1000;

@@ -11,7 +11,8 @@ import { beginPostgresImport, openPostgresSnapshot } from './postgres-portabilit
 import { type Quota, NO_QUOTA } from '../quota.js';
 import type { Database } from '../schema.js';
 import { listShapeName } from '../statements.js';
-import { SqlWebhookStore, type WebhookStore } from '../webhook-store.js';
+import { SqlWebhookStore } from '../webhook-store.js';
+import type { WebhookStore } from '../webhook-types.js';
 import { PostgresBuckets } from './postgres-buckets.js';
 import { PostgresMaintenance } from './postgres-maintenance.js';
 import { type OpenedPostgres, type PostgresOptions, openPostgres } from './postgres-open.js';

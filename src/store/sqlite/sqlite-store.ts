@@ -22,7 +22,8 @@ import type {
   StoreFlags,
   StoreStats,
 } from '../store.js';
-import { SqlWebhookStore, type WebhookStore } from '../webhook-store.js';
+import { SqlWebhookStore } from '../webhook-store.js';
+import type { WebhookStore } from '../webhook-types.js';
 import { Checkpointer } from './sqlite-checkpointer.js';
 import { SqliteConnection } from './sqlite-connection.js';
 import { stageSqliteImport } from './sqlite-import.js';
