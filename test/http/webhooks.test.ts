@@ -148,6 +148,31 @@ describe('webhooks', () => {
     }
   });
 
+  it('sends `reset` when the history no longer reaches back to its position, then goes on', async () => {
+    const receiver = await startReceiver();
+    try {
+      const { id } = await add({ url: receiver.url, prefix: 'floor/' });
+      expect((await call(`${hooks()}/${id}`, { method: 'PATCH', ...json({ state: 'paused' }, auth) })).json()).toMatchObject({
+        state: 'paused',
+        paused_reason: 'paused by request',
+      });
+      const from = (await hook(id)).position as number;
+      await set('floor/a', '1');
+      const last = await set('floor/b', '2');
+      // The retention passes for everything written so far: the bucket's history floor rises to its newest change.
+      await server.store.changes.prune(Date.now() + 60_000, 1_000_000);
+      await call(`${hooks()}/${id}`, { method: 'PATCH', ...json({ state: 'active' }, auth) });
+      await expect.poll(() => receiver.acknowledged().map((e) => e.type)).toEqual(['reset']);
+      expect(receiver.acknowledged()[0]).toMatchObject({ type: 'reset', oldest: last, from });
+      const next = await set('floor/c', '3');
+      await expect.poll(() => receiver.acknowledged().map((e) => e.type)).toEqual(['reset', 'set']);
+      expect(receiver.acknowledged()[1]).toMatchObject({ key: 'floor/c', rev: next });
+      await remove(id);
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it('signs with a rotated secret from then on, and sends a test event on request', async () => {
     const receiver = await startReceiver();
     try {
