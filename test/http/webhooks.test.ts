@@ -28,7 +28,10 @@ describe('webhooks', () => {
       config: { webhookAllowPrivate: true, webhookTimeoutSeconds: 1, webhookRetrySeconds: RETRY_SECONDS, maxWebhooksPerBucket: 3 },
     });
     const settings = { webhookAllowPrivate: true, webhookTimeoutSeconds: 1, webhookRetrySeconds: RETRY_SECONDS };
-    deliverer = startWebhookDelivery(server.store, settings, server.app.log, clock.now, undefined, { pollMs: 20, random: () => 0.5 });
+    deliverer = startWebhookDelivery(server.store, settings, server.app.log, clock.now, server.app.metricsRegistry, {
+      pollMs: 20,
+      random: () => 0.5,
+    });
     bucket = await createBucket(server.api, { secret_key: ADMIN });
   });
   afterAll(async () => {
@@ -96,6 +99,10 @@ describe('webhooks', () => {
         expect(verifyDelivery('whsec_wrong', String(r.headers['kvb-signature']), r.body, Math.floor(clock.now() / 1000))).toBe(false);
       }
       await expect.poll(async () => (await hook(id)).position).toBe(revisions.at(-1)! + 1);
+      const metrics = (await call(`${server.url}/metrics`)).text;
+      expect(metrics).toMatch(/^kvb_webhooks\{state="active"\} [1-9]/m);
+      expect(metrics).toMatch(/^kvb_webhook_events_delivered_total [1-9]/m);
+      expect(metrics).toContain('kvb_webhook_lag_revisions_max');
       expect(await remove(id)).toMatchObject({ status: 204 });
     } finally {
       await receiver.close();

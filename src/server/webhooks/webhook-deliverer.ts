@@ -57,6 +57,7 @@ export class WebhookDeliverer {
   private timer: NodeJS.Timeout | undefined;
   private scanning: Promise<void> | undefined;
   private again = false;
+  private scanFailing = false;
   private stopped = false;
 
   constructor(
@@ -84,7 +85,15 @@ export class WebhookDeliverer {
       return;
     }
     this.scanning = this.scan()
-      .catch((err: unknown) => this.log.warn({ err }, 'webhook scan failed; will retry'))
+      .then(() => {
+        if (this.scanFailing) this.log.info('webhook deliveries resumed');
+        this.scanFailing = false;
+      })
+      .catch((err: unknown) => {
+        // Once per outage, not every poll while the database is away.
+        if (!this.scanFailing) this.log.warn({ err }, 'webhook scan failed; retrying every poll');
+        this.scanFailing = true;
+      })
       .finally(() => {
         this.scanning = undefined;
         if (this.again) {

@@ -292,10 +292,14 @@ export class SqliteStore implements Store {
     };
   }
 
+  private readonly webhookReads = new Map<string, BetterSqlite3.Statement>();
   /** Webhook rows: read on this thread's connection, written by the writer like any write. */
   readonly webhooks: WebhookStore = new SqlWebhookStore('sqlite', undefined, {
-    read: async <R>({ statement, values }: { statement: { sql: string }; values: unknown[] }) =>
-      this.conn.raw.prepare(statement.sql).all(...values) as R[],
+    read: async <R>({ statement, values }: { statement: { sql: string }; values: unknown[] }) => {
+      let prepared = this.webhookReads.get(statement.sql);
+      if (!prepared) this.webhookReads.set(statement.sql, (prepared = this.conn.raw.prepare(statement.sql)));
+      return prepared.all(...values) as R[];
+    },
     write: (statements) =>
       this.submit({ kind: 'statements', statements: statements.map((s) => ({ sql: s.statement.sql, values: s.values })) }),
   });
