@@ -25,6 +25,7 @@ import { type Lifecycle, operationalRoutes } from './routes/operational-routes.j
 import { errorEnvelopeSchema, securitySchemes } from './routes/schema-parts.js';
 import { tokenRoute } from './routes/token-route.js';
 import { webhookRoutes } from './routes/webhook-routes.js';
+import type { WebhookHealth } from './webhooks/webhook-health.js';
 import { transactionRoute } from './routes/transaction-route.js';
 import type { ServerConfig } from './server-config.js';
 import type { ServerContext } from './server-context.js';
@@ -292,6 +293,7 @@ export async function buildApp(
   app.decorate('lifecycle', lifecycle);
   app.decorate('metricsRegistry', metrics);
   app.decorate('clock', clock);
+  app.decorate('webhookHealth', { lag: () => undefined } satisfies WebhookHealth);
   await app.register(operationalRoutes, { ...ctx, metrics, lifecycle });
   await app.register(bucketRoutes, { ...ctx, limitCreation });
   await app.register(transactionRoute, ctx);
@@ -313,5 +315,7 @@ declare module 'fastify' {
     metricsRegistry: Registry;
     /** The time this app decides by (its sweeper takes it too): `Date.now` unless buildApp was given one. */
     clock: Clock;
+    /** What /health says of webhook lag; `kvb serve` plugs its delivery loop in (webhook-health.ts). */
+    webhookHealth: WebhookHealth;
   }
 }

@@ -80,6 +80,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
   onBackgroundError = (err) => app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
   const sweeper = startSweeper(store, config, app.log, app.clock);
   const deliveries = startWebhookDelivery(store, config, app.log, app.clock, app.metricsRegistry);
+  app.webhookHealth.lag = () => deliveries.lagging();
 
   let metricsServer: import('node:http').Server | undefined;
   let stopping = false;

@@ -10,7 +10,7 @@ import { startReceiver } from '../helpers/webhook-receiver.js';
 
 const ADMIN = 'webhook-admin';
 const auth = { authorization: `Bearer ${ADMIN}` };
-const RETRY_SECONDS = 60;
+const RETRY_SECONDS = 600;
 
 /**
  * Webhooks over the HTTP contract, delivered by the delivery loop to a real receiving server on
@@ -32,6 +32,7 @@ describe('webhooks', () => {
       pollMs: 20,
       random: () => 0.5,
     });
+    server.app.webhookHealth.lag = () => deliverer.lagging();
     bucket = await createBucket(server.api, { secret_key: ADMIN });
   });
   afterAll(async () => {
@@ -118,12 +119,16 @@ describe('webhooks', () => {
       await expect.poll(async () => (await hook(id)).attempts).toBe(1);
       // Not again until the backoff has passed (the clock stands still).
       expect(receiver.received.length).toBe(1);
-      clock.advance(1000);
+      expect((await call(`${server.url}/health`)).json()).not.toHaveProperty('webhooks');
+      // A minute and more with a change waiting: /health names it (still ok: liveness).
+      clock.advance(61_000);
+      expect((await call(`${server.url}/health`)).json()).toMatchObject({ status: 'ok', webhooks: { lagging: 1 } });
       await expect.poll(() => receiver.received.length).toBe(2);
       await expect.poll(async () => (await hook(id)).attempts, { timeout: 5000 }).toBe(2);
       clock.advance(2000);
       await expect.poll(() => receiver.acknowledged().map((e) => e.rev)).toEqual([rev]);
       await expect.poll(async () => (await hook(id)).attempts).toBe(0);
+      await expect.poll(async () => (await call(`${server.url}/health`)).json()).not.toHaveProperty('webhooks');
       const log = (await call(`${hooks()}/${id}/deliveries`, { headers: auth })).json() as Array<Record<string, unknown>>;
       expect(log.map((a) => a.status)).toEqual([200, null, 500]);
       expect(log[1]!.error).toMatch(/no answer within 1000 ms/);

@@ -5,6 +5,7 @@ import type { Change } from '../../src/store/store.js';
 import type { Webhook } from '../../src/store/webhook-types.js';
 import { isPrivateAddress } from '../../src/server/webhooks/webhook-address.js';
 import { MAX_BATCH_EVENTS, nextBatch } from '../../src/server/webhooks/webhook-batch.js';
+import { lagDetail } from '../../src/server/webhooks/webhook-health.js';
 import { postWebhook } from '../../src/server/webhooks/webhook-post.js';
 import { BASE_DELAY_MS, MAX_DELAY_MS, afterFailure } from '../../src/server/webhooks/webhook-retry.js';
 import { signDelivery, verifyDelivery } from '../../src/server/webhooks/webhook-signature.js';
@@ -141,5 +142,12 @@ describe('webhook addresses', () => {
     } finally {
       server.close();
     }
+  });
+});
+
+describe('webhook lag in /health', () => {
+  it('counts the webhooks waiting past the threshold, and the longest wait', () => {
+    expect(lagDetail([null, 1000], 50_000, 60)).toBeUndefined();
+    expect(lagDetail([null, 1000, 30_000], 100_000, 60)).toEqual({ lagging: 2, max_lag_seconds: 99 });
   });
 });

@@ -25,7 +25,11 @@ export async function operationalRoutes(
       schema: operationalSchemas.health,
     },
     // max_value_bytes (an extension): clients check a value's size before sending it.
-    async () => ({ status: 'ok', storage: 'ok', version: VERSION, max_value_bytes: ctx.config.maxValueBytes }),
+    // webhooks (only while some lag past a minute): liveness still says ok; it is a detail to look at.
+    async () => {
+      const lag = app.webhookHealth.lag();
+      return { status: 'ok', storage: 'ok', version: VERSION, max_value_bytes: ctx.config.maxValueBytes, ...(lag && { webhooks: lag }) };
+    },
   );
 
   app.get(

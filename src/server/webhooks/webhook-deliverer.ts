@@ -6,6 +6,7 @@ import { VERSION } from '../../version.js';
 import type { Clock } from '../clock.js';
 import { type Batch, nextBatch, resetBatch } from './webhook-batch.js';
 import { type PostOutcome, postWebhook } from './webhook-post.js';
+import { type WebhookLagDetail, lagDetail } from './webhook-health.js';
 import { afterFailure } from './webhook-retry.js';
 import { SIGNATURE_HEADER, signDelivery } from './webhook-signature.js';
 
@@ -169,6 +170,14 @@ export class WebhookDeliverer {
     await this.store.webhooks.fail(w.id, this.holder, state);
     if (state.pausedReason !== null) this.log.warn({ webhook: w.id, bucket: w.bucket, reason: state.pausedReason }, 'webhook paused');
     return false;
+  }
+
+  /** /health's detail: the webhooks whose changes have waited past the threshold. */
+  lagging(): WebhookLagDetail | undefined {
+    return lagDetail(
+      [...this.stats.seen.values()].map((s) => (s.state === 'paused' ? null : s.pendingSince)),
+      this.clock(),
+    );
   }
 
   /** Stops looking, waits for the deliveries in flight and hands back this instance's leases. */
