@@ -32,14 +32,8 @@ interface Params {
   id?: string;
 }
 
-/**
- * `/api/v1/webhooks/{bucket}[/{id}[/secret|/test|/deliveries]]`: a bucket's webhook subscriptions,
- * for its secret-key holder only. Outside `/api/v1/{bucket}/`, where every path names a key: bucket
- * ids are UUIDs, so no bucket is called `webhooks`, and no key path changes meaning.
- */
-export async function webhookRoutes(app: FastifyInstance, ctx: ServerContext): Promise<void> {
-  const { buckets, store, config, clock } = ctx;
-
+/** Who may reach a bucket's webhooks, and one of them by id (404 when it is not the bucket's). */
+function webhookAccess({ buckets, store }: ServerContext) {
   /** The bucket, once its secret-key holder is the caller. */
   const manage = async (request: FastifyRequest) => {
     const id = decodeBucket((request.params as Params).bucket);
@@ -54,6 +48,17 @@ export async function webhookRoutes(app: FastifyInstance, ctx: ServerContext): P
     if (!w) throw new KvbError('not_found', 'no such webhook');
     return w;
   };
+  return { manage, found };
+}
+
+/**
+ * `/api/v1/webhooks/{bucket}[/{id}[/secret|/test|/deliveries]]`: a bucket's webhook subscriptions,
+ * for its secret-key holder only. Outside `/api/v1/{bucket}/`, where every path names a key: bucket
+ * ids are UUIDs, so no bucket is called `webhooks`, and no key path changes meaning.
+ */
+export async function webhookRoutes(app: FastifyInstance, ctx: ServerContext): Promise<void> {
+  const { store, config, clock } = ctx;
+  const { manage, found } = webhookAccess(ctx);
 
   app.get('/api/v1/webhooks/:bucket', { schema: webhookSchemas.list }, async (request) => {
     const bucket = await manage(request);
@@ -106,6 +111,23 @@ export async function webhookRoutes(app: FastifyInstance, ctx: ServerContext): P
     await store.webhooks.rotate(bucket, w.id, secret);
     return { id: w.id, secret };
   });
+  await webhookLogRoutes(app, ctx);
+}
+
+const attemptView = (a: DeliveryAttempt) => ({
+  attempted_at: new Date(a.attemptedAt).toISOString(),
+  first_revision: a.firstRevision,
+  last_revision: a.lastRevision,
+  status: a.status,
+  latency_ms: a.latencyMs,
+  ok: a.error === null,
+  error: a.error,
+});
+
+/** `…/{id}/test` and `…/{id}/deliveries`: a test event now, and the delivery log. */
+async function webhookLogRoutes(app: FastifyInstance, ctx: ServerContext): Promise<void> {
+  const { store, config, clock } = ctx;
+  const { manage, found } = webhookAccess(ctx);
 
   app.post('/api/v1/webhooks/:bucket/:id/test', { schema: webhookSchemas.test }, async (request) => {
     const bucket = await manage(request);
@@ -125,13 +147,3 @@ export async function webhookRoutes(app: FastifyInstance, ctx: ServerContext): P
     return (await store.webhooks.deliveries(w.id, n)).map(attemptView);
   });
 }
-
-const attemptView = (a: DeliveryAttempt) => ({
-  attempted_at: new Date(a.attemptedAt).toISOString(),
-  first_revision: a.firstRevision,
-  last_revision: a.lastRevision,
-  status: a.status,
-  latency_ms: a.latencyMs,
-  ok: a.error === null,
-  error: a.error,
-});
