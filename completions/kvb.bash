@@ -8,10 +8,10 @@ _kvb() {
     word="${COMP_WORDS[i]}"
     if ((skip)); then skip=0; continue; fi
     case "$word" in
-      --url|--bucket|--token|--profile|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--rev|--prefix|--limit|--skip|--format|--actor|--since|--until|--to|--exec|--fence|--check|--set|--del|--mode|--permissions|--db|--out|--port|--host|--tls-cert|--tls-key|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--max-watchers|--history-retention|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--max-history-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
+      --url|--bucket|--token|--profile|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--rev|--prefix|--limit|--skip|--format|--actor|--since|--until|--to|--exec|--fence|--check|--set|--del|--mode|--permissions|--kinds|--db|--out|--port|--host|--tls-cert|--tls-key|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--webhook-timeout|--webhook-retry|--max-webhooks-per-bucket|--max-watchers|--history-retention|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--max-history-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
     esac
     case "$kpath/$word" in
-      /init|/create-bucket|/bucket|bucket/show|bucket/update|bucket/delete|bucket/exists|/set|/get|/edit|/del|/incr|/expire|/ttl|/ls|/history|/rollback|/watch|/lock|/txn|/export|/import|/mint-token|/profile|profile/list|profile/show|profile/add|profile/use|profile/remove|/version|/completion|/db|db/dump|db/restore|db/check|db/backup|db/migrate|/serve) kpath="${kpath:+$kpath/}$word" ;;
+      /init|/create-bucket|/bucket|bucket/show|bucket/update|bucket/delete|bucket/exists|/set|/get|/edit|/del|/incr|/expire|/ttl|/ls|/history|/rollback|/watch|/lock|/txn|/export|/import|/mint-token|/hook|hook/add|hook/ls|hook/rm|hook/pause|hook/resume|hook/rotate|hook/test|hook/deliveries|/profile|profile/list|profile/show|profile/add|profile/use|profile/remove|/version|/completion|/db|db/dump|db/restore|db/check|db/backup|db/migrate|/serve) kpath="${kpath:+$kpath/}$word" ;;
     esac
   done
   case "$prev" in
@@ -27,10 +27,10 @@ _kvb() {
     --pg-prepare) COMPREPLY=($(compgen -W "on off auto" -- "$cur")); return ;;
     --pg-batch-writes) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
     --console) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
-    --url|--bucket|--token|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--rev|--prefix|--limit|--skip|--actor|--since|--until|--to|--exec|--fence|--check|--set|--del|--permissions|--db|--out|--port|--host|--tls-cert|--tls-key|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--max-watchers|--history-retention|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--max-history-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
+    --url|--bucket|--token|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--rev|--prefix|--limit|--skip|--actor|--since|--until|--to|--exec|--fence|--check|--set|--del|--permissions|--kinds|--db|--out|--port|--host|--tls-cert|--tls-key|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--webhook-timeout|--webhook-retry|--max-webhooks-per-bucket|--max-watchers|--history-retention|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--max-history-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
   esac
   case "$kpath" in
-    "") words="init create-bucket bucket set get edit del incr expire ttl ls history rollback watch lock txn export import mint-token profile version completion db serve --version --url --bucket --token --profile --ca --timeout --quiet --help" ;;
+    "") words="init create-bucket bucket set get edit del incr expire ttl ls history rollback watch lock txn export import mint-token hook profile version completion db serve --version --url --bucket --token --profile --ca --timeout --quiet --help" ;;
     "init") words="--help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "create-bucket") words="--email --secret-key --read-key --write-key --signing-key --default-ttl --save --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "bucket") words="show update delete exists --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
@@ -54,6 +54,15 @@ _kvb() {
     "export") words="--output --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "import") words="--mode --prefix --format --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "mint-token") words="--prefix --permissions --ttl --json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "hook") words="add ls rm pause resume rotate test deliveries --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "hook/add") words="--prefix --kinds --json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "hook/ls") words="--json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "hook/rm") words="--help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "hook/pause") words="--help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "hook/resume") words="--help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "hook/rotate") words="--help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "hook/test") words="--json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
+    "hook/deliveries") words="--limit --json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "profile") words="list show add use remove --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "profile/list") words="--names --json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
     "profile/show") words="$(kvb profile list --names 2>/dev/null) --json --help --version --url --bucket --token --profile --ca --timeout --quiet" ;;
@@ -68,7 +77,7 @@ _kvb() {
     "db/check") words="--db --help --version --quiet" ;;
     "db/backup") words="--db --out --help --version --quiet" ;;
     "db/migrate") words="--db --dry-run --help --version --quiet" ;;
-    "serve") words="--port --host --tls-cert --tls-key --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --max-value-bytes --stalled-reader-timeout --max-streamed-responses --verification-wait --max-watchers --history-retention --watch-retention --shutdown-timeout --metrics-listen --metrics-token --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --max-history-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --quiet" ;;
+    "serve") words="--port --host --tls-cert --tls-key --db --log-level --default-ttl --bucket-creation-key --require-secret-key --cors-origin --durability --sweep-interval --access-log --trust-proxy --log-format --pool-size --pg-prepare --pg-batch-writes --console --max-import-bytes --max-value-bytes --stalled-reader-timeout --max-streamed-responses --verification-wait --webhook-allow-private --webhook-timeout --webhook-retry --max-webhooks-per-bucket --max-watchers --history-retention --watch-retention --shutdown-timeout --metrics-listen --metrics-token --max-buckets --max-keys-per-bucket --max-bytes-per-bucket --max-history-bytes-per-bucket --bucket-creation-rate --rate-limit --help --version --quiet" ;;
   esac
   COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }

@@ -31,6 +31,7 @@ complete -c kvb -n '__fish_use_subcommand' -a txn -d 'set and delete several key
 complete -c kvb -n '__fish_use_subcommand' -a export -d 'export every key with its type, value and expiry (NDJSON, from one consistent snapshot)'
 complete -c kvb -n '__fish_use_subcommand' -a import -d 'import an export file into the bucket (all or nothing)'
 complete -c kvb -n '__fish_use_subcommand' -a mint-token -d 'mint a temporary token limited to a key prefix and permissions (needs the secret key)'
+complete -c kvb -n '__fish_use_subcommand' -a hook -d 'the bucket\'s webhooks: changes POSTed to a URL, signed, in order (needs the secret key)'
 complete -c kvb -n '__fish_use_subcommand' -a profile -d 'list, show, add, choose or remove saved profiles'
 complete -c kvb -n '__fish_use_subcommand' -a version -d 'print the client\'s version and the server\'s (from /health)'
 complete -c kvb -n '__fish_use_subcommand' -a completion -d 'print a shell completion script (bash, zsh or fish)'
@@ -165,6 +166,39 @@ complete -c kvb -n '__fish_seen_subcommand_from mint-token' -l permissions -x -d
 complete -c kvb -n '__fish_seen_subcommand_from mint-token' -l ttl -x -d 'lifetime in seconds'
 complete -c kvb -n '__fish_seen_subcommand_from mint-token' -l json -d 'print the whole response, {"access_token": …, "id": …}'
 
+# kvb hook
+complete -c kvb -n '__fish_seen_subcommand_from hook; and not __fish_seen_subcommand_from add ls rm pause resume rotate test deliveries' -a add -d 'deliver every change under a prefix to URL (POST, signed); prints the signing secret, shown only now'
+complete -c kvb -n '__fish_seen_subcommand_from hook; and not __fish_seen_subcommand_from add ls rm pause resume rotate test deliveries' -a ls -d 'list the bucket\'s webhooks: id, state, position, prefix, URL'
+complete -c kvb -n '__fish_seen_subcommand_from hook; and not __fish_seen_subcommand_from add ls rm pause resume rotate test deliveries' -a rm -d 'delete a webhook'
+complete -c kvb -n '__fish_seen_subcommand_from hook; and not __fish_seen_subcommand_from add ls rm pause resume rotate test deliveries' -a pause -d 'stop delivering (changes wait at the position)'
+complete -c kvb -n '__fish_seen_subcommand_from hook; and not __fish_seen_subcommand_from add ls rm pause resume rotate test deliveries' -a resume -d 'deliver again, from the stored position'
+complete -c kvb -n '__fish_seen_subcommand_from hook; and not __fish_seen_subcommand_from add ls rm pause resume rotate test deliveries' -a rotate -d 'replace the signing secret; prints the new one (shown only now)'
+complete -c kvb -n '__fish_seen_subcommand_from hook; and not __fish_seen_subcommand_from add ls rm pause resume rotate test deliveries' -a test -d 'send one signed test event now and show how the receiver answered'
+complete -c kvb -n '__fish_seen_subcommand_from hook; and not __fish_seen_subcommand_from add ls rm pause resume rotate test deliveries' -a deliveries -d 'the latest delivery attempts, newest first: time, revisions, status, latency, error'
+
+# kvb hook add
+complete -c kvb -n '__fish_seen_subcommand_from hook; and __fish_seen_subcommand_from add' -l prefix -x -d 'only keys with this prefix (default: every key)'
+complete -c kvb -n '__fish_seen_subcommand_from hook; and __fish_seen_subcommand_from add' -l kinds -x -d 'change kinds to deliver: set, delete, expire (default: all)'
+complete -c kvb -n '__fish_seen_subcommand_from hook; and __fish_seen_subcommand_from add' -l json -d 'print the whole answer as JSON (with the secret)'
+
+# kvb hook ls
+complete -c kvb -n '__fish_seen_subcommand_from hook; and __fish_seen_subcommand_from ls' -l json -d 'print JSON (the default when piped)'
+
+# kvb hook rm
+
+# kvb hook pause
+
+# kvb hook resume
+
+# kvb hook rotate
+
+# kvb hook test
+complete -c kvb -n '__fish_seen_subcommand_from hook; and __fish_seen_subcommand_from test' -l json -d 'print JSON (the default when piped)'
+
+# kvb hook deliveries
+complete -c kvb -n '__fish_seen_subcommand_from hook; and __fish_seen_subcommand_from deliveries' -l limit -x -d 'how many (at most 50)'
+complete -c kvb -n '__fish_seen_subcommand_from hook; and __fish_seen_subcommand_from deliveries' -l json -d 'print JSON (the default when piped)'
+
 # kvb profile
 complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show add use remove' -a list -d 'list the saved profiles (the one in use is marked *)'
 complete -c kvb -n '__fish_seen_subcommand_from profile; and not __fish_seen_subcommand_from list show add use remove' -a show -d 'show a profile: url, bucket and which credential it holds (never the credential)'
@@ -249,6 +283,10 @@ complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-value-bytes -x -d 
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l stalled-reader-timeout -x -d 'disconnect a client that accepts no response byte for this long (0 = never)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-streamed-responses -x -d 'multi-page listings and exports streaming at once (more get 503)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l verification-wait -x -d 'how long one client address\'s unseen credentials may queue for their slow hash before more get 429 (the whole queue: twice that)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l webhook-allow-private -d 'let webhooks reach loopback, private and link-local addresses, over http:// too (env: KVB_WEBHOOK_ALLOW_PRIVATE)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l webhook-timeout -x -d 'a webhook delivery not answered with a 2xx within this long has failed'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l webhook-retry -x -d 'a webhook failing for this long is paused (retries back off exponentially until then)'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-webhooks-per-bucket -x -d 'most webhooks one bucket may have'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l max-watchers -x -d 'open watch streams per instance (over it: 503)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l history-retention -x -d 'seconds of changes kept as history: reads at a past revision, key history, rollback, and watchers resuming (default 3600)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l watch-retention -x -d 'the same setting as --history-retention (its older name)'

@@ -1,6 +1,7 @@
 import { Command } from '@commander-js/extra-typings';
 import { VERSION } from '../version.js';
 import { bucket } from './commands/bucket.js';
+import { hook } from './commands/hook.js';
 import { completion } from './commands/completion.js';
 import { createBucket } from './commands/create-bucket.js';
 import { db } from './commands/db.js';
@@ -62,6 +63,7 @@ export const COMMANDS: Record<string, CommandModule> = {
   export: exportCommand,
   import: importCommand,
   'mint-token': mintToken,
+  hook,
   profile,
   version,
   completion,

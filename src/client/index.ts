@@ -40,6 +40,10 @@ export {
   KvbHttp,
   type RequestBody,
   type RollbackResult,
+  type WebhookAttempt,
+  type WebhookInfo,
+  type WebhookKind,
+  type WebhookRequest,
 } from './kvb-http.js';
 export {
   BadRequestError,

@@ -1,4 +1,4 @@
-import { BucketRequests } from './bucket-requests.js';
+import { WebhookRequests } from './webhook-requests.js';
 
 // kvb's HTTP API for both the CLI and kvb/client, in rooms: the shapes in http-types.ts, the
 // request core (URLs, deadlines, retries, error answers to typed errors) in http-transport.ts, and
@@ -10,8 +10,9 @@ import { BucketRequests } from './bucket-requests.js';
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
 
 export type * from './http-types.js';
+export type { WebhookAttempt, WebhookInfo, WebhookKind, WebhookRequest } from './webhook-requests.js';
 export { chunksOf } from './http-transport.js';
 export { conditionHeaders } from './key-requests.js';
 
 /** One method per kvb route, taking the bucket per call. Builds every URL and turns every error answer into a typed error. */
-export class KvbHttp extends BucketRequests {}
+export class KvbHttp extends WebhookRequests {}

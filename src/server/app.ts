@@ -28,6 +28,8 @@ import { listRoute } from './routes/list-route.js';
 import { type Lifecycle, healthAnswer, operationalRoutes } from './routes/operational-routes.js';
 import { errorEnvelopeSchema, securitySchemes } from './routes/schema-parts.js';
 import { tokenRoute } from './routes/token-route.js';
+import { webhookRoutes } from './routes/webhook-routes.js';
+import type { WebhookHealth } from './webhooks/webhook-health.js';
 import { transactionRoute } from './routes/transaction-route.js';
 import type { ServerConfig } from './server-config.js';
 import type { ServerContext } from './server-context.js';
@@ -260,6 +262,7 @@ export async function buildApp(
         { name: 'buckets', description: 'Create and manage buckets' },
         { name: 'keys', description: 'Values, counters, listing and transactions' },
         { name: 'tokens', description: 'Temporary tokens' },
+        { name: 'webhooks', description: 'Changes delivered to a URL, signed, in order' },
         { name: 'operations', description: 'Health, readiness, metrics and this document' },
       ],
       components: { securitySchemes: securitySchemes as never },
@@ -303,17 +306,27 @@ export async function buildApp(
   app.decorate('lifecycle', lifecycle);
   app.decorate('metricsRegistry', metrics);
   app.decorate('clock', clock);
+  app.decorate('webhookHealth', { lag: () => undefined } satisfies WebhookHealth);
   await app.register(operationalRoutes, { ...ctx, metrics, lifecycle });
   await app.register(bucketRoutes, { ...ctx, limitCreation });
   await app.register(transactionRoute, ctx);
   await app.register(listRoute, ctx);
   await app.register(tokenRoute, ctx);
+  await app.register(webhookRoutes, ctx);
   await app.register(keyRoutes, ctx);
   if (config.console) await app.register(consoleRoute, { ...(config.consoleDir !== undefined && { dir: config.consoleDir }) });
   // The lane does none of the per-request work these settings add (a counter per requester, the
   // client address behind a proxy, an origin list to match): with any of them, Fastify answers all.
   if (anyOrigin && !config.rateLimit && trustProxyOption(config.trustProxy) === undefined) {
-    lane.enable({ store, buckets: ctx.buckets, clock, log: app.log, logs, healthBody: JSON.stringify(healthAnswer(config)) });
+    lane.enable({
+      store,
+      buckets: ctx.buckets,
+      clock,
+      log: app.log,
+      logs,
+      healthBody: JSON.stringify(healthAnswer(config)),
+      webhookHealth: app.webhookHealth,
+    });
   }
   if (!handler) throw new Error('Fastify did not call serverFactory');
   app.decorate('dispatch', handler);
@@ -332,5 +345,7 @@ declare module 'fastify' {
     clock: Clock;
     /** The HTTP server's request handler (the fast lane, then Fastify): tests inject through it. */
     dispatch: (req: IncomingMessage, res: ServerResponse) => void;
+    /** What /health says of webhook lag; `kvb serve` plugs its delivery loop in (webhook-health.ts). */
+    webhookHealth: WebhookHealth;
   }
 }

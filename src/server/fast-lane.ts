@@ -26,6 +26,7 @@ import type { Clock } from './clock.js';
 import { etagOf } from './conditions.js';
 import { requestId } from './request-id.js';
 import type { RequestLogController } from './request-log-controller.js';
+import type { WebhookHealth } from './webhooks/webhook-health.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -36,8 +37,9 @@ export interface LaneContext {
   clock: Clock;
   log: FastifyBaseLogger;
   logs: RequestLogController;
-  /** /health's body, as its route serializes it. */
+  /** /health's body, as its route serializes it while no webhook lags (then the route answers). */
   healthBody: string;
+  webhookHealth: WebhookHealth;
 }
 
 const KEY_ROUTE = '/api/v1/:bucket/*';
@@ -91,7 +93,7 @@ export class FastLane {
     const url = req.url ?? '';
     const headers = req.headers;
     for (const name of SPECIAL_HEADERS) if (headers[name] !== undefined) return false;
-    if (url === '/health') return this.answerHealth(ctx, req, res, url);
+    if (url === '/health') return ctx.webhookHealth.lag() === undefined && this.answerHealth(ctx, req, res, url);
     // A query, a fragment or a `;` (which routers may read as a delimiter) is Fastify's to parse.
     if (!url.startsWith(API_PREFIX) || /[?#;]/.test(url)) return false;
     const start = performance.now();

@@ -14,6 +14,7 @@ import { startMetricsListener } from './metrics-listener.js';
 import { type ServerConfig, parseListenAddress, storeOptions } from './server-config.js';
 import { drainServer } from './http-server.js';
 import { startSweeper } from './sweeper.js';
+import { startWebhookDelivery } from './webhooks/webhook-delivery.js';
 
 /** `kvb serve`: opens the store, listens, sweeps expired keys, and shuts down cleanly on a signal. */
 export async function runServer(config: ServerConfig): Promise<void> {
@@ -81,6 +82,8 @@ export async function runServer(config: ServerConfig): Promise<void> {
   const app = await buildApp(store, config, { ...(tls && { tls }), ...(logStream && { logStream }) });
   onBackgroundError = (err) => app.log.warn(`idle storage connection failed (${describeError(err)}); the pool reconnects on demand`);
   const sweeper = startSweeper(store, config, app.log, app.clock);
+  const deliveries = startWebhookDelivery(store, config, app.log, app.clock, app.metricsRegistry);
+  app.webhookHealth.lag = () => deliveries.lagging();
 
   let metricsServer: import('node:http').Server | undefined;
   let stopping = false;
@@ -117,7 +120,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
       app.endStreams();
       // Stop accepting, answer every request received (each with Connection: close), end idle
       // connections after a short grace, and wait for the last connection (see drainServer).
-      await Promise.all([sweeper.stop(), drainServer(app.server, config.drainIdleGraceMs)]);
+      await Promise.all([sweeper.stop(), deliveries.stop(), drainServer(app.server, config.drainIdleGraceMs)]);
       if (metricsServer) {
         metricsServer.closeAllConnections();
         await new Promise((resolve) => metricsServer!.close(resolve));
@@ -173,7 +176,7 @@ export async function runServer(config: ServerConfig): Promise<void> {
     });
   } catch (err) {
     const code = (err as { code?: unknown }).code;
-    await sweeper.stop();
+    await Promise.all([sweeper.stop(), deliveries.stop()]);
     await store.close().catch(() => undefined);
     if (code === 'EADDRINUSE') return fail(`port ${config.port} is already in use (on ${config.host})`);
     if (code === 'EACCES') return fail(`no permission to listen on port ${config.port} (ports below 1024 need privileges)`);

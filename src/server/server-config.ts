@@ -75,6 +75,16 @@ export interface ServerConfig {
    * before the excess gets 429 (the whole queue: twice this). See auth/verification-scheduler.ts.
    */
   verificationWaitSeconds: number;
+  /** Webhooks may reach loopback, private and link-local addresses, over http:// too (same-host services, tests). */
+  webhookAllowPrivate: boolean;
+  /** A delivery not answered with a 2xx within this many seconds has failed. */
+  webhookTimeoutSeconds: number;
+  /** A webhook whose deliveries keep failing for this many seconds is paused. */
+  webhookRetrySeconds: number;
+  /** Most webhooks one bucket may have. */
+  maxWebhooksPerBucket: number;
+  /** Ms a webhook's lease lasts unless renewed: another instance takes over a dead one's webhooks after it. */
+  webhookLeaseMs: number;
 }
 
 /** `N/WINDOW`, e.g. `100/1m`: at most `max` requests in each window of `windowMs`. */
@@ -131,6 +141,11 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   maxWatchers: 10_000,
   watchRetentionSeconds: 3600,
   watchProgressMs: 15_000,
+  webhookAllowPrivate: false,
+  webhookTimeoutSeconds: 10,
+  webhookRetrySeconds: 86_400,
+  maxWebhooksPerBucket: 10,
+  webhookLeaseMs: 30_000,
 };
 
 /** `--metrics-listen`: `PORT`, `ADDR:PORT` or `[IPv6]:PORT`; a port alone listens on loopback. */

@@ -262,6 +262,46 @@ export function kvbMigrations(dialect: Dialect): MigrationStep[] {
         }
       },
     },
+    {
+      // Webhooks: a bucket's subscriptions, each with its delivery position (the newest revision
+      // its receiver acknowledged), its retry state and a lease (holder, lease_until) so one
+      // instance delivers it at a time; and the last attempts of each (webhook_deliveries). The
+      // signing secret is stored as is: kvb signs each delivery with it, so it cannot be a hash.
+      name: '0011_webhooks',
+      async up(db) {
+        await db.schema
+          .createTable('webhooks')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('bucket_id', 'text', (c) => c.notNull())
+          .addColumn('url', 'text', (c) => c.notNull())
+          .addColumn('prefix', sql.raw(bytes), (c) => c.notNull())
+          .addColumn('kinds', 'text', (c) => c.notNull())
+          .addColumn('secret', 'text', (c) => c.notNull())
+          .addColumn('state', 'text', (c) => c.notNull())
+          .addColumn('paused_reason', 'text')
+          .addColumn('position', sql.raw(bigint), (c) => c.notNull())
+          .addColumn('failing_since', sql.raw(bigint))
+          .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+          .addColumn('next_attempt_at', sql.raw(bigint), (c) => c.notNull().defaultTo(0))
+          .addColumn('holder', 'text')
+          .addColumn('lease_until', sql.raw(bigint), (c) => c.notNull().defaultTo(0))
+          .addColumn('created_at', sql.raw(bigint), (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('webhooks_bucket').on('webhooks').column('bucket_id').execute();
+        await db.schema
+          .createTable('webhook_deliveries')
+          .addColumn('webhook_id', 'text', (c) => c.notNull())
+          .addColumn('attempt', 'text', (c) => c.notNull())
+          .addColumn('attempted_at', sql.raw(bigint), (c) => c.notNull())
+          .addColumn('first_revision', sql.raw(bigint), (c) => c.notNull())
+          .addColumn('last_revision', sql.raw(bigint), (c) => c.notNull())
+          .addColumn('status', 'integer')
+          .addColumn('latency_ms', 'integer', (c) => c.notNull())
+          .addColumn('error', 'text')
+          .addPrimaryKeyConstraint('webhook_deliveries_pkey', ['webhook_id', 'attempted_at', 'attempt'])
+          .execute();
+      },
+    },
   ];
 }
 

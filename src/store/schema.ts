@@ -107,8 +107,44 @@ export const REVISION_OP_INSERT_COLUMNS = ['bucket_id', 'revision', 'operation',
   keyof RevisionOpsTable
 >;
 
+/** A bucket's webhook subscriptions (kvb-migrations.ts `0011_webhooks`; webhook-store.ts). */
+export interface WebhooksTable {
+  id: string;
+  bucket_id: string;
+  url: string;
+  prefix: Buffer;
+  /** The change kinds delivered, comma-separated. */
+  kinds: string;
+  /** Signs each delivery, so kept as is (never returned after creation, never exported). */
+  secret: string;
+  state: string;
+  paused_reason: string | null;
+  /** The newest revision the receiver acknowledged (or that was before the subscription). */
+  position: number;
+  failing_since: number | null;
+  attempts: number;
+  next_attempt_at: number;
+  holder: string | null;
+  lease_until: number;
+  created_at: number;
+}
+
+/** The last attempts of each webhook. */
+export interface WebhookDeliveriesTable {
+  webhook_id: string;
+  attempt: string;
+  attempted_at: number;
+  first_revision: number;
+  last_revision: number;
+  status: number | null;
+  latency_ms: number;
+  error: string | null;
+}
+
 export interface Database {
   revision_ops: RevisionOpsTable;
+  webhooks: WebhooksTable;
+  webhook_deliveries: WebhookDeliveriesTable;
   buckets: BucketsTable;
   entries: EntriesTable;
   kvb_leases: LeasesTable;

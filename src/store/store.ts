@@ -3,6 +3,7 @@ import type { Actor, ActorFilter, BucketLogQuery, ChangeLogBounds, HistoryRecord
 import type { StoredValue } from '../values/stored-value.js';
 import type { Entry, EntryMeta, NewEntry, Written } from './core/write-types.js';
 import type { ResultOf, WriteOp } from './core/write-ops.js';
+import type { WebhookStore } from './webhook-types.js';
 
 export {
   type CommitOutcome,
@@ -259,6 +260,8 @@ export interface Store {
   readonly history: HistoryReads;
   readonly changes: ChangeFeed;
   readonly maintenance: Maintenance;
+  /** The buckets' webhook subscriptions and their delivery state (webhook-store.ts). */
+  readonly webhooks: WebhookStore;
 
   /** Opens a consistent snapshot of the bucket's live entries under `prefix` (an export); undefined when there is no such bucket. */
   openSnapshot(bucket: string, prefix: string, now: number): Promise<EntrySnapshot | undefined>;

@@ -68,7 +68,19 @@ const SPEC_OPERATIONS: Array<[string, string, string]> = [
   ['put', '/api/v1/{bucket}/{key}', 'setKeyPut'],
   ['delete', '/api/v1/{bucket}/{key}', 'deleteKey'],
   ['patch', '/api/v1/{bucket}/{key}', 'addToCounter'],
+  // Webhooks: beyond the spec (its Events section shows none), outside the key paths.
+  ['get', '/api/v1/webhooks/{bucket}', 'listWebhooks'],
+  ['post', '/api/v1/webhooks/{bucket}', 'addWebhook'],
+  ['get', '/api/v1/webhooks/{bucket}/{id}', 'getWebhook'],
+  ['patch', '/api/v1/webhooks/{bucket}/{id}', 'updateWebhook'],
+  ['delete', '/api/v1/webhooks/{bucket}/{id}', 'deleteWebhook'],
+  ['post', '/api/v1/webhooks/{bucket}/{id}/secret', 'rotateWebhookSecret'],
+  ['post', '/api/v1/webhooks/{bucket}/{id}/test', 'testWebhook'],
+  ['get', '/api/v1/webhooks/{bucket}/{id}/deliveries', 'webhookDeliveries'],
 ];
+
+/** Webhook routes: for the bucket's secret-key holder, presented any of the four ways. */
+const WEBHOOK_OPERATIONS = SPEC_OPERATIONS.filter(([, path]) => path.startsWith('/api/v1/webhooks/')).map(([, , id]) => id);
 
 describe('the OpenAPI document', () => {
   it('is served at /api-docs/openapi.json and is a valid OpenAPI 3 document', async () => {
@@ -227,7 +239,15 @@ describe('the OpenAPI document', () => {
 
   it('says per operation which credentials it accepts, anonymous ({}) where a bucket may allow it', () => {
     const all = [{ bearer: [] }, { basic: [] }, { accessToken: [] }, { keyQuery: [] }];
-    const admin = ['getBucketPolicy', 'checkBucket', 'updateBucket', 'deleteBucket', 'deleteBucketSlash', 'mintToken'];
+    const admin = [
+      'getBucketPolicy',
+      'checkBucket',
+      'updateBucket',
+      'deleteBucket',
+      'deleteBucketSlash',
+      'mintToken',
+      ...WEBHOOK_OPERATIONS,
+    ];
     const anonymousToo = ['commitTransaction', 'listKeys', 'getKey', 'checkKey', 'setKey', 'setKeyPut', 'deleteKey', 'addToCounter'];
     for (const [method, path, id] of SPEC_OPERATIONS) {
       const security = op(method, path).security;

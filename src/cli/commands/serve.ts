@@ -167,6 +167,28 @@ export const serve = defineCommand({
           .default(d.verificationWaitSeconds)
           .argParser(integer(1, 3600)),
       )
+      .option(
+        '--webhook-allow-private',
+        'let webhooks reach loopback, private and link-local addresses, over http:// too (env: KVB_WEBHOOK_ALLOW_PRIVATE)',
+      )
+      .addOption(
+        new Option('--webhook-timeout <seconds>', 'a webhook delivery not answered with a 2xx within this long has failed')
+          .env('KVB_WEBHOOK_TIMEOUT')
+          .default(d.webhookTimeoutSeconds)
+          .argParser(integer(1, 300)),
+      )
+      .addOption(
+        new Option('--webhook-retry <seconds>', 'a webhook failing for this long is paused (retries back off exponentially until then)')
+          .env('KVB_WEBHOOK_RETRY')
+          .default(d.webhookRetrySeconds)
+          .argParser(integer(1, 30 * 86400)),
+      )
+      .addOption(
+        new Option('--max-webhooks-per-bucket <n>', 'most webhooks one bucket may have')
+          .env('KVB_MAX_WEBHOOKS_PER_BUCKET')
+          .default(d.maxWebhooksPerBucket)
+          .argParser(integer(0, 1000)),
+      )
       .addOption(
         new Option('--max-watchers <n>', 'open watch streams per instance (over it: 503)')
           .env('KVB_MAX_WATCHERS')
@@ -294,6 +316,12 @@ Examples:
       rateLimit: options.rateLimit,
       verificationWaitSeconds: options.verificationWait,
       maxWatchers: options.maxWatchers,
+      webhookAllowPrivate: flagOrEnv(options.webhookAllowPrivate, 'KVB_WEBHOOK_ALLOW_PRIVATE'),
+      webhookTimeoutSeconds: options.webhookTimeout,
+      webhookRetrySeconds: options.webhookRetry,
+      maxWebhooksPerBucket: options.maxWebhooksPerBucket,
+      // Not a flag: tests shorten the 30 s lease to see a dead instance's webhooks taken over.
+      webhookLeaseMs: Number(process.env.KVB_WEBHOOK_LEASE_MS) || d.webhookLeaseMs,
       watchRetentionSeconds: options.historyRetention ?? options.watchRetention ?? d.watchRetentionSeconds,
       // Not a flag: tests shorten the 15 s heartbeat.
       watchProgressMs: Number(process.env.KVB_WATCH_PROGRESS_MS) || d.watchProgressMs,

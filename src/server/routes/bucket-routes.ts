@@ -185,6 +185,8 @@ export async function bucketRoutes(
     authorize(bucket, principal, 'manage');
     const deleted = await store.buckets.delete(id);
     buckets.invalidate(id);
+    // Its webhooks go with it (a delivery that finds the bucket gone removes them too).
+    if (deleted) await store.webhooks.removeBucket(id);
     if (!deleted) throw new KvbError('not_found', 'no such bucket');
     return reply.code(204).send();
   };

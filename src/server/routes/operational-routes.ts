@@ -31,7 +31,11 @@ export async function operationalRoutes(
       exposeHeadRoute: true,
       schema: operationalSchemas.health,
     },
-    async () => healthAnswer(ctx.config),
+    // webhooks (only while some lag past a minute): liveness still says ok; it is a detail to look at.
+    async () => {
+      const lag = app.webhookHealth.lag();
+      return { ...healthAnswer(ctx.config), ...(lag && { webhooks: lag }) };
+    },
   );
 
   app.get(

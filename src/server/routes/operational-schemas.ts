@@ -26,6 +26,11 @@ export const operationalSchemas = {
             type: 'integer',
             description: "the largest value this server stores, in bytes (kvb serve --max-value-bytes; the spec's 16 KiB by default)",
           },
+          webhooks: {
+            type: 'object',
+            description: 'only while webhooks have had changes waiting for over a minute: how many, and the longest wait',
+            properties: { lagging: { type: 'integer' }, max_lag_seconds: { type: 'integer' } },
+          },
         },
         description: 'Alive',
         examples: [{ status: 'ok', storage: 'ok', version: VERSION, max_value_bytes: MAX_VALUE_BYTES }],

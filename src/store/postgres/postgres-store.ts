@@ -11,11 +11,13 @@ import { beginPostgresImport, openPostgresSnapshot } from './postgres-portabilit
 import { type Quota, NO_QUOTA } from '../quota.js';
 import type { Database } from '../schema.js';
 import { listShapeName } from '../statements.js';
+import { SqlWebhookStore } from '../webhook-store.js';
+import type { WebhookStore } from '../webhook-types.js';
 import { PostgresBuckets } from './postgres-buckets.js';
 import { PostgresMaintenance } from './postgres-maintenance.js';
 import { type OpenedPostgres, type PostgresOptions, openPostgres } from './postgres-open.js';
 import { PointReads } from './postgres-point-reads.js';
-import { MAX_ATTEMPTS, withRetries } from './postgres-retries.js';
+import { MAX_ATTEMPTS, storageError, withRetries } from './postgres-retries.js';
 import { type PostgresStatementName, type PostgresStatements, compilePostgresStatements } from './postgres-statements.js';
 import type { Rollback, StatementRunner } from './postgres-statement-runner.js';
 import { STALE_LISTING, WriteQueue } from './postgres-write-queue.js';
@@ -65,6 +67,7 @@ export class PostgresStore implements Store {
   readonly flags: StoreFlags;
   readonly stats: StoreStats = { sweptKeys: 0, cacheHits: 0, cacheMisses: 0 };
   readonly buckets: BucketStore;
+  readonly webhooks: WebhookStore;
   quota: Quota = NO_QUOTA;
   private readonly sql: PostgresStatements;
   private readonly runner: StatementRunner;
@@ -89,6 +92,21 @@ export class PostgresStore implements Store {
     // batches at once, leaving part of the pool to reads.
     this.writes = new WriteQueue(this, batchWrites ? MAX_BATCH : 1, Math.max(1, Math.min(8, poolSize - 2)));
     this.buckets = new PostgresBuckets((name, args, client) => this.query(name, args, client), this.runner, this.schema);
+    this.webhooks = new SqlWebhookStore('postgres', this.schema, {
+      read: async ({ statement, values }) => {
+        try {
+          return (await withRetries(() => this.runner.pool.query(statement.sql, values))).rows;
+        } catch (err) {
+          throw storageError(err);
+        }
+      },
+      write: (statements) =>
+        this.runner.transaction(async (client) => {
+          const changed: number[] = [];
+          for (const s of statements) changed.push((await client.query(s.statement.sql, s.values)).rowCount ?? 0);
+          return changed;
+        }),
+    });
     this.background = new PostgresMaintenance(this.runner, this.sql, (bucket, op) => this.write(bucket, op));
     // Two statements at once: one gathers reads while the other runs (measured: see docs/performance.md).
     this.pointReads = new PointReads(

@@ -26,6 +26,9 @@ const KVB_OBJECTS = new Set([
   'changes_committed_at',
   'changes_key',
   'revision_ops',
+  'webhooks',
+  'webhooks_bucket',
+  'webhook_deliveries',
   MIGRATION_TABLE,
   'kysely_migration_lock',
 ]);

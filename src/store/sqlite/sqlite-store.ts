@@ -22,6 +22,8 @@ import type {
   StoreFlags,
   StoreStats,
 } from '../store.js';
+import { SqlWebhookStore } from '../webhook-store.js';
+import type { WebhookStore } from '../webhook-types.js';
 import { Checkpointer } from './sqlite-checkpointer.js';
 import { SqliteConnection } from './sqlite-connection.js';
 import { stageSqliteImport } from './sqlite-import.js';
@@ -289,6 +291,18 @@ export class SqliteStore implements Store {
       revision: this.knownRevisions.get(bucket) ?? row.revision,
     };
   }
+
+  private readonly webhookReads = new Map<string, BetterSqlite3.Statement>();
+  /** Webhook rows: read on this thread's connection, written by the writer like any write. */
+  readonly webhooks: WebhookStore = new SqlWebhookStore('sqlite', undefined, {
+    read: async <R>({ statement, values }: { statement: { sql: string }; values: unknown[] }) => {
+      let prepared = this.webhookReads.get(statement.sql);
+      if (!prepared) this.webhookReads.set(statement.sql, (prepared = this.conn.raw.prepare(statement.sql)));
+      return prepared.all(...values) as R[];
+    },
+    write: (statements) =>
+      this.submit({ kind: 'statements', statements: statements.map((s) => ({ sql: s.statement.sql, values: s.values })) }),
+  });
 
   readonly history: HistoryReads = new HistoryReader(
     async (name, args) => this.conn.all<Record<string, unknown>>(name, args),

@@ -20,7 +20,9 @@ export type WriteRequest =
   | { kind: 'import'; bucket: string; file: string; replace: boolean; prefix: string; restoreRevision?: number; actor?: Actor }
   | { kind: 'sweep'; now: number; batch: number }
   | { kind: 'prune'; before: number; since: number; batch: number }
-  | { kind: 'boundHistory'; maxBytes: number; since: number };
+  | { kind: 'boundHistory'; maxBytes: number; since: number }
+  /** Statements compiled by the request thread, run together (the webhook rows: webhook-store.ts); answers rows changed. */
+  | { kind: 'statements'; statements: Array<{ sql: string; values: unknown[] }> };
 
 /** One turn of the request thread's event loop: its writes, in the order they were made. */
 export interface WriteMessage {

@@ -33,6 +33,8 @@ function runWriteRequest(writer: SqliteWriter, request: WriteRequest): unknown {
       return pruneChanges(writer, request.before, request.since, request.batch);
     case 'boundHistory':
       return boundHistory(writer, request.maxBytes, request.since);
+    case 'statements':
+      return writer.atomically(() => request.statements.map((s) => writer.conn.raw.prepare(s.sql).run(...s.values).changes));
   }
 }
 

@@ -1,0 +1,243 @@
+import { randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Store } from '../../store/store.js';
+import type { DeliverableWebhook, DeliveryAttempt, Webhook } from '../../store/webhook-types.js';
+import { VERSION } from '../../version.js';
+import type { Clock } from '../clock.js';
+import { type Batch, nextBatch, resetBatch } from './webhook-batch.js';
+import { type PostOutcome, postWebhook } from './webhook-post.js';
+import { type WebhookLagDetail, lagDetail } from './webhook-health.js';
+import { afterFailure } from './webhook-retry.js';
+import { SIGNATURE_HEADER, signDelivery } from './webhook-signature.js';
+
+/** Rows of the change log read per delivery (whole revisions). */
+const READ_LIMIT = 1000;
+/** Attempts kept in each subscription's delivery log. */
+export const DELIVERY_LOG_KEEP = 50;
+
+export interface DeliveryOptions {
+  /** Deliveries may reach loopback, private and link-local addresses (`--webhook-allow-private`). */
+  allowPrivate: boolean;
+  /** A delivery not answered with a 2xx within this long has failed. */
+  timeoutMs: number;
+  /** A subscription failing for longer than this is paused. */
+  retryBoundMs: number;
+  /** How often the subscriptions are looked at (besides after each local commit). */
+  pollMs: number;
+  /** How long a lease on a subscription lasts unless renewed (an instance that dies frees its subscriptions after this). */
+  leaseMs: number;
+  /** The jitter's randomness (tests pass their own). */
+  random?: () => number;
+}
+
+/** Counts for the metrics endpoint (this instance's). */
+export interface DeliveryStats {
+  delivered: number;
+  failed: number;
+  /** Each subscription's latest look: state, and how far behind its bucket it was. */
+  seen: Map<string, { bucket: string; state: 'active' | 'paused' | 'retrying'; lagRevisions: number; pendingSince: number | null }>;
+}
+
+/**
+ * Delivers each subscription's changes, one request in flight per subscription, from its stored
+ * position: read from the change log as a watcher reads it, so it works on both engines and across
+ * instances. The position moves only after the receiver's 2xx, so a crash repeats at most the
+ * batch in flight. Each delivery first takes or renews the subscription's lease: with several
+ * instances on one PostgreSQL database, one of them delivers a subscription at a time, and another
+ * takes it over once the lease runs out.
+ */
+export class WebhookDeliverer {
+  /**
+   * This instance as a lease holder. A store only this process writes to (SQLite: one server per
+   * file) has one holder whatever the process: a server restarted after a crash goes on at once
+   * instead of waiting out its dead predecessor's leases.
+   */
+  readonly holder: string;
+  readonly stats: DeliveryStats = { delivered: 0, failed: 0, seen: new Map() };
+  private readonly inFlight = new Map<string, Promise<void>>();
+  private timer: NodeJS.Timeout | undefined;
+  private scanning: Promise<void> | undefined;
+  private again = false;
+  private scanFailing = false;
+  private stopped = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly log: FastifyBaseLogger,
+    private readonly options: DeliveryOptions,
+  ) {
+    this.holder = store.flags.shared ? randomUUID() : 'this-server';
+  }
+
+  start(): this {
+    this.timer = setInterval(() => this.kick(), this.options.pollMs);
+    this.timer.unref();
+    this.store.changes.onCommit?.(() => this.kick());
+    this.kick();
+    return this;
+  }
+
+  /** Looks at the subscriptions now (once more after the current look, if one is running). */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.scanning) {
+      this.again = true;
+      return;
+    }
+    this.scanning = this.scan()
+      .then(() => {
+        if (this.scanFailing) this.log.info('webhook deliveries resumed');
+        this.scanFailing = false;
+      })
+      .catch((err: unknown) => {
+        // Once per outage, not every poll while the database is away.
+        if (!this.scanFailing) this.log.warn({ err }, 'webhook scan failed; retrying every poll');
+        this.scanFailing = true;
+      })
+      .finally(() => {
+        this.scanning = undefined;
+        if (this.again) {
+          this.again = false;
+          this.kick();
+        }
+      });
+  }
+
+  private async scan(): Promise<void> {
+    const now = this.clock();
+    const all = await this.store.webhooks.all();
+    const ids = new Set(all.map((w) => w.id));
+    for (const id of this.stats.seen.keys()) if (!ids.has(id)) this.stats.seen.delete(id);
+    for (const w of all) {
+      this.note(w, undefined);
+      if (w.state !== 'active' || w.nextAttemptAt > now || this.inFlight.has(w.id)) continue;
+      if (w.holder !== null && w.holder !== this.holder && w.leaseUntil > now) continue;
+      const running = this.deliver(w)
+        .catch((err: unknown) => this.log.warn({ err, webhook: w.id }, 'webhook delivery failed; will retry'))
+        .finally(() => this.inFlight.delete(w.id));
+      this.inFlight.set(w.id, running);
+    }
+  }
+
+  private note(w: Webhook, lagRevisions: number | undefined): void {
+    const previous = this.stats.seen.get(w.id);
+    const state = w.state === 'paused' ? 'paused' : w.attempts > 0 ? 'retrying' : 'active';
+    const lag = lagRevisions ?? previous?.lagRevisions ?? 0;
+    const pendingSince = lag > 0 ? (previous?.pendingSince ?? this.clock()) : null;
+    this.stats.seen.set(w.id, { bucket: w.bucket, state, lagRevisions: lag, pendingSince });
+  }
+
+  /** One delivery for one subscription (or its position moved past changes it does not want), under its lease. */
+  private async deliver(seen: DeliverableWebhook): Promise<void> {
+    const now = this.clock();
+    if (!(await this.store.webhooks.claim(seen.id, this.holder, now + this.options.leaseMs, now))) return;
+    // Read again under the lease: paused, rotated or moved on since the scan saw it.
+    const w = await this.store.webhooks.deliverable(seen.id);
+    if (w?.state !== 'active' || w.nextAttemptAt > now) return;
+    const bounds = await this.store.changes.bounds(w.bucket);
+    if (!bounds) {
+      await this.store.webhooks.removeBucket(w.bucket);
+      return;
+    }
+    this.note(w, bounds.revision - w.position);
+    if (bounds.revision <= w.position) return;
+    let batch: Batch;
+    if (w.position < bounds.watchFloor) batch = resetBatch(w.bucket, w, bounds);
+    else {
+      const rows = await this.store.changes.read(w.bucket, w.position, bounds.revision, READ_LIMIT);
+      batch = nextBatch(w.bucket, w, rows, bounds.revision, rows.length < READ_LIMIT);
+    }
+    if (batch.events.length > 0 && !(await this.send(w, batch))) return;
+    if (batch.upTo > w.position) await this.store.webhooks.acknowledge(w.id, this.holder, batch.upTo);
+    this.note(w, bounds.revision - batch.upTo);
+    if (batch.upTo < bounds.revision) this.kick();
+  }
+
+  /** Sends one batch and records the attempt; true when the receiver acknowledged it. */
+  private async send(w: DeliverableWebhook, batch: Batch): Promise<boolean> {
+    const body = `{"webhook":${JSON.stringify(w.id)},"bucket":${JSON.stringify(w.bucket)},"events":[${batch.events.join(',')}]}`;
+    const started = this.clock();
+    const outcome = await postSigned(w, body, this.clock, this.options);
+    const attempt = attemptOf(outcome, started, this.clock() - started, batch);
+    await this.store.webhooks.log(w.id, attempt, DELIVERY_LOG_KEEP);
+    if (attempt.error === null) {
+      this.stats.delivered += batch.events.length;
+      return true;
+    }
+    this.stats.failed++;
+    const state = afterFailure(w, this.clock(), this.options.retryBoundMs, attempt.error, this.options.random);
+    await this.store.webhooks.fail(w.id, this.holder, state);
+    if (state.pausedReason !== null) this.log.warn({ webhook: w.id, bucket: w.bucket, reason: state.pausedReason }, 'webhook paused');
+    return false;
+  }
+
+  /** /health's detail: the webhooks whose changes have waited past the threshold. */
+  lagging(): WebhookLagDetail | undefined {
+    return lagDetail(
+      [...this.stats.seen.values()].map((s) => (s.state === 'paused' ? null : s.pendingSince)),
+      this.clock(),
+    );
+  }
+
+  /** Stops looking, waits for the deliveries in flight and hands back this instance's leases. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.scanning;
+    await Promise.all(this.inFlight.values());
+    const held = (await this.store.webhooks.all().catch(() => [])).filter((w) => w.holder === this.holder);
+    await Promise.all(held.map((w) => this.store.webhooks.release(w.id, this.holder).catch(() => {})));
+  }
+}
+
+/** POSTs a signed body to a subscription's URL (the secret signs; it is never logged). */
+export function postSigned(
+  w: { id: string; url: string; secret: string },
+  body: string,
+  clock: Clock,
+  options: Pick<DeliveryOptions, 'timeoutMs' | 'allowPrivate'>,
+): Promise<PostOutcome> {
+  const t = Math.floor(clock() / 1000);
+  return postWebhook(new URL(w.url), body, {
+    timeoutMs: options.timeoutMs,
+    allowPrivate: options.allowPrivate,
+    headers: {
+      'content-type': 'application/json',
+      'user-agent': `kvb/${VERSION}`,
+      'kvb-webhook-id': w.id,
+      [SIGNATURE_HEADER]: signDelivery(w.secret, t, body),
+    },
+  });
+}
+
+/** `kvb hook test`: one `test` event, signed like any delivery; it moves no position. */
+export async function sendTestDelivery(
+  w: { id: string; bucket: string; url: string; secret: string; position: number },
+  clock: Clock,
+  config: { webhookTimeoutSeconds: number; webhookAllowPrivate: boolean },
+): Promise<DeliveryAttempt> {
+  const started = clock();
+  const event = `{"id":${JSON.stringify(`${w.bucket}:test:${started}`)},"type":"test","rev":${w.position}}`;
+  const body = `{"webhook":${JSON.stringify(w.id)},"bucket":${JSON.stringify(w.bucket)},"events":[${event}]}`;
+  const outcome = await postSigned(w, body, clock, {
+    timeoutMs: config.webhookTimeoutSeconds * 1000,
+    allowPrivate: config.webhookAllowPrivate,
+  });
+  return attemptOf(outcome, started, clock() - started, { events: [event], firstRevision: w.position, upTo: w.position });
+}
+
+/** The log entry of one attempt: a 2xx has no error; anything else says what came back. */
+export function attemptOf(outcome: PostOutcome, attemptedAt: number, latencyMs: number, batch: Batch): DeliveryAttempt {
+  const ok = outcome.status !== null && outcome.status >= 200 && outcome.status < 300;
+  const error =
+    outcome.status === null ? outcome.error : ok ? null : `HTTP ${outcome.status}${outcome.excerpt ? `: ${outcome.excerpt}` : ''}`;
+  return {
+    attemptedAt,
+    firstRevision: batch.firstRevision,
+    lastRevision: batch.upTo,
+    status: outcome.status,
+    latencyMs: Math.max(0, Math.round(latencyMs)),
+    error: error === null ? null : error.slice(0, 300),
+  };
+}

@@ -1,0 +1,86 @@
+// A bucket's webhook subscriptions as the store keeps them: the shapes and the WebhookStore
+// interface (store.ts names it, so this module imports nothing; webhook-store.ts implements it).
+
+/** The change kinds a subscription may ask for (the watch feed's). */
+export const WEBHOOK_KINDS = ['set', 'delete', 'expire'] as const;
+export type WebhookKind = (typeof WEBHOOK_KINDS)[number];
+
+/** A subscription as stored, without its secret and lease. */
+export interface Webhook {
+  id: string;
+  bucket: string;
+  url: string;
+  prefix: string;
+  kinds: WebhookKind[];
+  state: 'active' | 'paused';
+  pausedReason: string | null;
+  /** The newest revision its receiver acknowledged (at creation: the bucket's revision then). */
+  position: number;
+  /** When the current run of failures began (ms); null while deliveries succeed. */
+  failingSince: number | null;
+  attempts: number;
+  nextAttemptAt: number;
+  createdAt: number;
+}
+
+/** A subscription as the delivery loop reads it: with its secret and its lease. */
+export interface DeliverableWebhook extends Webhook {
+  secret: string;
+  holder: string | null;
+  leaseUntil: number;
+}
+
+/** One attempt in a subscription's delivery log. */
+export interface DeliveryAttempt {
+  attemptedAt: number;
+  firstRevision: number;
+  lastRevision: number;
+  /** The receiver's HTTP status; null when no answer came (refused, timed out, unreachable). */
+  status: number | null;
+  latencyMs: number;
+  /** What went wrong, or a short excerpt of the answer; null after a 2xx. */
+  error: string | null;
+}
+
+/** What a failed attempt leaves: when to try next, or paused with the reason. */
+export interface FailureState {
+  attempts: number;
+  failingSince: number;
+  nextAttemptAt: number;
+  pausedReason: string | null;
+}
+
+/**
+ * A bucket's webhook subscriptions and their delivery state, stored with the bucket in both
+ * engines. Reads and writes of the subscription rows only; the delivery loop (src/server/webhooks/)
+ * reads changes from the store's change feed.
+ */
+export interface WebhookStore {
+  /** Adds a subscription at the bucket's current revision; false when the bucket has `limit` already (or is gone). */
+  add(
+    webhook: { id: string; bucket: string; url: string; prefix: string; kinds: WebhookKind[]; secret: string },
+    limit: number,
+    now: number,
+  ): Promise<boolean>;
+  list(bucket: string): Promise<Webhook[]>;
+  get(bucket: string, id: string): Promise<Webhook | undefined>;
+  pause(bucket: string, id: string, reason: string): Promise<boolean>;
+  resume(bucket: string, id: string): Promise<boolean>;
+  rotate(bucket: string, id: string, secret: string): Promise<boolean>;
+  remove(bucket: string, id: string): Promise<boolean>;
+  /** A deleted bucket's subscriptions and logs. */
+  removeBucket(bucket: string): Promise<void>;
+  /** Every subscription with its secret and lease (the delivery loop's scan). */
+  all(): Promise<DeliverableWebhook[]>;
+  /** One subscription with its secret and lease. */
+  deliverable(id: string): Promise<DeliverableWebhook | undefined>;
+  /** Takes or renews the lease on one subscription until `until`; false while another holder has it. */
+  claim(id: string, holder: string, until: number, now: number): Promise<boolean>;
+  release(id: string, holder: string): Promise<void>;
+  /** The receiver acknowledged up to `position`: stored, and the retry state cleared (only while `holder` has the lease). */
+  acknowledge(id: string, holder: string, position: number): Promise<boolean>;
+  fail(id: string, holder: string, state: FailureState): Promise<boolean>;
+  /** Logs one attempt and keeps the newest `keep`. */
+  log(id: string, attempt: DeliveryAttempt, keep: number): Promise<void>;
+  deliveries(id: string, limit: number): Promise<DeliveryAttempt[]>;
+}
