@@ -1,3 +1,4 @@
+import { EXIT_CODES } from '../../errors.js';
 import { Option } from '@commander-js/extra-typings';
 import type { WebhookAttempt, WebhookInfo, WebhookKind } from '../../client/kvb-http.js';
 import { data, info, json, stdoutIsTty, table, verticalTable } from '../output.js';
@@ -139,7 +140,8 @@ const test = defineCommand({
           ['latency', `${attempt.latency_ms} ms`],
           ['result', attempt.error ?? 'ok'],
         ]);
-      if (!attempt.ok) process.exitCode = 1;
+      // The receiver did not take it (no answer, or not a 2xx): as a server kvb cannot reach.
+      if (!attempt.ok) process.exitCode = EXIT_CODES.unreachable;
     });
   },
 });

@@ -45,9 +45,7 @@ export function isPrivateAddress(address: string): boolean {
 }
 
 /** Raised when a webhook's host is, or resolves to, an address it may not reach. */
-export class PrivateAddressError extends Error {
-  readonly code = 'KVB_WEBHOOK_PRIVATE_ADDRESS';
-}
+export class PrivateAddressError extends Error {}
 
 /**
  * The `lookup` of every delivery's connection: the name is resolved when the connection is made
