@@ -12,7 +12,7 @@ import type { LoadResult } from './load-generator.js';
 import { type LoadDriver, forkLoadDriver } from './load-driver.js';
 import { type PortabilityResult, measurePortability } from './portability.js';
 import { type WatchDelayResult, measureWatchDelay } from './watch-delay.js';
-import { type Service, freePort, sampleRss, serviceCpuMs, spawnLogged, stopChild, waitForOk } from './processes.js';
+import { type Service, freePort, postgresCpuMs, sampleRss, serviceCpuMs, spawnLogged, stopChild, waitForOk } from './processes.js';
 import { type HttpService, KVB_BIN, compileBaseline, kvbArgs, startBaseline, startEtcd, startKvb, startWebdis } from './services.js';
 import {
   CASES,
@@ -76,7 +76,8 @@ if (flags.help) {
   --repeats N           rounds; every case runs once per round (default 3)
   --connections N       autocannon connections (default 50); --pipelining N (default 1)
   --cases a,b           only these cases (${Object.keys(CASES).join(', ')}, full, health, size, portability, watch,
-                        postgres, startup, cli_get); full: SET on a second kvb at the other --durability;
+                        postgres, instances, startup, cli_get); full: SET on a second kvb at the other --durability;
+                        instances (--backend postgres): SET on one bucket and over 100 buckets from 2 and 3 instances
                         health: /health latency while 50 clients SET on the kvb with --durability full
   --durability D        the main kvb's --durability (default normal, kvb's own default); case full adds a kvb at the other
   --sizes N,M           stored-key counts for the size series (default 10000,1000000)
@@ -119,7 +120,7 @@ interface Row {
   case: CaseName | 'get' | 'post';
   service: HttpService;
   workload: Workload;
-  runs: Array<LoadResult & { rssBytes: number; rssAnonBytes: number; cpuUsPerRequest: number }>;
+  runs: Array<LoadResult & { rssBytes: number; rssAnonBytes: number; cpuUsPerRequest: number; pgCpuUsPerRequest?: number }>;
 }
 
 let driver: LoadDriver | undefined;
@@ -279,6 +280,26 @@ async function main() {
     skipped['kvb on PostgreSQL'] = 'skipped: pass --pg postgres://... (or KVB_BENCH_PG) to compare it with SQLite';
   }
 
+  // Several instances on one database: SET on one hot bucket and over 100 buckets, 2 and 3
+  // instances sharing the connections (the single instance is the kvb rows set_text and set_spread).
+  if (settings.backend === 'postgres' && wanted('instances')) {
+    const instances = [kvb];
+    for (const n of [2, 3]) {
+      const more = await startKvb(`kvb-${n}`, tmp, flags.db!);
+      services.push(more);
+      instances.push(more);
+      const group: HttpService = {
+        name: `kvb x${n}`,
+        url: kvb.url,
+        urls: instances.map((i) => i.url),
+        children: instances.flatMap((i) => i.children),
+        stop: async () => {},
+      };
+      add(`kvb x${n}`, 'set_text', group, kvbCases.set_text);
+      add(`kvb x${n}`, 'set_spread', group, kvbCases.set_spread);
+    }
+  }
+
   if (wanted('size')) {
     for (const size of settings.sizes) {
       const name = `kvb-${size}`;
@@ -331,16 +352,23 @@ async function main() {
   log(`measuring ${rows.length} cases x ${settings.repeats} rounds (about ${Math.ceil(total / 60)} min)`);
   for (let round = 0; round < settings.repeats; round++) {
     for (const row of rows) {
-      if (settings.warmupSeconds > 0) await driver.load(row.service.url, row.workload, settings.warmupSeconds);
+      const urls = row.service.urls ?? row.service.url;
+      if (settings.warmupSeconds > 0) await driver.load(urls, row.workload, settings.warmupSeconds);
       const rss = sampleRss(row.service);
       const cpuBefore = serviceCpuMs(row.service);
-      const result = await driver.load(row.service.url, row.workload, settings.seconds);
-      const cpuUsPerRequest = ((serviceCpuMs(row.service) - cpuBefore) * 1000) / Math.max(1, result.total);
+      // PostgreSQL's own CPU, for the rows whose kvb is on it (every postgres process of this machine).
+      const onPostgres = (settings.backend === 'postgres' && row.target.startsWith('kvb')) || row.target.startsWith('kvb postgres');
+      const pgBefore = onPostgres ? postgresCpuMs() : 0;
+      const result = await driver.load(urls, row.workload, settings.seconds);
+      const perRequest = (ms: number) => (ms * 1000) / Math.max(1, result.total);
+      const cpuUsPerRequest = perRequest(serviceCpuMs(row.service) - cpuBefore);
+      const pgCpuUsPerRequest = onPostgres ? perRequest(postgresCpuMs() - pgBefore) : undefined;
       const memory = rss.stop();
-      row.runs.push({ ...result, rssBytes: memory.rss, rssAnonBytes: memory.anon, cpuUsPerRequest });
+      row.runs.push({ ...result, rssBytes: memory.rss, rssAnonBytes: memory.anon, cpuUsPerRequest, pgCpuUsPerRequest });
       log(
         `  round ${round + 1} ${row.target} ${row.case}: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms} ms, ` +
-          `${Math.round(cpuUsPerRequest)} us CPU/req, RSS ${Math.round(memory.rss / 2 ** 20)} MB (anon ${Math.round(memory.anon / 2 ** 20)})` +
+          `${Math.round(cpuUsPerRequest)} us CPU/req${pgCpuUsPerRequest === undefined ? '' : ` (+${Math.round(pgCpuUsPerRequest)} PostgreSQL)`}, ` +
+          `RSS ${Math.round(memory.rss / 2 ** 20)} MB (anon ${Math.round(memory.anon / 2 ** 20)})` +
           (result.errors || result.timeouts ? `, ${result.errors} errors ${result.timeouts} timeouts` : ''),
       );
     }
@@ -421,6 +449,8 @@ function report(
       peakRssMB: Math.round(Math.max(...row.runs.map((r) => r.rssBytes)) / 2 ** 20),
       peakRssAnonMB: Math.round(Math.max(...row.runs.map((r) => r.rssAnonBytes)) / 2 ** 20),
       cpuUsPerRequest: Math.round(median(row.runs.map((r) => r.cpuUsPerRequest))),
+      pgCpuUsPerRequest:
+        row.runs[0]?.pgCpuUsPerRequest === undefined ? undefined : Math.round(median(row.runs.map((r) => r.pgCpuUsPerRequest!))),
       non2xx: row.runs.reduce((n, r) => n + r.non2xx, 0),
       errors: row.runs.reduce((n, r) => n + r.errors + r.timeouts, 0),
       vsBaseline: ratio(row, baselineFor(row)),
@@ -433,6 +463,7 @@ function report(
         rssBytes: r.rssBytes,
         rssAnonBytes: r.rssAnonBytes,
         cpuUsPerRequest: Math.round(r.cpuUsPerRequest),
+        pgCpuUsPerRequest: r.pgCpuUsPerRequest === undefined ? undefined : Math.round(r.pgCpuUsPerRequest),
         non2xx: r.non2xx,
       })),
     };
@@ -491,6 +522,30 @@ function report(
       min: 5000,
     },
     { goal: 'PostgreSQL SET (synchronous_commit on) vs etcd put', value: get('kvb postgres', 'set_text')?.vsEtcd, unit: 'x', min: 1 },
+    {
+      goal: 'PostgreSQL SET on one hot bucket, two instances together vs one',
+      value: ratio(find('kvb x2', 'set_text'), find('kvb', 'set_text')),
+      unit: 'x',
+      min: 1.2,
+    },
+    {
+      goal: 'PostgreSQL SET on one hot bucket, three instances together vs one',
+      value: ratio(find('kvb x3', 'set_text'), find('kvb', 'set_text')),
+      unit: 'x',
+      min: 1,
+    },
+    {
+      goal: 'PostgreSQL SET over 100 buckets, two instances vs one',
+      value: ratio(find('kvb x2', 'set_spread'), find('kvb', 'set_spread')),
+      unit: 'x',
+      min: 1.2,
+    },
+    {
+      goal: 'PostgreSQL SET over 100 buckets, three instances vs one',
+      value: ratio(find('kvb x3', 'set_spread'), find('kvb', 'set_spread')),
+      unit: 'x',
+      min: 1.2,
+    },
     { goal: 'SET durability=full vs etcd put', value: get(atDurability('full'), 'set_text')?.vsEtcd, unit: 'x', min: 2 },
     { goal: '/health p99 while 50 clients write durably', value: healthUnderWrites?.p99Ms, unit: 'ms', max: 5 },
     {
