@@ -10,8 +10,12 @@
  * build several times, interleaved.
  * Needs valgrind (Debian: valgrind); the server runs about 50 times slower under it.
  * `--db postgres://…/db` counts a server on PostgreSQL instead of SQLite: each run gets a database
- * of its own on that server (made before, dropped after), so runs start alike. Only kvb's own
- * process is counted, not PostgreSQL's.
+ * of its own on that server (made before, dropped after), so runs start alike. Callgrind counts
+ * only kvb's own process; for PostgreSQL's side the run also prints, per measured request, the
+ * transactions its database committed and rolled back (pg_stat_database: one per statement kvb
+ * sends outside a transaction, one per transaction) and the CPU time of the server's processes
+ * (utime + stime from /proc, every postgres process, so only on a server on this machine and
+ * only meaningful while nothing else uses it).
  */
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -20,7 +24,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import pg from 'pg';
-import { freePort, onPath, spawnLogged, stopChild } from './processes.js';
+import { freePort, onPath, postgresCpuMs, spawnLogged, stopChild } from './processes.js';
 import { KVB_BIN, kvbArgs } from './services.js';
 import { CASES, type CaseName, kvbWorkloads, prepareKvb } from './workloads.js';
 
@@ -103,13 +107,33 @@ const send = (amount: number) =>
       },
     ],
   });
+/** The run's database's committed and rolled-back transactions, as PostgreSQL's statistics have them. */
+const pgTransactions = async (): Promise<number> => {
+  const client = new pg.Client({ connectionString: flags.db });
+  await client.connect();
+  try {
+    // The statistics are sent at the end of each transaction (and cached per transaction): clear the cache.
+    await client.query('select pg_stat_clear_snapshot()');
+    const { rows } = await client.query<{ n: string }>('select xact_commit + xact_rollback as n from pg_stat_database where datname = $1', [
+      database,
+    ]);
+    return Number(rows[0]?.n ?? 0);
+  } finally {
+    await client.end();
+  }
+};
 const control = (command: '--zero' | '--dump') => execFileSync('callgrind_control', [command, String(server.pid)], { stdio: 'ignore' });
 const warmup = Number(flags.warmup);
 if (warmup > 0) await send(warmup);
+const before = postgres ? { transactions: await pgTransactions(), cpu: postgresCpuMs() } : undefined;
 control('--zero');
 const result = await send(requests);
 // The dump (out.1) holds what ran since the zero: the measured requests alone.
 control('--dump');
+const pgCpuMs = before && postgresCpuMs() - before.cpu;
+// PostgreSQL flushes a backend's statistics at most every second (PGSTAT_MIN_INTERVAL) while it is busy.
+if (before) await new Promise((resolve) => setTimeout(resolve, 1500));
+const pgTransactionsDone = before && (await pgTransactions()) - before.transactions - 2;
 await stopChild(server, 120_000);
 const summary = /^summary: (\d+)/m.exec(readFileSync(`${out}.1`, 'utf8'));
 if (flags.keep) copyFileSync(`${out}.1`, flags.keep);
@@ -121,6 +145,10 @@ if (!summary) {
 }
 const instructions = Number(summary[1]);
 const total = result.requests.total;
+const postgresSide = before && {
+  pgTransactionsPerRequest: Number((pgTransactionsDone! / total).toFixed(3)),
+  pgCpuMicrosPerRequest: Math.round((pgCpuMs! * 1000) / total),
+};
 const failed = result.non2xx + result.errors;
 // Printed even when some requests failed (on a loaded machine, autocannon's timeouts): the count
 // is still there to look at, but the run is marked and exits 1, so it is not taken for a clean one.
@@ -131,6 +159,7 @@ console.log(
     requests: total,
     instructions,
     perRequest: Math.round(instructions / total),
+    ...postgresSide,
     ...(failed > 0 && { non2xx: result.non2xx, errors: result.errors }),
   }),
 );

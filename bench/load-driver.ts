@@ -7,8 +7,8 @@ import type { Workload } from './workloads.js';
 const ROOT = new URL('..', import.meta.url).pathname;
 
 export interface LoadDriver {
-  /** Drives `workload` against `url` for `seconds` (nothing unmeasured before it). */
-  load(url: string, workload: Workload, seconds: number): Promise<LoadResult>;
+  /** Drives `workload` against `url` (or each of several instances at once) for `seconds` (nothing unmeasured before it). */
+  load(url: string | string[], workload: Workload, seconds: number): Promise<LoadResult>;
   stop(): void;
 }
 
@@ -20,7 +20,7 @@ export function forkLoadDriver(connections: number, pipelining: number): LoadDri
     load(url, workload, seconds) {
       const job: LoadJob = {
         id: nextJob++,
-        url,
+        urls: typeof url === 'string' ? [url] : url,
         plan: workload.plan,
         ...(workload.keySpace && { keySpace: workload.keySpace }),
         connections,

@@ -23,7 +23,8 @@ export interface KeySpace {
 
 export interface LoadJob {
   id: number;
-  url: string;
+  /** Several: one instance each (of one database), the connections split evenly between them. */
+  urls: string[];
   plan: PlannedRequest[];
   keySpace?: KeySpace;
   connections: number;
@@ -44,20 +45,41 @@ export interface LoadResult {
   statusCodes: Record<string, number>;
 }
 
-function run(job: LoadJob, seconds: number): Promise<autocannon.Result> {
+/** The job's load on every URL at once, summed: rates and counts added, latencies the worst instance's. */
+async function run(job: LoadJob, seconds: number) {
   // One counter shared by every connection: consecutive requests go to consecutive keys,
-  // whichever connection sends them (a per-connection cycle would send 50 copies of each key).
-  let next = 0;
+  // whichever connection (or instance) sends them (a per-connection cycle would send 50 copies of each key).
+  const counter = { next: 0 };
+  const connections = Math.max(1, Math.round(job.connections / job.urls.length));
+  const results = await Promise.all(job.urls.map((url) => runOne(job, url, connections, seconds, counter)));
+  const statusCodes: Record<string, number> = {};
+  for (const result of results)
+    for (const [code, stats] of Object.entries(result.statusCodeStats ?? {}))
+      statusCodes[code] = (statusCodes[code] ?? 0) + (stats as { count: number }).count;
+  const sum = (f: (r: autocannon.Result) => number) => results.reduce((n, r) => n + f(r), 0);
+  return {
+    requestsPerSecond: sum((r) => r.requests.total / r.duration),
+    p50Ms: Math.max(...results.map((r) => r.latency.p50)),
+    p99Ms: Math.max(...results.map((r) => r.latency.p99)),
+    total: sum((r) => r.requests.total),
+    non2xx: sum((r) => r.non2xx),
+    errors: sum((r) => r.errors),
+    timeouts: sum((r) => r.timeouts),
+    statusCodes,
+  };
+}
+
+function runOne(job: LoadJob, url: string, connections: number, seconds: number, counter: { next: number }): Promise<autocannon.Result> {
   const { plan, keySpace } = job;
   return autocannon({
-    url: job.url,
-    connections: job.connections,
+    url,
+    connections,
     pipelining: job.pipelining,
     duration: seconds,
     requests: [
       {
         setupRequest: (request) => {
-          const i = next++;
+          const i = counter.next++;
           const planned = plan[i % plan.length]!;
           let path = planned.path;
           if (keySpace) path = path.replace('{n}', String(keySpace.random ? Math.floor(Math.random() * keySpace.size) : i % keySpace.size));
@@ -70,19 +92,6 @@ function run(job: LoadJob, seconds: number): Promise<autocannon.Result> {
 
 process.on('message', async (message: LoadJob) => {
   if (message.warmupSeconds > 0) await run(message, message.warmupSeconds);
-  const result = await run(message, message.seconds);
-  const statusCodes: Record<string, number> = {};
-  for (const [code, stats] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = (stats as { count: number }).count;
-  const reply: LoadResult = {
-    id: message.id,
-    requestsPerSecond: result.requests.total / result.duration,
-    p50Ms: result.latency.p50,
-    p99Ms: result.latency.p99,
-    total: result.requests.total,
-    non2xx: result.non2xx,
-    errors: result.errors,
-    timeouts: result.timeouts,
-    statusCodes,
-  };
+  const reply: LoadResult = { id: message.id, ...(await run(message, message.seconds)) };
   process.send!(reply);
 });

@@ -1,6 +1,6 @@
 /** Child processes for the bench: spawn, wait until they answer, sample their memory, stop. */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { accessSync, constants, openSync, readFileSync } from 'node:fs';
+import { accessSync, constants, openSync, readFileSync, readdirSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
 
@@ -149,6 +149,25 @@ export function cpuMs(pid: number | undefined, thread?: number): number {
 
 /** Linux reports CPU time in clock ticks of 1/100 s on every common platform. */
 const CLOCK_TICKS = 100;
+
+/**
+ * CPU time (user + system) every PostgreSQL server process on this machine has used so far, in
+ * milliseconds (Linux): the processes named `postgres` in /proc. A backend that exits between two
+ * samples takes its time with it, so compare samples around work done on long-lived connections
+ * (kvb's pool), on a server nothing else uses.
+ */
+export function postgresCpuMs(): number {
+  let sum = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') sum += cpuMs(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return sum;
+}
 
 export function serviceCpuMs(service: Service): number {
   return service.children.reduce((sum, child) => sum + cpuMs(child.pid), 0);

@@ -6,6 +6,8 @@ import { type Service, freePort, onPath, spawnLogged, stopChild, waitForOk } fro
 
 export interface HttpService extends Service {
   url: string;
+  /** Several instances measured together (of one database): each gets its share of the load. */
+  urls?: string[];
 }
 
 const ROOT = new URL('..', import.meta.url).pathname;

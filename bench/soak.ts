@@ -55,7 +55,15 @@ try {
   const samples: Array<{ at: number; rss: number }> = [];
   const started = Date.now();
   const timer = setInterval(() => samples.push({ at: (Date.now() - started) / 1000, rss: memoryBytes(pid).rss }), everyMs);
-  const job: LoadJob = { id: 1, url: kvb.url, plan: mix, connections: Number(flags.connections), pipelining: 1, seconds, warmupSeconds: 0 };
+  const job: LoadJob = {
+    id: 1,
+    urls: [kvb.url],
+    plan: mix,
+    connections: Number(flags.connections),
+    pipelining: 1,
+    seconds,
+    warmupSeconds: 0,
+  };
   process.stderr.write(`soak: ${seconds} s of mixed load, RSS sampled every ${everyMs / 1000} s, warm-up ${warmup} s\n`);
   const result = await new Promise<LoadResult>((resolve, reject) => {
     generator.once('message', resolve);

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { CommitOutcome, Store, TxnRequestOp } from '../../src/store/store.js';
 import { resolveTransaction } from '../../src/store/core/txn-resolution.js';
 import { MAX_PREFIX_DELETE_KEYS } from '../../src/limits.js';
@@ -136,6 +136,54 @@ function readingOps(backend: StoreBackend, url: string) {
     const last = Math.max(...(await Promise.all(deletes)));
     const left = await store.listEntries(b, { prefix: 'c/', reverse: false, columns: 'meta', offset: 0, limit: 1000 }, NOW);
     for (const { key, meta } of left) expect({ key, newer: meta!.revision > last }).toEqual({ key, newer: true });
+  });
+
+  it('a prefix delete over the bound is refused (400) and changes nothing; PostgreSQL sends none of the write (no batch read, lock or write)', {
+    timeout: 120_000,
+  }, async () => {
+    const b = await newBucket();
+    const staging = await store.beginImport(b);
+    for (let start = 0; start <= MAX_PREFIX_DELETE_KEYS; start += 5_000) {
+      const length = Math.min(5_000, MAX_PREFIX_DELETE_KEYS + 1 - start);
+      await staging.add(Array.from({ length }, (_, i) => ({ key: `big/${start + i}`, entry: { ...text('v'), expiresAt: null } })));
+    }
+    await staging.apply({ replace: false, prefix: '' });
+    const before = await store.buckets.revision(b);
+    const sent: string[] = [];
+    if (backend === 'postgres') {
+      const pgStore = store as unknown as { query(name: string, ...rest: unknown[]): unknown };
+      const query = pgStore.query.bind(pgStore);
+      vi.spyOn(pgStore, 'query').mockImplementation((name, ...rest) => {
+        sent.push(name);
+        return query(name, ...rest);
+      });
+    }
+    try {
+      await expect(
+        commit(
+          store,
+          b,
+          [
+            { op: 'set', key: 'new', value: text('n'), expiresAt: null },
+            { op: 'delete_prefix', key: 'big/' },
+          ],
+          NOW,
+        ),
+      ).rejects.toMatchObject({
+        status: 400,
+        message: expect.stringMatching(/txn\[1\]: prefix "big\/" holds more than 50000 keys/),
+      });
+    } finally {
+      vi.restoreAllMocks();
+    }
+    if (backend === 'postgres') {
+      // The bucket's revision and the bounded listing are all it read.
+      expect(sent.length).toBeGreaterThan(0);
+      expect(sent.filter((name) => ['readBatch', 'applyBatch', 'lockBucket', 'setsFresh'].includes(name))).toEqual([]);
+    }
+    expect(await store.buckets.revision(b)).toBe(before);
+    expect(await store.getEntry(b, 'new', NOW)).toBeUndefined();
+    expect(await store.getEntry(b, `big/${MAX_PREFIX_DELETE_KEYS}`, NOW)).toBeDefined();
   });
 }
 

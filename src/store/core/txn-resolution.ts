@@ -55,6 +55,30 @@ export function* prefixListing(prefixes: string[]): Generator<{ prefix: string; 
   return under;
 }
 
+/**
+ * Refuses (400) a transaction whose prefix deletes hold more than MAX_PREFIX_DELETE_KEYS keys
+ * together, naming the operation that passes the bound. It needs only the listing (`under`, as
+ * prefixListing bounds it), so an engine that lists before its write can refuse before any of
+ * the write's work; resolveTransaction applies it again for the engines that list inside it.
+ */
+export function checkPrefixDeleteBound(ops: TxnRequestOp[], under: Map<string, string[]>): void {
+  let prefixDeletes = 0;
+  for (const [i, op] of ops.entries()) {
+    if (op.op !== 'delete_prefix') continue;
+    const keys = under.get(op.key) ?? [];
+    prefixDeletes += keys.length;
+    if (prefixDeletes <= MAX_PREFIX_DELETE_KEYS) continue;
+    const what =
+      prefixDeletes === keys.length
+        ? `prefix ${JSON.stringify(op.key)} holds`
+        : `the prefix deletes up to this one's (prefix ${JSON.stringify(op.key)}) hold`;
+    throw new KvbError(
+      'bad_request',
+      `txn[${i}]: ${what} more than ${MAX_PREFIX_DELETE_KEYS} keys, the most one transaction deletes by prefix; delete them in parts (longer prefixes, several transactions)`,
+    );
+  }
+}
+
 /** The keys whose live entries and the prefixes whose live keys a transaction needs read. */
 export function readsOf(ops: TxnRequestOp[]): { keys: string[]; prefixes: string[] } {
   const keys = new Set<string>();
@@ -86,7 +110,7 @@ export function resolveTransaction(ops: TxnRequestOp[], entries: Map<string, Ent
   const writes: TxnOp[] = [];
   const results: OpResult[] = [];
   let reports = false;
-  let prefixDeletes = 0;
+  checkPrefixDeleteBound(ops, under);
   ops.forEach((op, i) => {
     let result: OpResult;
     switch (op.op) {
@@ -109,17 +133,6 @@ export function resolveTransaction(ops: TxnRequestOp[], entries: Map<string, Ent
       }
       case 'delete_prefix': {
         const keys = under.get(op.key) ?? [];
-        prefixDeletes += keys.length;
-        if (prefixDeletes > MAX_PREFIX_DELETE_KEYS) {
-          const what =
-            prefixDeletes === keys.length
-              ? `prefix ${JSON.stringify(op.key)} holds`
-              : `the prefix deletes up to this one's (prefix ${JSON.stringify(op.key)}) hold`;
-          throw new KvbError(
-            'bad_request',
-            `txn[${i}]: ${what} more than ${MAX_PREFIX_DELETE_KEYS} keys, the most one transaction deletes by prefix; delete them in parts (longer prefixes, several transactions)`,
-          );
-        }
         for (const key of keys) writes.push({ op: 'delete', key });
         result = { op: 'delete_prefix', deleted: keys.length };
         reports = true;

@@ -75,31 +75,52 @@ interface BatchRow {
   entry_create_revision: number | null;
 }
 
-/** Runs one bucket's batch of writes; resolves or rejects each. */
-export async function runBatch(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<void> {
+/**
+ * Runs one bucket's batch of writes; resolves or rejects each. `more` hands over the bucket's
+ * writes that queued since (up to the batch's room), taken in by a batch that had to wait for
+ * the bucket row's lock: they would otherwise wait for that lock again, one batch later.
+ */
+export async function runBatch(
+  backend: BatchBackend,
+  bucket: string,
+  batch: QueuedWrite[],
+  more: (room: number) => QueuedWrite[] = () => [],
+  size = batch.length,
+): Promise<void> {
   try {
-    const outcomes = await backend.retrying(() => attempt(backend, bucket, batch));
+    const outcomes = await backend.retrying(() => attempt(backend, bucket, batch, () => batch.push(...more(size - batch.length))));
     for (const [i, write] of batch.entries()) write.resolve(outcomes[i]!);
   } catch (err) {
     for (const write of batch) write.reject(err);
   }
 }
 
-/** One try of a batch; every statement of it is re-runnable (each is one statement, or inside one transaction). */
-async function attempt(backend: BatchBackend, bucket: string, batch: QueuedWrite[]): Promise<OpOutcome[]> {
-  const sets = quotaSet(backend.quota) ? [] : batch.map((w) => w.op).filter(isPlainSet);
-  if (sets.length === batch.length && setsFreshAgrees(sets)) {
-    const outcomes = await setsInOneStatement(backend, bucket, sets);
-    if (outcomes) return outcomes;
-  } else {
-    // Optimistic: read, run, write if nobody wrote in between; two round trips, no lock held.
-    const outcomes = await readRunApply(backend, bucket, batch);
-    if (outcomes) return outcomes;
-  }
-  // Someone wrote to the bucket in between (another instance): again, holding its row.
+/** The batch's writes when all are plain SETs that `setsFresh` gives what the rules would, else undefined. */
+function plainSets(backend: BatchBackend, batch: QueuedWrite[]): Array<Extract<WriteOp, { op: 'set' }>> | undefined {
+  if (quotaSet(backend.quota)) return undefined;
+  const sets = batch.map((w) => w.op).filter(isPlainSet);
+  return sets.length === batch.length && setsFreshAgrees(sets) ? sets : undefined;
+}
+
+/**
+ * One try of a batch; every statement of it is re-runnable (each is one statement, or inside one
+ * transaction). `takeMore` adds the writes queued meanwhile to `batch` (see runBatch).
+ */
+async function attempt(backend: BatchBackend, bucket: string, batch: QueuedWrite[], takeMore: () => void): Promise<OpOutcome[]> {
+  const sets = plainSets(backend, batch);
+  // Optimistic: one statement (plain SETs), or read, run and write if nobody wrote in between
+  // (two round trips); no lock held.
+  const outcomes = sets ? await setsInOneStatement(backend, bucket, sets) : await readRunApply(backend, bucket, batch);
+  if (outcomes) return outcomes;
+  // Someone wrote to the bucket in between (another instance): again, holding its row. The wait
+  // for the lock is when this instance's next writes queue up, so they join this batch.
   return backend.transaction(async (client) => {
     await backend.query('lockBucket', { bucket }, client);
-    const done = await readRunApply(backend, bucket, batch, client);
+    takeMore();
+    // Under the lock, each statement's snapshot sees every write before it: the one-statement
+    // SETs cannot lose to another writer, and save the read's round trip.
+    const locked = plainSets(backend, batch);
+    const done = locked ? await setsInOneStatement(backend, bucket, locked, client) : await readRunApply(backend, bucket, batch, client);
     if (!done) throw new Error('the bucket row changed while locked');
     return done;
   });
@@ -131,21 +152,26 @@ async function setsInOneStatement(
   backend: BatchBackend,
   bucket: string,
   sets: Array<Extract<WriteOp, { op: 'set' }>>,
+  client?: pg.PoolClient,
 ): Promise<OpOutcome[] | undefined> {
-  const { rows } = await backend.query<{ base: number | null; found: boolean }>('setsFresh', {
-    bucket,
-    keys: sets.map((s) => Buffer.from(s.key)),
-    types: sets.map((s) => s.value.type),
-    values: sets.map((s) => s.value.data),
-    expiresAts: sets.map((s) => (s.expiresAt === null ? null : String(s.expiresAt))),
-    steps: sets.map((_, i) => i + 1),
-    nows: sets.map((s) => s.now),
-    actorKinds: sets.map((s) => s.actor?.kind ?? null),
-    actorTokens: sets.map((s) => s.actor?.tokenId ?? null),
-    actorAddresses: sets.map((s) => s.actor?.address ?? null),
-    count: sets.length,
-    now: Date.now(),
-  });
+  const { rows } = await backend.query<{ base: number | null; found: boolean }>(
+    'setsFresh',
+    {
+      bucket,
+      keys: sets.map((s) => Buffer.from(s.key)),
+      types: sets.map((s) => s.value.type),
+      values: sets.map((s) => s.value.data),
+      expiresAts: sets.map((s) => (s.expiresAt === null ? null : String(s.expiresAt))),
+      steps: sets.map((_, i) => i + 1),
+      nows: sets.map((s) => s.now),
+      actorKinds: sets.map((s) => s.actor?.kind ?? null),
+      actorTokens: sets.map((s) => s.actor?.tokenId ?? null),
+      actorAddresses: sets.map((s) => s.actor?.address ?? null),
+      count: sets.length,
+      now: Date.now(),
+    },
+    client,
+  );
   const { base, found } = rows[0]!;
   if (!found) return sets.map(() => ({ ok: true, value: NO_BUCKET }));
   if (base === null) return undefined;

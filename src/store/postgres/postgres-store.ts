@@ -4,7 +4,7 @@ import { type ChangeRow, toChange, wholeRevisions } from '../change-row.js';
 import { type EntryRow, type MetaRow, isLive, toEntry, toMeta } from '../entry-row.js';
 import { HistoryReader } from '../history-reader.js';
 import { listBounds } from '../list-bounds.js';
-import { prefixListing, readsOf } from '../core/txn-resolution.js';
+import { checkPrefixDeleteBound, prefixListing, readsOf } from '../core/txn-resolution.js';
 import type { CommitOp, ResultOf, WriteOp } from '../core/write-ops.js';
 import { NO_BUCKET, runLocked } from './postgres-batch.js';
 import { beginPostgresImport, openPostgresSnapshot } from './postgres-portability.js';
@@ -185,10 +185,15 @@ export class PostgresStore implements Store {
     const { ops, now } = request;
     const reads = readsOf(ops);
     const opKeys = ops.filter((op) => op.op !== 'delete_prefix').map((op) => op.key);
-    const withListing = (listed: CommitOp['listed']) => ({
-      op: { ...request, listed } satisfies CommitOp,
-      keys: [...new Set([...opKeys, ...[...(listed?.under.values() ?? [])].flat()])],
-    });
+    const withListing = (listed: CommitOp['listed']) => {
+      // A listing past the bound is refused here, before its keys are read and written: a
+      // request that can never succeed is answered 400, not sent to the database to time out.
+      if (listed) checkPrefixDeleteBound(ops, listed.under);
+      return {
+        op: { ...request, listed } satisfies CommitOp,
+        keys: [...new Set([...opKeys, ...[...(listed?.under.values() ?? [])].flat()])],
+      };
+    };
     if (reads.prefixes.length === 0) return this.writes.write(bucket, withListing(undefined).op, opKeys) as Promise<CommitOutcome>;
     // A prefix delete lists its keys first, at revision `at`; the batch then goes ahead only if
     // the bucket is still at `at` when it reads (else it lists again): the listing is exact.

@@ -9,7 +9,8 @@ export const STALE_LISTING = Symbol('stale listing');
  * running at a time on this instance: the writes that arrive meanwhile (up to `batchSize`) form
  * the next, which is read, run in memory and written in one statement, each write with its own
  * revision, so revisions and the change log are exactly those of one transaction per write.
- * Across instances the bucket row's version (and, when it changed, its lock) orders batches.
+ * Across instances the bucket row's version (and, when it changed, its lock) orders batches; a
+ * batch that waited for the lock takes in the writes queued meanwhile (runBatch's `more`).
  */
 export class WriteQueue {
   /** Per bucket, writes waiting for a batch; the buckets with one running; how many run. */
@@ -39,6 +40,15 @@ export class WriteQueue {
     });
   }
 
+  /** Up to `room` of the writes queued for `bucket`, for its running batch to take in. */
+  private take(bucket: string, room: number): QueuedWrite[] {
+    const queue = this.queues.get(bucket);
+    if (!queue || room <= 0) return [];
+    const taken = queue.splice(0, room);
+    if (queue.length === 0) this.queues.delete(bucket);
+    return taken;
+  }
+
   private start(): void {
     for (const [bucket, queue] of this.queues) {
       if (this.running >= this.inFlight) return;
@@ -48,7 +58,7 @@ export class WriteQueue {
       if (queue.length === 0) this.queues.delete(bucket);
       this.writing.add(bucket);
       this.running++;
-      void runBatch(this.backend, bucket, batch).finally(() => {
+      void runBatch(this.backend, bucket, batch, (room) => this.take(bucket, room), this.batchSize).finally(() => {
         this.writing.delete(bucket);
         this.running--;
         this.start();
