@@ -101,6 +101,28 @@ describe("the SQLite writer's kept rows", () => {
     });
   });
 
+  it('a key whose row cannot be written fails only its own SET; the rest of its batch commits', async () => {
+    const bucket = await fresh();
+    await refusingKey(file, 'entries', 'boom', async () => {
+      // One batch: the writer writes its rows at its end, finds one refused, and runs the batch again row by row.
+      const outcomes = await Promise.allSettled([
+        store.write(bucket, set('a', '1')),
+        store.write(bucket, set('boom', '2')),
+        store.write(bucket, set('c', '3')),
+      ]);
+      expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value : undefined))).toEqual([{ revision: 1 }, undefined, { revision: 2 }]);
+    });
+    expect((await store.getEntry(bucket, 'c', Date.now()))?.data.toString()).toBe('3');
+    expect(await store.getEntry(bucket, 'boom', Date.now())).toBeUndefined();
+    expect(await store.buckets.usage(bucket)).toEqual({ keys: 2, bytes: expect.any(Number) });
+    const changes = await store.changes.read(bucket, 0, 10, 10);
+    expect(changes.map((c) => [c.key, c.revision])).toEqual([
+      ['a', 1],
+      ['c', 2],
+    ]);
+  });
+
   it('a batch whose change log cannot be written fails whole, and keeps none of its rows', async () => {
     const bucket = await fresh();
     // The change-log row of key "doom" fails: its batch's bookkeeping fails, so every write in that batch does.

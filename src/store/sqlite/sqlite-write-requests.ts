@@ -84,6 +84,8 @@ function applyImport(writer: SqliteWriter, request: Extract<WriteRequest, { kind
 
 /** Deletes up to `batch` expired keys: per bucket, one sweep write (core/apply-batch.ts decides which still expire). */
 function sweepExpired(writer: SqliteWriter, now: number, batch: number): number {
+  // It finds the expired keys in the file: the batch's rows so far go in first, outside its savepoint.
+  writer.writeRows();
   return writer.atomically(() => {
     const expired = writer.conn.all<{ bucket_id: string; key: Buffer }>('expiredEntries', { now, batch });
     let deleted = 0;
