@@ -19,7 +19,6 @@ import { usageRecount } from './kvb-migrations.js';
 import {
   CHANGE_INSERT_COLUMNS,
   CHANGE_ROW_PARAMS,
-  type ChangeColumn,
   type Database,
   ENTRY_INSERT_COLUMNS,
   replaceChangeOnConflict,
