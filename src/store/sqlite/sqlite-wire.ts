@@ -267,8 +267,18 @@ export class WireDecoder {
   private string(): string {
     const length = this.uint32();
     const start = this.at;
-    this.at += length;
-    return this.buffer.toString('utf8', start, this.at);
+    const end = (this.at += length);
+    // Short ASCII (keys, bucket ids, kinds) by hand: a native call costs more than a short loop.
+    if (length <= 32) {
+      let ascii = '';
+      for (let i = start; i < end; i++) {
+        const c = this.bytes[i]!;
+        if (c >= 0x80) return this.buffer.toString('utf8', start, end);
+        ascii += String.fromCharCode(c);
+      }
+      return ascii;
+    }
+    return this.buffer.toString('utf8', start, end);
   }
 
   value(): unknown {
