@@ -185,3 +185,29 @@ describe("the SQLite writer's kept rows", () => {
     );
   });
 });
+
+describe("':memory:' (the writer on the request thread, through the same encoded messages)", () => {
+  let store: Store;
+  let n = 0;
+  beforeAll(async () => {
+    store = await openStore(':memory:', { durability: 'normal', poolSize: 1, quota: QUOTA });
+  });
+  afterAll(async () => {
+    await store?.close();
+  });
+
+  it('random write sequences sent at once agree with the model', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(writeOp, { minLength: 1, maxLength: 12 }), async (ops) => {
+        const bucket = `memory-${++n}`;
+        await store.buckets.create(bucketRecord(bucket));
+        const model = new MemoryBuckets(QUOTA);
+        model.createBucket(bucket);
+        const expected = ops.map((op) => modelOutcome(model.write(bucket, [op])[0]!));
+        expect(await Promise.all(ops.map((op) => storeWrite(store, bucket, op)))).toEqual(expected);
+        await expectSameBucket(store, model, bucket);
+      }),
+      { numRuns: 30 },
+    );
+  });
+});
