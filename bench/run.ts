@@ -78,7 +78,7 @@ if (flags.help) {
   --cases a,b           only these cases (${Object.keys(CASES).join(', ')}, full, health, size, portability, watch,
                         postgres, startup, cli_get); full: SET on a second kvb at the other --durability;
                         health: /health latency while 50 clients SET on the kvb with --durability full
-  --durability D        the main kvb's --durability (default normal, kvb's own default); case full adds a kvb at the other
+  --durability D        the main kvb's --durability (default full, kvb's own default); case full adds a kvb at the other
   --sizes N,M           stored-key counts for the size series (default 10000,1000000)
   --backend B --db URL  run kvb against another backend (postgres://...); env KVB_BENCH_BACKEND, KVB_BENCH_DB
   --pg URL              also run GET, SET and counter on one kvb on this PostgreSQL (compared with SQLite in the
@@ -100,7 +100,7 @@ const settings = {
   cases: flags.cases ? new Set(flags.cases.split(',')) : undefined,
 };
 /** The main kvb's durability (kvb's default); case full measures the other beside it. */
-const durability = flags.durability === 'full' ? 'full' : 'normal';
+const durability = flags.durability === 'normal' ? 'normal' : 'full';
 flags.out ??= join(ROOT, `bench/results/${flags.quick ? 'quick' : 'latest'}.json`);
 if (settings.backend === 'postgres' && !flags.db) {
   console.error('--backend postgres needs --db postgres://... (or KVB_BENCH_DB)');
