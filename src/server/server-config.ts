@@ -113,7 +113,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   bucketCreationKey: undefined,
   requireSecretKey: false,
   corsOrigin: '*',
-  durability: 'normal',
+  durability: 'full',
   sweepIntervalSeconds: 5,
   poolSize: 10,
   pgPrepare: 'auto',

@@ -19,7 +19,6 @@ import { usageRecount } from './kvb-migrations.js';
 import {
   CHANGE_INSERT_COLUMNS,
   CHANGE_ROW_PARAMS,
-  type ChangeColumn,
   type Database,
   ENTRY_INSERT_COLUMNS,
   replaceChangeOnConflict,
@@ -331,38 +330,68 @@ const CHANGE_COLUMNS = ['revision', 'key', 'kind', 'type', 'value', 'expires_at'
 /** The fields of one change-log row, in the order a multi-row insert (`logChangeRows`) binds them. */
 export const CHANGE_ROW_FIELDS = CHANGE_INSERT_COLUMNS.map((column) => CHANGE_ROW_PARAMS[column]);
 
-/** How many change-log rows SQLite's multi-row inserts take at once: a batch's rows go in the fewest statements of these sizes. */
-export const CHANGE_ROW_CHUNKS = [64, 16, 4, 1] as const;
+/** How many rows SQLite's multi-row statements take at once: a batch's rows go in the fewest statements of these sizes. */
+export const MULTI_ROW_CHUNKS = [64, 16, 4, 1] as const;
+
+/** The columns of an insert into `revision_ops`, in the order its multi-row insert binds them. */
+const OPERATION_INSERT_COLUMNS = ['bucket_id', 'revision', 'operation', 'committed_at'] as const;
 
 /**
- * SQLite only: `rows` change-log rows in one insert (parameters `r0_bucket`, `r0_revision`, …, in
- * CHANGE_ROW_FIELDS order row by row). A later change of the same key at the same revision
- * replaces the earlier one, within the statement too (SQLite applies the rows one by one): the
- * final state of a transaction's key counts.
+ * SQLite's multi-row statements, by family: each row's fields in the order the writer binds them
+ * positionally (parameters `r0_<field>`, `r1_<field>`, …, row by row).
+ */
+export const MULTI_ROW_FIELDS = {
+  logChanges: CHANGE_ROW_FIELDS,
+  putEntries: ENTRY_INSERT_COLUMNS,
+  logOperations: OPERATION_INSERT_COLUMNS,
+} as const;
+
+export type MultiRowFamily = keyof typeof MULTI_ROW_FIELDS;
+export type MultiRowName = `${MultiRowFamily}${(typeof MULTI_ROW_CHUNKS)[number]}`;
+
+/** `rows` rows of named parameters for `columns` (the row's fields named `fields`). */
+function rowParams<C extends string>(columns: readonly C[], fields: readonly string[], rows: number) {
+  return Array.from(
+    { length: rows },
+    (_, i) => Object.fromEntries(columns.map((column, j) => [column, param(`r${i}_${fields[j]}`)])) as Record<C, ReturnType<typeof param>>,
+  );
+}
+
+/**
+ * SQLite only: `rows` change-log rows in one insert. A later change of the same key at the same
+ * revision replaces the earlier one, within the statement too (SQLite applies the rows one by
+ * one): the final state of a transaction's key counts.
  */
 export function logChangeRows(db: KyselyType<Database>, rows: number) {
   return db
     .insertInto('changes')
-    .values(
-      Array.from(
-        { length: rows },
-        (_, i) =>
-          Object.fromEntries(CHANGE_INSERT_COLUMNS.map((column) => [column, param(`r${i}_${CHANGE_ROW_PARAMS[column]}`)])) as Record<
-            ChangeColumn,
-            ReturnType<typeof param>
-          >,
-      ),
-    )
+    .values(rowParams(CHANGE_INSERT_COLUMNS, CHANGE_ROW_FIELDS, rows))
     .onConflict(replaceChangeOnConflict);
 }
 
-/** SQLite only: a batch's change-log rows (multi-row inserts). */
+/**
+ * SQLite only: a batch's statements of many rows each: its change-log rows, its keys' final rows
+ * (`putEntries`: each row as the write rules left it, its create revision included) and what made
+ * its revisions (`logOperations`).
+ */
 export function sqliteStatements(db: KyselyType<Database>) {
-  const logChanges = {} as Record<`logChanges${(typeof CHANGE_ROW_CHUNKS)[number]}`, Compilable>;
-  for (const n of CHANGE_ROW_CHUNKS) logChanges[`logChanges${n}`] = logChangeRows(db, n);
-  return {
-    ...logChanges,
-  };
+  const statements = {} as Record<MultiRowName, Compilable>;
+  for (const n of MULTI_ROW_CHUNKS) {
+    statements[`logChanges${n}`] = logChangeRows(db, n);
+    statements[`putEntries${n}`] = db
+      .insertInto('entries')
+      .values(rowParams(ENTRY_INSERT_COLUMNS, ENTRY_INSERT_COLUMNS, n))
+      .onConflict(replaceEntryOnConflict());
+    statements[`logOperations${n}`] = db
+      .insertInto('revision_ops')
+      .values(rowParams(OPERATION_INSERT_COLUMNS, OPERATION_INSERT_COLUMNS, n))
+      .onConflict((oc) =>
+        oc
+          .columns(['bucket_id', 'revision'])
+          .doUpdateSet((eb) => ({ operation: eb.ref('excluded.operation'), committed_at: eb.ref('excluded.committed_at') })),
+      );
+  }
+  return statements;
 }
 
 /**

@@ -101,6 +101,28 @@ describe("the SQLite writer's kept rows", () => {
     });
   });
 
+  it('a key whose row cannot be written fails only its own SET; the rest of its batch commits', async () => {
+    const bucket = await fresh();
+    await refusingKey(file, 'entries', 'boom', async () => {
+      // One batch: the writer writes its rows at its end, finds one refused, and runs the batch again row by row.
+      const outcomes = await Promise.allSettled([
+        store.write(bucket, set('a', '1')),
+        store.write(bucket, set('boom', '2')),
+        store.write(bucket, set('c', '3')),
+      ]);
+      expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value : undefined))).toEqual([{ revision: 1 }, undefined, { revision: 2 }]);
+    });
+    expect((await store.getEntry(bucket, 'c', Date.now()))?.data.toString()).toBe('3');
+    expect(await store.getEntry(bucket, 'boom', Date.now())).toBeUndefined();
+    expect(await store.buckets.usage(bucket)).toEqual({ keys: 2, bytes: expect.any(Number) });
+    const changes = await store.changes.read(bucket, 0, 10, 10);
+    expect(changes.map((c) => [c.key, c.revision])).toEqual([
+      ['a', 1],
+      ['c', 2],
+    ]);
+  });
+
   it('a batch whose change log cannot be written fails whole, and keeps none of its rows', async () => {
     const bucket = await fresh();
     // The change-log row of key "doom" fails: its batch's bookkeeping fails, so every write in that batch does.
@@ -160,6 +182,32 @@ describe("the SQLite writer's kept rows", () => {
         }
       }),
       { numRuns: 60 },
+    );
+  });
+});
+
+describe("':memory:' (the writer on the request thread, through the same encoded messages)", () => {
+  let store: Store;
+  let n = 0;
+  beforeAll(async () => {
+    store = await openStore(':memory:', { durability: 'normal', poolSize: 1, quota: QUOTA });
+  });
+  afterAll(async () => {
+    await store?.close();
+  });
+
+  it('random write sequences sent at once agree with the model', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(writeOp, { minLength: 1, maxLength: 12 }), async (ops) => {
+        const bucket = `memory-${++n}`;
+        await store.buckets.create(bucketRecord(bucket));
+        const model = new MemoryBuckets(QUOTA);
+        model.createBucket(bucket);
+        const expected = ops.map((op) => modelOutcome(model.write(bucket, [op])[0]!));
+        expect(await Promise.all(ops.map((op) => storeWrite(store, bucket, op)))).toEqual(expected);
+        await expectSameBucket(store, model, bucket);
+      }),
+      { numRuns: 30 },
     );
   });
 });

@@ -3,8 +3,9 @@ import { type EntryRow, toEntry, toMeta } from '../entry-row.js';
 import { compileHistory } from '../history-statements.js';
 import { listBounds } from '../list-bounds.js';
 import {
-  CHANGE_ROW_CHUNKS,
-  CHANGE_ROW_FIELDS,
+  MULTI_ROW_CHUNKS,
+  MULTI_ROW_FIELDS,
+  type MultiRowFamily,
   bind,
   compileAll,
   compileListShapes,
@@ -46,10 +47,12 @@ export class SqliteConnection {
   private readonly prepared = new Map<SqliteStatementName, BetterSqlite3.Statement>();
 
   constructor(readonly raw: BetterSqlite3.Database) {
-    // The writer binds the change rows positionally, row by row in CHANGE_ROW_FIELDS order.
-    for (const n of CHANGE_ROW_CHUNKS) {
-      const expected = Array.from({ length: n }, (_, i) => CHANGE_ROW_FIELDS.map((f) => `r${i}_${f}`)).flat();
-      if (this.sql[`logChanges${n}`].params.join() !== expected.join()) throw new Error(`logChanges${n}: parameters out of order`);
+    // The writer binds multi-row statements positionally, row by row in MULTI_ROW_FIELDS order.
+    for (const [family, fields] of Object.entries(MULTI_ROW_FIELDS) as Array<[MultiRowFamily, readonly string[]]>) {
+      for (const n of MULTI_ROW_CHUNKS) {
+        const expected = Array.from({ length: n }, (_, i) => fields.map((f) => `r${i}_${f}`)).flat();
+        if (this.sql[`${family}${n}`].params.join() !== expected.join()) throw new Error(`${family}${n}: parameters out of order`);
+      }
     }
   }
 
@@ -82,6 +85,21 @@ export class SqliteConnection {
   /** Runs a statement that names the attached import database: prepared afresh, as it is detached right after. */
   runOnce(name: SqliteStatementName, args: Args): void {
     this.raw.prepare(this.sql[name].sql).run(this.args(name, args));
+  }
+
+  /**
+   * Writes `rows` (each its fields in MULTI_ROW_FIELDS[family] order) in as few statements of the
+   * family as MULTI_ROW_CHUNKS allow: one statement's overhead for up to 64 rows.
+   */
+  insertRows(family: MultiRowFamily, rows: readonly unknown[][]): void {
+    let at = 0;
+    for (const n of MULTI_ROW_CHUNKS) {
+      for (; rows.length - at >= n; at += n) {
+        const args: unknown[] = [];
+        for (let i = at; i < at + n; i++) for (const field of rows[i]!) args.push(field);
+        this.statement(`${family}${n}`).run(args);
+      }
+    }
   }
 
   readEntry(bucket: string, key: Buffer): EntryRow | undefined {

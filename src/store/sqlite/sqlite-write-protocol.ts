@@ -1,13 +1,14 @@
 /**
  * What the request thread and the SQLite writer thread say to each other. Every message is plain
- * data (structured clone): the request thread posts one `WriteMessage` per turn of its event
- * loop, the writer runs every message waiting into one transaction and answers with one
- * `BatchReply` once it has committed (or failed).
+ * data, encoded into one transferred ArrayBuffer (sqlite-wire.ts): the request thread posts one
+ * `WriteMessage` per turn of its event loop, the writer runs every message waiting into one
+ * transaction and answers with one encoded `BatchReply` once it has committed (or failed).
  */
 import { KvbError } from '../../errors.js';
 import type { Actor } from '../history-types.js';
 import type { WriteOp } from '../core/write-ops.js';
 import type { BucketRecord } from '../store.js';
+import { type WireEncoder, decodeAll, encodeAll } from './sqlite-wire.js';
 
 /** One write the writer runs: a key write (the shared rules), or one of the engine's own procedures. */
 export type WriteRequest =
@@ -24,10 +25,11 @@ export type WriteRequest =
   /** Statements compiled by the request thread, run together (the webhook rows: webhook-store.ts); answers rows changed. */
   | { kind: 'statements'; statements: Array<{ sql: string; values: unknown[] }> };
 
-/** One turn of the request thread's event loop: its writes, in the order they were made. */
-export interface WriteMessage {
-  requests: WriteRequest[];
-}
+/** One turn of the request thread's event loop: its `WriteRequest`s, in the order they were made, encoded (`encodeRequests`). */
+export type WriteMessage = ArrayBuffer;
+
+/** What the writer answers a run of messages with: one `BatchReply`, encoded (`encodeReply`). */
+export type ReplyMessage = ArrayBuffer;
 
 /** An error as it crosses threads: what the request thread needs to answer it as the original would be. */
 export interface SentError {
@@ -77,27 +79,18 @@ export function receiveError(sent: SentError): Error {
   return error;
 }
 
-/**
- * Structured clone gives a Buffer back as a plain Uint8Array: the rules and the statements expect
- * Buffers (toString, compare, equals). Everything that crosses is passed through this once, on
- * arrival. It copies nothing: each Buffer is a view of the received bytes.
- */
-export function withBuffers<T>(value: T): T {
-  return restore(value) as T;
+export function encodeRequests(encoder: WireEncoder, requests: readonly WriteRequest[]): WriteMessage {
+  return encodeAll(encoder, requests);
 }
 
-function restore(value: unknown): unknown {
-  if (value === null || typeof value !== 'object') return value;
-  if (value instanceof Uint8Array) return Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) value[i] = restore(value[i]);
-    return value;
-  }
-  if (value instanceof Map) {
-    for (const [k, v] of value) value.set(k, restore(v));
-    return value;
-  }
-  const object = value as Record<string, unknown>;
-  for (const key of Object.keys(object)) object[key] = restore(object[key]);
-  return value;
+export function decodeRequests(message: WriteMessage): WriteRequest[] {
+  return decodeAll<WriteRequest>(message);
+}
+
+export function encodeReply(encoder: WireEncoder, reply: BatchReply): ReplyMessage {
+  return encodeAll(encoder, [reply]);
+}
+
+export function decodeReply(message: ReplyMessage): BatchReply {
+  return decodeAll<BatchReply>(message)[0]!;
 }

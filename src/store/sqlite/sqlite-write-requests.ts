@@ -3,15 +3,20 @@ import { checkImportQuota, planImport } from '../core/import-plan.js';
 import { sweepsOf } from '../core/write-ops.js';
 import type { Written } from '../store.js';
 import type { SqliteWriter } from './sqlite-writer.js';
-import { type BatchReply, type WriteMessage, type WriteRequest, withBuffers } from './sqlite-write-protocol.js';
+import { type ReplyMessage, type WriteMessage, type WriteRequest, decodeRequests, encodeReply } from './sqlite-write-protocol.js';
+import { WireEncoder } from './sqlite-wire.js';
+
+/** The writer's side of the wire: one per thread, its buffer reused. */
+const encoder = new WireEncoder();
 
 /**
  * Runs every message waiting as one transaction (the writer thread drains its port first, so
- * while one batch commits and syncs the next one gathers) and says what it did.
+ * while one batch commits and syncs the next one gathers) and says what it did, encoded.
  */
-export function runWriteMessages(writer: SqliteWriter, messages: WriteMessage[]): BatchReply {
-  const requests = messages.length === 1 ? messages[0]!.requests : messages.flatMap((m) => m.requests);
-  return { messages: messages.length, ...writer.runBatch(withBuffers(requests), (request) => runWriteRequest(writer, request)) };
+export function runWriteMessages(writer: SqliteWriter, messages: WriteMessage[]): ReplyMessage {
+  const requests = messages.length === 1 ? decodeRequests(messages[0]!) : messages.flatMap(decodeRequests);
+  const done = writer.runBatch(requests, (request) => runWriteRequest(writer, request));
+  return encodeReply(encoder, { messages: messages.length, ...done });
 }
 
 /** One request inside the running batch. */
@@ -81,6 +86,8 @@ function applyImport(writer: SqliteWriter, request: Extract<WriteRequest, { kind
 
 /** Deletes up to `batch` expired keys: per bucket, one sweep write (core/apply-batch.ts decides which still expire). */
 function sweepExpired(writer: SqliteWriter, now: number, batch: number): number {
+  // It finds the expired keys in the file: the batch's rows so far go in first, outside its savepoint.
+  writer.writeRows();
   return writer.atomically(() => {
     const expired = writer.conn.all<{ bucket_id: string; key: Buffer }>('expiredEntries', { now, batch });
     let deleted = 0;

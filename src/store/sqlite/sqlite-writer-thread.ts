@@ -4,7 +4,16 @@ import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import type { Quota } from '../quota.js';
 import { StorageUnavailableError } from '../storage-errors.js';
 import type { Durability } from './sqlite-settings.js';
-import { type BatchReply, type WriteMessage, type WriteRequest, receiveError, withBuffers } from './sqlite-write-protocol.js';
+import {
+  type BatchReply,
+  type ReplyMessage,
+  type WriteMessage,
+  type WriteRequest,
+  decodeReply,
+  encodeRequests,
+  receiveError,
+} from './sqlite-write-protocol.js';
+import { WireEncoder } from './sqlite-wire.js';
 import { runWriteMessages } from './sqlite-write-requests.js';
 import type { SqliteWriter } from './sqlite-writer.js';
 
@@ -55,6 +64,8 @@ export class WriterThread {
   /** Posted messages not yet answered, oldest first (the writer answers in order). */
   private readonly inFlight: PendingWrite[][] = [];
   private failure: Error | undefined;
+  /** Encodes each turn's message (its buffer reused). */
+  private readonly encoder = new WireEncoder();
   private readonly idleWaiters: Array<() => void> = [];
   private closing = false;
   /** The worker and its port once launched; never, when the writer runs on this thread. */
@@ -97,21 +108,22 @@ export class WriterThread {
       ended();
       if (!this.closing) this.crashed(new Error(`the SQLite writer thread exited (code ${code})`));
     });
-    port.on('message', (message: BatchReply | 'closed') => {
+    port.on('message', (message: ReplyMessage | 'closed') => {
       if (message === 'closed') ended();
-      else this.received(message);
+      else this.received(decodeReply(message));
     });
     this.thread = { worker, port, closed };
     return this.thread;
   }
 
   private post(message: WriteMessage): void {
-    if ('conn' in this.writer) this.received(runWriteMessages(this.writer, [message]));
+    if ('conn' in this.writer) this.received(decodeReply(runWriteMessages(this.writer, [message])));
     else {
       const { port } = this.launch();
       // Held while a write waits for its answer: a process with nothing else to do must not end first.
       port.ref();
-      port.postMessage(message);
+      // Transferred, not copied: the bytes move to the writer thread.
+      port.postMessage(message, [message]);
     }
   }
 
@@ -132,13 +144,23 @@ export class WriterThread {
       for (const { reject } of batch) reject(this.failure);
       return;
     }
+    let message: WriteMessage;
+    try {
+      message = encodeRequests(
+        this.encoder,
+        batch.map((p) => p.request),
+      );
+    } catch (error) {
+      // A write that cannot be encoded is a bug; it fails its turn's writes, not the process.
+      for (const { reject } of batch) reject(error);
+      return;
+    }
     this.inFlight.push(batch);
-    this.post({ requests: batch.map((p) => p.request) });
+    this.post(message);
   }
 
   private received(reply: BatchReply): void {
     const writes = this.inFlight.splice(0, reply.messages).flat();
-    withBuffers(reply.outcomes);
     this.hooks.applied(reply);
     const failed = reply.failed && receiveError(reply.failed);
     for (const [i, { resolve, reject }] of writes.entries()) {

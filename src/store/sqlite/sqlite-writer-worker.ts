@@ -37,5 +37,5 @@ port.on('message', (first: WriteMessage | 'close') => {
   const reply = runWriteMessages(writer, messages);
   // Committed but never answered: the request thread must report these writes' outcome as unknown.
   if (++batches >= crashAfter) throw new Error(`KVB_TEST_WRITER_CRASH_AFTER=${crashAfter}: the writer thread fails on purpose`);
-  port.postMessage(reply);
+  port.postMessage(reply, [reply]);
 });

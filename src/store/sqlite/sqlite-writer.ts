@@ -1,18 +1,17 @@
 import { actorFields } from '../change-row.js';
 import { applyBatch } from '../core/apply-batch.js';
 import type { ResultOf, WriteOp } from '../core/write-ops.js';
-import type { BatchResult, WriteView } from '../core/write-view.js';
+import type { BatchResult, ChangeRecord, WriteView } from '../core/write-view.js';
 import { EntryCache } from '../entry-cache.js';
 import type { EntryRow } from '../entry-row.js';
 import type { Actor } from '../history-types.js';
 import type { Quota, Usage } from '../quota.js';
-import { CHANGE_ROW_CHUNKS } from '../statements.js';
 import type { Change } from '../store.js';
 import { IMPORT_ALIAS, type SqliteConnection } from './sqlite-connection.js';
 import { WrittenRows } from './sqlite-written-rows.js';
 import { type BatchReply, type SentOutcome, type WriteRequest, sendError } from './sqlite-write-protocol.js';
 
-/** A change-log row waiting for its batch's multi-row insert (fields as CHANGE_ROW_FIELDS, less `now`). */
+/** A change-log row waiting for its batch's multi-row insert (fields as CHANGE_ROW_FIELDS). */
 type PendingChange = [
   bucket: string,
   revision: number,
@@ -24,7 +23,14 @@ type PendingChange = [
   actorKind: string | null,
   actorToken: string | null,
   actorAddress: string | null,
+  now: number,
 ];
+
+/** What made a revision, waiting for the batch's multi-row insert (fields as MULTI_ROW_FIELDS.logOperations). */
+type PendingOperation = [bucket: string, revision: number, operation: string, now: number];
+
+/** A key's row as the running batch left it, waiting for the batch's end (null: the key is removed). */
+type PendingRow = [bucket: string, key: Buffer, row: EntryRow | null];
 
 /** A batch's bookkeeping could not be written: the whole batch fails (its writes' answers depend on it). */
 class BookkeepingFailure extends Error {
@@ -37,9 +43,13 @@ class BookkeepingFailure extends Error {
  * The SQLite write side: runs batches of writes (sqlite-write-protocol.ts) on the one write
  * connection, each batch one transaction (one WAL append, one fsync in `full` durability). It runs
  * on the writer thread (sqlite-writer-worker.ts), or for ':memory:' on the request thread, with the
- * same messages. A write that throws affects only itself (multi-statement writes run inside their
- * own savepoint, and its revision bumps, usage and change rows are taken back); each write gets its
- * own bucket revision. better-sqlite3 is synchronous: a read, check and write inside one write is atomic.
+ * same messages. Each write gets its own bucket revision; its rows, like its revision, usage,
+ * change rows and operations, are kept in memory and written at the batch's end, a few multi-row
+ * statements for the whole batch (`writeBookkeeping`). A write that throws affects only itself:
+ * what it kept is taken back. When a statement fails at the batch's end, the batch runs again with
+ * each write's rows written as it makes them (multi-statement writes in their own savepoint), so
+ * the write whose row fails fails alone. better-sqlite3 is synchronous: a read, check and write
+ * inside one write is atomic.
  */
 export class SqliteWriter {
   /**
@@ -62,8 +72,16 @@ export class SqliteWriter {
   private usageUndo: Array<[string, number, number]> = [];
   private changesMark = 0;
   /** What made a revision (counter, transaction, rollback), written with the batch's change rows; plain SET/DELETE record none. */
-  private batchOperations: Array<{ bucket: string; revision: number; operation: string }> = [];
+  private batchOperations: PendingOperation[] = [];
   private operationsMark = 0;
+  /**
+   * Whether the running batch writes its keys' rows at its end (`pendingRows`, by cache id: each
+   * key's last row in the batch), or as each write makes them (a batch run again after a failure).
+   */
+  private deferRows = true;
+  private pendingRows = new Map<string, PendingRow>();
+  /** What the running write replaced in `pendingRows`: [id, the row before (undefined: none)], taken back if it throws. */
+  private pendingUndo: Array<[string, PendingRow | undefined]> = [];
   /** Cache ids of the keys the running batch writes: the request thread forgets them once it has committed. */
   private touched: string[] = [];
   private clearCache = false;
@@ -100,7 +118,10 @@ export class SqliteWriter {
       }
     }
     try {
-      return this.commitBatch(requests, run, attachFailure);
+      const done = this.commitBatch(requests, run, attachFailure, true);
+      // Nothing of it committed: run again writing each write's rows as it goes, so that a row that
+      // cannot be written fails only its own write (or, if the failure is the batch's, all again).
+      return done.failed ? this.commitBatch(requests, run, attachFailure, false) : done;
     } finally {
       if (staged && attachFailure === undefined) this.conn.raw.prepare(`detach database ${IMPORT_ALIAS}`).run();
     }
@@ -110,8 +131,10 @@ export class SqliteWriter {
     requests: WriteRequest[],
     run: (request: WriteRequest) => unknown,
     attachFailure: unknown,
+    deferRows: boolean,
   ): Omit<BatchReply, 'messages'> {
     const outcomes: SentOutcome[] = [];
+    this.deferRows = deferRows;
     this.batchRevisions = new Map();
     this.batchNow = Date.now();
     this.clearCache = false;
@@ -122,6 +145,7 @@ export class SqliteWriter {
           this.bumps = [];
           this.usageUndo = [];
           this.rows.startWrite();
+          this.pendingUndo = [];
           this.changesMark = this.batchChanges.length;
           this.operationsMark = this.batchOperations.length;
           try {
@@ -149,6 +173,8 @@ export class SqliteWriter {
       this.batchUsage = new Map();
       this.batchChanges = [];
       this.batchOperations = [];
+      this.pendingRows = new Map();
+      this.pendingUndo = [];
     }
     this.rows.endBatch(true);
     const revisions: Array<[string, number | null]> = [];
@@ -180,8 +206,11 @@ export class SqliteWriter {
       revision: this.currentRevision(bucket),
       usage: () => this.usageOf(bucket)!,
       row: (key) => this.row(bucket, key),
-      liveKeys: (prefix, now, limit) =>
-        this.conn.list(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit }, now).map((e) => e.key),
+      liveKeys: (prefix, now, limit) => {
+        // The listing reads the file: the batch's rows so far go in first.
+        this.writeRows();
+        return this.conn.list(bucket, { prefix, reverse: false, columns: 'keys', offset: 0, limit }, now).map((e) => e.key);
+      },
     };
     const result = applyBatch(view, [op], this.quota);
     const outcome = result.outcomes[0]!;
@@ -191,34 +220,28 @@ export class SqliteWriter {
     return outcome.value as ResultOf<O>;
   }
 
-  /** Writes a batch result's rows (several in a savepoint) and queues its bookkeeping (`writeBookkeeping`). */
+  /**
+   * Keeps a batch result's rows for the batch's end (or, replaying, writes them now, several in a
+   * savepoint) and queues its bookkeeping (`writeBookkeeping`).
+   */
   private persist(bucket: string, result: BatchResult, now: number): void {
     const { changes } = result;
     const keys = changes.map((change) => Buffer.from(change.key));
-    const rows = () => {
-      for (let i = 0; i < changes.length; i++) {
-        const change = changes[i]!;
-        const key = keys[i]!;
-        const id = EntryCache.id(bucket, change.key);
-        this.touched.push(id);
-        if (change.kind === 'set') {
-          const { type, data } = change.value!;
-          this.rows.wrote(id, {
-            type,
-            value: data,
-            expires_at: change.expiresAt,
-            revision: change.revision,
-            create_revision: change.createRevision!,
-          });
-          this.conn.run('putEntry', { bucket, key, type, value: data, expiresAt: change.expiresAt, revision: change.revision, now });
-        } else {
-          this.rows.wrote(id, null);
-          this.conn.get('removeEntry', { bucket, key });
-        }
+    const rows = changes.map((change, i): PendingRow => {
+      const row = change.kind === 'set' ? rowOf(change) : null;
+      const id = EntryCache.id(bucket, change.key);
+      this.touched.push(id);
+      this.rows.wrote(id, row);
+      if (this.deferRows) {
+        this.pendingUndo.push([id, this.pendingRows.get(id)]);
+        this.pendingRows.set(id, [bucket, keys[i]!, row]);
       }
-    };
-    if (changes.length > 1) this.atomically(rows);
-    else rows();
+      return [bucket, keys[i]!, row];
+    });
+    if (!this.deferRows) {
+      if (rows.length > 1) this.atomically(() => this.writeRowsNow(rows, now));
+      else this.writeRowsNow(rows, now);
+    }
     this.setRevision(bucket, result.revision!);
     this.addUsage(bucket, result.usage.keys, result.usage.bytes);
     for (let i = 0; i < changes.length; i++) {
@@ -234,7 +257,46 @@ export class SqliteWriter {
         change.actor,
       );
     }
-    for (const { revision, operation } of result.operations) this.batchOperations.push({ bucket, revision, operation });
+    for (const { revision, operation } of result.operations) this.batchOperations.push([bucket, revision, operation, this.batchNow]);
+  }
+
+  /** Writes rows one statement each (a replayed batch); a key it creates is created at the row's revision. */
+  private writeRowsNow(rows: PendingRow[], now: number): void {
+    for (const [bucket, key, row] of rows) {
+      if (row)
+        this.conn.run('putEntry', {
+          bucket,
+          key,
+          type: row.type,
+          value: row.value,
+          expiresAt: row.expires_at,
+          revision: row.revision,
+          now,
+        });
+      else this.conn.get('removeEntry', { bucket, key });
+    }
+  }
+
+  /**
+   * Writes the rows the batch has kept so far: every key's last row, the upserts in multi-row
+   * statements. Before anything reads entries from the file in the batch (a listing, the sweep,
+   * an import, a bucket delete), outside any savepoint, and at the batch's end.
+   */
+  writeRows(): void {
+    if (this.pendingRows.size === 0) return;
+    try {
+      const puts: unknown[][] = [];
+      for (const [bucket, key, row] of this.pendingRows.values()) {
+        if (row === null) this.conn.get('removeEntry', { bucket, key });
+        else puts.push([bucket, key, row.type, row.value, row.expires_at, row.revision, row.create_revision]);
+      }
+      this.conn.insertRows('putEntries', puts);
+    } catch (err) {
+      // Earlier writes' rows: the batch cannot commit without them.
+      throw new BookkeepingFailure(err);
+    }
+    this.pendingRows = new Map();
+    this.pendingUndo = [];
   }
 
   /** Deletes a bucket with its entries, change log and operations. */
@@ -255,9 +317,14 @@ export class SqliteWriter {
     });
   }
 
-  /** Takes back a failed write's revision bumps, usage changes and change-log rows. */
+  /** Takes back a failed write's rows, revision bumps, usage changes and change-log rows. */
   private undoWrite(): void {
     this.rows.undoWrite();
+    for (const [id, before] of this.pendingUndo.reverse()) {
+      if (before === undefined) this.pendingRows.delete(id);
+      else this.pendingRows.set(id, before);
+    }
+    this.pendingUndo = [];
     for (const [bucket, before] of this.bumps.reverse()) {
       if (before === undefined) this.batchRevisions.delete(bucket);
       else this.batchRevisions.set(bucket, before);
@@ -272,24 +339,18 @@ export class SqliteWriter {
   }
 
   /**
-   * Writes the batch's bookkeeping so far: one usage update per bucket, the change-log rows in
-   * multi-row inserts. At the batch's end, and before a write that recounts or drops a bucket's
-   * bookkeeping (an import, a bucket delete), at the top of that write, outside its savepoint.
+   * Writes the batch's rows and bookkeeping so far: its keys' rows (`writeRows`), one usage update
+   * per bucket, the change-log and operation rows in multi-row inserts. At the batch's end, and
+   * before a write that recounts or drops a bucket's rows (an import, a bucket delete), at the top
+   * of that write, outside its savepoint.
    */
   writeBookkeeping(): void {
+    this.writeRows();
     try {
       for (const [bucket, { keys, bytes }] of this.batchUsage)
         if (keys !== 0 || bytes !== 0) this.conn.run('addUsage', { bucket, keys, bytes });
-      const rows = this.batchChanges;
-      let at = 0;
-      for (const n of CHANGE_ROW_CHUNKS) {
-        for (; rows.length - at >= n; at += n) {
-          const args: unknown[] = [];
-          for (let i = at; i < at + n; i++) args.push(...rows[i]!, this.batchNow);
-          this.conn.statement(`logChanges${n}`).run(args);
-        }
-      }
-      for (const op of this.batchOperations) this.conn.run('logOperation', { ...op, now: this.batchNow });
+      this.conn.insertRows('logChanges', this.batchChanges);
+      this.conn.insertRows('logOperations', this.batchOperations);
     } catch (err) {
       // Earlier writes' bookkeeping: the batch cannot commit without it.
       throw new BookkeepingFailure(err);
@@ -314,7 +375,7 @@ export class SqliteWriter {
     actor: Actor | undefined,
   ): void {
     const { actorKind, actorToken, actorAddress } = actorFields(actor);
-    this.batchChanges.push([bucket, revision, key, kind, type, value, expiresAt, actorKind, actorToken, actorAddress]);
+    this.batchChanges.push([bucket, revision, key, kind, type, value, expiresAt, actorKind, actorToken, actorAddress, this.batchNow]);
   }
 
   /** Runs several statements as one unit: a transaction, or a savepoint inside the running batch. */
@@ -373,4 +434,15 @@ export class SqliteWriter {
     this.conn.run('compactChanges', { bucket, revision, floor: previous });
     this.conn.run('pruneOperations', { bucket, revision });
   }
+}
+
+/** The row a set leaves, as the write rules made it (its create revision included). */
+function rowOf(change: ChangeRecord): EntryRow {
+  return {
+    type: change.value!.type,
+    value: change.value!.data,
+    expires_at: change.expiresAt,
+    revision: change.revision,
+    create_revision: change.createRevision!,
+  };
 }

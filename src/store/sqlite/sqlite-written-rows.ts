@@ -10,23 +10,25 @@ const KEPT_ROW_BYTES = 16 * 1024 * 1024;
  * a key written before loads it without a SELECT: the writer is the file's only writer
  * (sqlite-lock.ts), so a committed row stays true until the writer itself changes it.
  *
- * The running batch's rows wait apart and join the kept ones only when the batch commits; a
- * write taken back marks its rows unknown (the next read goes to the file); an import or a bucket
- * delete, which change rows without naming them, makes the rest of the batch read the file and
- * every kept row be forgotten; so does a batch that fails.
+ * The running batch's rows wait apart and join the kept ones only when the batch commits (they
+ * may not be in the file yet: the writer writes them at the batch's end); a write taken back
+ * restores the batch's rows as they were before it; an import or a bucket delete, which change
+ * rows without naming them, makes the batch read the file for every key it has not written since
+ * and every kept row be forgotten; so does a batch that fails.
  */
 export class WrittenRows {
   private readonly kept = new Generations<EntryRow | null>(KEPT_ROWS, KEPT_ROW_BYTES, (row) => (row ? row.value.length : 0));
-  /** The running batch's rows (undefined: unknown, read the file). */
-  private batch = new Map<string, EntryRow | null | undefined>();
-  /** Ids the running write put in `batch`. */
-  private write: string[] = [];
+  /** The running batch's rows. */
+  private batch = new Map<string, EntryRow | null>();
+  /** What the running write replaced in `batch`, oldest first: [id, the batch's row before (undefined: none)]. */
+  private write: Array<[string, EntryRow | null | undefined]> = [];
   private unknown = false;
 
   /** The row as the running batch left it, known without the file; undefined: read the file. */
   get(id: string): EntryRow | null | undefined {
-    if (this.unknown) return undefined;
-    return this.batch.has(id) ? this.batch.get(id) : this.kept.get(id);
+    const inBatch = this.batch.get(id);
+    if (inBatch !== undefined) return inBatch;
+    return this.unknown ? undefined : this.kept.get(id);
   }
 
   /** A write of the running batch starts. */
@@ -36,30 +38,35 @@ export class WrittenRows {
 
   /** The running write sets the row (null: removes the key). */
   wrote(id: string, row: EntryRow | null): void {
-    this.write.push(id);
+    this.write.push([id, this.batch.get(id)]);
     const value = row && ownBytes(row.value);
     this.batch.set(id, row && value !== row.value ? { ...row, value: value! } : row);
   }
 
-  /** The running write was taken back: its rows are the file's business again. */
+  /** The running write was taken back: the batch's rows are as they were before it. */
   undoWrite(): void {
-    for (const id of this.write) this.batch.set(id, undefined);
+    for (let i = this.write.length - 1; i >= 0; i--) {
+      const [id, before] = this.write[i]!;
+      if (before === undefined) this.batch.delete(id);
+      else this.batch.set(id, before);
+    }
     this.write = [];
   }
 
-  /** Rows changed that cannot be named (an import, a bucket delete): read the file until the batch ends, and keep nothing of it. */
+  /**
+   * Rows changed that cannot be named (an import, a bucket delete), once the batch's rows so far
+   * are in the file: read the file until the batch ends, and keep nothing of it.
+   */
   forgetAll(): void {
     this.unknown = true;
+    this.batch = new Map();
+    this.write = [];
   }
 
   /** The batch ended: committed, its rows are kept; failed, everything is forgotten (the file rolled back). */
   endBatch(committed: boolean): void {
     if (this.unknown || !committed) this.kept.clear();
-    else
-      for (const [id, row] of this.batch) {
-        if (row === undefined) this.kept.delete(id);
-        else this.kept.set(id, row);
-      }
+    else for (const [id, row] of this.batch) this.kept.set(id, row);
     this.batch = new Map();
     this.write = [];
     this.unknown = false;
