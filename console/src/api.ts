@@ -1,9 +1,13 @@
 /**
- * Every call the console makes to the kvb HTTP API, one function per call. Nothing else in the
- * console uses fetch, so new API features (cursors, revisions, watch, export/import) slot in here.
+ * Every call the console makes to the kvb HTTP API, one function per call, each made by the client
+ * library (src/client, published as kvb-client): the console sends no request of its own but the
+ * import's upload, which needs XMLHttpRequest's progress events.
  */
 
 import type { BucketPolicy } from '../../src/client/bucket-policy.js';
+import { KvbHttpError } from '../../src/client/client-errors.js';
+import type { BodyStream, BucketChanges, CreateBucketFields, FetchLike, ValueRead } from '../../src/client/http-types.js';
+import { KvbHttp } from '../../src/client/kvb-http.js';
 import { MAX_TXN_OPS, type Permission, PERMISSIONS, type ValueType, VALUE_TYPES } from '../../src/limits.js';
 
 export { MAX_TXN_OPS, type Permission, PERMISSIONS, type ValueType, VALUE_TYPES };
@@ -26,22 +30,49 @@ export class ApiError extends Error {
 
 /** Relative to the console's own URL (/console/), so a reverse proxy may mount kvb under a path. */
 export const API_BASE = new URL('../api/v1', document.baseURI).href;
-const API = API_BASE;
-const path = (c: Connection, key?: string) =>
-  key === undefined ? `${API}/${encodeURIComponent(c.bucket)}` : `${API}/${encodeURIComponent(c.bucket)}/${encodeURIComponent(key)}`;
+const SERVER = new URL('..', document.baseURI).href;
 
-async function call(url: string, init: RequestInit & { credential?: string } = {}): Promise<Response> {
-  const headers = new Headers(init.headers);
-  if (init.credential) headers.set('Authorization', `Bearer ${init.credential}`);
-  const response = await fetch(url, { ...init, headers, cache: 'no-store' });
-  if (response.ok) return response;
-  let code = '';
-  try {
-    code = ((await response.json()) as { error?: { message?: string } }).error?.message ?? '';
-  } catch {
-    // not an envelope
+// The console never caches an answer, never retries on its own (the user sees a 429 or 503 and
+// acts) and sets no deadline: as before, only the browser's own limits apply.
+const noStore: FetchLike = (url, init) => fetch(url, { ...(init as RequestInit), cache: 'no-store' }) as ReturnType<FetchLike>;
+const clients = new Map<string, KvbHttp>();
+
+/** The client for one credential (the client sends its token with every call). */
+function client(credential: string | undefined): KvbHttp {
+  const token = credential ?? '';
+  let http = clients.get(token);
+  if (!http) {
+    http = new KvbHttp({ url: SERVER, token: token || undefined, fetch: noStore, retries: 0, timeoutMs: 0 });
+    clients.set(token, http);
   }
-  throw new ApiError(response.status, code, response.headers.get('kvb-error-detail') ?? '');
+  return http;
+}
+
+/** Runs one client call, an error answer thrown as the console's ApiError. */
+async function call<T>(credential: string | undefined, run: (http: KvbHttp) => Promise<T>): Promise<T> {
+  try {
+    return await run(client(credential));
+  } catch (err) {
+    if (err instanceof KvbHttpError) throw new ApiError(err.status, err.kind, err.detail ?? '');
+    throw err;
+  }
+}
+
+/** A streamed answer read whole. */
+async function bytesOf(body: BodyStream): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  for await (const chunk of body) {
+    chunks.push(chunk);
+    length += chunk.length;
+  }
+  const bytes = new Uint8Array(length);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.length;
+  }
+  return bytes;
 }
 
 /** A bucket's policy, typed once for the client library and the console (a type: no client code is bundled). */
@@ -59,16 +90,17 @@ export interface NewBucket {
 }
 
 /** POST /api/v1/ (a form): the new bucket's id. */
-export async function createBucket({ creationKey, ...fields }: NewBucket): Promise<string> {
-  const form = new URLSearchParams();
-  for (const [name, value] of Object.entries(fields)) if (value) form.set(name, value);
-  const response = await call(`${API}/`, { method: 'POST', body: form, credential: creationKey });
-  return (await response.text()).trim();
+export async function createBucket({ creationKey, default_ttl, ...fields }: NewBucket): Promise<string> {
+  // An empty field is left out, as if never typed (the form checked the TTL is digits).
+  const given: CreateBucketFields = { email: fields.email };
+  for (const name of ['secret_key', 'read_key', 'write_key', 'signing_key'] as const) if (fields[name]) given[name] = fields[name];
+  if (default_ttl) given.default_ttl = Number(default_ttl);
+  return call(creationKey, (http) => http.createBucket(given));
 }
 
 /** GET /api/v1/{bucket}: the policy (admin only). */
 export async function getPolicy(c: Connection): Promise<Policy> {
-  return (await (await call(path(c), { credential: c.credential })).json()) as Policy;
+  return call(c.credential, (http) => http.policy(c.bucket));
 }
 
 export type BucketPatch = Partial<Record<'secret_key' | 'read_key' | 'write_key' | 'signing_key', string | null>> & {
@@ -77,24 +109,17 @@ export type BucketPatch = Partial<Record<'secret_key' | 'read_key' | 'write_key'
 
 /** PATCH /api/v1/{bucket}: set, rotate or clear (null) keys, change the default TTL. */
 export async function updateBucket(c: Connection, patch: BucketPatch): Promise<void> {
-  await call(path(c), {
-    method: 'PATCH',
-    credential: c.credential,
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify(patch),
-  });
+  await call(c.credential, (http) => http.updateBucket(c.bucket, patch as BucketChanges));
 }
 
 /** DELETE /api/v1/{bucket}. */
 export async function deleteBucket(c: Connection): Promise<void> {
-  await call(path(c), { method: 'DELETE', credential: c.credential });
+  await call(c.credential, (http) => http.deleteBucket(c.bucket));
 }
 
 /** POST /api/v1/{bucket}/tokens/: a temporary token. */
 export async function mintToken(c: Connection, prefix: string, permissions: Permission[], ttl: number): Promise<string> {
-  const form = new URLSearchParams({ prefix, permissions: permissions.join(','), ttl: String(ttl) });
-  const response = await call(`${path(c)}/tokens/`, { method: 'POST', credential: c.credential, body: form });
-  return ((await response.json()) as { access_token: string }).access_token;
+  return (await call(c.credential, (http) => http.mintToken(c.bucket, { prefix, permissions, ttl }))).access_token;
 }
 
 /** What the listing's `meta=true` says about a key: the row's badges. */
@@ -143,14 +168,12 @@ export async function listKeys(
   meta = false,
   delimiter?: string,
 ): Promise<KeyPage> {
-  const query = new URLSearchParams({ format: 'json', limit: String(limit) });
-  if (prefix) query.set('prefix', prefix);
-  if (meta) query.set('meta', 'true');
-  if (cursor !== undefined) query.set('cursor', cursor);
-  // The server folds each folder into one item, seeking past its keys instead of sending them.
-  if (delimiter !== undefined) query.set('delimiter', delimiter);
-  const response = await call(`${path(c)}/?${query}`, { credential: c.credential });
-  const items = (await response.json()) as Array<string | MetaItem | { key: string } | { prefix: string }>;
+  // With a delimiter, the server folds each folder into one item, seeking past its keys instead of sending them.
+  const page = await call(c.credential, async (http) => {
+    const answer = await http.listPage(c.bucket, { format: 'json', prefix, limit, meta: meta || undefined, cursor, delimiter });
+    return { ...answer, text: new TextDecoder().decode(await bytesOf(answer.body)) };
+  });
+  const items = JSON.parse(page.text) as Array<string | MetaItem | { key: string } | { prefix: string }>;
   const keys: string[] = [];
   const metas = new Map<string, KeyMeta>();
   let folders: Set<string> | undefined;
@@ -179,8 +202,8 @@ export async function listKeys(
   return {
     keys,
     metas,
-    next: response.headers.get('kvb-next-cursor') ?? undefined,
-    revision: Number(response.headers.get('kvb-revision') ?? 0),
+    next: page.nextCursor,
+    revision: page.revision ?? 0,
     ...(folders && { folders }),
   };
 }
@@ -192,7 +215,12 @@ export async function keyMeta(c: Connection, key: string): Promise<KeyMeta | und
 
 /** Whether the credential may list (GET ?limit=0: lists nothing). */
 export async function canList(c: Connection, withValues: boolean): Promise<boolean> {
-  return allowed(() => call(`${path(c)}/?format=json&limit=0${withValues ? '&values=true' : ''}`, { credential: c.credential }));
+  return allowed(() => emptyListing(c, withValues));
+}
+
+/** A listing of nothing (`limit=0`): whether the credential may list, asked cheaply. */
+function emptyListing(c: Connection, values: boolean): Promise<Uint8Array> {
+  return call(c.credential, async (http) => bytesOf((await http.listPage(c.bucket, { format: 'json', limit: 0, values })).body));
 }
 
 /**
@@ -200,12 +228,12 @@ export async function canList(c: Connection, withValues: boolean): Promise<boole
  * permission, so an allowed writer gets 400 and nothing is stored. (A negative ttl fails the
  * query schema, before any credential is looked at: every caller got 400, a wrong one too.)
  */
-const PROBE_TTL = '99999999999999999999';
+const PROBE_TTL = 1e20;
 
 /** Whether the credential may write under `key`, asked without writing (see PROBE_TTL). */
 export async function canWrite(c: Connection, key: string): Promise<boolean> {
   try {
-    await call(`${path(c, key)}?ttl=${PROBE_TTL}`, { method: 'PUT', credential: c.credential, body: new Uint8Array() });
+    await call(c.credential, (http) => http.set(c.bucket, key, new Uint8Array(), { ttl: PROBE_TTL }));
     return true;
   } catch (err) {
     if (err instanceof ApiError && err.status === 400) return true;
@@ -231,7 +259,7 @@ async function allowed(request: () => Promise<unknown>): Promise<boolean> {
  */
 export async function checkCredential(c: Connection): Promise<void> {
   try {
-    await call(`${path(c)}/?format=json&limit=0`, { credential: c.credential });
+    await emptyListing(c, false);
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) {
       throw new ApiError(
@@ -256,11 +284,13 @@ export interface StoredEntry {
 
 /** GET /api/v1/{bucket}/{key}: the stored bytes, their type, expiry and revision. */
 export async function getEntry(c: Connection, key: string): Promise<StoredEntry> {
-  const response = await call(path(c, key), { credential: c.credential });
-  const type = (response.headers.get('kvb-type') ?? 'bytes') as ValueType;
-  const expires = response.headers.get('kvb-expires-at');
-  const rev = Number((response.headers.get('etag') ?? '"0"').replace(/"/g, ''));
-  return { key, type, bytes: new Uint8Array(await response.arrayBuffer()), expiresAt: expires ? Date.parse(expires) : null, rev };
+  const read = await call(c.credential, (http) => http.get(c.bucket, key));
+  return storedEntry(key, read, read.revision ?? 0);
+}
+
+function storedEntry(key: string, read: ValueRead, rev: number): StoredEntry {
+  const expiresAt = read.expiresAt ? Date.parse(read.expiresAt) : null;
+  return { key, type: read.type ?? 'bytes', bytes: read.data, expiresAt, rev };
 }
 
 /** The Content-Type that makes the server store `type` (numbers: none, so the number grammar decides). */
@@ -287,41 +317,28 @@ export async function setEntry(
   ttl: number | undefined,
   condition?: SaveCondition,
 ): Promise<void> {
-  const headers = new Headers();
-  const contentType = SET_CONTENT_TYPES[type];
-  // A Uint8Array body gets no Content-Type from the browser, unlike a string.
-  if (contentType) headers.set('Content-Type', contentType);
-  if (condition && 'rev' in condition) headers.set('If-Match', `"${condition.rev}"`);
-  if (condition && 'absent' in condition) headers.set('If-None-Match', '*');
-  await call(`${path(c, key)}${ttl === undefined ? '' : `?ttl=${ttl}`}`, {
-    method: 'POST',
-    credential: c.credential,
-    headers,
-    body: bytes as Uint8Array<ArrayBuffer>,
-  });
+  const when = condition && ('rev' in condition ? { ifRevision: condition.rev } : { ifAbsent: true });
+  await call(c.credential, (http) =>
+    http.set(c.bucket, key, bytes, { method: 'POST', contentType: SET_CONTENT_TYPES[type], ttl, condition: when }),
+  );
 }
 
 /** PATCH /api/v1/{bucket}/{key}: adds a signed delta; answers the new value as text. */
 export async function addToCounter(c: Connection, key: string, delta: number): Promise<string> {
-  const body = new TextEncoder().encode(delta < 0 ? String(delta) : `+${delta}`);
-  return (await call(path(c, key), { method: 'PATCH', credential: c.credential, body })).text();
+  const read = await call(c.credential, (http) => http.incr(c.bucket, key, delta < 0 ? String(delta) : `+${delta}`));
+  return new TextDecoder().decode(read.data);
 }
 
 /** DELETE /api/v1/{bucket}/{key}. */
 export async function deleteEntry(c: Connection, key: string): Promise<void> {
-  await call(path(c, key), { method: 'DELETE', credential: c.credential });
+  await call(c.credential, (http) => http.del(c.bucket, key));
 }
 
 /** POST /api/v1/{bucket} {"txn": [...]}: deletes every key in one transaction (at most MAX_TXN_OPS). */
 export async function deleteEntries(c: Connection, keys: string[]): Promise<void> {
   if (keys.length > MAX_TXN_OPS) throw new ApiError(400, 'bad_request', `at most ${MAX_TXN_OPS} keys in one transaction`);
   const txn = keys.map((key) => ({ delete: key }));
-  await call(path(c), {
-    method: 'POST',
-    credential: c.credential,
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ txn }),
-  });
+  await call(c.credential, (http) => http.txn(c.bucket, JSON.stringify({ txn })));
 }
 
 /** One event of the watch feed (see docs/http-api.md "Watching changes"). */
@@ -348,20 +365,16 @@ export async function watchKeys(
   onEvent: (event: WatchEvent) => void,
   signal: AbortSignal,
 ): Promise<void> {
-  const query = new URLSearchParams({ watch: 'true', format: 'jsonl' });
-  if (prefix) query.set('prefix', prefix);
-  if (since !== undefined) query.set('since', String(since));
-  const response = await call(`${path(c)}/?${query}`, { credential: c.credential, signal, headers: { Accept: 'application/x-ndjson' } });
-  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buffered = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffered += value;
-    const lines = buffered.split('\n');
-    buffered = lines.pop()!;
-    for (const line of lines) if (line) onEvent(JSON.parse(line) as WatchEvent);
-  }
+  await call(c.credential, async (http) => {
+    const decoder = new TextDecoder();
+    let buffered = '';
+    for await (const chunk of await http.watch(c.bucket, { prefix, since }, { signal })) {
+      buffered += decoder.decode(chunk, { stream: true });
+      const lines = buffered.split('\n');
+      buffered = lines.pop()!;
+      for (const line of lines) if (line) onEvent(JSON.parse(line) as WatchEvent);
+    }
+  });
 }
 
 /** The file name an export of `prefix` is saved as. */
@@ -370,10 +383,7 @@ export const exportFileName = (c: Connection, prefix: string) =>
 
 /** GET /api/v1/{bucket}/?export=true&prefix=P: every live key under the prefix, as NDJSON bytes. */
 export async function exportKeys(c: Connection, prefix: string): Promise<Uint8Array> {
-  const query = new URLSearchParams({ export: 'true' });
-  if (prefix) query.set('prefix', prefix);
-  const response = await call(`${path(c)}/?${query}`, { credential: c.credential });
-  return new Uint8Array(await response.arrayBuffer());
+  return call(c.credential, async (http) => bytesOf(await http.exportBucket(c.bucket, prefix)));
 }
 
 export interface ImportOutcome {
@@ -396,7 +406,7 @@ export function importKeys(
   if (prefix) query.set('prefix', prefix);
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
-    xhr.open('POST', `${path(c)}?${query}`);
+    xhr.open('POST', `${API_BASE}/${encodeURIComponent(c.bucket)}?${query}`);
     xhr.setRequestHeader('Content-Type', 'application/x-ndjson');
     if (c.credential) xhr.setRequestHeader('Authorization', `Bearer ${c.credential}`);
     xhr.upload.onprogress = (e) => {
@@ -436,17 +446,10 @@ export interface HistoryItem {
 
 /** GET /api/v1/{bucket}/{key}?history=true: up to `limit` of the key's recorded changes, newest first. */
 export async function keyHistory(c: Connection, key: string, limit = 100): Promise<HistoryItem[]> {
-  const response = await call(`${path(c, key)}?history=true&limit=${limit}`, { credential: c.credential });
-  return (await response.text())
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as HistoryItem);
+  return (await call(c.credential, (http) => http.history(c.bucket, key, { limit }))).lines;
 }
 
 /** GET /api/v1/{bucket}/{key}?rev=N: the key's exact bytes and type as they were at revision N. */
 export async function getEntryAt(c: Connection, key: string, rev: number): Promise<StoredEntry> {
-  const response = await call(`${path(c, key)}?rev=${rev}`, { credential: c.credential });
-  const type = (response.headers.get('kvb-type') ?? 'bytes') as ValueType;
-  const expires = response.headers.get('kvb-expires-at');
-  return { key, type, bytes: new Uint8Array(await response.arrayBuffer()), expiresAt: expires ? Date.parse(expires) : null, rev };
+  return storedEntry(key, await call(c.credential, (http) => http.get(c.bucket, key, { revision: rev })), rev);
 }

@@ -27,16 +27,24 @@ export function quotedKey(key: string): string {
 
 /** The requests on one key. */
 export class KeyRequests extends HttpTransport {
-  /** Sets a key with PUT (idempotent). Without a contentType the server infers the type, as it does for curl. */
+  /**
+   * Sets a key with PUT (idempotent), or POST, the spec's primary method for the same write (the
+   * console's). Without a contentType the server infers the type, as it does for curl.
+   */
   async set(
     bucket: string,
     key: string,
     body: string | Uint8Array,
-    options: CallOptions & { contentType?: string | undefined; ttl?: number | undefined; condition?: WriteCondition | undefined } = {},
+    options: CallOptions & {
+      contentType?: string | undefined;
+      ttl?: number | undefined;
+      condition?: WriteCondition | undefined;
+      method?: 'PUT' | 'POST' | undefined;
+    } = {},
   ): Promise<ValueRead> {
     const answer = await this.send({
       ...callOf(options),
-      method: 'PUT',
+      method: options.method ?? 'PUT',
       path: this.keyPath(bucket, key),
       subject: `key ${quotedKey(key)} in bucket ${bucket}`,
       query: { ttl: options.ttl },

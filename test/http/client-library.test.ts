@@ -3,6 +3,7 @@ import {
   type FetchInit,
   type FetchLike,
   type KvbBucket,
+  KvbHttp,
   KvbNetworkError,
   KvbTimeoutError,
   NotFoundError,
@@ -181,6 +182,24 @@ describe('keys: get, set with conditions, delete, increment', () => {
     await expect(kv.set('c', 'v3', { ifRevision: created.revision })).rejects.toBeInstanceOf(PreconditionFailedError);
     await expect(kv.delete('c', { ifRevision: created.revision })).rejects.toBeInstanceOf(PreconditionFailedError);
     expect(await kv.delete('c', { ifRevision: second.revision })).toBe(true);
+  });
+
+  it('KvbHttp.set sends POST when asked (the primary method): the same write, conditions and all', async () => {
+    const id = await createBucket({ url: server.url }, { email: 'client@example.com', secret_key: SECRET, default_ttl: 0 });
+    const methods: string[] = [];
+    const fetch: FetchLike = (url, init) => {
+      methods.push(init.method);
+      return globalThis.fetch(url, init as RequestInit);
+    };
+    const http = new KvbHttp({ url: server.url, token: SECRET, fetch });
+    const made = await http.set(id, 'p', new TextEncoder().encode('v1'), { method: 'POST', condition: { ifAbsent: true } });
+    const err = await http.set(id, 'p', 'again', { method: 'POST', condition: { ifAbsent: true } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PreconditionFailedError);
+    await http.set(id, 'p', 'v2', { method: 'POST', contentType: 'text/plain', condition: { ifRevision: made.revision! } });
+    const read = await http.get(id, 'p');
+    expect(new TextDecoder().decode(read.data)).toBe('v2');
+    expect(read.type).toBe('text');
+    expect(methods).toEqual(['POST', 'POST', 'POST', 'GET']);
   });
 
   it('increment: int64 stays exact at the top of its range; a float delta makes a float64', async () => {
