@@ -89,7 +89,7 @@ if (flags.help) {
                         postgres, instances, startup, cli_get); full: SET on a second kvb at the other --durability;
                         instances (--backend postgres): SET on one bucket and over 100 buckets from 2 and 3 instances
                         health: /health latency while 50 clients SET on the kvb with --durability full
-  --durability D        the main kvb's --durability (default full, kvb's own default); case full adds a kvb at the other
+  --durability D        the main kvb's --durability (default normal, kvb's own default); case full adds a kvb at the other
   --sizes N,M           stored-key counts for the size series (default 10000,1000000)
   --backend B --db URL  run kvb against another backend (postgres://...); env KVB_BENCH_BACKEND, KVB_BENCH_DB
   --pg URL              also run GET, SET (one bucket, 100 buckets), counter and txn of 10 on one kvb on this
@@ -112,7 +112,7 @@ const settings = {
   cases: flags.cases ? new Set(flags.cases.split(',')) : undefined,
 };
 /** The main kvb's durability (kvb's default); case full measures the other beside it. */
-const durability = flags.durability === 'normal' ? 'normal' : 'full';
+const durability = flags.durability === 'full' ? 'full' : 'normal';
 flags.out ??= join(ROOT, `bench/results/${flags.quick ? 'quick' : 'latest'}.json`);
 if (settings.backend === 'postgres' && !flags.db) {
   console.error('--backend postgres needs --db postgres://... (or KVB_BENCH_DB)');

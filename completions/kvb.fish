@@ -269,7 +269,7 @@ complete -c kvb -n '__fish_seen_subcommand_from serve' -l default-ttl -x -d 'TTL
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l bucket-creation-key -x -d 'require this Bearer credential to create buckets'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l require-secret-key -d 'refuse to create buckets without a secret_key (env: KVB_REQUIRE_SECRET_KEY=1/0, true/false, yes/no, on/off)'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l cors-origin -x -d 'allowed CORS origins, comma-separated, or \'*\''
-complete -c kvb -n '__fish_seen_subcommand_from serve' -l durability -x -a 'normal full' -d 'full: fsync every commit, safe on power loss; normal: safe on process crash only'
+complete -c kvb -n '__fish_seen_subcommand_from serve' -l durability -x -a 'normal full' -d 'normal: safe on process crash; full: fsync every commit, also safe on power loss'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l sweep-interval -x -d 'seconds between deletions of expired keys'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l access-log -x -d 'one info line per request: method, route, status, time, bytes, client IP, request id'
 complete -c kvb -n '__fish_seen_subcommand_from serve' -l trust-proxy -x -d 'take the client IP from X-Forwarded-For only from these proxies: addresses/CIDRs, comma-separated, or a hop count'

@@ -113,7 +113,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   bucketCreationKey: undefined,
   requireSecretKey: false,
   corsOrigin: '*',
-  durability: 'full',
+  durability: 'normal',
   sweepIntervalSeconds: 5,
   poolSize: 10,
   pgPrepare: 'auto',

@@ -77,7 +77,7 @@ export const serve = defineCommand({
         new Option('--cors-origin <origins>', "allowed CORS origins, comma-separated, or '*'").env('KVB_CORS_ORIGIN').default(d.corsOrigin),
       )
       .addOption(
-        new Option('--durability <mode>', 'full: fsync every commit, safe on power loss; normal: safe on process crash only')
+        new Option('--durability <mode>', 'normal: safe on process crash; full: fsync every commit, also safe on power loss')
           .env('KVB_DURABILITY')
           .default(d.durability)
           .choices(['normal', 'full'] as const),
