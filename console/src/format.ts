@@ -1,5 +1,6 @@
 /** Pure helpers of the console: no DOM, no fetch (unit-tested in test/unit/console-format.test.ts). */
 import type { Permission, ValueType } from '../../src/limits.js';
+import { compareKeys } from '../../src/values/key-order.js';
 
 /** "in 6 d", "in 3 h", "in 12 min", "in 40 s", "expired". */
 export function relativeExpiry(expiresAt: number, now: number): string {
@@ -221,16 +222,8 @@ export function tokenClaims(credential: string): { prefix: string; permissions: 
   }
 }
 
-const utf8 = new TextEncoder();
-
-/** Byte order of the keys' UTF-8, as the server sorts them (not JavaScript's UTF-16 order). */
-export function compareKeys(a: string, b: string): number {
-  const x = utf8.encode(a);
-  const y = utf8.encode(b);
-  const n = Math.min(x.length, y.length);
-  for (let i = 0; i < n; i++) if (x[i] !== y[i]) return x[i]! - y[i]!;
-  return x.length - y.length;
-}
+// The server's key order, for the keys view's sorted inserts (and its tests).
+export { compareKeys };
 
 /** The row a key shows as under `prefix`: itself, or (folder view) the folder it is in. */
 export function rowOf(key: string, prefix: string, folders: boolean): Row {

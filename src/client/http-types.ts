@@ -1,5 +1,6 @@
 import type { ValueType } from '../values/value-type.js';
 import type { BucketPolicy } from './bucket-policy.js';
+import type { HistoryOperation } from '../values/change-kind.js';
 
 // The shapes kvb's HTTP API is spoken in, shared by the transport and the per-resource requests
 // (a module of its own, so that none of them imports another for a type).
@@ -92,7 +93,7 @@ export interface HistoryPage {
 export interface HistoryLine {
   rev: number;
   key?: string;
-  operation: 'set' | 'delete' | 'expire' | 'counter' | 'transaction' | 'import' | 'rollback';
+  operation: HistoryOperation;
   time: string;
   type: ValueType | null;
   size: number | null;

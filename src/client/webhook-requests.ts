@@ -1,11 +1,12 @@
 import { BucketRequests } from './bucket-requests.js';
 import type { CallOptions } from './http-types.js';
 import { callOf } from './http-transport.js';
+import type { ChangeKind } from '../values/change-kind.js';
 
 // The webhook routes (/api/v1/webhooks/{bucket}/…): a bucket's subscriptions, for its secret-key holder.
 
-/** The change kinds a webhook may ask for. */
-export type WebhookKind = 'set' | 'delete' | 'expire';
+/** The change kinds a webhook may ask for: every kind of change. */
+export type WebhookKind = ChangeKind;
 
 /** A webhook as the server shows it (never its secret). */
 export interface WebhookInfo {

@@ -4,6 +4,7 @@ import { type HistoryStatementName, bucketLogName, keyHistoryName, listAtShapeNa
 import { actorFromRow } from './change-row.js';
 import type { ChangeLogBounds, Entry, HistoryReads, ListQuery, ListedEntry } from './store.js';
 import type { ActorFilter, BucketLogQuery, HistoryOperation, HistoryRecord, LoggedKeyChange, PastRead } from './history-types.js';
+import type { ChangeKind } from '../values/change-kind.js';
 
 /**
  * Each prune looks again at changes committed this long before its previous pass's cut-off: a
@@ -127,7 +128,7 @@ const filterOf = (actor: ActorFilter | undefined) => (actor === undefined ? 'all
 
 /** A change row (with its revision's operation, when one was logged) as a history record. */
 function historyRecord(row: Record<string, unknown>): HistoryRecord {
-  const kind = String(row.kind) as 'set' | 'delete' | 'expire';
+  const kind = String(row.kind) as ChangeKind;
   const operation = (
     row.operation === null || row.operation === undefined || kind === 'expire' ? kind : String(row.operation)
   ) as HistoryOperation;

@@ -1,8 +1,7 @@
 import type { StoredValue } from '../values/stored-value.js';
+import type { ChangeKind, HistoryOperation } from '../values/change-kind.js';
 
-/** What made a key's change: a plain write, or one of the operations that write several keys or compute the value. */
-export const HISTORY_OPERATIONS = ['set', 'delete', 'expire', 'counter', 'transaction', 'import', 'rollback'] as const;
-export type HistoryOperation = (typeof HISTORY_OPERATIONS)[number];
+export { HISTORY_OPERATIONS, type HistoryOperation } from '../values/change-kind.js';
 
 /**
  * Who made a change, as the server saw the request: the kind of credential (`server`: the TTL
@@ -33,7 +32,7 @@ export interface HistoryRecord {
   revision: number;
   operation: HistoryOperation;
   /** The key's state after it: set (with value and expiry), or absent (delete, expire). */
-  kind: 'set' | 'delete' | 'expire';
+  kind: ChangeKind;
   /** When it committed (ms since the epoch). */
   time: number;
   value?: StoredValue;

@@ -2,6 +2,7 @@ import type { StoredValue } from '../values/stored-value.js';
 import type { Actor, PastRead } from './history-types.js';
 import type { ChangeLogBounds, Entry, ListedEntry, Store, TxnOp } from './store.js';
 import { timeSlicer } from './time-slicer.js';
+import { compareKeys } from '../values/key-order.js';
 
 /** Most keys one rollback may change: it commits as one transaction, whose values are held in memory while it is planned. */
 export const MAX_ROLLBACK_CHANGES = 10_000;
@@ -62,8 +63,6 @@ class PastReadFailed extends Error {
     super(read.outcome);
   }
 }
-
-const compareKeys = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
 /**
  * What a rollback of `prefix` to `target` would change, against the bucket as of its current

@@ -1,5 +1,6 @@
 import type { Expression, ExpressionBuilder, Generated, OnConflictBuilder } from 'kysely';
 import type { BucketChanges, BucketRecord } from './store.js';
+import type { ChangeKind } from '../values/change-kind.js';
 
 /** Kysely's view of the tables (see kvb-migrations.ts). */
 export interface BucketsTable {
@@ -29,7 +30,7 @@ export interface ChangesTable {
   bucket_id: string;
   revision: number;
   key: Buffer;
-  kind: 'set' | 'delete' | 'expire';
+  kind: ChangeKind;
   type: string | null;
   value: Buffer | null;
   expires_at: number | string | null;

@@ -4,6 +4,7 @@ import type { StoredValue } from '../values/stored-value.js';
 import type { Entry, EntryMeta, NewEntry, Written } from './core/write-types.js';
 import type { ResultOf, WriteOp } from './core/write-ops.js';
 import type { WebhookStore } from './webhook-types.js';
+import type { ChangeKind } from '../values/change-kind.js';
 
 export {
   type CommitOutcome,
@@ -141,7 +142,7 @@ export interface PoolStats {
 export interface Change {
   revision: number;
   key: string;
-  kind: 'set' | 'delete' | 'expire';
+  kind: ChangeKind;
   /** For `set`: the value and expiry it wrote. */
   value?: StoredValue;
   expiresAt: number | null;

@@ -1,9 +1,11 @@
 // A bucket's webhook subscriptions as the store keeps them: the shapes and the WebhookStore
-// interface (store.ts names it, so this module imports nothing; webhook-store.ts implements it).
+// interface (store.ts names it, so this module imports only values; webhook-store.ts implements it).
 
-/** The change kinds a subscription may ask for (the watch feed's). */
-export const WEBHOOK_KINDS = ['set', 'delete', 'expire'] as const;
-export type WebhookKind = (typeof WEBHOOK_KINDS)[number];
+import { CHANGE_KINDS, type ChangeKind } from '../values/change-kind.js';
+
+/** The change kinds a subscription may ask for: every kind of change (the watch feed's). */
+export const WEBHOOK_KINDS = CHANGE_KINDS;
+export type WebhookKind = ChangeKind;
 
 /** A subscription as stored, without its secret and lease. */
 export interface Webhook {

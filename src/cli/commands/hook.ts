@@ -4,8 +4,9 @@ import type { WebhookAttempt, WebhookInfo, WebhookKind } from '../../client/kvb-
 import { data, info, json, stdoutIsTty, table, verticalTable } from '../output.js';
 import { defineCommand, defineGroup, examples, integer } from '../define-command.js';
 import { UsageError, withClient } from '../session.js';
+import { CHANGE_KINDS } from '../../values/change-kind.js';
 
-const KINDS: readonly WebhookKind[] = ['set', 'delete', 'expire'];
+const KINDS: readonly WebhookKind[] = CHANGE_KINDS;
 /** Attempts kept per webhook by the server (the most `deliveries --limit` may ask for). */
 const LOG_KEEP = 50;
 

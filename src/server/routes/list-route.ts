@@ -18,6 +18,7 @@ import { bucketSchemas } from './bucket-schemas.js';
 import { watchStream } from './watch-stream.js';
 import { pastValue, revisionParam } from './history-routes.js';
 import { bucketLogRoute } from './bucket-log-route.js';
+import { compareKeys } from '../../values/key-order.js';
 
 /**
  * Rows per storage read. Pages are bounded by bytes, not only rows: a key is at most 128 bytes, a
@@ -34,7 +35,6 @@ const metaOf = (entry: Entry): EntryMeta => ({
 });
 
 /** Byte order of keys as stored (UTF-8), which is not JavaScript's string order. */
-const compareKeys = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
 /** `GET /api/v1/{bucket}/`: keys (and values) in byte order, streamed page by page, continued by cursor. */
 export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promise<void> {

@@ -3,6 +3,7 @@ import { MAX_KEY_BYTES } from '../../limits.js';
 import { WEBHOOK_KINDS } from '../../store/webhook-types.js';
 import { adminCredential, bucketErrors, errorResponse, noBody } from './schema-parts.js';
 import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/webhook-url.js';
+import { CHANGE_KINDS } from '../../values/change-kind.js';
 
 const WEBHOOKS = 'webhooks';
 
@@ -27,7 +28,7 @@ const WEBHOOK_EXAMPLE = {
   id: 'wh_3kTq9vXb2LmA',
   url: 'https://hooks.example.com/kvb',
   prefix: 'orders/',
-  kinds: ['set', 'delete', 'expire'],
+  kinds: CHANGE_KINDS,
   state: 'active',
   paused_reason: null,
   position: 42,

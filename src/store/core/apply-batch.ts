@@ -16,11 +16,10 @@ import { counterEntry } from './counter.js';
 import { lastWritePerKey, prefixListing, readsOf, resolveTransaction } from './txn-resolution.js';
 import type { CommitOp, CounterOp, DeleteOp, OpOutcome, SetOp, SweepOp, WriteOp } from './write-ops.js';
 import type { BatchResult, ChangeRecord, WriteView } from './write-view.js';
+import { compareKeys } from '../../values/key-order.js';
 
 /** Every write's answer when its bucket is gone. */
 export const NO_BUCKET = { refused: 'no_bucket' } as const;
-
-const compareKeys = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
 /** The batch's state: the view, and what the batch's writes so far changed over it. */
 class BatchState {

@@ -4,6 +4,7 @@ import { type Quota, NO_QUOTA } from '../quota.js';
 import { applyBatch } from './apply-batch.js';
 import type { OpOutcome, WriteOp } from './write-ops.js';
 import type { BatchResult, ChangeRecord, WriteView } from './write-view.js';
+import { compareKeys } from '../../values/key-order.js';
 
 /** One bucket held in memory: what a WriteView reads, and what persisting a batch changes. */
 export interface MemoryBucket {
@@ -13,8 +14,6 @@ export interface MemoryBucket {
   /** Every change row persisted, in order. */
   changes: ChangeRecord[];
 }
-
-const compareKeys = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
 /** A WriteView over a bucket in memory (absent: no such bucket). */
 export function memoryView(bucket: MemoryBucket | undefined): WriteView {

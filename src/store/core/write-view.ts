@@ -3,6 +3,7 @@ import type { EntryRow } from '../entry-row.js';
 import type { Actor, HistoryOperation } from '../history-types.js';
 import type { Usage } from '../quota.js';
 import type { OpOutcome } from './write-ops.js';
+import type { ChangeKind } from '../../values/change-kind.js';
 
 /**
  * One bucket as a batch of writes finds it, before any of them: what an engine loads (all at
@@ -23,7 +24,7 @@ export interface WriteView {
 /** One change-log row a batch made: the key's state after `revision`. */
 export interface ChangeRecord {
   key: string;
-  kind: 'set' | 'delete' | 'expire';
+  kind: ChangeKind;
   /** For `set`: what it wrote. */
   value: StoredValue | undefined;
   expiresAt: number | null;
