@@ -3,6 +3,7 @@ import { defineCommand, examples, integer } from '../define-command.js';
 import { data, pipe, progress, stdoutIsTty, table, warn } from '../output.js';
 import { type MetaRow, int64AsString, metaRowOf, renderLongTable, renderValuesTable } from '../values-table.js';
 import { KvbHttpError, networkErrorFor } from '../../client/client-errors.js';
+import type { KvbHttp } from '../../client/kvb-http.js';
 import { withClient } from '../session.js';
 import { MAX_LIST_LIMIT } from '../../limits.js';
 
@@ -68,7 +69,6 @@ print names, folders ending in /.
 ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', 'kvb ls --format jsonl --values | jq -r \'select(.type=="int64") | .key\'', 'kvb ls --format json | jq length', 'kvb ls --folders', 'kvb ls --folders photos/2024/')}`,
       ),
   async run(prefix, options, command) {
-    const { Readable } = await import('node:stream');
     await withClient(command, async ({ client, bucket }) => {
       const format = options.format ?? (stdoutIsTty() ? 'table' : 'text');
       const id = bucket();
@@ -76,32 +76,7 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', 'kvb ls --
         const { listFolders } = await import('../ls-folders.js');
         return listFolders(client, id, { prefix, reverse: options.reverse, limit: options.limit, format });
       }
-      const wanted = options.limit ?? Number.POSITIVE_INFINITY;
-      const query = { prefix, reverse: options.reverse, values: options.values, revision: options.rev };
-      /**
-       * Every page of the listing, following Kvb-Next-Cursor until the last page or --limit:
-       * each page streams through as it arrives, so memory stays constant however many keys.
-       */
-      async function* pages(pageFormat: 'text' | 'json' | 'jsonl', meta?: boolean): AsyncGenerator<AsyncIterable<Uint8Array>> {
-        let cursor: string | undefined;
-        let listed = 0;
-        let first = true;
-        do {
-          const limit = Math.min(PAGE_KEYS, wanted - listed);
-          const page = await client.listPage(id, {
-            ...query,
-            meta,
-            format: pageFormat,
-            limit,
-            skip: first ? options.skip : undefined,
-            cursor,
-          });
-          first = false;
-          yield page.body;
-          listed += limit;
-          cursor = page.nextCursor;
-        } while (cursor !== undefined && listed < wanted);
-      }
+      const listing: Listing = { client, bucket: id, prefix, options };
       const shown = progress('listed');
       let keys = 0;
       let bytes = 0;
@@ -112,53 +87,8 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', 'kvb ls --
         shown.update(keys, bytes);
       };
       try {
-        if (format !== 'table' && (options.long || (options.values && format !== 'text'))) {
-          // Objects that carry the type (the listing's meta=true), int64 values as decimal strings.
-          await pipe(Readable.from(typedListing(joinPages(pages('jsonl', true), 'jsonl', count), format))).catch((err: unknown) => {
-            if (err instanceof KvbHttpError) throw err;
-            throw networkErrorFor(client.url, err);
-          });
-          return;
-        }
-        if (format !== 'table') {
-          // A connection lost mid-listing is still a network failure (exit 4), not a crash.
-          await pipe(Readable.from(joinPages(pages(format), format, count))).catch((err: unknown) => {
-            if (err instanceof KvbHttpError) throw err;
-            throw networkErrorFor(client.url, err);
-          });
-          return;
-        }
-        // A table is for people: read it whole, then lay it out. With values, each key comes with
-        // its type, size and expiry (the listing's meta=true) for a one-line-per-key table.
-        const chunks: Buffer[] = [];
-        try {
-          for await (const chunk of joinPages(pages('jsonl', options.values || options.long), 'jsonl', count)) chunks.push(chunk);
-        } catch (err) {
-          if (err instanceof KvbHttpError) throw err;
-          throw networkErrorFor(client.url, err);
-        }
-        shown.done();
-        const lines = Buffer.concat(chunks)
-          .toString('utf8')
-          .split('\n')
-          .filter((lineText) => lineText !== '');
-        if (options.long && !options.values) {
-          await data(
-            renderLongTable(
-              lines.map((lineText) => JSON.parse(lineText) as MetaRow),
-              process.stdout.columns || 80,
-              Date.now(),
-            ),
-          );
-          return;
-        }
-        // A server without the meta extension answers [key, value] pairs: the older bordered table.
-        if (options.values && (lines.length === 0 || lines[0]!.startsWith('{'))) {
-          await data(renderValuesTable(lines.map(metaRowOf), process.stdout.columns || 80, Date.now()));
-          return;
-        }
-        const rows = lines.map((lineText) => (options.values ? splitPair(lineText) : [JSON.parse(lineText) as string]));
-        await table(options.values ? ['key', 'value'] : ['key'], rows);
+        if (format === 'table') await printTable(listing, count, () => shown.done());
+        else await streamListing(listing, format, count);
       } catch (err) {
         failed = true;
         throw err;
@@ -174,6 +104,110 @@ ${examples('kvb ls user/', 'kvb ls -l', 'kvb ls --values --limit 20', 'kvb ls --
     });
   },
 });
+
+/** The flags a listing reads. */
+interface LsFlags {
+  limit?: number | undefined;
+  skip?: number | undefined;
+  reverse?: true | undefined;
+  values?: true | undefined;
+  long?: true | undefined;
+  rev?: number | undefined;
+}
+
+/** One `kvb ls` listing: where, and what was asked. */
+interface Listing {
+  client: KvbHttp;
+  bucket: string;
+  prefix: string | undefined;
+  options: LsFlags;
+}
+
+/**
+ * Every page of the listing, following Kvb-Next-Cursor until the last page or --limit: each page
+ * streams through as it arrives, so memory stays constant however many keys.
+ */
+async function* pages(
+  { client, bucket, prefix, options }: Listing,
+  pageFormat: 'text' | 'json' | 'jsonl',
+  meta?: boolean,
+): AsyncGenerator<AsyncIterable<Uint8Array>> {
+  const wanted = options.limit ?? Number.POSITIVE_INFINITY;
+  const query = { prefix, reverse: options.reverse, values: options.values, revision: options.rev };
+  let cursor: string | undefined;
+  let listed = 0;
+  let first = true;
+  do {
+    const limit = Math.min(PAGE_KEYS, wanted - listed);
+    const page = await client.listPage(bucket, {
+      ...query,
+      meta,
+      format: pageFormat,
+      limit,
+      skip: first ? options.skip : undefined,
+      cursor,
+    });
+    first = false;
+    yield page.body;
+    listed += limit;
+    cursor = page.nextCursor;
+  } while (cursor !== undefined && listed < wanted);
+}
+
+/** A listing lost mid-way is still a network failure (exit 4), not a crash; the server's own errors pass as they are. */
+function asNetworkError(client: KvbHttp, err: unknown): never {
+  if (err instanceof KvbHttpError) throw err;
+  throw networkErrorFor(client.url, err);
+}
+
+/** text, json or jsonl, streamed to stdout page by page. */
+async function streamListing(listing: Listing, format: 'text' | 'json' | 'jsonl', count: (chunk: Buffer) => void): Promise<void> {
+  const { Readable } = await import('node:stream');
+  const { options } = listing;
+  // With -l, or values in json/jsonl: objects that carry the type (the listing's meta=true), int64 values as decimal strings.
+  const body =
+    options.long || (options.values && format !== 'text')
+      ? typedListing(joinPages(pages(listing, 'jsonl', true), 'jsonl', count), format)
+      : joinPages(pages(listing, format), format, count);
+  await pipe(Readable.from(body)).catch((err: unknown) => asNetworkError(listing.client, err));
+}
+
+/**
+ * A table is for people: read it whole, then lay it out. With values, each key comes with its
+ * type, size and expiry (the listing's meta=true) for a one-line-per-key table.
+ */
+async function printTable(listing: Listing, count: (chunk: Buffer) => void, read: () => void): Promise<void> {
+  const { options } = listing;
+  const chunks: Buffer[] = [];
+  try {
+    for await (const chunk of joinPages(pages(listing, 'jsonl', options.values || options.long), 'jsonl', count)) chunks.push(chunk);
+  } catch (err) {
+    asNetworkError(listing.client, err);
+  }
+  read();
+  const lines = Buffer.concat(chunks)
+    .toString('utf8')
+    .split('\n')
+    .filter((lineText) => lineText !== '');
+  const width = process.stdout.columns || 80;
+  if (options.long && !options.values) {
+    await data(
+      renderLongTable(
+        lines.map((lineText) => JSON.parse(lineText) as MetaRow),
+        width,
+        Date.now(),
+      ),
+    );
+    return;
+  }
+  // A server without the meta extension answers [key, value] pairs: the older bordered table.
+  if (options.values && (lines.length === 0 || lines[0]!.startsWith('{'))) {
+    await data(renderValuesTable(lines.map(metaRowOf), width, Date.now()));
+    return;
+  }
+  const rows = lines.map((lineText) => (options.values ? splitPair(lineText) : [JSON.parse(lineText) as string]));
+  await table(options.values ? ['key', 'value'] : ['key'], rows);
+}
 
 /** Keys asked for per request while following cursors. */
 const PAGE_KEYS = 10_000;
