@@ -12,6 +12,7 @@ import { send } from './send.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { type WatchControl, type WatchStats, watcher } from './watchers.js';
 import { type WorkloadContext, finalReads, registerClient, sleep } from './workload.js';
+import { bucketFields, extraClients, scopedWatchers, settleExtra } from './extra-workloads.js';
 
 export interface RunOptions {
   seconds: number;
@@ -49,12 +50,12 @@ export async function cleanupFrom(options: RunOptions, mark: number): Promise<vo
   }
 }
 
-async function createBucket(instance: Instance): Promise<string> {
+async function createBucket(instance: Instance, fields = ''): Promise<string> {
   for (let attempt = 0; attempt < 20; attempt++) {
     const ex = await send(`${instance.url}/api/v1/`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: 'email=robustness@example.com&default_ttl=0',
+      body: `email=robustness@example.com&default_ttl=0${fields}`,
     });
     if (ex.answer?.status === 201) return ex.answer.text.trim();
     await sleep(250);
@@ -125,7 +126,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     // The first alone (it runs the migrations), then the others together.
     await instances[0]!.start();
     await Promise.all(instances.slice(1).map((instance) => instance.start()));
-    const bucket = await createBucket(instances[0]!);
+    const bucket = await createBucket(instances[0]!, bucketFields(scenario.extra));
     await openAccounts(instances[0]!.url, bucket);
 
     let running = true;
@@ -137,9 +138,12 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     // Watchers first (from revision 0, so they see the accounts opening too), each starting on another instance than the last.
     const control: WatchControl = { abort: false };
     const watchStats: WatchStats = { events: 0, segments: 0, resets: 0, closed: 0 };
-    const watcherCount = Math.max(2, scenario.instances);
+    const scoped = scopedWatchers(scenario.extra, ctx);
+    const watcherCount = Math.max(2, scenario.instances) + scoped.length;
     const watching = Array.from({ length: watcherCount }, (_, i) =>
-      watcher(recorder, instances, bucket, i + 1, control, watchStats).catch(clientErrors(`watcher ${i}`)),
+      watcher(recorder, instances, bucket, i + 1, control, watchStats, scoped[i - (watcherCount - scoped.length)]).catch(
+        clientErrors(`watcher ${i}`),
+      ),
     );
     defer(options, () => {
       control.abort = true;
@@ -154,6 +158,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       ...Array.from({ length: options.clients }, (_, i) => registerClient(ctx, i).catch(clientErrors(`client ${i}`))),
       ...Array.from({ length: 2 }, (_, i) => bankClient(ctx, i + 1).catch(clientErrors(`bank client ${i}`))),
       ...(scenario.locks ? Array.from({ length: 3 }, (_, i) => lockHolder(ctx, i, errors).catch(clientErrors(`lock holder ${i}`))) : []),
+      ...extraClients(scenario.extra, ctx, errors, clientErrors),
     ];
 
     // The fault, while the clients run; every fault is healed before the last SETTLE_MS.
@@ -230,6 +235,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     running = false;
     await Promise.all(clients);
     await finalReads(ctx, errors);
+    await settleExtra(scenario.extra, ctx, errors);
 
     // Each watcher catches up to the final revision (bounded), so the watch rules are checked up to a known revision.
     const finalRevision = await bucketRevision(instances, bucket);

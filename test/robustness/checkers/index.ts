@@ -1,12 +1,14 @@
 import type { RecordedHistory, Verdict } from '../history.js';
 import { checkBank } from './bank.js';
+import { checkCredentials } from './credentials.js';
 import { checkFencing } from './fencing.js';
 import { type LinearizabilityOptions, checkLinearizable } from './linearizability.js';
 import { type PatchResult, patchFromFeed } from './patch.js';
 import { checkRevisions } from './revisions.js';
 import { checkWatch } from './watch.js';
+import { checkWatchScope } from './watch-scope.js';
 
-export { checkBank, checkFencing, checkLinearizable, checkRevisions, checkWatch, patchFromFeed };
+export { checkBank, checkCredentials, checkFencing, checkLinearizable, checkRevisions, checkWatch, checkWatchScope, patchFromFeed };
 
 /**
  * Every checker that applies to a recorded run: linearizability and the revision rules when it
@@ -17,7 +19,7 @@ export { checkBank, checkFencing, checkLinearizable, checkRevisions, checkWatch,
  */
 export function checkHistory(history: RecordedHistory, options: LinearizabilityOptions): Verdict[] {
   const verdicts: Verdict[] = [];
-  const watchVerdicts = history.watches.length > 0 ? checkWatch(history.watches, history.ops) : [];
+  const watchVerdicts = history.watches.length > 0 ? [...checkWatch(history.watches, history.ops), ...checkWatchScope(history)] : [];
   if (history.ops.length > 0) {
     const patch = patchFromFeed(history.ops, history.watches, watchVerdicts);
     verdicts.push(withPatch(checkLinearizable(patch?.ops ?? history.ops, options), patch));
@@ -26,6 +28,7 @@ export function checkHistory(history: RecordedHistory, options: LinearizabilityO
   verdicts.push(...watchVerdicts);
   if (history.bank) verdicts.push(checkBank(history.bank));
   if (history.fenced && history.fenced.length > 0) verdicts.push(checkFencing(history.fenced));
+  if (history.credentials) verdicts.push(checkCredentials(history.credentials));
   return verdicts;
 }
 
