@@ -99,8 +99,10 @@ export async function watcher(
       stats.segments++;
       let buffer = '';
       let ended = false;
+      // One decoder for the stream: a character split between two chunks must not become two U+FFFD.
+      const decoder = new TextDecoder();
       for await (const chunk of res.body) {
-        buffer += (chunk as Buffer).toString('utf8');
+        buffer += decoder.decode(chunk as Buffer, { stream: true });
         let cut: number;
         while ((cut = buffer.indexOf('\n\n')) >= 0) {
           const message = buffer.slice(0, cut);
