@@ -112,6 +112,18 @@ function expireEventCases(): SelftestCase[] {
       watches: feed([expiringSet('x', 1, 'a', 1005, 6), expire('x', 2, 1500)]),
       expiry: settled,
     }),
+    // A set over an expired value the sweeper had not reached: the set replaces the row, so no expire is recorded for
+    // the old value; its set event's expires_at already said when it stopped being live.
+    ok('expire: a set over an expired, unswept value, with no expire between', {
+      ops: (() => {
+        const h = new Ops();
+        expiringWrite(h);
+        h.write(2, 'x', 'b', [1300, 1310], 2);
+        return h.ops;
+      })(),
+      watches: feed([expiringSet('x', 1, 'a', 1005, 6), set('x', 2, 'b', 1309)]),
+      expiry: settled,
+    }),
     bad('expire: an expire event before the key expired', 'watch-expire', {
       ops: ops(),
       watches: feed([expiringSet('x', 1, 'a', 1005, 6), expire('x', 2, 500)]),
