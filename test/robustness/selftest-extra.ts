@@ -224,9 +224,13 @@ function credentialCases(): SelftestCase[] {
         use(1, 'a', 3020, 401),
         use(1, 'b', 3100, 200),
         use(2, 'b', 3200, 404),
+        use(2, 'b', 3300, 401), // signed with the new key: b may not know it for the cache's 1 s
       ]),
     }),
     bad('credentials: a valid token refused', 'credentials', { credentials: credentials([use(0, 'a', 100, 401)]) }),
+    bad('credentials: a token of the new generation refused past the cache bound', 'credentials', {
+      credentials: credentials([use(2, 'b', 4600, 401)]),
+    }),
     bad('credentials: an expired token served', 'credentials', { credentials: credentials([use(0, 'a', 2100, 200)]) }),
     bad('credentials: a revoked token served by the instance that rotated', 'credentials', {
       credentials: credentials([use(1, 'a', 3100, 200)]),

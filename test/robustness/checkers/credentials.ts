@@ -7,9 +7,11 @@ import { CLOCK_SLACK_MS } from './expiry.js';
  * an expired or revoked one is served. A token is valid from its mint until the first of its `exp`
  * (the server compares its own clock, which the history's shares) and the rotation of the signing
  * key past its generation. Each use is judged only where the clocks settle it:
- * - surely valid: answered before `exp` (less the clock's margin), and no rotation past the token's
- *   generation was sent before the answer; then a 401 or 403 is an anomaly (every use stays inside
- *   the token's prefix and permissions);
+ * - surely valid: answered before `exp` (less the clock's margin), no rotation past the token's
+ *   generation sent before the answer, and the rotation that made its generation known to the
+ *   instance (answered there, or `propagationMs` before on another: a token signed with the new key
+ *   is new to an instance that still holds the old one); then a 401 or 403 is an anomaly (every use
+ *   stays inside the token's prefix and permissions);
  * - surely invalid: sent after `exp` (plus the margin), or after a rotation past its generation was
  *   answered (on the instance that rotated), or answered more than `propagationMs` before (on
  *   another: each instance caches checked tokens for at most 1 s); then any answer other than 401,
@@ -20,6 +22,12 @@ const CHECKER = 'credentials';
 const MAX_DETAILS = 10;
 
 const REFUSED = (status: number) => status === 401 || status === 403;
+
+/** When an instance surely knows a rotation: at once where it was made, `propagationMs` later elsewhere. */
+function knownAt(rotation: Rotation | undefined, instance: string, propagationMs: number): number {
+  if (rotation === undefined) return Number.NEGATIVE_INFINITY;
+  return rotation.ret + (rotation.instance === instance ? 0 : propagationMs);
+}
 
 /** The first rotation past `generation`: the one that revokes a token minted under it. */
 function revocation(rotations: readonly Rotation[], generation: number): Rotation | undefined {
@@ -48,8 +56,12 @@ export function checkCredentials(credentials: CredentialHistory): Verdict {
     if (use.status === undefined || token === undefined || use.status >= 500) continue;
     examined++;
     const revoked = revocation(credentials.rotations, token.generation);
-    const validThrough = use.ret < token.expiresAt - CLOCK_SLACK_MS && (revoked === undefined || revoked.call > use.ret);
-    const revokedBy = revoked === undefined ? Infinity : revoked.ret + (revoked.instance === use.instance ? 0 : credentials.propagationMs);
+    const made = credentials.rotations.find((r) => r.generation === token.generation);
+    const validThrough =
+      use.ret < token.expiresAt - CLOCK_SLACK_MS &&
+      (revoked === undefined || revoked.call > use.ret) &&
+      use.call > knownAt(made, use.instance, credentials.propagationMs) + CLOCK_SLACK_MS;
+    const revokedBy = revoked === undefined ? Number.POSITIVE_INFINITY : knownAt(revoked, use.instance, credentials.propagationMs);
     const invalidAt = Math.min(token.expiresAt, revokedBy) + CLOCK_SLACK_MS;
     if (validThrough && REFUSED(use.status)) note(`a valid token refused: ${describeUse(use, token, revoked)}`);
     if (use.call > invalidAt && !REFUSED(use.status)) {
