@@ -64,6 +64,20 @@ function expiryCases(): SelftestCase[] {
     cases.push(ok('expiry: reads racing the expiry inside the window the clock cannot settle', { ops: h.ops }));
   }
   {
+    // The feed shows set a, set b with no expire between: b's create came over the expired, unswept a.
+    const h = new Ops();
+    expiringWrite(h);
+    h.create(2, 'x', 'b', [1100, Number.POSITIVE_INFINITY], 'fail');
+    h.read(3, 'x', [1300, 1310], 'b', 2);
+    const events = [{ ...set('x', 1, 'a', 6), expiresAt: 1005 }, set('x', 2, 'b', 1200)];
+    cases.push(
+      ok('expiry: an unanswered create over an expired, unswept value, which the feed shows', {
+        ops: h.ops,
+        watches: [watcher(1, [{ instance: 'a', since: 0, events }], 2)],
+      }),
+    );
+  }
+  {
     const h = new Ops();
     expiringWrite(h);
     h.read(2, 'x', [1200, 1210], 'a', 1);
