@@ -1,6 +1,7 @@
 import type { Op, RecordedHistory, Verdict, WatchEvent, WatchLog } from '../history.js';
 import { describeOp } from './describe-op.js';
 import { CLOCK_SLACK_MS, expiryOf } from './expiry.js';
+import { Details } from './watch.js';
 
 /**
  * The watch rules that watch.ts leaves to this file, one verdict each:
@@ -16,18 +17,6 @@ import { CLOCK_SLACK_MS, expiryOf } from './expiry.js';
  * Each is only reported when the history has what it is about (a scoped watcher; expiring writes
  * or expire events), so other scenarios print no verdict they cannot fail.
  */
-const MAX_DETAILS = 10;
-
-class Details {
-  readonly lines: string[] = [];
-  note(line: string): void {
-    if (this.lines.length < MAX_DETAILS) this.lines.push(line);
-    else if (this.lines.length === MAX_DETAILS) this.lines.push('… more');
-  }
-  verdict(checker: string, examined: number): Verdict {
-    return { checker, result: this.lines.length > 0 ? 'anomaly' : 'ok', details: this.lines, examined };
-  }
-}
 
 const describe = (watch: WatchLog, e: WatchEvent): string =>
   `watcher ${watch.watcher} ${e.kind} ${JSON.stringify(e.key)} rev ${e.revision}${e.expiresAt === undefined ? '' : ` expiring at ${e.expiresAt.toFixed(1)}`} (received ${e.at.toFixed(1)})`;
