@@ -32,7 +32,7 @@ export function typedName(type: string, bytes: Buffer): string {
 const floatBytes = (n: number) => Buffer.from(String(n));
 
 /** The name of a value as a GET answers it: `Kvb-Type` and the body's bytes. */
-function nameOfRead(answer: Answer): string {
+export function nameOfRead(answer: Answer): string {
   const type = String(answer.headers['kvb-type']);
   const bytes = answer.bytes ?? Buffer.from(answer.text);
   return typedName(type, type === 'float64' ? floatBytes(Number(bytes.toString())) : bytes);
