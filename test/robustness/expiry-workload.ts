@@ -41,7 +41,7 @@ export async function expiryClient(ctx: WorkloadContext, index: number): Promise
     const headers: Record<string, string> = { 'content-type': 'text/plain' };
     const rev = seen.get(key);
     if (mode === 'cas') {
-      if (rev === undefined) return read(key);
+      if (rev === undefined) return readExpiring(ctx, kit, key, seen);
       headers['if-match'] = `"${rev}"`;
     }
     if (mode === 'create') headers['if-none-match'] = '*';
@@ -66,79 +66,73 @@ export async function expiryClient(ctx: WorkloadContext, index: number): Promise
     );
   };
 
-  const read = async (key: string) => {
-    await kit.exchange(
-      'expiring-read',
-      keyUrl(instance, ctx.bucket, key),
-      {},
-      (ex, ok) => {
-        const found = ex.answer?.status === 200;
-        const revision = found ? revisionOf(ex.answer!) : undefined;
-        if (ok && revision !== undefined) seen.set(key, revision);
-        return readDraft(key, ex.answer, found ? ex.answer!.text : null);
-      },
-      [404],
-    );
-  };
-
-  const remove = async (key: string) => {
-    await kit.exchange('expiring-delete', keyUrl(instance, ctx.bucket, key), { method: 'DELETE' }, (ex, ok) => {
-      const revision = ok ? revisionOf(ex.answer!) : undefined;
-      return [{ model: 'register', key, input: { f: 'delete' }, output: { ...(revision !== undefined && { revision }) } }];
-    });
-  };
-
-  /** Gets of every expiring key in one transaction: each as of one revision, expired ones null. */
-  const multiRead = async () => {
-    await kit.exchange(
-      'expiring-txn-read',
-      bucketUrl(instance, ctx.bucket),
-      { method: 'POST', ...jsonBody({ txn: EXPIRY_KEYS.map((key) => ({ get: key })) }) },
-      (ex, ok) => {
-        let results: Array<{ value: string; rev: number } | null> | undefined;
-        if (ok) {
-          results = (JSON.parse(ex.answer!.text) as { results: Array<{ value: string; rev: number } | null> }).results;
-          if (!Array.isArray(results))
-            throw new Error(`a transaction of gets answered 2xx without results: ${ex.answer!.text.slice(0, 200)}`);
-        }
-        return EXPIRY_KEYS.map((key, i) => {
-          const got = results?.[i];
-          return {
-            model: 'register' as const,
-            key,
-            input: { f: 'read' as const },
-            output: got ? { value: got.value, revision: got.rev } : { value: null },
-          };
-        });
-      },
-    );
-  };
-
   await pacedLoop(ctx, random, state, async () => {
     const key = random.pick(EXPIRY_KEYS);
     const roll = random.next();
     const ttl = random.int(1, 2);
-    if (roll < 0.3) await read(key);
+    if (roll < 0.3) await readExpiring(ctx, kit, key, seen);
     else if (roll < 0.55) await write(key, 'write', ttl);
     else if (roll < 0.62) await write(key, 'write', undefined);
     else if (roll < 0.74) await write(key, 'create', ttl);
     else if (roll < 0.82) await write(key, 'cas', random.chance(0.5) ? ttl : undefined);
-    else if (roll < 0.94) await remove(key);
-    else await multiRead();
+    else if (roll < 0.94) await deleteExpiring(ctx, kit, key);
+    else await multiReadExpiring(ctx, kit);
   });
+}
+
+/** A GET: the value, or 404 (absent or expired); `seen` learns the key's revision. */
+async function readExpiring(ctx: WorkloadContext, kit: ClientKit, key: string, seen?: Map<string, number>): Promise<void> {
+  await kit.exchange(
+    seen ? 'expiring-read' : 'final-read',
+    keyUrl(kit.instance, ctx.bucket, key),
+    {},
+    (ex, ok) => {
+      const found = ex.answer?.status === 200;
+      const revision = found ? revisionOf(ex.answer!) : undefined;
+      if (ok && revision !== undefined) seen?.set(key, revision);
+      return readDraft(key, ex.answer, found ? ex.answer!.text : null);
+    },
+    [404],
+  );
+}
+
+/** A DELETE: 204 while live, 404 (nothing written) once expired. */
+async function deleteExpiring(ctx: WorkloadContext, kit: ClientKit, key: string): Promise<void> {
+  await kit.exchange('expiring-delete', keyUrl(kit.instance, ctx.bucket, key), { method: 'DELETE' }, (ex, ok) => {
+    const revision = ok ? revisionOf(ex.answer!) : undefined;
+    return [{ model: 'register', key, input: { f: 'delete' }, output: { ...(revision !== undefined && { revision }) } }];
+  });
+}
+
+/** Gets of every expiring key in one transaction: each as of one revision, expired ones null. */
+async function multiReadExpiring(ctx: WorkloadContext, kit: ClientKit): Promise<void> {
+  await kit.exchange(
+    'expiring-txn-read',
+    bucketUrl(kit.instance, ctx.bucket),
+    { method: 'POST', ...jsonBody({ txn: EXPIRY_KEYS.map((key) => ({ get: key })) }) },
+    (ex, ok) => {
+      let results: Array<{ value: string; rev: number } | null> | undefined;
+      if (ok) {
+        results = (JSON.parse(ex.answer!.text) as { results: Array<{ value: string; rev: number } | null> }).results;
+        if (!Array.isArray(results))
+          throw new Error(`a transaction of gets answered 2xx without results: ${ex.answer!.text.slice(0, 200)}`);
+      }
+      return EXPIRY_KEYS.map((key, i) => {
+        const got = results?.[i];
+        return {
+          model: 'register' as const,
+          key,
+          input: { f: 'read' as const },
+          output: got ? { value: got.value, revision: got.rev } : { value: null },
+        };
+      });
+    },
+  );
 }
 
 /** A final read of every expiring key from every instance (the faults are healed). */
 export async function finalExpiryReads(ctx: WorkloadContext, kit: ClientKit): Promise<void> {
-  for (const key of EXPIRY_KEYS) {
-    await kit.exchange(
-      'final-read',
-      keyUrl(kit.instance, ctx.bucket, key),
-      {},
-      (ex) => readDraft(key, ex.answer, ex.answer?.status === 200 ? ex.answer.text : null),
-      [404],
-    );
-  }
+  for (const key of EXPIRY_KEYS) await readExpiring(ctx, kit, key);
 }
 
 /**
