@@ -21,14 +21,19 @@ export interface ExtraWorkloads {
   scopedWatchers?: boolean;
 }
 
-/** The create-bucket form fields they need: a signing key, for tokens. */
-export function bucketFields(extra: ExtraWorkloads | undefined): string {
-  return extra?.tokens || extra?.scopedWatchers ? '&signing_key=robustness-initial-key' : '';
-}
-
-/** The scoped watchers, started with the others. */
-export function scopedWatchers(extra: ExtraWorkloads | undefined, ctx: Pick<WorkloadContext, 'bucket'>): WatcherOptions[] {
-  if (!extra?.scopedWatchers) return [];
+/**
+ * Before the watchers start: gives the bucket a signing key when tokens are used (the suite's
+ * bucket has none, and no `secret_key`, so anonymous requests may set it), and returns the scoped
+ * watchers to start with the others.
+ */
+export async function prepareExtra(extra: ExtraWorkloads | undefined, ctx: WorkloadContext): Promise<WatcherOptions[]> {
+  if (!extra?.tokens && !extra?.scopedWatchers) return [];
+  const ex = await send(bucketUrl(ctx.instances[0]!, ctx.bucket), {
+    method: 'PATCH',
+    ...jsonBody({ signing_key: 'robustness-initial-key' }),
+  });
+  if (ex.answer?.status !== 204) throw new Error(`could not give the bucket a signing key: ${ex.answer?.status ?? ex.error?.code}`);
+  if (!extra.scopedWatchers) return [];
   return [
     { prefix: TYPED_PREFIX },
     {

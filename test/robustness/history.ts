@@ -9,8 +9,6 @@
  * `Infinity` and its output is unknown.
  */
 
-import type { CredentialHistory } from './history-credentials.js';
-
 /** How an operation ended, as its client saw it. */
 export type Outcome = 'ok' | 'fail' | 'unknown';
 
@@ -155,7 +153,7 @@ export interface RecordedHistory {
   ops: Op[];
   watches: WatchLog[];
   /** The temporary-token workload: every authorized request and every signing-key rotation (history-credentials.ts). */
-  credentials?: CredentialHistory;
+  credentials?: import('./history-credentials.js').CredentialHistory;
   /** Set by runs with expiring keys: by `settledAt` every key expired before `settledAt - sweepBoundMs` was swept. */
   expiry?: { settledAt: number; sweepBoundMs: number };
   /** The bank workload: its snapshots and the total every snapshot must sum to. */

@@ -12,7 +12,7 @@ import { send } from './send.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { type WatchControl, type WatchStats, watcher } from './watchers.js';
 import { type WorkloadContext, finalReads, registerClient, sleep } from './workload.js';
-import { bucketFields, extraClients, scopedWatchers, settleExtra } from './extra-workloads.js';
+import { extraClients, prepareExtra, settleExtra } from './extra-workloads.js';
 
 export interface RunOptions {
   seconds: number;
@@ -50,12 +50,12 @@ export async function cleanupFrom(options: RunOptions, mark: number): Promise<vo
   }
 }
 
-async function createBucket(instance: Instance, fields = ''): Promise<string> {
+async function createBucket(instance: Instance): Promise<string> {
   for (let attempt = 0; attempt < 20; attempt++) {
     const ex = await send(`${instance.url}/api/v1/`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: `email=robustness@example.com&default_ttl=0${fields}`,
+      body: 'email=robustness@example.com&default_ttl=0',
     });
     if (ex.answer?.status === 201) return ex.answer.text.trim();
     await sleep(250);
@@ -126,7 +126,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     // The first alone (it runs the migrations), then the others together.
     await instances[0]!.start();
     await Promise.all(instances.slice(1).map((instance) => instance.start()));
-    const bucket = await createBucket(instances[0]!, bucketFields(scenario.extra));
+    const bucket = await createBucket(instances[0]!);
     await openAccounts(instances[0]!.url, bucket);
 
     let running = true;
@@ -138,7 +138,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     // Watchers first (from revision 0, so they see the accounts opening too), each starting on another instance than the last.
     const control: WatchControl = { abort: false };
     const watchStats: WatchStats = { events: 0, segments: 0, resets: 0, closed: 0 };
-    const scoped = scopedWatchers(scenario.extra, ctx);
+    const scoped = await prepareExtra(scenario.extra, ctx);
     const watcherCount = Math.max(2, scenario.instances) + scoped.length;
     const watching = Array.from({ length: watcherCount }, (_, i) =>
       watcher(recorder, instances, bucket, i + 1, control, watchStats, scoped[i - (watcherCount - scoped.length)]).catch(

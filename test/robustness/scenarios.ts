@@ -37,10 +37,11 @@ export interface Scenario {
   locks?: boolean;
 }
 
-const PG_ARGS = ['--pool-size', '4'];
 /** Every extra workload, with the sweeper running every second so expiries show in the feed within the run. */
 const EVERY_EXTRA: ExtraWorkloads = { expiry: true, values: true, tokens: true, scopedWatchers: true };
 const SWEEP_ARGS = ['--sweep-interval', '1'];
+
+const PG_ARGS = ['--pool-size', '4'];
 
 export const SCENARIOS: Scenario[] = [
   { name: 'sqlite-none', backend: 'sqlite', instances: 1, nemesis: 'none', args: [], ci: true },

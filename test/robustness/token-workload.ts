@@ -111,7 +111,8 @@ export async function tokenClient(ctx: WorkloadContext, index: number, credentia
 export async function rotator(ctx: WorkloadContext, credentials: CredentialHistory): Promise<void> {
   const instance = ctx.instances[0]!;
   const random = ctx.random.fork();
-  let generation = 0;
+  // The bucket's signing key was set before the run (a generation already); rotations count from there.
+  let generation = (await policyGeneration(instance, ctx.bucket))?.generation ?? 0;
   /** The earliest call of a rotation not yet seen in the policy (its PATCH had no answer). */
   let pendingCall: number | undefined;
   while (ctx.running()) {

@@ -1,14 +1,14 @@
 import type { RecordedHistory, Verdict } from '../history.js';
 import { checkBank } from './bank.js';
 import { checkCredentials } from './credentials.js';
+import { checkWatchScope } from './watch-scope.js';
 import { checkFencing } from './fencing.js';
 import { type LinearizabilityOptions, checkLinearizable } from './linearizability.js';
 import { type PatchResult, patchFromFeed } from './patch.js';
 import { checkRevisions } from './revisions.js';
 import { checkWatch } from './watch.js';
-import { checkWatchScope } from './watch-scope.js';
 
-export { checkBank, checkCredentials, checkFencing, checkLinearizable, checkRevisions, checkWatch, checkWatchScope, patchFromFeed };
+export { checkBank, checkFencing, checkLinearizable, checkRevisions, checkWatch, patchFromFeed };
 
 /**
  * Every checker that applies to a recorded run: linearizability and the revision rules when it
@@ -26,9 +26,9 @@ export function checkHistory(history: RecordedHistory, options: LinearizabilityO
     verdicts.push(checkRevisions(history.ops));
   }
   verdicts.push(...watchVerdicts);
+  if (history.credentials) verdicts.push(checkCredentials(history.credentials));
   if (history.bank) verdicts.push(checkBank(history.bank));
   if (history.fenced && history.fenced.length > 0) verdicts.push(checkFencing(history.fenced));
-  if (history.credentials) verdicts.push(checkCredentials(history.credentials));
   return verdicts;
 }
 
