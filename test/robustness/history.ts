@@ -15,11 +15,11 @@ export type Outcome = 'ok' | 'fail' | 'unknown';
 /** One operation on one key of the register model (a key holding a text value, or absent). */
 export type RegisterInput =
   | { f: 'read' }
-  | { f: 'write'; value: string }
+  | ({ f: 'write'; value: string } & Expiring)
   /** Compare-and-set: write `value` only if the key is live at revision `rev` (`If-Match`). */
-  | { f: 'cas'; rev: number; value: string }
+  | ({ f: 'cas'; rev: number; value: string } & Expiring)
   /** Write only if absent (`If-None-Match: *`). */
-  | { f: 'create'; value: string }
+  | ({ f: 'create'; value: string } & Expiring)
   /**
    * A plain DELETE is ok only if the key was live (404 otherwise). A delete inside a multi-key
    * request (an `Op` with `group`) is ok on an absent key too (a transaction's delete of an absent
@@ -28,12 +28,22 @@ export type RegisterInput =
   | { f: 'delete' };
 
 /**
+ * The TTL a write asked for (`?ttl=S`, S > 0): the key expires S seconds after the server's clock
+ * at the write. Absent: the bucket's default, which the suite's bucket sets to no expiry.
+ */
+export interface Expiring {
+  ttl?: number;
+}
+
+/**
  * What an ok register operation returned: the value read (null = absent) and the revision seen or
  * written. A read of an absent key has no revision (undefined or 0): a 404 names none.
  */
 export interface RegisterOutput {
   value?: string | null;
   revision?: number;
+  /** For a write with a TTL: the expiry it answered (`Kvb-Expires-At`), on the history's clock. */
+  expiresAt?: number;
 }
 
 /** One operation on a counter key (int64, absent = 0). */
@@ -84,6 +94,8 @@ export interface WatchEvent {
   kind: 'set' | 'delete' | 'expire';
   /** The text value for a set, when the feed carried it. */
   value?: string;
+  /** For a set of an expiring key: its `expires_at`, on the history's clock. */
+  expiresAt?: number;
   /** When the watcher received it (same clock as Op). */
   at: number;
 }
@@ -93,6 +105,8 @@ export interface WatchLog {
   watcher: number;
   /** The prefix it watched; absent = the whole bucket. Only keys under it are expected in its feed. */
   prefix?: string;
+  /** Set when it watched with a temporary token: the prefix it names (the watch is narrowed to it). */
+  tokenPrefix?: string;
   /**
    * The revision up to which it is known to have received every change (a `progress` event's or
    * the final listing's revision once it caught up). The reliability rule then covers up to it,
@@ -138,6 +152,10 @@ export interface RecordedHistory {
   scenario: string;
   ops: Op[];
   watches: WatchLog[];
+  /** The temporary-token workload: every authorized request and every signing-key rotation (history-credentials.ts). */
+  credentials?: import('./history-credentials.js').CredentialHistory;
+  /** Set by runs with expiring keys: by `settledAt` every key expired before `settledAt - sweepBoundMs` was swept. */
+  expiry?: { settledAt: number; sweepBoundMs: number };
   /** The bank workload: its snapshots and the total every snapshot must sum to. */
   bank?: {
     reads: BankRead[];

@@ -11,9 +11,13 @@ import type {
   RegisterOutput,
   WatchLog,
 } from './history.js';
+import type { CredentialHistory } from './history-credentials.js';
 
 /** The one clock of a run: every call, return and event time comes from it. */
 export const now = (): number => performance.now();
+
+/** A server's wall-clock time (ms since the epoch, as `Kvb-Expires-At` or a token's `exp` says) on the run's clock, converted as it is received. */
+export const fromWall = (wallMs: number): number => wallMs - (Date.now() - performance.now());
 
 type OpDraft =
   | { model: 'register'; key: string; input: RegisterInput; output?: RegisterOutput }
@@ -28,6 +32,9 @@ export class Recorder {
   readonly watches: WatchLog[] = [];
   readonly bankReads: BankRead[] = [];
   readonly fenced: FencedWrite[] = [];
+  /** Set by the temporary-token workload; `expiry` by runs with expiring keys (RecordedHistory's fields of those names). */
+  credentials?: CredentialHistory;
+  expiry?: RecordedHistory['expiry'];
   /** `kind outcome` -> count, e.g. `cas fail` -> 31. Requests, not per-key ops. */
   readonly tally = new Map<string, number>();
   /** Why requests were not ok, e.g. `412`, `503`, `UND_ERR_HEADERS_TIMEOUT`. */
@@ -80,6 +87,8 @@ export class Recorder {
       watches: this.watches,
       ...(bank && { bank: { reads: this.bankReads, ...bank } }),
       ...(this.fenced.length > 0 && { fenced: this.fenced }),
+      ...(this.credentials && { credentials: this.credentials }),
+      ...(this.expiry && { expiry: this.expiry }),
     };
   }
 }

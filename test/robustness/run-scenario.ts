@@ -12,6 +12,7 @@ import { send } from './send.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { type WatchControl, type WatchStats, watcher } from './watchers.js';
 import { type WorkloadContext, finalReads, registerClient, sleep } from './workload.js';
+import { extraClients, prepareExtra, settleExtra } from './extra-workloads.js';
 
 export interface RunOptions {
   seconds: number;
@@ -137,9 +138,12 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     // Watchers first (from revision 0, so they see the accounts opening too), each starting on another instance than the last.
     const control: WatchControl = { abort: false };
     const watchStats: WatchStats = { events: 0, segments: 0, resets: 0, closed: 0 };
-    const watcherCount = Math.max(2, scenario.instances);
+    const scoped = await prepareExtra(scenario.extra, ctx);
+    const watcherCount = Math.max(2, scenario.instances) + scoped.length;
     const watching = Array.from({ length: watcherCount }, (_, i) =>
-      watcher(recorder, instances, bucket, i + 1, control, watchStats).catch(clientErrors(`watcher ${i}`)),
+      watcher(recorder, instances, bucket, i + 1, control, watchStats, scoped[i - (watcherCount - scoped.length)]).catch(
+        clientErrors(`watcher ${i}`),
+      ),
     );
     defer(options, () => {
       control.abort = true;
@@ -154,6 +158,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       ...Array.from({ length: options.clients }, (_, i) => registerClient(ctx, i).catch(clientErrors(`client ${i}`))),
       ...Array.from({ length: 2 }, (_, i) => bankClient(ctx, i + 1).catch(clientErrors(`bank client ${i}`))),
       ...(scenario.locks ? Array.from({ length: 3 }, (_, i) => lockHolder(ctx, i, errors).catch(clientErrors(`lock holder ${i}`))) : []),
+      ...extraClients(scenario.extra, ctx, errors, clientErrors),
     ];
 
     // The fault, while the clients run; every fault is healed before the last SETTLE_MS.
@@ -230,6 +235,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     running = false;
     await Promise.all(clients);
     await finalReads(ctx, errors);
+    await settleExtra(scenario.extra, ctx, errors);
 
     // Each watcher catches up to the final revision (bounded), so the watch rules are checked up to a known revision.
     const finalRevision = await bucketRevision(instances, bucket);

@@ -1,3 +1,5 @@
+import type { ExtraWorkloads } from './extra-workloads.js';
+
 /**
  * Every scenario of the robustness suite: a backend, how many kvb instances share it, and the
  * fault (nemesis) injected while the clients run.
@@ -27,11 +29,17 @@ export interface Scenario {
   nemesis: Nemesis;
   /** kvb serve arguments beyond the database. */
   args: string[];
+  /** Workloads beyond the register, counter and bank clients (extra-workloads.ts). */
+  extra?: ExtraWorkloads;
   /** Part of the CI profile. */
   ci: boolean;
   /** Runs the lock workload (fenced writes). */
   locks?: boolean;
 }
+
+/** Every extra workload, with the sweeper running every second so expiries show in the feed within the run. */
+const EVERY_EXTRA: ExtraWorkloads = { expiry: true, values: true, tokens: true, scopedWatchers: true };
+const SWEEP_ARGS = ['--sweep-interval', '1'];
 
 const PG_ARGS = ['--pool-size', '4'];
 
@@ -46,6 +54,26 @@ export const SCENARIOS: Scenario[] = [
   { name: 'pg2-cut', backend: 'postgres', instances: 2, nemesis: 'cut', args: PG_ARGS, ci: true },
   { name: 'pg3-kill', backend: 'postgres', instances: 3, nemesis: 'kill', args: PG_ARGS, ci: true },
   { name: 'pgbouncer2-kill', backend: 'pgbouncer', instances: 2, nemesis: 'kill', args: PG_ARGS, ci: true },
+  // Expiring keys, values of every type and size, temporary tokens with rotations, scoped watchers.
+  { name: 'sqlite-extra-kill', backend: 'sqlite', instances: 1, nemesis: 'kill', args: SWEEP_ARGS, ci: true, extra: EVERY_EXTRA },
+  {
+    name: 'pg2-extra-cut',
+    backend: 'postgres',
+    instances: 2,
+    nemesis: 'cut',
+    args: [...PG_ARGS, ...SWEEP_ARGS],
+    ci: true,
+    extra: EVERY_EXTRA,
+  },
+  {
+    name: 'pgbouncer2-extra-pause',
+    backend: 'pgbouncer',
+    instances: 2,
+    nemesis: 'pause',
+    args: [...PG_ARGS, ...SWEEP_ARGS],
+    ci: true,
+    extra: EVERY_EXTRA,
+  },
   { name: 'ha2-switchover', backend: 'ha', instances: 2, nemesis: 'switchover', args: PG_ARGS, ci: true },
   { name: 'ha2-kill-primary', backend: 'ha', instances: 2, nemesis: 'kill-primary', args: PG_ARGS, ci: true },
   // The demoted node keeps answering through its PgBouncer, as a standby: no read may come from it.

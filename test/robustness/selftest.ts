@@ -1,5 +1,6 @@
 import { checkHistory } from './checkers/index.js';
 import type { RecordedHistory, Verdict } from './history.js';
+import { extraSelftestCases } from './selftest-extra.js';
 import { allWatchedEvents, bankRead, del, fenced, history, Ops, set, watchedWrites, watcher } from './selftest-builders.js';
 
 /**
@@ -171,6 +172,8 @@ function mustPass(): SelftestCase[] {
       { holder: 1, token: 5, outcome: 'fail', call: 31, ret: 40 },
     ],
   });
+  // The extra workloads' rules (selftest-extra.ts), the ones that must pass.
+  cases.push(...extraSelftestCases().filter((c) => c.expected === 'ok'));
   return cases;
 }
 
@@ -307,6 +310,7 @@ function mustFail(): SelftestCase[] {
   bad('fencing: a write with an older token after one with a newer token', 'fencing', {
     fenced: [fenced(1, 5, 6, 0, 10), fenced(2, 9, 10, 11, 20), fenced(1, 5, 11, 12, 21)],
   });
+  cases.push(...extraSelftestCases().filter((c) => c.expected === 'anomaly'));
   return cases;
 }
 

@@ -22,6 +22,8 @@ export interface Answer {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   text: string;
+  /** The body's exact bytes, when the request asked for them (`binary`). */
+  bytes?: Buffer;
 }
 
 export type Exchange = { answer: Answer; error?: undefined } | { answer?: undefined; error: { code: string; sent: boolean } };
@@ -34,7 +36,7 @@ const NOT_SENT = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EADDRNOTAV
 
 export async function send(
   url: string,
-  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+  init: { method?: string; headers?: Record<string, string>; body?: string | Buffer; binary?: boolean } = {},
 ): Promise<Exchange> {
   try {
     const res = await request(url, {
@@ -44,6 +46,10 @@ export async function send(
       dispatcher: agent,
       signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS + 500),
     });
+    if (init.binary) {
+      const bytes = Buffer.from(await res.body.arrayBuffer());
+      return { answer: { status: res.statusCode, headers: res.headers, text: bytes.toString('utf8'), bytes } };
+    }
     const text = await res.body.text();
     return { answer: { status: res.statusCode, headers: res.headers, text } };
   } catch (err) {

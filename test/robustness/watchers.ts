@@ -1,7 +1,8 @@
 import { Agent, request } from 'undici';
 import type { WatchEvent, WatchLog } from './history.js';
 import type { Instance } from './instances.js';
-import { type Recorder, now } from './recorder.js';
+import { type Recorder, fromWall, now } from './recorder.js';
+import { TYPED_PREFIX, nameOfWire } from './typed-values.js';
 import { sleep } from './workload.js';
 
 /**
@@ -21,6 +22,20 @@ export interface WatchControl {
   finalRevision?: number;
   /** Stop regardless (the catch-up deadline passed, or the run is being torn down). */
   abort: boolean;
+}
+
+/** A watcher of part of the bucket: with `prefix=`, or with a temporary token for `tokenPrefix` (no `prefix=`: the server narrows the watch to the token's). */
+export interface WatcherOptions {
+  prefix?: string;
+  tokenPrefix?: string;
+  /** A token for `tokenPrefix`, minted afresh for each segment (a rotation or the token's expiry ends the stream with `closed`). */
+  token?: (instance: Instance) => Promise<string | undefined>;
+}
+
+/** An event's value as the history names it: text as is, other JSON as its text; a typed key's by its type and bytes (typed-values.ts). */
+function eventValue(d: Record<string, unknown>): string {
+  if (typeof d.key === 'string' && d.key.startsWith(TYPED_PREFIX)) return nameOfWire(String(d.value_type), d.value);
+  return typeof d.value === 'string' ? d.value : JSON.stringify(d.value);
 }
 
 export interface WatchStats {
@@ -43,8 +58,15 @@ export async function watcher(
   first: number,
   control: WatchControl,
   stats: WatchStats,
+  options: WatcherOptions = {},
 ): Promise<void> {
-  const log: WatchLog = { watcher: recorder.newClient(), segments: [] };
+  const prefix = options.prefix ?? options.tokenPrefix;
+  const log: WatchLog = {
+    watcher: recorder.newClient(),
+    segments: [],
+    ...(prefix !== undefined && { prefix }),
+    ...(options.tokenPrefix !== undefined && { tokenPrefix: options.tokenPrefix }),
+  };
   recorder.watches.push(log);
   let since = 0;
   const done = () => control.abort || (control.finalRevision !== undefined && since >= control.finalRevision);
@@ -55,8 +77,15 @@ export async function watcher(
       if (done()) controller.abort();
     }, 100);
     try {
-      const res = await request(`${instance.url}/api/v1/${bucket}/?watch=true&values=true&since=${since}`, {
-        headers: { accept: 'text/event-stream' },
+      const token = options.token ? await options.token(instance) : undefined;
+      // Without its token it would watch as anonymous, the whole public bucket: wait for one.
+      if (options.token && token === undefined) {
+        await sleep(200);
+        continue;
+      }
+      const prefixParam = options.prefix === undefined ? '' : `&prefix=${encodeURIComponent(options.prefix)}`;
+      const res = await request(`${instance.url}/api/v1/${bucket}/?watch=true&values=true&since=${since}${prefixParam}`, {
+        headers: { accept: 'text/event-stream', ...(token !== undefined && { authorization: `Bearer ${token}` }) },
         dispatcher: watchAgent,
         signal: controller.signal,
       });
@@ -70,8 +99,10 @@ export async function watcher(
       stats.segments++;
       let buffer = '';
       let ended = false;
+      // One decoder for the stream: a character split between two chunks must not become two U+FFFD.
+      const decoder = new TextDecoder();
       for await (const chunk of res.body) {
-        buffer += (chunk as Buffer).toString('utf8');
+        buffer += decoder.decode(chunk as Buffer, { stream: true });
         let cut: number;
         while ((cut = buffer.indexOf('\n\n')) >= 0) {
           const message = buffer.slice(0, cut);
@@ -93,7 +124,8 @@ export async function watcher(
           for (const d of data) {
             if (d.type !== 'set' && d.type !== 'delete' && d.type !== 'expire') continue;
             const event: WatchEvent = { revision: d.rev as number, key: d.key as string, kind: d.type, at };
-            if (d.value !== undefined) event.value = typeof d.value === 'string' ? d.value : JSON.stringify(d.value);
+            if (d.value !== undefined) event.value = eventValue(d);
+            if (typeof d.expires_at === 'string') event.expiresAt = fromWall(Date.parse(d.expires_at));
             segment.events.push(event);
             stats.events++;
           }

@@ -1,5 +1,7 @@
 import type { RecordedHistory, Verdict } from '../history.js';
 import { checkBank } from './bank.js';
+import { checkCredentials } from './credentials.js';
+import { checkWatchScope } from './watch-scope.js';
 import { checkFencing } from './fencing.js';
 import { type LinearizabilityOptions, checkLinearizable } from './linearizability.js';
 import { type PatchResult, patchFromFeed } from './patch.js';
@@ -17,13 +19,14 @@ export { checkBank, checkFencing, checkLinearizable, checkRevisions, checkWatch,
  */
 export function checkHistory(history: RecordedHistory, options: LinearizabilityOptions): Verdict[] {
   const verdicts: Verdict[] = [];
-  const watchVerdicts = history.watches.length > 0 ? checkWatch(history.watches, history.ops) : [];
+  const watchVerdicts = history.watches.length > 0 ? [...checkWatch(history.watches, history.ops), ...checkWatchScope(history)] : [];
   if (history.ops.length > 0) {
     const patch = patchFromFeed(history.ops, history.watches, watchVerdicts);
     verdicts.push(withPatch(checkLinearizable(patch?.ops ?? history.ops, options), patch));
     verdicts.push(checkRevisions(history.ops));
   }
   verdicts.push(...watchVerdicts);
+  if (history.credentials) verdicts.push(checkCredentials(history.credentials));
   if (history.bank) verdicts.push(checkBank(history.bank));
   if (history.fenced && history.fenced.length > 0) verdicts.push(checkFencing(history.fenced));
   return verdicts;

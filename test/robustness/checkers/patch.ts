@@ -34,7 +34,9 @@ import type { Op, Verdict, WatchEvent, WatchLog } from '../history.js';
  *
  * Patching applies only when the feed is known complete: the watch rules all hold and a watcher
  * that started at revision 0 reached the final revision (`caughtUpTo`), for the keys under its
- * prefix; a key with an expiry event is left alone. An event that no request can have made is an
+ * prefix; a key with an expiring value (a set event with `expires_at`, or an `expire`) is left
+ * alone: a set over its expired, unswept value follows a set with no expire between, which the
+ * rules here would take for a set over a live value. An event that no request can have made is an
  * anomaly of its own (reported by the caller with the linearizability verdict).
  */
 
@@ -56,6 +58,7 @@ interface FeedEvent {
   revision: number;
   kind: WatchEvent['kind'];
   value?: string;
+  expiresAt?: number;
   /** Earliest receipt across watchers. */
   at: number;
 }
@@ -92,6 +95,7 @@ function mergedFeed(watches: readonly WatchLog[]): Map<string, FeedEvent[]> {
             revision: event.revision,
             kind: event.kind,
             ...(event.value !== undefined && { value: event.value }),
+            ...(event.expiresAt !== undefined && { expiresAt: event.expiresAt }),
             at: event.at,
           });
       }
@@ -196,7 +200,7 @@ export function patchFromFeed(
     // Keys with no indeterminate change are still read through, for events no request explains.
     const pending = changes.filter((op) => op.outcome === 'unknown');
     const events = feed.get(key) ?? [];
-    if (!covered(key) || events.some((e) => e.kind === 'expire')) {
+    if (!covered(key) || events.some((e) => e.kind === 'expire' || e.expiresAt !== undefined)) {
       left += pending.length;
       continue;
     }

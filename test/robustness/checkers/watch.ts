@@ -24,7 +24,8 @@ interface Seen {
   segment: number;
 }
 
-class Details {
+/** A verdict's details, the first few only. */
+export class Details {
   readonly lines: string[] = [];
   note(line: string): void {
     if (this.lines.length < MAX_DETAILS) this.lines.push(line);
