@@ -178,6 +178,14 @@ async function* readDump(lines: AsyncIterable<string>, secretsKey?: Buffer): Asy
   for await (const text of lines) {
     number++;
     const at = (why: string) => badRequest(`line ${number}: ${why}`);
+    /** What `read` answers, its refusal said at this line. */
+    const atLine = <T>(read: () => T): T => {
+      try {
+        return read();
+      } catch (err) {
+        throw at((err as Error).message);
+      }
+    };
     if (ended) {
       if (text === '') continue;
       throw at('text after the end line');
@@ -207,22 +215,12 @@ async function* readDump(lines: AsyncIterable<string>, secretsKey?: Buffer): Asy
       } else if (line.kvb === 'bucket') {
         buckets++;
         bucketWebhooks = 0;
-        let item: DumpedBucket;
-        try {
-          item = bucketFrom(line as BucketLine);
-        } catch (err) {
-          throw at((err as Error).message);
-        }
+        const item = atLine(() => bucketFrom(line as BucketLine));
         bucket = item.bucket.id;
         yield { kind: 'bucket', ...item };
       } else if (line.kvb === 'webhook' && version >= 4) {
         if (buckets === 0) throw at('a webhook before any bucket');
-        let webhook: RestoredWebhook;
-        try {
-          webhook = webhookFromDump(line as WebhookLine, bucket, secretsKey);
-        } catch (err) {
-          throw at((err as Error).message);
-        }
+        const webhook = atLine(() => webhookFromDump(line as WebhookLine, bucket, secretsKey));
         webhooks++;
         bucketWebhooks++;
         yield { kind: 'webhook', webhook };
@@ -231,13 +229,8 @@ async function* readDump(lines: AsyncIterable<string>, secretsKey?: Buffer): Asy
       if (number === 1) throw at('not a kvb dump');
       if (buckets === 0) throw at('an entry before any bucket');
       if (bucketWebhooks > 0) throw at("an entry after its bucket's webhooks");
-      let parsed;
-      try {
-        // A dump holds what a server stored, which --max-value-bytes may have allowed past 16 KiB.
-        parsed = parseExportLine(text, true, MAX_VALUE_BYTES_CEILING);
-      } catch (err) {
-        throw at((err as Error).message);
-      }
+      // A dump holds what a server stored, which --max-value-bytes may have allowed past 16 KiB.
+      const parsed = atLine(() => parseExportLine(text, true, MAX_VALUE_BYTES_CEILING));
       if (parsed.kind !== 'entry') throw at('unexpected line');
       entries++;
       yield {

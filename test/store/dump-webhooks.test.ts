@@ -9,6 +9,8 @@ import { setEntry } from '../helpers/store-writes.js';
 
 const NOW = Date.now();
 const KEY = randomBytes(32);
+/** Each test opens fresh stores (a SQLite file and its writer thread, or a PostgreSQL schema): slow on a busy machine. */
+const OPENS = { timeout: 120_000 };
 const openDumpStore = (backend: StoreBackend, url: string) => openTestStore(backend, url, { prefix: 'kvb_dumphooks', poolSize: 4 });
 
 async function dumped(store: Store, key?: Buffer): Promise<string> {
@@ -57,7 +59,7 @@ describeEachBackend('dump and restore of webhooks', (backend, url) => {
     await cleanup();
   });
 
-  it('with a key: secrets sealed (never in clear), and a restore gives every webhook back as it was', async () => {
+  it('with a key: secrets sealed (never in clear), and a restore gives every webhook back as it was', OPENS, async () => {
     const text_ = await dumped(store, KEY);
     expect(text_).not.toContain('whsec_');
     expect(text_).toMatch(/"secret":"aes-256-gcm:/);
@@ -82,7 +84,7 @@ describeEachBackend('dump and restore of webhooks', (backend, url) => {
     await expect(verifyDump(linesOf(moved), KEY)).rejects.toThrow(/line \d+: (the secrets key does not open|sha256)/);
   });
 
-  it('without a key (at dump or at restore): secrets left out, each webhook restored paused with a new secret', async () => {
+  it('without a key (at dump or at restore): secrets left out, each webhook restored paused with a new secret', OPENS, async () => {
     const plain = await dumped(store);
     expect(plain).not.toContain('whsec_');
     expect(plain).toContain('"secret":null');
@@ -107,7 +109,7 @@ describeEachBackend('dump and restore of webhooks', (backend, url) => {
     }
   });
 
-  it('a dump from before webhooks (version 3) still restores, with none', async () => {
+  it('a dump from before webhooks (version 3) still restores, with none', OPENS, async () => {
     const text_ = (await dumped(store, KEY))
       .split('\n')
       .filter((l) => !l.startsWith('{"kvb":"webhook"'))
