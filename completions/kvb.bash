@@ -8,7 +8,7 @@ _kvb() {
     word="${COMP_WORDS[i]}"
     if ((skip)); then skip=0; continue; fi
     case "$word" in
-      --url|--bucket|--token|--profile|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--rev|--prefix|--limit|--skip|--format|--actor|--since|--until|--to|--exec|--fence|--check|--set|--del|--mode|--permissions|--kinds|--db|--out|--port|--host|--tls-cert|--tls-key|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--webhook-timeout|--webhook-retry|--max-webhooks-per-bucket|--max-watchers|--history-retention|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--max-history-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
+      --url|--bucket|--token|--profile|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--type|--file|--if-rev|--output|--rev|--prefix|--limit|--skip|--format|--actor|--since|--until|--to|--exec|--fence|--check|--set|--del|--mode|--permissions|--kinds|--db|--secrets-key-file|--out|--port|--host|--tls-cert|--tls-key|--log-level|--bucket-creation-key|--cors-origin|--durability|--sweep-interval|--access-log|--trust-proxy|--log-format|--pool-size|--pg-prepare|--pg-batch-writes|--console|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--webhook-timeout|--webhook-retry|--max-webhooks-per-bucket|--max-watchers|--history-retention|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--max-history-bytes-per-bucket|--bucket-creation-rate|--rate-limit) skip=1; continue ;;
     esac
     case "$kpath/$word" in
       /init|/create-bucket|/bucket|bucket/show|bucket/update|bucket/delete|bucket/exists|/set|/get|/edit|/del|/incr|/expire|/ttl|/ls|/history|/rollback|/watch|/lock|/txn|/export|/import|/mint-token|/hook|hook/add|hook/ls|hook/rm|hook/pause|hook/resume|hook/rotate|hook/test|hook/deliveries|/profile|profile/list|profile/show|profile/add|profile/use|profile/remove|/version|/completion|/db|db/dump|db/restore|db/check|db/backup|db/migrate|/serve) kpath="${kpath:+$kpath/}$word" ;;
@@ -27,7 +27,7 @@ _kvb() {
     --pg-prepare) COMPREPLY=($(compgen -W "on off auto" -- "$cur")); return ;;
     --pg-batch-writes) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
     --console) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
-    --url|--bucket|--token|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--rev|--prefix|--limit|--skip|--actor|--since|--until|--to|--exec|--fence|--check|--set|--del|--permissions|--kinds|--db|--out|--port|--host|--tls-cert|--tls-key|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--webhook-timeout|--webhook-retry|--max-webhooks-per-bucket|--max-watchers|--history-retention|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--max-history-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
+    --url|--bucket|--token|--ca|--timeout|--email|--secret-key|--read-key|--write-key|--signing-key|--default-ttl|--ttl|--if-rev|--rev|--prefix|--limit|--skip|--actor|--since|--until|--to|--exec|--fence|--check|--set|--del|--permissions|--kinds|--db|--secrets-key-file|--out|--port|--host|--tls-cert|--tls-key|--bucket-creation-key|--cors-origin|--sweep-interval|--access-log|--trust-proxy|--pool-size|--max-import-bytes|--max-value-bytes|--stalled-reader-timeout|--max-streamed-responses|--verification-wait|--webhook-timeout|--webhook-retry|--max-webhooks-per-bucket|--max-watchers|--history-retention|--watch-retention|--shutdown-timeout|--metrics-listen|--metrics-token|--max-buckets|--max-keys-per-bucket|--max-bytes-per-bucket|--max-history-bytes-per-bucket|--bucket-creation-rate|--rate-limit) COMPREPLY=(); return ;;
   esac
   case "$kpath" in
     "") words="init create-bucket bucket set get edit del incr expire ttl ls history rollback watch lock txn export import mint-token hook profile version completion db serve --version --url --bucket --token --profile --ca --timeout --quiet --help" ;;
@@ -72,8 +72,8 @@ _kvb() {
     "version") words="--json --help --version --quiet" ;;
     "completion") words="bash zsh fish --help --version --quiet" ;;
     "db") words="dump restore check backup migrate --help --version --quiet" ;;
-    "db/dump") words="--db --output --force --help --version --quiet" ;;
-    "db/restore") words="--db --force --help --version --quiet" ;;
+    "db/dump") words="--db --output --force --secrets-key-file --help --version --quiet" ;;
+    "db/restore") words="--db --force --secrets-key-file --help --version --quiet" ;;
     "db/check") words="--db --help --version --quiet" ;;
     "db/backup") words="--db --out --help --version --quiet" ;;
     "db/migrate") words="--db --dry-run --help --version --quiet" ;;

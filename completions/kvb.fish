@@ -241,10 +241,12 @@ complete -c kvb -n '__fish_seen_subcommand_from db; and not __fish_seen_subcomma
 complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from dump' -l db -x -d 'SQLite file path, sqlite:PATH, or postgres://… URL (env KVB_DB)'
 complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from dump' -l output -s o -r -F -d 'write to this new file (created 0600) instead of stdout; a symlink or an existing file is refused'
 complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from dump' -l force -d 'with -o: replace an existing regular file (never a symlink)'
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from dump' -l secrets-key-file -x -d 'a file holding 64 hex digits (openssl rand -hex 32): the key webhooks\' signing secrets are sealed with'
 
 # kvb db restore
 complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from restore' -l db -x -d 'SQLite file path, sqlite:PATH, or postgres://… URL (env KVB_DB)'
 complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from restore' -l force -d 'restore into a database that already holds buckets (buckets of the same id are replaced)'
+complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from restore' -l secrets-key-file -x -d 'a file holding 64 hex digits (openssl rand -hex 32): the key webhooks\' signing secrets are sealed with (the dump\'s)'
 complete -c kvb -n '__fish_seen_subcommand_from db; and __fish_seen_subcommand_from restore' -F
 
 # kvb db check

@@ -48,8 +48,8 @@ function client(credential: string | undefined): KvbHttp {
   return http;
 }
 
-/** Runs one client call, an error answer thrown as the console's ApiError. */
-async function call<T>(credential: string | undefined, run: (http: KvbHttp) => Promise<T>): Promise<T> {
+/** Runs one client call, an error answer thrown as the console's ApiError (webhook-api.ts calls through it too). */
+export async function call<T>(credential: string | undefined, run: (http: KvbHttp) => Promise<T>): Promise<T> {
   try {
     return await run(client(credential));
   } catch (err) {

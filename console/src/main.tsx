@@ -9,8 +9,9 @@ import { KeysView } from './keys-view.js';
 import { saveConnection, savedConnection } from './session.js';
 import { saveViewState } from './view-state.js';
 import { Notice, errorText } from './ui.js';
+import { WebhooksView } from './webhooks-view.js';
 
-type Screen = 'keys' | 'admin';
+type Screen = 'keys' | 'admin' | 'webhooks';
 
 function App() {
   const [conn, setConn] = useState<Connection | undefined>(savedConnection);
@@ -84,6 +85,11 @@ function App() {
               Admin
             </button>
           )}
+          {caps.admin && (
+            <button type="button" aria-pressed={screen === 'webhooks'} onClick={() => show('webhooks')}>
+              Webhooks
+            </button>
+          )}
         </nav>
         <button type="button" class="disconnect" onClick={() => disconnect()}>
           Disconnect
@@ -92,6 +98,7 @@ function App() {
       <main>
         <Notice {...notice} />
         {screen === 'keys' && <KeysView key={conn.bucket} conn={conn} caps={caps} />}
+        {screen === 'webhooks' && caps.admin && <WebhooksView key={conn.bucket} conn={conn} />}
         {screen === 'admin' && caps.admin && (
           <AdminView
             conn={conn}

@@ -197,6 +197,17 @@ export interface ImportResult {
   skipped: number;
   /** The one bucket revision the import committed as. */
   rev: number;
+  /** With webhook lines in the file (a secret-key holder's export): each webhook added, with its new signing secret, shown only here. */
+  webhooks?: ImportedWebhook[];
+}
+
+/** A webhook an import added (the fields of WebhookInfo that say which, and its secret). */
+export interface ImportedWebhook {
+  id: string;
+  url: string;
+  prefix: string;
+  state: 'active' | 'paused';
+  secret: string;
 }
 
 export interface TokenRequest {

@@ -2,20 +2,24 @@ import { createHash } from 'node:crypto';
 import { badRequest } from '../errors.js';
 import { entryLine, parseExportLine } from '../values/export-format.js';
 import { MAX_VALUE_BYTES_CEILING } from '../limits.js';
+import { NO_SECRET_REASON, type WebhookLine, webhookDumpLine, webhookFromDump } from './dump-webhooks.js';
 import type { BucketRecord, KeyedEntry, Store } from './store.js';
+import type { RestoredWebhook } from './webhook-types.js';
 
 /**
  * A whole store as NDJSON, for `kvb db dump|restore`: a header, then each bucket's policy line
  * (credential hashes, signing key, generation, default TTL, email) followed by its entries in
- * the export format, then an end line with the counts and the SHA-256 of every preceding line.
+ * the export format and its webhooks (dump-webhooks.ts: their secrets sealed or left out), then an
+ * end line with the counts and the SHA-256 of every preceding line.
  * It holds signing keys: whoever reads a dump can mint tokens for every bucket in it.
  */
-export const DUMP_VERSION = 3;
+export const DUMP_VERSION = 4;
 /**
  * Older versions are still read: version 1 (before revisions) restores its buckets at revision 0;
- * version 2 (before create revisions) gives each key its revision as its create revision.
+ * version 2 (before create revisions) gives each key its revision as its create revision;
+ * version 3 (before webhooks) restores its buckets without any.
  */
-const READABLE_VERSIONS = [1, 2, 3];
+const READABLE_VERSIONS = [1, 2, 3, 4];
 const BATCH = 1000;
 
 interface BucketLine {
@@ -88,15 +92,32 @@ function bucketFrom(line: BucketLine): DumpedBucket {
   };
 }
 
+/** What a dump counts: buckets, keys and webhooks. */
+export interface DumpCounts {
+  buckets: number;
+  entries: number;
+  webhooks: number;
+}
+
+/** Every webhook with its secret, by bucket. */
+async function webhooksByBucket(store: Store): Promise<Map<string, RestoredWebhook[]>> {
+  const byBucket = new Map<string, RestoredWebhook[]>();
+  for (const { holder: _, leaseUntil: __, ...w } of await store.webhooks.all())
+    byBucket.set(w.bucket, [...(byBucket.get(w.bucket) ?? []), w]);
+  return byBucket;
+}
+
 /**
- * Writes every bucket and its live entries, each with its revision and create revision; each bucket is read from its
- * own consistent snapshot, which also gives the bucket line its revision.
+ * Writes every bucket, its live entries (each with its revision and create revision) and its
+ * webhooks; each bucket is read from its own consistent snapshot, which also gives the bucket line
+ * its revision. `secretsKey` seals the webhooks' signing secrets; without it they are left out.
  */
 export async function dumpStore(
   store: Store,
   write: (chunk: string) => Promise<void>,
   now = Date.now(),
-): Promise<{ buckets: number; entries: number }> {
+  secretsKey?: Buffer,
+): Promise<DumpCounts> {
   const hash = createHash('sha256');
   const out = async (chunk: string) => {
     hash.update(chunk);
@@ -107,6 +128,8 @@ export async function dumpStore(
   );
   let buckets = 0;
   let entries = 0;
+  let webhooks = 0;
+  const hooks = await webhooksByBucket(store);
   let after: string | undefined;
   for (;;) {
     const page = await store.buckets.list(after, 100);
@@ -122,34 +145,53 @@ export async function dumpStore(
           await out(batch.map(({ key, entry }) => entryLine(key, entry, entry.expiresAt, entry.revision, entry.createRevision)).join(''));
           entries += batch.length;
         }
+        const own = hooks.get(bucket.id) ?? [];
+        if (own.length > 0) await out(own.map((w) => webhookDumpLine(w, secretsKey)).join(''));
+        webhooks += own.length;
       } finally {
         await snapshot.close();
       }
     }
     after = page[page.length - 1]!.id;
   }
-  await write(`${JSON.stringify({ kvb: 'end', buckets, count: entries, sha256: hash.digest('hex') })}\n`);
-  return { buckets, entries };
+  await write(`${JSON.stringify({ kvb: 'end', buckets, count: entries, webhooks, sha256: hash.digest('hex') })}\n`);
+  return { buckets, entries, webhooks };
 }
 
-type DumpItem = ({ kind: 'bucket' } & DumpedBucket) | { kind: 'entry'; entry: KeyedEntry };
+type DumpItem = ({ kind: 'bucket' } & DumpedBucket) | { kind: 'entry'; entry: KeyedEntry } | { kind: 'webhook'; webhook: RestoredWebhook };
 
-/** Reads a dump's lines, checking the header, every line, and the end line's counts and SHA-256. */
-async function* readDump(lines: AsyncIterable<string>): AsyncGenerator<DumpItem> {
+/**
+ * Reads a dump's lines, checking the header, every line, and the end line's counts and SHA-256;
+ * each webhook's sealed secret is opened with `secretsKey` (see webhookFromDump).
+ */
+async function* readDump(lines: AsyncIterable<string>, secretsKey?: Buffer): AsyncGenerator<DumpItem> {
   const hash = createHash('sha256');
   let number = 0;
+  let version = 0;
   let buckets = 0;
   let entries = 0;
+  let webhooks = 0;
+  let bucket = '';
+  // A bucket's webhooks follow its entries.
+  let bucketWebhooks = 0;
   let ended = false;
   for await (const text of lines) {
     number++;
     const at = (why: string) => badRequest(`line ${number}: ${why}`);
+    /** What `read` answers, its refusal said at this line. */
+    const atLine = <T>(read: () => T): T => {
+      try {
+        return read();
+      } catch (err) {
+        throw at((err as Error).message);
+      }
+    };
     if (ended) {
       if (text === '') continue;
       throw at('text after the end line');
     }
     if (text.startsWith('{"kvb":')) {
-      let line: { kvb?: unknown; version?: unknown; buckets?: unknown; count?: unknown; sha256?: unknown };
+      let line: { kvb?: unknown; version?: unknown; buckets?: unknown; count?: unknown; webhooks?: unknown; sha256?: unknown };
       try {
         line = JSON.parse(text) as typeof line;
       } catch {
@@ -159,7 +201,10 @@ async function* readDump(lines: AsyncIterable<string>): AsyncGenerator<DumpItem>
         if (line.kvb !== 'dump' || !READABLE_VERSIONS.includes(line.version as number)) {
           throw at(`not a kvb dump (versions ${READABLE_VERSIONS.join(', ')})`);
         }
+        version = line.version as number;
       } else if (line.kvb === 'end') {
+        if (version >= 4 && line.webhooks !== webhooks)
+          throw at(`the end line counts ${String(line.webhooks)} webhooks, the file holds ${webhooks}`);
         if (line.buckets !== buckets || line.count !== entries)
           throw at(
             `the end line counts ${String(line.buckets)} buckets and ${String(line.count)} keys, the file holds ${buckets} and ${entries}`,
@@ -169,22 +214,23 @@ async function* readDump(lines: AsyncIterable<string>): AsyncGenerator<DumpItem>
         continue;
       } else if (line.kvb === 'bucket') {
         buckets++;
-        try {
-          yield { kind: 'bucket', ...bucketFrom(line as BucketLine) };
-        } catch (err) {
-          throw at((err as Error).message);
-        }
+        bucketWebhooks = 0;
+        const item = atLine(() => bucketFrom(line as BucketLine));
+        bucket = item.bucket.id;
+        yield { kind: 'bucket', ...item };
+      } else if (line.kvb === 'webhook' && version >= 4) {
+        if (buckets === 0) throw at('a webhook before any bucket');
+        const webhook = atLine(() => webhookFromDump(line as WebhookLine, bucket, secretsKey));
+        webhooks++;
+        bucketWebhooks++;
+        yield { kind: 'webhook', webhook };
       } else throw at('unknown line');
     } else {
       if (number === 1) throw at('not a kvb dump');
       if (buckets === 0) throw at('an entry before any bucket');
-      let parsed;
-      try {
-        // A dump holds what a server stored, which --max-value-bytes may have allowed past 16 KiB.
-        parsed = parseExportLine(text, true, MAX_VALUE_BYTES_CEILING);
-      } catch (err) {
-        throw at((err as Error).message);
-      }
+      if (bucketWebhooks > 0) throw at("an entry after its bucket's webhooks");
+      // A dump holds what a server stored, which --max-value-bytes may have allowed past 16 KiB.
+      const parsed = atLine(() => parseExportLine(text, true, MAX_VALUE_BYTES_CEILING));
       if (parsed.kind !== 'entry') throw at('unexpected line');
       entries++;
       yield {
@@ -206,15 +252,21 @@ async function* readDump(lines: AsyncIterable<string>): AsyncGenerator<DumpItem>
   if (!ended) throw badRequest('the dump has no end line: is it cut short?');
 }
 
-/** Checks a whole dump without writing anything; returns its counts. */
-export async function verifyDump(lines: AsyncIterable<string>): Promise<{ buckets: number; entries: number }> {
-  let buckets = 0;
-  let entries = 0;
-  for await (const item of readDump(lines)) {
-    if (item.kind === 'bucket') buckets++;
-    else entries++;
+/**
+ * Checks a whole dump without writing anything (with `secretsKey`, that it opens every sealed
+ * secret); returns its counts, and how many webhooks would come back paused without their secret.
+ */
+export async function verifyDump(lines: AsyncIterable<string>, secretsKey?: Buffer): Promise<DumpCounts & { withoutSecret: number }> {
+  const counts = { buckets: 0, entries: 0, webhooks: 0, withoutSecret: 0 };
+  for await (const item of readDump(lines, secretsKey)) {
+    if (item.kind === 'bucket') counts.buckets++;
+    else if (item.kind === 'entry') counts.entries++;
+    else {
+      counts.webhooks++;
+      if (item.webhook.pausedReason === NO_SECRET_REASON) counts.withoutSecret++;
+    }
   }
-  return { buckets, entries };
+  return counts;
 }
 
 /** Whether the store holds any bucket (a restore refuses a non-empty target unless forced). */
@@ -230,11 +282,12 @@ export async function storeIsEmpty(store: Store): Promise<boolean> {
 export async function restoreDump(
   store: Store,
   lines: AsyncIterable<string>,
-  options: { force: boolean; now?: number },
-): Promise<{ buckets: number; entries: number; skipped: number }> {
+  options: { force: boolean; now?: number; secretsKey?: Buffer },
+): Promise<DumpCounts & { skipped: number }> {
   const now = options.now ?? Date.now();
   let buckets = 0;
   let entries = 0;
+  let webhooks = 0;
   let skipped = 0;
   let staging: Awaited<ReturnType<Store['beginImport']>> | undefined;
   let restoreRevision = 0;
@@ -249,10 +302,19 @@ export async function restoreDump(
     if ('refused' in outcome) throw new Error(`bucket ${bucketId} was deleted while it was being restored`);
   };
   try {
-    for await (const item of readDump(lines)) {
-      if (item.kind === 'bucket') {
+    for await (const item of readDump(lines, options.secretsKey)) {
+      if (item.kind === 'webhook') {
+        // After the bucket's entries: its revision is the dumped one, which positions refer to.
         await finishBucket();
-        if (options.force) await store.buckets.delete(item.bucket.id);
+        if (!(await store.webhooks.restore(item.webhook, Number.MAX_SAFE_INTEGER)))
+          throw new Error(`bucket ${bucketId} was deleted while it was being restored`);
+        webhooks++;
+      } else if (item.kind === 'bucket') {
+        await finishBucket();
+        if (options.force) {
+          await store.buckets.delete(item.bucket.id);
+          await store.webhooks.removeBucket(item.bucket.id);
+        }
         await store.buckets.create(item.bucket);
         staging = await store.beginImport(item.bucket.id);
         restoreRevision = item.revision;
@@ -273,5 +335,5 @@ export async function restoreDump(
   } finally {
     await staging?.abort();
   }
-  return { buckets, entries, skipped };
+  return { buckets, entries, webhooks, skipped };
 }

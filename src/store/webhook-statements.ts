@@ -50,6 +50,59 @@ export function webhookStatements(db: Kysely<Database>, dialect: Dialect) {
             param('limit'),
           ),
       ),
+    /**
+     * Puts back one subscription as a dump or an import carries it: every column given (a
+     * restore's position and retry state, an import's placeholder until placeWebhook), with
+     * addWebhook's guard on the bucket and its limit.
+     */
+    restoreWebhook: db
+      .insertInto('webhooks')
+      .columns([
+        'id',
+        'bucket_id',
+        'url',
+        'prefix',
+        'kinds',
+        'secret',
+        'state',
+        'paused_reason',
+        'position',
+        'failing_since',
+        'attempts',
+        'next_attempt_at',
+        'created_at',
+      ])
+      .expression(
+        db
+          .selectFrom('buckets as b')
+          .select([
+            sql`cast(${param('id')} as text)`.as('id'),
+            'b.id as bucket_id',
+            sql`cast(${param('url')} as text)`.as('url'),
+            sql`cast(${param('prefix')} as ${bytes})`.as('prefix'),
+            sql`cast(${param('kinds')} as text)`.as('kinds'),
+            sql`cast(${param('secret')} as text)`.as('secret'),
+            sql`cast(${param('state')} as text)`.as('state'),
+            sql`cast(${param('reason')} as text)`.as('paused_reason'),
+            sql`cast(${param('position')} as bigint)`.as('position'),
+            sql`cast(${param('failingSince')} as bigint)`.as('failing_since'),
+            sql`cast(${param('attempts')} as integer)`.as('attempts'),
+            sql`cast(${param('nextAttemptAt')} as bigint)`.as('next_attempt_at'),
+            sql`cast(${param('createdAt')} as bigint)`.as('created_at'),
+          ])
+          .where('b.id', '=', param('bucket'))
+          .where(
+            (eb) => eb.selectFrom('webhooks as w').select(eb.fn.countAll().as('n')).whereRef('w.bucket_id', '=', 'b.id'),
+            '<',
+            param('limit'),
+          ),
+      ),
+    /** An imported subscription, once its bucket holds the import: from that revision on, in the state it was exported in. */
+    placeWebhook: db
+      .updateTable('webhooks')
+      .set({ position: param('position'), state: param('state'), paused_reason: param('reason') })
+      .where('id', '=', param('id'))
+      .where('bucket_id', '=', param('bucket')),
     listWebhooks: db
       .selectFrom('webhooks')
       .select(WEBHOOK_COLUMNS)

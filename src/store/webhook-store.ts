@@ -1,5 +1,13 @@
 import type { Dialect } from './dialect.js';
-import type { DeliverableWebhook, DeliveryAttempt, FailureState, Webhook, WebhookKind, WebhookStore } from './webhook-types.js';
+import type {
+  DeliverableWebhook,
+  DeliveryAttempt,
+  FailureState,
+  RestoredWebhook,
+  Webhook,
+  WebhookKind,
+  WebhookStore,
+} from './webhook-types.js';
 import type { WebhooksTable } from './schema.js';
 import { type CompiledStatement, bind, compileAll, queryBuilder } from './statements.js';
 import { type WebhookStatementName, webhookStatements } from './webhook-statements.js';
@@ -73,6 +81,29 @@ export class SqlWebhookStore implements WebhookStore {
   add(webhook: Parameters<WebhookStore['add']>[0], limit: number, now: number): Promise<boolean> {
     const { id, bucket, url, prefix, kinds, secret } = webhook;
     return this.change('addWebhook', { id, bucket, url, prefix: Buffer.from(prefix, 'utf8'), kinds: kinds.join(','), secret, now, limit });
+  }
+
+  restore(w: RestoredWebhook, limit: number): Promise<boolean> {
+    return this.change('restoreWebhook', {
+      id: w.id,
+      bucket: w.bucket,
+      url: w.url,
+      prefix: Buffer.from(w.prefix, 'utf8'),
+      kinds: w.kinds.join(','),
+      secret: w.secret,
+      state: w.state,
+      reason: w.pausedReason,
+      position: w.position,
+      failingSince: w.failingSince,
+      attempts: w.attempts,
+      nextAttemptAt: w.nextAttemptAt,
+      createdAt: w.createdAt,
+      limit,
+    });
+  }
+
+  place(bucket: string, id: string, position: number, state: Webhook['state'], reason: string | null) {
+    return this.change('placeWebhook', { bucket, id, position, state, reason });
   }
 
   async list(bucket: string): Promise<Webhook[]> {

@@ -32,6 +32,9 @@ export interface DeliverableWebhook extends Webhook {
   leaseUntil: number;
 }
 
+/** A subscription as a dump or an import puts it back: every stored column but the lease. */
+export type RestoredWebhook = Omit<DeliverableWebhook, 'holder' | 'leaseUntil'>;
+
 /** One attempt in a subscription's delivery log. */
 export interface DeliveryAttempt {
   attemptedAt: number;
@@ -64,6 +67,10 @@ export interface WebhookStore {
     limit: number,
     now: number,
   ): Promise<boolean>;
+  /** Puts back a subscription with every column given; false when the bucket has `limit` already (or is gone). */
+  restore(webhook: RestoredWebhook, limit: number): Promise<boolean>;
+  /** Sets an imported subscription's position and state (see restore). */
+  place(bucket: string, id: string, position: number, state: Webhook['state'], pausedReason: string | null): Promise<boolean>;
   list(bucket: string): Promise<Webhook[]>;
   get(bucket: string, id: string): Promise<Webhook | undefined>;
   pause(bucket: string, id: string, reason: string): Promise<boolean>;

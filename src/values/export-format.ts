@@ -68,6 +68,47 @@ export function entryLine(key: string, value: StoredValue, expiresAt: number | n
   return `{"key":${JSON.stringify(key)},"type":"${value.type}","value":${exportedValue(value)}${expires}${revision}${creation}}\n`;
 }
 
+/**
+ * A webhook as a bucket's export carries it (a secret-key holder's export of the whole bucket):
+ * what it delivers and its state, never its signing secret nor its position (a revision of this
+ * bucket, which means nothing in another). An import adds it with a new secret.
+ */
+export interface ExportedWebhook {
+  url: string;
+  prefix: string;
+  kinds: string[];
+  state: 'active' | 'paused';
+  paused_reason: string | null;
+}
+
+export function webhookLine(w: ExportedWebhook): string {
+  return `${JSON.stringify({ kvb: 'webhook', url: w.url, prefix: w.prefix, kinds: w.kinds, state: w.state, paused_reason: w.paused_reason })}\n`;
+}
+
+/** An export's webhook line, checked for shape (the import route checks the URL and kinds). */
+function parseWebhookLine(line: string): ExportedWebhook {
+  const w = JSON.parse(line) as Record<string, unknown>;
+  const names = Object.keys(w).filter((name) => name !== 'kvb');
+  const unknown = names.find((name) => !['url', 'prefix', 'kinds', 'state', 'paused_reason'].includes(name));
+  if (unknown) throw badRequest(`unknown field ${unknown} in a webhook line`);
+  const { url, prefix, kinds, state, paused_reason } = w;
+  if (typeof url !== 'string') throw badRequest('a webhook line needs a url');
+  if (prefix !== undefined && typeof prefix !== 'string') throw badRequest("a webhook line's prefix must be a string");
+  if (kinds !== undefined && !(Array.isArray(kinds) && kinds.every((k) => typeof k === 'string')))
+    throw badRequest("a webhook line's kinds must be a list of change types");
+  if (state !== undefined && state !== 'active' && state !== 'paused') throw badRequest("a webhook line's state must be active or paused");
+  if (paused_reason !== undefined && paused_reason !== null && typeof paused_reason !== 'string')
+    throw badRequest("a webhook line's paused_reason must be a string or null");
+  if (prefix) checkKey(prefix, 'prefix');
+  return {
+    url,
+    prefix: prefix ?? '',
+    kinds: (kinds as string[] | undefined) ?? [],
+    state: state ?? 'active',
+    paused_reason: state === 'paused' ? ((paused_reason as string | null | undefined) ?? null) : null,
+  };
+}
+
 export function endLine(count: number, sha256: string): string {
   return `${JSON.stringify({ kvb: 'end', count, sha256 })}\n`;
 }
@@ -76,7 +117,8 @@ export type ExportLine =
   | { kind: 'header'; bucket: string }
   /** `ownExpiry`: the line states `expires_at` (null included); without it the bucket's default TTL applies on import. */
   | { kind: 'entry'; key: string; value: StoredValue; expiresAt: number | null; ownExpiry: boolean; rev?: number; created?: number }
-  | { kind: 'end'; count: number; sha256: string };
+  | { kind: 'end'; count: number; sha256: string }
+  | ({ kind: 'webhook' } & ExportedWebhook);
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$/;
@@ -141,6 +183,7 @@ export function parseExportLine(line: string, withRev = false, maxValueBytes = M
       }
       return { kind: 'end', count: Number(count.source), sha256 };
     }
+    if (str('kvb') === 'webhook') return { kind: 'webhook', ...parseWebhookLine(line) };
     throw badRequest('unknown "kvb" line');
   }
   for (const name of fields.keys()) {

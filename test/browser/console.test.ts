@@ -1,10 +1,9 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, type TestContext } from 'vitest';
-import { chromiumPresent, launchChromium, recordProblems } from '../helpers/browser.js';
+import { chromiumPresent, expectAccessible, launchChromium, recordProblems } from '../helpers/browser.js';
 import { call, json } from '../helpers/http.js';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
@@ -28,7 +27,6 @@ declare const navigator: { clipboard: { readText(): Promise<string> } };
 declare function getComputedStyle(element: object): { backgroundColor: string };
 
 const hasChromium = chromiumPresent('test/browser/console.test.ts');
-const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const MANY = 10_000;
 
 let server: RunningServer;
@@ -89,29 +87,6 @@ function screenshotsOnFailure(testContext: TestContext, name: string, p: () => P
     await target.setViewportSize(size).catch(() => undefined);
     console.error(`console test failed: screenshots in ${tempDir}\nproblems in the page: ${JSON.stringify(problems, null, 2)}`);
   });
-}
-
-/** axe-core on the page as it is now: no serious or critical violations. */
-async function expectAccessible(p: Page, screen: string): Promise<void> {
-  // Evaluated through the DevTools protocol, which the page's CSP does not govern (it would block an inline script).
-  if (!(await p.evaluate(() => 'axe' in window))) await p.evaluate(AXE_SOURCE);
-  const violations = await p.evaluate(async () => {
-    const axe = (
-      window as unknown as {
-        axe: {
-          run: (
-            context: object,
-            options: object,
-          ) => Promise<{ violations: Array<{ id: string; impact: string; help: string; nodes: Array<{ target: unknown }> }> }>;
-        };
-      }
-    ).axe;
-    const result = await axe.run(document, { resultTypes: ['violations'] });
-    return result.violations
-      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-      .map((v) => ({ id: v.id, help: v.help, nodes: v.nodes.slice(0, 5).map((n) => JSON.stringify(n.target)) }));
-  });
-  expect(violations, `axe violations on the ${screen} screen`).toEqual([]);
 }
 
 const api = (path: string) => `${server.api}/${bucket}${path}`;

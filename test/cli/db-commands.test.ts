@@ -119,7 +119,7 @@ describe('kvb db dump and restore', () => {
     expect(res.exitCode, res.stderr).toBe(0);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     const lines = readFileSync(file, 'utf8').trim().split('\n');
-    expect(JSON.parse(lines[0]!)).toMatchObject({ kvb: 'dump', version: 3, backend: 'sqlite' });
+    expect(JSON.parse(lines[0]!)).toMatchObject({ kvb: 'dump', version: 4, backend: 'sqlite' });
     expect(JSON.parse(lines[1]!)).toMatchObject({ kvb: 'bucket', id: bucket, signing_key: 'sign-key-2', signing_key_generation: 1 });
     expect(JSON.parse(lines[1]!).secret_key_hash).toMatch(/\S{20,}/);
     expect(lines[1]).not.toContain('admin-secret');

@@ -1,5 +1,13 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { type Browser, type Page, chromium } from 'playwright-core';
+import { expect } from 'vitest';
+
+// What the callbacks given to page.evaluate use: they run in the page, where these exist.
+declare const window: object;
+declare const document: object;
+
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 /** Debian's Chromium (`apt-get install chromium`; .ci/run installs it). */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -64,4 +72,27 @@ export function recordProblems(page: Page, origin: string, problems: string[], r
     const what = `HTTP ${response.status()} for ${response.request().method()} ${response.url()}`;
     if (!(rules.expectedFailures?.() ?? []).some((pattern) => pattern.test(what))) problems.push(what);
   });
+}
+
+/** axe-core on the page as it is now: no violations of the given impacts (serious or critical by default). */
+export async function expectAccessible(p: Page, screen: string, impacts = ['serious', 'critical']): Promise<void> {
+  // Evaluated through the DevTools protocol, which the page's CSP does not govern (it would block an inline script).
+  if (!(await p.evaluate(() => 'axe' in window))) await p.evaluate(AXE_SOURCE);
+  const violations = await p.evaluate(async (counted) => {
+    const axe = (
+      window as unknown as {
+        axe: {
+          run: (
+            context: object,
+            options: object,
+          ) => Promise<{ violations: Array<{ id: string; impact: string; help: string; nodes: Array<{ target: unknown }> }> }>;
+        };
+      }
+    ).axe;
+    const result = await axe.run(document, { resultTypes: ['violations'] });
+    return result.violations
+      .filter((v) => counted.includes(v.impact))
+      .map((v) => ({ id: v.id, help: v.help, nodes: v.nodes.slice(0, 5).map((n) => JSON.stringify(n.target)) }));
+  }, impacts);
+  expect(violations, `axe violations on the ${screen} screen`).toEqual([]);
 }

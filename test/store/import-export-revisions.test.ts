@@ -130,7 +130,7 @@ describeEachBackend('import/export revisions', (backend, url) => {
       NOW,
     );
     const lines = text_.split('\n');
-    expect(JSON.parse(lines[0]!)).toMatchObject({ kvb: 'dump', version: 3 });
+    expect(JSON.parse(lines[0]!)).toMatchObject({ kvb: 'dump', version: 4 });
     const bucketLine = lines
       .map((l) => JSON.parse(l || 'null') as Record<string, unknown> | null)
       .find((l) => l?.kvb === 'bucket' && l.id === b);

@@ -111,6 +111,27 @@ async function createPrivateFile(path: string, force: boolean) {
   }
 }
 
+const SECRETS_KEY_HELP = "a file holding 64 hex digits (openssl rand -hex 32): the key webhooks' signing secrets are sealed with";
+
+/** The operator's key for webhook secrets (store/dump-webhooks.ts), or undefined without the option. */
+async function secretsKey(path: string | undefined): Promise<Buffer | undefined> {
+  if (path === undefined) return undefined;
+  const { readFile } = await import('node:fs/promises');
+  const { secretsKeyOf } = await import('../../store/dump-webhooks.js');
+  const text = await readFile(path, 'utf8').catch((err: NodeJS.ErrnoException) => {
+    throw new DbError(`cannot read ${path}: ${err.code ?? err.message}`, EXIT_CODES.usage);
+  });
+  try {
+    return secretsKeyOf(text);
+  } catch (err) {
+    throw new DbError(`${path}: ${(err as Error).message}`, EXIT_CODES.usage);
+  }
+}
+
+/** What a dump says of its webhooks, when it has any. */
+const webhooksDumped = (n: number, sealed: boolean) =>
+  n === 0 ? '' : `, ${counted(n, 'webhook')} (${sealed ? 'secrets sealed' : 'secrets left out: --secrets-key-file keeps them'})`;
+
 const dump = defineCommand({
   define: (parent) =>
     parent
@@ -119,37 +140,48 @@ const dump = defineCommand({
       .option('--db <url>', DB_HELP)
       .option('-o, --output <file>', 'write to this new file (created 0600) instead of stdout; a symlink or an existing file is refused')
       .option('--force', 'with -o: replace an existing regular file (never a symlink)')
+      .option('--secrets-key-file <file>', SECRETS_KEY_HELP)
       .addHelpText(
         'after',
         `
 A dump holds credential hashes and signing keys: whoever reads it can mint
 tokens for every bucket in it. Keep it like a password. It runs beside a
 running kvb serve (SQLite or PostgreSQL): each bucket is read from its own
-consistent snapshot while the server keeps serving.
-${examples('kvb db dump --db /var/lib/kvb/kvb.db -o kvb.dump', 'kvb db dump --db postgres://kvb@db/kvb > kvb.dump')}`,
+consistent snapshot while the server keeps serving. Webhooks' signing
+secrets are never written in clear: sealed with --secrets-key-file's key,
+or left out (restored paused until the secret is rotated).
+${examples('kvb db dump --db /var/lib/kvb/kvb.db -o kvb.dump', 'kvb db dump --db postgres://kvb@db/kvb > kvb.dump', 'kvb db dump --secrets-key-file /etc/kvb/dump.key -o kvb.dump')}`,
       ),
   async run(options) {
+    const key = await secretsKey(options.secretsKeyFile);
     await withStore(options.db, 'read', async (store) => {
       const { dumpStore } = await import('../../store/dump.js');
       if (options.output === undefined) {
-        const counts = await dumpStore(store, data);
-        info(`dumped ${counted(counts.buckets, 'bucket')}, ${counted(counts.entries, 'key')}`);
+        const counts = await dumpStore(store, data, Date.now(), key);
+        info(`dumped ${counted(counts.buckets, 'bucket')}, ${counted(counts.entries, 'key')}${webhooksDumped(counts.webhooks, !!key)}`);
         return;
       }
       const { rm } = await import('node:fs/promises');
       const file = await createPrivateFile(options.output, options.force === true);
       try {
         let pending = '';
-        const counts = await dumpStore(store, async (chunk) => {
-          pending += chunk;
-          if (pending.length >= 1 << 20) {
-            await file.write(pending);
-            pending = '';
-          }
-        });
+        const counts = await dumpStore(
+          store,
+          async (chunk) => {
+            pending += chunk;
+            if (pending.length >= 1 << 20) {
+              await file.write(pending);
+              pending = '';
+            }
+          },
+          Date.now(),
+          key,
+        );
         await file.write(pending);
         await file.sync();
-        info(`dumped ${counted(counts.buckets, 'bucket')}, ${counted(counts.entries, 'key')} to ${options.output}`);
+        info(
+          `dumped ${counted(counts.buckets, 'bucket')}, ${counted(counts.entries, 'key')}${webhooksDumped(counts.webhooks, !!key)} to ${options.output}`,
+        );
       } catch (err) {
         await file.close();
         await rm(options.output, { force: true });
@@ -168,20 +200,25 @@ const restore = defineCommand({
       .argument('<file>', 'the dump file')
       .option('--db <url>', DB_HELP)
       .option('--force', 'restore into a database that already holds buckets (buckets of the same id are replaced)')
+      .option('--secrets-key-file <file>', `${SECRETS_KEY_HELP} (the dump's)`)
       .addHelpText(
         'after',
         `
 A SQLite file is refused while a kvb serve holds it (stop the server first).
+A webhook whose secret the dump left out, or sealed while no key is given,
+comes back paused: rotate its secret, then resume it.
 ${examples('kvb db restore --db postgres://kvb@db/kvb kvb.dump', 'kvb db restore --db ./kvb.db kvb.dump --force')}`,
       ),
   async run(file, options) {
     const { existsSync } = await import('node:fs');
     if (!existsSync(file)) throw new DbError(`cannot read ${file}`, EXIT_CODES.usage);
     const { restoreDump, storeIsEmpty, verifyDump } = await import('../../store/dump.js');
-    // Checked whole before anything is opened or written: a dump cut short or altered changes
-    // nothing, and creates no new database file either.
+    const key = await secretsKey(options.secretsKeyFile);
+    // Checked whole before anything is opened or written: a dump cut short or altered (or a key
+    // that does not open its secrets) changes nothing, and creates no new database file either.
+    let withoutSecret = 0;
     try {
-      await verifyDump(linesOf(file));
+      ({ withoutSecret } = await verifyDump(linesOf(file), key));
     } catch (err) {
       throw new DbError(
         (err as Error).message,
@@ -195,9 +232,11 @@ ${examples('kvb db restore --db postgres://kvb@db/kvb kvb.dump', 'kvb db restore
         if (!options.force && !(await storeIsEmpty(store))) {
           throw new DbError('the database already holds buckets or keys: restore into an empty one, or pass --force', EXIT_CODES.usage);
         }
-        const counts = await restoreDump(store, linesOf(file), { force: options.force === true });
+        const counts = await restoreDump(store, linesOf(file), { force: options.force === true, secretsKey: key });
+        const paused = withoutSecret === 0 ? '' : `; ${withoutSecret} without their secret are paused until it is rotated`;
+        const hooks = counts.webhooks === 0 ? '' : `, ${counted(counts.webhooks, 'webhook')}${paused}`;
         info(
-          `restored ${counted(counts.buckets, 'bucket')}, ${counted(counts.entries, 'key')} (${counts.skipped} already expired were skipped)`,
+          `restored ${counted(counts.buckets, 'bucket')}, ${counted(counts.entries, 'key')} (${counts.skipped} already expired were skipped)${hooks}`,
         );
       },
       { create: true },

@@ -1,6 +1,6 @@
 import { Option } from '@commander-js/extra-typings';
 import { defineCommand, examples } from '../define-command.js';
-import { counted, countingLines, info, progress } from '../output.js';
+import { counted, countingLines, data, info, progress } from '../output.js';
 import { UsageError, withClient } from '../session.js';
 
 const FILE_ERRORS: Record<string, string> = { ENOENT: 'no such file', EACCES: 'permission denied', EISDIR: 'is a directory' };
@@ -72,6 +72,11 @@ ${examples('kvb import backup.ndjson', 'kvb import --format jsonl from-redis.jso
           });
         shown.done();
         info(`imported ${counted(result.imported, 'key')}, skipped ${result.skipped} already expired (revision ${result.rev})`);
+        // Each webhook the file carried comes with a new signing secret: "ID SECRET" on stdout, shown only now.
+        for (const w of result.webhooks ?? []) {
+          info(`added webhook ${w.id} (${w.state}) for ${w.url}: its new signing secret, on stdout, is shown only now`);
+          await data(`${w.id} ${w.secret}\n`);
+        }
       } finally {
         shown.done();
       }

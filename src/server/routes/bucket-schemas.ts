@@ -1,4 +1,5 @@
 /** Schemas of the bucket routes (bucket, list, transaction, token routes); shared pieces in schema-parts.ts. */
+import { secret, webhook } from './webhook-schemas.js';
 import {
   adminCredential,
   anyCredential,
@@ -287,6 +288,11 @@ export const bucketSchemas = {
           imported: { type: 'integer', description: 'an import: keys written' },
           skipped: { type: 'integer', description: 'an import: keys already expired' },
           rev: { type: 'integer', description: 'an import: the revision it committed as' },
+          webhooks: {
+            type: 'array',
+            description: 'an import with webhook lines: each webhook added, with its new signing secret (shown only here)',
+            items: { ...webhook, properties: { ...webhook.properties, secret } },
+          },
           revision: { type: 'integer', description: 'the revision committed as, or read at' },
           rollback_to: { type: 'integer', description: 'a rollback: the revision the bucket (or prefix) was made equal to' },
           prefix: { type: 'string', description: 'a rollback: the prefix it covered' },

@@ -2,14 +2,17 @@ import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { KvbError } from '../../errors.js';
-import { EXPORT_CONTENT_TYPE, endLine, entryLine, headerLine } from '../../values/export-format.js';
+import type { Principal } from '../../auth/access.js';
+import { EXPORT_CONTENT_TYPE, endLine, entryLine, headerLine, webhookLine } from '../../values/export-format.js';
 import { checkKey } from '../../values/keys.js';
 import { authorize, openBucket } from '../access-control.js';
+import type { CachedBucket } from '../bucket-cache.js';
 import type { ResponseStreams } from '../response-streams.js';
 import type { ServerContext } from '../server-context.js';
 import { bucketIdOf, queryOf, singleParam } from '../request-input.js';
 import { effectivePrefix } from './effective-prefix.js';
 import { pastSnapshot, revisionParam } from './history-routes.js';
+import { authorizeWebhooks } from '../webhooks/webhook-rules.js';
 
 /** Entries read from the snapshot at a time: at most 128 values of 16 KiB, about 2 MiB. */
 const EXPORT_BATCH = 128;
@@ -20,15 +23,33 @@ const EXPORT_BATCH = 128;
 export const MAX_CONCURRENT_EXPORTS = 4;
 
 /**
+ * The webhook lines of an export: the bucket's webhooks, when its secret-key holder exports the
+ * whole bucket as it is now (a prefix or a past revision is about keys only), without secrets.
+ */
+async function exportedWebhooks(ctx: ServerContext, bucket: CachedBucket, principal: Principal, whole: boolean): Promise<string> {
+  try {
+    authorizeWebhooks(bucket, principal);
+  } catch {
+    return '';
+  }
+  if (!whole) return '';
+  const list = await ctx.store.webhooks.list(bucket.record.id);
+  return list
+    .map((w) => webhookLine({ url: w.url, prefix: w.prefix, kinds: w.kinds, state: w.state, paused_reason: w.pausedReason }))
+    .join('');
+}
+
+/**
  * `GET /api/v1/{bucket}/?export=true[&prefix=P]`: every live key with its type, value and expiry,
  * as NDJSON from one consistent snapshot, streamed at the client's pace (see values/export-format.ts).
  */
 export async function exportBucket(
-  { store, buckets, transfers, clock }: ServerContext,
+  ctx: ServerContext,
   streams: ResponseStreams,
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<FastifyReply> {
+  const { store, buckets, transfers, clock } = ctx;
   const query = queryOf(request);
   const pastRevision = revisionParam(request);
   const requestedPrefix = singleParam(query, 'prefix') ?? '';
@@ -45,6 +66,7 @@ export async function exportBucket(
   transfers.exports++;
   reply.raw.once('close', () => transfers.exports--);
 
+  const webhooks = await exportedWebhooks(ctx, bucket, principal, prefix === '' && pastRevision === undefined);
   const now = clock();
   // `rev=N`: the bucket as it was at revision N, read from history.
   const opened =
@@ -64,6 +86,8 @@ export async function exportBucket(
       const header = headerLine(bucket.record.id, now, snapshot.revision);
       hash.update(header);
       yield header;
+      hash.update(webhooks);
+      if (webhooks) yield webhooks;
       for (;;) {
         const batch = await snapshot.read(EXPORT_BATCH);
         if (batch.length === 0) break;

@@ -11,6 +11,7 @@ import { ndjsonLines } from '../ndjson-lines.js';
 import type { ServerContext } from '../server-context.js';
 import { bucketIdOf, expiryFor, queryOf, singleParam } from '../request-input.js';
 import { effectivePrefix } from './effective-prefix.js';
+import { ImportedWebhooks } from './import-webhooks.js';
 
 export const IMPORT_MEDIA_TYPES = ['application/x-ndjson', 'application/jsonl', 'application/x-jsonlines'];
 /** Entries handed to the staging area at a time. */
@@ -31,12 +32,8 @@ function atLine(number: number, err: unknown): unknown {
  * line by line, and only once the end line's count and SHA-256 match applied in one transaction.
  * Any failure leaves the bucket untouched.
  */
-export async function importRoute(
-  { store, buckets, config, transfers, clock }: ServerContext,
-  request: FastifyRequest,
-  reply: FastifyReply,
-  body: Readable,
-): Promise<FastifyReply> {
+export async function importRoute(ctx: ServerContext, request: FastifyRequest, reply: FastifyReply, body: Readable): Promise<FastifyReply> {
+  const { store, buckets, config, transfers, clock } = ctx;
   const query = queryOf(request);
   const mode = singleParam(query, 'mode') ?? 'merge';
   if (mode !== 'merge' && mode !== 'replace') throw badRequest('mode must be merge or replace');
@@ -59,6 +56,7 @@ export async function importRoute(
   }
   transfers.imports++;
   let staging: ImportStaging | undefined;
+  const webhooks = new ImportedWebhooks(ctx, bucket, principal, prefix);
   try {
     staging = await store.beginImport(bucket.record.id);
     const now = clock();
@@ -85,6 +83,8 @@ export async function importRoute(
           if (!line.terminated) throw badRequest('the end line is cut short');
           end = { ...parsed, line: line.number };
           continue;
+        } else if (parsed.kind === 'webhook') {
+          webhooks.take(parsed);
         } else {
           entries++;
           if (!parsed.key.startsWith(prefix)) {
@@ -119,12 +119,18 @@ export async function importRoute(
     if (end.count !== entries) throw badRequest(`line ${end.line}: the end line counts ${end.count} keys, the file holds ${entries}`);
     if (end.sha256 !== hash.digest('hex')) throw badRequest(`line ${end.line}: sha256 does not match the lines before it`);
     if (batch.length > 0) await staging.add(batch);
+    await webhooks.stage();
     // An import is one revision of the bucket: every imported key carries it.
     const outcome = await staging.apply({ replace: mode === 'replace', prefix, actor: actorOf(principal, request) });
     staging = undefined;
     if ('refused' in outcome) throw new KvbError('not_found', 'no such bucket');
-    return reply.code(200).header('kvb-revision', String(outcome.revision)).send({ imported, skipped, rev: outcome.revision });
+    const added = webhooks.count > 0 ? { webhooks: await webhooks.settle(outcome.revision) } : {};
+    return reply
+      .code(200)
+      .header('kvb-revision', String(outcome.revision))
+      .send({ imported, skipped, rev: outcome.revision, ...added });
   } catch (err) {
+    await webhooks.undo();
     throw refuse(err);
   } finally {
     transfers.imports--;

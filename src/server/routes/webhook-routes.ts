@@ -1,13 +1,13 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { KvbError, badRequest } from '../../errors.js';
-import { type DeliveryAttempt, WEBHOOK_KINDS, type Webhook, type WebhookKind } from '../../store/webhook-types.js';
+import { KvbError } from '../../errors.js';
+import type { DeliveryAttempt, Webhook, WebhookKind } from '../../store/webhook-types.js';
 import { checkKey } from '../../values/keys.js';
-import { authorize, openBucket } from '../access-control.js';
+import { openBucket } from '../access-control.js';
 import { decodeBucket, parseInteger } from '../request-input.js';
 import type { ServerContext } from '../server-context.js';
 import { DELIVERY_LOG_KEEP, sendTestDelivery } from '../webhooks/webhook-deliverer.js';
 import { newWebhookId, newWebhookSecret } from '../webhooks/webhook-signature.js';
-import { webhookUrlProblem } from '../webhooks/webhook-url.js';
+import { authorizeWebhooks, checkedWebhook, webhookLimitReached } from '../webhooks/webhook-rules.js';
 import { webhookSchemas } from './webhook-schemas.js';
 
 /** A subscription as answered: never its secret. */
@@ -38,9 +38,7 @@ function webhookAccess({ buckets, store }: ServerContext) {
   const manage = async (request: FastifyRequest) => {
     const id = decodeBucket((request.params as Params).bucket);
     const { bucket, principal } = await openBucket(buckets, id, request);
-    authorize(bucket, principal, 'manage');
-    // A bucket anyone may manage would let anyone make this server send requests.
-    if (!bucket.flags.hasSecretKey) throw new KvbError('forbidden', 'webhooks need a bucket with a secret_key');
+    authorizeWebhooks(bucket, principal);
     return id;
   };
   const found = async (bucket: string, request: FastifyRequest | { params: Params }) => {
@@ -68,16 +66,12 @@ export async function webhookRoutes(app: FastifyInstance, ctx: ServerContext): P
   app.post('/api/v1/webhooks/:bucket', { schema: webhookSchemas.add }, async (request, reply) => {
     const bucket = await manage(request);
     const body = request.body as { url: string; prefix?: string; kinds?: WebhookKind[] };
-    const problem = webhookUrlProblem(body.url, config.webhookAllowPrivate);
-    if (problem) throw badRequest(problem);
+    const kinds = checkedWebhook(body.url, body.kinds, config.webhookAllowPrivate);
     const prefix = body.prefix === undefined || body.prefix === '' ? '' : checkKey(body.prefix, 'prefix');
-    const kinds = body.kinds ?? [...WEBHOOK_KINDS];
-    if (kinds.length === 0 || new Set(kinds).size !== kinds.length)
-      throw badRequest(`kinds must list one or more of ${WEBHOOK_KINDS.join(', ')}, each once`);
     const id = newWebhookId();
     const secret = newWebhookSecret();
     const added = await store.webhooks.add({ id, bucket, url: body.url, prefix, kinds, secret }, config.maxWebhooksPerBucket, clock());
-    if (!added) throw new KvbError('conflict', `the bucket has its limit of ${config.maxWebhooksPerBucket} webhooks`);
+    if (!added) throw webhookLimitReached(config.maxWebhooksPerBucket);
     const w = await found(bucket, { params: { bucket, id } });
     reply.code(201).header('location', `/api/v1/webhooks/${bucket}/${id}`);
     // The one time the secret is shown.

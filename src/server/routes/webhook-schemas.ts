@@ -48,7 +48,7 @@ const ATTEMPT_EXAMPLE = {
   error: null,
 };
 
-const webhook = {
+export const webhook = {
   type: 'object',
   description: 'A webhook subscription (never its secret)',
   properties: {
@@ -83,7 +83,7 @@ const attempt = {
 
 const noWebhook = errorResponse('not_found', 'No such bucket or webhook', 'no such webhook');
 const errors = { ...bucketErrors, 404: noWebhook };
-const secret = { type: 'string', description: 'signs each delivery; shown only here' };
+export const secret = { type: 'string', description: 'signs each delivery; shown only here' };
 
 export const webhookSchemas = {
   list: {

@@ -1,13 +1,9 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+export { newWebhookId, newWebhookSecret } from '../../store/webhook-ids.js';
 
 /** The header each delivery is signed in, as Stripe's: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`. */
 export const SIGNATURE_HEADER = 'kvb-signature';
-
-/** A new signing secret: shown once when a webhook is added or its secret rotated. */
-export const newWebhookSecret = () => `whsec_${randomBytes(24).toString('base64url')}`;
-
-/** A new webhook id. */
-export const newWebhookId = () => `wh_${randomBytes(9).toString('base64url')}`;
 
 const hmac = (secret: string, unixSeconds: number, body: string) =>
   createHmac('sha256', secret).update(`${unixSeconds}.`).update(body).digest('hex');
