@@ -133,7 +133,7 @@ describe('kvb/client in a browser', () => {
         });
         const big = 'x'.repeat(4000);
         await from.atomic().set('a', big).set('b', big).set('c', 1).commit();
-        const parts: BlobPart[] = [];
+        const parts: Uint8Array[] = [];
         for await (const chunk of await from.export()) parts.push(chunk.slice());
         const to = connect({ url, bucket: await createBucket({ url }, { email: 'b@example.com', secret_key: 'S' }), token: 'S' });
         const fractions: number[] = [];
