@@ -176,26 +176,11 @@ export class HttpTransport {
     if (ok && call.stream) {
       // The deadline covered the wait for the answer; the stream runs as long as the caller reads.
       clearTimeout(timer);
-      const chunks = chunksOf(response.body);
-      const self = this;
-      return {
-        status: response.status,
-        headers: response.headers,
-        data: EMPTY,
-        body: {
-          async *[Symbol.asyncIterator]() {
-            try {
-              for await (const chunk of chunks) yield chunk;
-            } catch (err) {
-              throw call.signal?.aborted ? call.signal.reason : networkErrorFor(self.url, err);
-            } finally {
-              call.signal?.removeEventListener('abort', onAbort);
-              // Stopping early (break, return) drops the connection instead of reading on.
-              controller.abort();
-            }
-          },
-        },
-      };
+      return streamedAnswer(response, call.signal, this.url, () => {
+        call.signal?.removeEventListener('abort', onAbort);
+        // Stopping early (break, return) drops the connection instead of reading on.
+        controller.abort();
+      });
     }
     let data: Uint8Array;
     try {
@@ -209,22 +194,48 @@ export class HttpTransport {
       call.onUploadProgress?.(1);
       return { status: response.status, headers: response.headers, data, body: (async function* () {})() };
     }
-    let kind: string | undefined;
-    let detail: string | undefined;
-    try {
-      const error = (JSON.parse(decoder.decode(data)) as { error?: { message?: string; detail?: string } }).error;
-      kind = error?.message;
-      detail = error?.detail;
-    } catch {
-      kind = undefined;
-    }
-    const errorHeaders: Record<string, string> = {};
-    for (const name of ['etag', 'retry-after', 'kvb-failed-checks', 'www-authenticate', 'kvb-revision', 'kvb-history-floor']) {
-      const value = response.headers.get(name);
-      if (value !== null) errorHeaders[name] = value;
-    }
-    throw httpErrorFor(response.status, kind, call.subject, detail ?? response.headers.get('kvb-error-detail') ?? undefined, errorHeaders);
+    throw errorAnswer(response, data, call.subject);
   }
+}
+
+/** A 2xx answer whose body is read as the caller iterates it; `end` runs once the caller stops. */
+function streamedAnswer(response: FetchResponse, signal: AbortSignal | undefined, url: string, end: () => void): Answer {
+  const chunks = chunksOf(response.body);
+  return {
+    status: response.status,
+    headers: response.headers,
+    data: EMPTY,
+    body: {
+      async *[Symbol.asyncIterator]() {
+        try {
+          for await (const chunk of chunks) yield chunk;
+        } catch (err) {
+          throw signal?.aborted ? signal.reason : networkErrorFor(url, err);
+        } finally {
+          end();
+        }
+      },
+    },
+  };
+}
+
+/** An error answer as its typed error: the envelope's message and detail, and the headers a caller may need. */
+function errorAnswer(response: FetchResponse, data: Uint8Array, subject: string): Error {
+  let kind: string | undefined;
+  let detail: string | undefined;
+  try {
+    const error = (JSON.parse(decoder.decode(data)) as { error?: { message?: string; detail?: string } }).error;
+    kind = error?.message;
+    detail = error?.detail;
+  } catch {
+    kind = undefined;
+  }
+  const headers: Record<string, string> = {};
+  for (const name of ['etag', 'retry-after', 'kvb-failed-checks', 'www-authenticate', 'kvb-revision', 'kvb-history-floor']) {
+    const value = response.headers.get(name);
+    if (value !== null) headers[name] = value;
+  }
+  return httpErrorFor(response.status, kind, subject, detail ?? response.headers.get('kvb-error-detail') ?? undefined, headers);
 }
 
 export const jsonOf = <T>(answer: Answer): T => JSON.parse(decoder.decode(answer.data)) as T;
