@@ -7,11 +7,19 @@ import { defineConfig } from 'vitest/config';
  * tests may create schemas in; `pgbouncer` runs the same suites with every server connecting
  * through PgBouncer in transaction pooling mode (KVB_TEST_PGBOUNCER_URL, started by .ci/run).
  * A fourth, `runtimes` (test/runtimes: the client under Deno and Bun), exists only for
- * `npm run test:runtimes`, a step of its own that .ci/run runs once after `npm test`.
+ * `npm run test:runtimes`, and a fifth, `install` (the packed tarball installed as
+ * docs/operations.md says, then the README's first use of the CLI), only for `npm run test:install`:
+ * steps of their own that .ci/run runs once after `npm test`.
  */
 const postgresUrl = process.env.KVB_TEST_POSTGRES_URL;
 /** `npm run test:runtimes`: the client under Deno and Bun, a step of its own (see test/runtimes). */
 const runtimes = process.env.KVB_TEST_RUNTIMES === '1';
+/**
+ * `npm run test:install`: test/packaging/global-install.test.ts, a step of its own after `npm test`
+ * (its `npm pack` swaps the checkout's package.json while the other files would read it).
+ */
+const install = process.env.KVB_TEST_INSTALL === '1';
+const INSTALL_TEST = 'test/packaging/global-install.test.ts';
 const pgbouncerUrl = postgresUrl ? process.env.KVB_TEST_PGBOUNCER_URL : undefined;
 // The config is loaded more than once per run; say it once.
 if (process.env.KVB_TEST_NOTICE_SHOWN) {
@@ -51,10 +59,11 @@ export default defineConfig({
         test: {
           name: 'sqlite',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/runtimes/**', ...(postgresUrl ? ['test/multi-instance/**'] : [])],
+          exclude: ['test/runtimes/**', INSTALL_TEST, ...(postgresUrl ? ['test/multi-instance/**'] : [])],
         },
       },
       ...(runtimes ? [{ extends: true as const, test: { name: 'runtimes', include: ['test/runtimes/**/*.test.ts'] } }] : []),
+      ...(install ? [{ extends: true as const, test: { name: 'install', include: [INSTALL_TEST] } }] : []),
       ...(postgresUrl
         ? [
             {

@@ -35,7 +35,10 @@ const STAMP = 'dist/.build-inputs';
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 const STEPS = [
   [process.execPath, [tsc, '-p', 'tsconfig.build.json']],
-  [process.execPath, [tsc, '-p', 'packages/client']],
+  // kvb-client: its JavaScript without comments, its types with them (editors show those; the
+  // package would carry every doc comment twice).
+  [process.execPath, [tsc, '-p', 'packages/client', '--removeComments', '--declaration', 'false']],
+  [process.execPath, [tsc, '-p', 'packages/client', '--emitDeclarationOnly']],
   [process.execPath, ['scripts/build-console.mjs']],
   [process.execPath, ['scripts/build-bundle.mjs']],
 ];

@@ -1,12 +1,11 @@
 /**
  * Every call the console makes to the kvb HTTP API, one function per call, each made by the client
- * library (src/client, published as kvb-client): the console sends no request of its own but the
- * import's upload, which needs XMLHttpRequest's progress events.
+ * library (src/client, published as kvb-client): the console sends no request of its own.
  */
 
 import type { BucketPolicy } from '../../src/client/bucket-policy.js';
 import { KvbHttpError } from '../../src/client/client-errors.js';
-import type { BodyStream, BucketChanges, CreateBucketFields, FetchLike, ValueRead } from '../../src/client/http-types.js';
+import type { BodyStream, BucketChanges, CreateBucketFields, ValueRead } from '../../src/client/http-types.js';
 import { KvbHttp } from '../../src/client/kvb-http.js';
 import { MAX_TXN_OPS, type Permission, PERMISSIONS, type ValueType, VALUE_TYPES } from '../../src/limits.js';
 
@@ -34,7 +33,6 @@ const SERVER = new URL('..', document.baseURI).href;
 
 // The console never caches an answer, never retries on its own (the user sees a 429 or 503 and
 // acts) and sets no deadline: as before, only the browser's own limits apply.
-const noStore: FetchLike = (url, init) => fetch(url, { ...(init as RequestInit), cache: 'no-store' }) as ReturnType<FetchLike>;
 const clients = new Map<string, KvbHttp>();
 
 /** The client for one credential (the client sends its token with every call). */
@@ -42,7 +40,7 @@ function client(credential: string | undefined): KvbHttp {
   const token = credential ?? '';
   let http = clients.get(token);
   if (!http) {
-    http = new KvbHttp({ url: SERVER, token: token || undefined, fetch: noStore, retries: 0, timeoutMs: 0 });
+    http = new KvbHttp({ url: SERVER, token: token || undefined, cache: 'no-store', retries: 0, timeoutMs: 0 });
     clients.set(token, http);
   }
   return http;
@@ -391,44 +389,16 @@ export interface ImportOutcome {
   skipped: number;
 }
 
-/**
- * POST /api/v1/{bucket}?prefix=P (NDJSON): imports an export, all or nothing. XMLHttpRequest, not
- * fetch: only it reports upload progress (`onProgress` gets the fraction sent).
- */
-export function importKeys(
+/** POST /api/v1/{bucket}?prefix=P (NDJSON): imports an export, all or nothing; `onProgress` gets the fraction sent. */
+export async function importKeys(
   c: Connection,
   prefix: string,
   file: Blob,
   mode: 'merge' | 'replace',
   onProgress: (fraction: number) => void,
 ): Promise<ImportOutcome> {
-  const query = new URLSearchParams({ mode });
-  if (prefix) query.set('prefix', prefix);
-  return new Promise((resolve, reject) => {
-    const xhr = new XMLHttpRequest();
-    xhr.open('POST', `${API_BASE}/${encodeURIComponent(c.bucket)}?${query}`);
-    xhr.setRequestHeader('Content-Type', 'application/x-ndjson');
-    if (c.credential) xhr.setRequestHeader('Authorization', `Bearer ${c.credential}`);
-    xhr.upload.onprogress = (e) => {
-      if (e.lengthComputable && e.total > 0) onProgress(e.loaded / e.total);
-    };
-    xhr.onload = () => {
-      if (xhr.status >= 200 && xhr.status < 300) {
-        onProgress(1);
-        resolve(JSON.parse(xhr.responseText) as ImportOutcome);
-        return;
-      }
-      let code = '';
-      try {
-        code = (JSON.parse(xhr.responseText) as { error?: { message?: string } }).error?.message ?? '';
-      } catch {
-        // not an envelope
-      }
-      reject(new ApiError(xhr.status, code, xhr.getResponseHeader('kvb-error-detail') ?? ''));
-    };
-    xhr.onerror = () => reject(new Error('The upload failed: the connection was lost'));
-    xhr.send(file);
-  });
+  const result = await call(c.credential, (http) => http.importBucket(c.bucket, file, { mode, prefix, onUploadProgress: onProgress }));
+  return { imported: result.imported, skipped: result.skipped };
 }
 
 /** One of a key's recorded changes (`?history=true`), newest first. */

@@ -1,8 +1,7 @@
 import type { BucketPolicy } from './bucket-policy.js';
 import { revisionOf } from './client-errors.js';
 import type { BucketChanges, BucketUsage, CallOptions, CreateBucketFields, Health, TokenRequest, TxnOutcome } from './http-types.js';
-import { callOf } from './http-transport.js';
-import { ListingRequests } from './listing-requests.js';
+import { bucketPath, callOf, type HttpTransport, jsonOf } from './http-transport.js';
 
 // The routes on a bucket as a whole (create, policy and usage, update, delete), /health,
 // transactions and token minting.
@@ -10,11 +9,17 @@ import { ListingRequests } from './listing-requests.js';
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
-/** Buckets, health, transactions and tokens (on top of the listing and key requests). */
-export class BucketRequests extends ListingRequests {
+/** Buckets, health, transactions and tokens. */
+export class BucketRequests {
+  readonly #http: HttpTransport;
+
+  constructor(http: HttpTransport) {
+    this.#http = http;
+  }
+
   async health(options: CallOptions = {}): Promise<Health> {
-    return this.json(
-      await this.send({ ...callOf(options), method: 'GET', path: '/health', subject: 'health check', auth: false, idempotent: true }),
+    return jsonOf(
+      await this.#http.send({ ...callOf(options), method: 'GET', path: '/health', subject: 'health check', auth: false, idempotent: true }),
     );
   }
 
@@ -22,7 +27,7 @@ export class BucketRequests extends ListingRequests {
   async createBucket(fields: CreateBucketFields, options: CallOptions = {}): Promise<string> {
     const form = new URLSearchParams();
     for (const [name, value] of Object.entries(fields)) if (value !== undefined) form.set(name, String(value));
-    const answer = await this.send({
+    const answer = await this.#http.send({
       ...callOf(options),
       method: 'POST',
       path: '/api/v1/',
@@ -39,14 +44,14 @@ export class BucketRequests extends ListingRequests {
 
   /** The policy projection, and the usage the server sends beside it in headers (absent from servers before quotas). */
   async policyAndUsage(bucket: string, options: CallOptions = {}): Promise<{ policy: BucketPolicy; usage?: BucketUsage }> {
-    const answer = await this.send({
+    const answer = await this.#http.send({
       ...callOf(options),
       method: 'GET',
-      path: this.bucketPath(bucket),
+      path: bucketPath(bucket),
       subject: `bucket ${bucket}`,
       idempotent: true,
     });
-    const policy = this.json<BucketPolicy>(answer);
+    const policy = jsonOf<BucketPolicy>(answer);
     const number = (name: string) => {
       const text = answer.headers.get(name);
       return text === null ? undefined : Number(text);
@@ -70,7 +75,13 @@ export class BucketRequests extends ListingRequests {
   /** HEAD on the bucket: true with admin access to an existing bucket, false on 404. */
   async bucketExists(bucket: string, options: CallOptions = {}): Promise<boolean> {
     try {
-      await this.send({ ...callOf(options), method: 'HEAD', path: this.bucketPath(bucket), subject: `bucket ${bucket}`, idempotent: true });
+      await this.#http.send({
+        ...callOf(options),
+        method: 'HEAD',
+        path: bucketPath(bucket),
+        subject: `bucket ${bucket}`,
+        idempotent: true,
+      });
       return true;
     } catch (err) {
       if (err instanceof Error && 'status' in err && err.status === 404) return false;
@@ -79,10 +90,10 @@ export class BucketRequests extends ListingRequests {
   }
 
   async updateBucket(bucket: string, changes: BucketChanges, options: CallOptions = {}): Promise<void> {
-    await this.send({
+    await this.#http.send({
       ...callOf(options),
       method: 'PATCH',
-      path: this.bucketPath(bucket),
+      path: bucketPath(bucket),
       subject: `bucket ${bucket}`,
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(changes),
@@ -92,15 +103,21 @@ export class BucketRequests extends ListingRequests {
   }
 
   async deleteBucket(bucket: string, options: CallOptions = {}): Promise<void> {
-    await this.send({ ...callOf(options), method: 'DELETE', path: this.bucketPath(bucket), subject: `bucket ${bucket}`, idempotent: true });
+    await this.#http.send({
+      ...callOf(options),
+      method: 'DELETE',
+      path: bucketPath(bucket),
+      subject: `bucket ${bucket}`,
+      idempotent: true,
+    });
   }
 
   /** Commits `{"txn":[…]}` given as JSON text (sent exactly as written, so numbers keep their precision). Never retried. */
   async txn(bucket: string, json: string, options: CallOptions & { acceptConflict?: boolean } = {}): Promise<TxnOutcome> {
-    const answer = await this.send({
+    const answer = await this.#http.send({
       ...callOf(options),
       method: 'POST',
-      path: this.bucketPath(bucket),
+      path: bucketPath(bucket),
       subject: `transaction in bucket ${bucket}`,
       headers: { 'content-type': 'application/json' },
       body: encoder.encode(json),
@@ -123,11 +140,11 @@ export class BucketRequests extends ListingRequests {
 
   async mintToken(bucket: string, request: TokenRequest, options: CallOptions = {}): Promise<{ access_token: string; id?: string }> {
     const form = new URLSearchParams({ prefix: request.prefix, permissions: request.permissions.join(','), ttl: String(request.ttl) });
-    return this.json(
-      await this.send({
+    return jsonOf(
+      await this.#http.send({
         ...callOf(options),
         method: 'POST',
-        path: `${this.bucketPath(bucket)}/tokens/`,
+        path: `${bucketPath(bucket)}/tokens/`,
         subject: `token for bucket ${bucket}`,
         headers: { 'content-type': 'application/x-www-form-urlencoded' },
         body: form.toString(),

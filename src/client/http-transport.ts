@@ -1,11 +1,12 @@
 import { KvbTimeoutError, httpErrorFor, networkErrorFor, retryAfterSeconds } from './client-errors.js';
 import type { BodyStream, CallOptions, FetchLike, FetchResponse, HttpOptions, RequestBody } from './http-types.js';
+import { uploadWithProgress } from './upload-progress.js';
 
 // The request core of kvb's HTTP client: URLs, the Bearer credential, deadlines, retries of
 // idempotent calls, streamed answers, and every error answer turned into a typed error. It needs
 // nothing but a fetch (the platform's, or the CLI's own on Node's http) and runs unchanged in Node,
-// browsers, Deno and Bun: no node: imports, no Buffer. The routes are in key-, listing- and
-// bucket-requests.ts, which extend this class one after the other into KvbHttp (kvb-http.ts).
+// browsers, Deno and Bun: no node: imports, no Buffer. The routes are in key-, listing-, bucket-
+// and webhook-requests.ts, each a part given the one transport, which KvbHttp (kvb-http.ts) embeds.
 
 type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -29,6 +30,8 @@ export interface Call extends CallOptions {
   stream?: boolean;
   /** Statuses that are answers, not errors, for this call (a 409 of a transaction with checks). */
   accept?: number[];
+  /** The fraction of the body sent, as it goes in a browser (uploadWithProgress), 1 once answered. */
+  onUploadProgress?: ((fraction: number) => void) | undefined;
 }
 
 /** A 2xx answer with its body: buffered (`data`), or streamed (`body`) for streaming calls. */
@@ -41,6 +44,9 @@ export interface Answer {
 
 /** Only the per-call settings of an options object (callers pass their own wider options). */
 export const callOf = (options: CallOptions): CallOptions => ({ signal: options.signal, timeoutMs: options.timeoutMs });
+
+export const bucketPath = (bucket: string): string => `/api/v1/${encodeURIComponent(bucket)}`;
+export const keyPath = (bucket: string, key: string): string => `${bucketPath(bucket)}/${encodeURIComponent(key)}`;
 
 const decoder = new TextDecoder();
 const EMPTY = new Uint8Array(0);
@@ -78,12 +84,13 @@ export function chunksOf(body: FetchResponse['body']): BodyStream {
   };
 }
 
-/** Sends kvb's requests: the subclasses add one method per route, taking the bucket per call. */
+/** Sends kvb's requests for the parts that know the routes (one transport per client). */
 export class HttpTransport {
   readonly url: string;
   private readonly base: URL;
   private readonly token: string | undefined;
   private readonly fetch: FetchLike;
+  private readonly cache: HttpOptions['cache'];
   private readonly timeoutMs: number;
   private readonly retries: number;
   private readonly maxRetryDelayMs: number;
@@ -93,21 +100,14 @@ export class HttpTransport {
     this.base = new URL(this.url);
     this.token = options.token;
     this.fetch = options.fetch ?? ((url, init) => globalThis.fetch(url, init as RequestInit));
+    this.cache = options.cache;
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.retries = options.retries ?? 2;
     this.maxRetryDelayMs = options.maxRetryDelayMs ?? 10_000;
   }
 
-  protected bucketPath(bucket: string): string {
-    return `/api/v1/${encodeURIComponent(bucket)}`;
-  }
-
-  protected keyPath(bucket: string, key: string): string {
-    return `${this.bucketPath(bucket)}/${encodeURIComponent(key)}`;
-  }
-
   /** Sends one request, retrying an idempotent one after 429/503; resolves with a 2xx (or accepted) answer, throws a typed error otherwise. */
-  protected async send(call: Call): Promise<Answer> {
+  async send(call: Call): Promise<Answer> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.attempt(call);
@@ -157,14 +157,16 @@ export class HttpTransport {
       return networkErrorFor(this.url, err);
     };
     const body = call.body;
-    const streamed = body !== undefined && typeof body !== 'string' && !(body instanceof Uint8Array);
+    const streamed = body !== undefined && typeof body !== 'string' && !(body instanceof Uint8Array) && !isBlob(body);
+    const progress = call.onUploadProgress && !streamed && uploadWithProgress(call.onUploadProgress);
     let response: FetchResponse;
     try {
-      response = await this.fetch(url, {
+      response = await (progress || this.fetch)(url, {
         method: call.method,
         headers,
         body,
         signal: controller.signal,
+        ...(this.cache && { cache: this.cache }),
         ...(streamed && { duplex: 'half' as const }),
       });
     } catch (err) {
@@ -174,26 +176,11 @@ export class HttpTransport {
     if (ok && call.stream) {
       // The deadline covered the wait for the answer; the stream runs as long as the caller reads.
       clearTimeout(timer);
-      const chunks = chunksOf(response.body);
-      const self = this;
-      return {
-        status: response.status,
-        headers: response.headers,
-        data: EMPTY,
-        body: {
-          async *[Symbol.asyncIterator]() {
-            try {
-              for await (const chunk of chunks) yield chunk;
-            } catch (err) {
-              throw call.signal?.aborted ? call.signal.reason : networkErrorFor(self.url, err);
-            } finally {
-              call.signal?.removeEventListener('abort', onAbort);
-              // Stopping early (break, return) drops the connection instead of reading on.
-              controller.abort();
-            }
-          },
-        },
-      };
+      return streamedAnswer(response, call.signal, this.url, () => {
+        call.signal?.removeEventListener('abort', onAbort);
+        // Stopping early (break, return) drops the connection instead of reading on.
+        controller.abort();
+      });
     }
     let data: Uint8Array;
     try {
@@ -203,25 +190,54 @@ export class HttpTransport {
       throw failed(err);
     }
     done();
-    if (ok) return { status: response.status, headers: response.headers, data, body: (async function* () {})() };
-    let kind: string | undefined;
-    let detail: string | undefined;
-    try {
-      const error = (JSON.parse(decoder.decode(data)) as { error?: { message?: string; detail?: string } }).error;
-      kind = error?.message;
-      detail = error?.detail;
-    } catch {
-      kind = undefined;
+    if (ok) {
+      call.onUploadProgress?.(1);
+      return { status: response.status, headers: response.headers, data, body: (async function* () {})() };
     }
-    const errorHeaders: Record<string, string> = {};
-    for (const name of ['etag', 'retry-after', 'kvb-failed-checks', 'www-authenticate', 'kvb-revision', 'kvb-history-floor']) {
-      const value = response.headers.get(name);
-      if (value !== null) errorHeaders[name] = value;
-    }
-    throw httpErrorFor(response.status, kind, call.subject, detail ?? response.headers.get('kvb-error-detail') ?? undefined, errorHeaders);
-  }
-
-  protected json<T>(answer: Answer): T {
-    return JSON.parse(decoder.decode(answer.data)) as T;
+    throw errorAnswer(response, data, call.subject);
   }
 }
+
+/** A 2xx answer whose body is read as the caller iterates it; `end` runs once the caller stops. */
+function streamedAnswer(response: FetchResponse, signal: AbortSignal | undefined, url: string, end: () => void): Answer {
+  const chunks = chunksOf(response.body);
+  return {
+    status: response.status,
+    headers: response.headers,
+    data: EMPTY,
+    body: {
+      async *[Symbol.asyncIterator]() {
+        try {
+          for await (const chunk of chunks) yield chunk;
+        } catch (err) {
+          throw signal?.aborted ? signal.reason : networkErrorFor(url, err);
+        } finally {
+          end();
+        }
+      },
+    },
+  };
+}
+
+/** An error answer as its typed error: the envelope's message and detail, and the headers a caller may need. */
+function errorAnswer(response: FetchResponse, data: Uint8Array, subject: string): Error {
+  let kind: string | undefined;
+  let detail: string | undefined;
+  try {
+    const error = (JSON.parse(decoder.decode(data)) as { error?: { message?: string; detail?: string } }).error;
+    kind = error?.message;
+    detail = error?.detail;
+  } catch {
+    kind = undefined;
+  }
+  const headers: Record<string, string> = {};
+  for (const name of ['etag', 'retry-after', 'kvb-failed-checks', 'www-authenticate', 'kvb-revision', 'kvb-history-floor']) {
+    const value = response.headers.get(name);
+    if (value !== null) headers[name] = value;
+  }
+  return httpErrorFor(response.status, kind, subject, detail ?? response.headers.get('kvb-error-detail') ?? undefined, headers);
+}
+
+export const jsonOf = <T>(answer: Answer): T => JSON.parse(decoder.decode(answer.data)) as T;
+
+const isBlob = (body: RequestBody): body is Blob => typeof Blob === 'function' && body instanceof Blob;

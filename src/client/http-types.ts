@@ -5,8 +5,8 @@ import type { HistoryOperation } from '../values/change-kind.js';
 // The shapes kvb's HTTP API is spoken in, shared by the transport and the per-resource requests
 // (a module of its own, so that none of them imports another for a type).
 
-/** A request body: text, bytes, or a stream of bytes (streamed as it is produced). */
-export type RequestBody = string | Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
+/** A request body: text, bytes, a Blob (a browser's File), or a stream of bytes (streamed as it is produced). */
+export type RequestBody = string | Uint8Array | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
 
 /** What the client passes to `fetch`. */
 export interface FetchInit {
@@ -16,7 +16,10 @@ export interface FetchInit {
   signal?: AbortSignal | undefined;
   /** Needed by fetch for a streamed request body. */
   duplex?: 'half';
+  cache?: FetchCache;
 }
+
+export type FetchCache = 'default' | 'no-store' | 'reload' | 'no-cache' | 'force-cache' | 'only-if-cached';
 
 /** The part of a fetch `Response` the client reads. */
 export interface FetchResponse {
@@ -40,6 +43,8 @@ export interface HttpOptions {
   token?: string | undefined;
   /** Default `globalThis.fetch`. */
   fetch?: FetchLike | undefined;
+  /** fetch's `cache` mode for every call (a browser's HTTP cache: `'no-store'`); unset, fetch's default. */
+  cache?: FetchCache | undefined;
   /** Milliseconds a call may take (until its whole answer is read; for streams, until they start). 0 = none. Default 30000. */
   timeoutMs?: number | undefined;
   /** Retries of an idempotent call answered 429 or 503 (honouring Retry-After). Default 2. */

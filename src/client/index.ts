@@ -34,6 +34,7 @@ export {
   type BucketPolicy,
   type CallOptions,
   type CreateBucketFields,
+  type FetchCache,
   type FetchInit,
   type FetchLike,
   type FetchResponse,

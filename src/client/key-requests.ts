@@ -1,7 +1,7 @@
 import { isValueType, type ValueType } from '../values/value-type.js';
 import { revisionOf } from './client-errors.js';
 import type { CallOptions, ValueRead, WriteCondition } from './http-types.js';
-import { type Answer, HttpTransport, callOf } from './http-transport.js';
+import { type Answer, type HttpTransport, callOf, keyPath } from './http-transport.js';
 
 // The key routes: PUT, GET, DELETE and the counter PATCH of /api/v1/BUCKET/KEY.
 
@@ -26,7 +26,13 @@ export function quotedKey(key: string): string {
 }
 
 /** The requests on one key. */
-export class KeyRequests extends HttpTransport {
+export class KeyRequests {
+  readonly #http: HttpTransport;
+
+  constructor(http: HttpTransport) {
+    this.#http = http;
+  }
+
   /**
    * Sets a key with PUT (idempotent), or POST, the spec's primary method for the same write (the
    * console's). Without a contentType the server infers the type, as it does for curl.
@@ -42,10 +48,10 @@ export class KeyRequests extends HttpTransport {
       method?: 'PUT' | 'POST' | undefined;
     } = {},
   ): Promise<ValueRead> {
-    const answer = await this.send({
+    const answer = await this.#http.send({
       ...callOf(options),
       method: options.method ?? 'PUT',
-      path: this.keyPath(bucket, key),
+      path: keyPath(bucket, key),
       subject: `key ${quotedKey(key)} in bucket ${bucket}`,
       query: { ttl: options.ttl },
       headers: { ...(options.contentType && { 'content-type': options.contentType }), ...conditionHeaders(options.condition) },
@@ -66,10 +72,10 @@ export class KeyRequests extends HttpTransport {
     options: CallOptions & { revision?: number | undefined; createRevision?: boolean | undefined } = {},
   ): Promise<ValueRead> {
     return valueRead(
-      await this.send({
+      await this.#http.send({
         ...callOf(options),
         method: 'GET',
-        path: this.keyPath(bucket, key),
+        path: keyPath(bucket, key),
         subject: `key ${quotedKey(key)} in bucket ${bucket}`,
         query: { rev: options.revision },
         ...(options.createRevision && { headers: { 'kvb-include': 'create-revision' } }),
@@ -80,10 +86,10 @@ export class KeyRequests extends HttpTransport {
 
   /** Deletes a key; resolves with the revision of the commit. */
   async del(bucket: string, key: string, condition?: WriteCondition, options: CallOptions = {}): Promise<number | undefined> {
-    const answer = await this.send({
+    const answer = await this.#http.send({
       ...callOf(options),
       method: 'DELETE',
-      path: this.keyPath(bucket, key),
+      path: keyPath(bucket, key),
       subject: `key ${quotedKey(key)} in bucket ${bucket}`,
       headers: conditionHeaders(condition),
       idempotent: true,
@@ -100,10 +106,10 @@ export class KeyRequests extends HttpTransport {
     condition?: WriteCondition,
     options: CallOptions = {},
   ): Promise<ValueRead> {
-    const answer = await this.send({
+    const answer = await this.#http.send({
       ...callOf(options),
       method: 'PATCH',
-      path: this.keyPath(bucket, key),
+      path: keyPath(bucket, key),
       subject: `key ${quotedKey(key)} in bucket ${bucket}`,
       query: { ttl },
       headers: { 'content-type': 'text/plain', ...conditionHeaders(condition) },

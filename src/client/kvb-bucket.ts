@@ -6,6 +6,7 @@ import {
   type CallOptions,
   type CreateBucketFields,
   DEFAULT_URL,
+  type FetchCache,
   type FetchLike,
   type HistoryLine,
   KvbHttp,
@@ -38,6 +39,8 @@ export interface ConnectOptions {
   token?: string | undefined;
   /** A fetch to use instead of `globalThis.fetch` (a proxy agent, a test double, the CLI's own). */
   fetch?: FetchLike | undefined;
+  /** fetch's `cache` mode for every call (in a browser, `'no-store'`). */
+  cache?: FetchCache | undefined;
   /** Milliseconds each call may take; 0 = no limit. Default 30000. */
   timeoutMs?: number | undefined;
   /** How often an idempotent call is retried after 429 or 503 (honouring Retry-After). Default 2. */
@@ -173,6 +176,8 @@ export interface ImportOptions extends CallOptions {
   mode?: 'merge' | 'replace' | undefined;
   /** With replace: replace only keys under this prefix. */
   prefix?: string | undefined;
+  /** The fraction of the body sent, as it goes in a browser (not for a stream), 1 once answered. */
+  onUploadProgress?: ((fraction: number) => void) | undefined;
 }
 
 export type CommitResult = { ok: true; revision: number } | { ok: false; failedChecks: Array<{ index: number; key: string }> };

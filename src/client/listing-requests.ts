@@ -10,14 +10,20 @@ import type {
   RequestBody,
   RollbackResult,
 } from './http-types.js';
-import { callOf } from './http-transport.js';
-import { KeyRequests, quotedKey } from './key-requests.js';
+import { bucketPath, callOf, type HttpTransport, jsonOf, keyPath } from './http-transport.js';
+import { quotedKey } from './key-requests.js';
 
 // The routes that read or write many keys at once: listing pages, a key's history, rollback,
 // export, import and the watch stream.
 
-/** Listing, history, rollback, export/import and watch (on top of the key requests). */
-export class ListingRequests extends KeyRequests {
+/** Listing, history, rollback, export/import and watch. */
+export class ListingRequests {
+  readonly #http: HttpTransport;
+
+  constructor(http: HttpTransport) {
+    this.#http = http;
+  }
+
   /**
    * One page of a key's recorded changes, newest first, or (key undefined) of the bucket's change
    * log in revision order, and the cursor of the next page.
@@ -28,10 +34,10 @@ export class ListingRequests extends KeyRequests {
     page: HistoryPage = {},
     options: CallOptions = {},
   ): Promise<{ lines: HistoryLine[]; texts: string[]; nextCursor: string | undefined; floor: number | undefined }> {
-    const answer = await this.send({
+    const answer = await this.#http.send({
       ...callOf(options),
       method: 'GET',
-      path: key === undefined ? `${this.bucketPath(bucket)}/` : this.keyPath(bucket, key),
+      path: key === undefined ? `${bucketPath(bucket)}/` : keyPath(bucket, key),
       subject: key === undefined ? `change log of bucket ${bucket}` : `history of key ${quotedKey(key)} in bucket ${bucket}`,
       query: {
         history: true,
@@ -62,23 +68,23 @@ export class ListingRequests extends KeyRequests {
     rollback: { prefix?: string | undefined; dryRun?: boolean | undefined } = {},
     options: CallOptions = {},
   ): Promise<RollbackResult> {
-    const answer = await this.send({
+    const answer = await this.#http.send({
       ...callOf(options),
       method: 'POST',
-      path: this.bucketPath(bucket),
+      path: bucketPath(bucket),
       subject: `rollback of bucket ${bucket}`,
       query: { rollback: revision, prefix: rollback.prefix || undefined, dry_run: rollback.dryRun || undefined },
       ...(rollback.dryRun && { idempotent: true }),
     });
-    return this.json<RollbackResult>(answer);
+    return jsonOf<RollbackResult>(answer);
   }
 
   /** One page of keys and the cursor that continues after it (see `Kvb-Next-Cursor`); the body streams. */
   async listPage(bucket: string, list: ListOptions, options: CallOptions = {}): Promise<ListPage> {
-    const answer = await this.send({
+    const answer = await this.#http.send({
       ...callOf(options),
       method: 'GET',
-      path: `${this.bucketPath(bucket)}/`,
+      path: `${bucketPath(bucket)}/`,
       subject: `bucket ${bucket}`,
       query: {
         prefix: list.prefix || undefined,
@@ -104,10 +110,10 @@ export class ListingRequests extends KeyRequests {
 
   /** Exports the bucket (or a prefix) as the NDJSON export format, streamed. */
   async exportBucket(bucket: string, prefix?: string, options: CallOptions = {}): Promise<BodyStream> {
-    const answer = await this.send({
+    const answer = await this.#http.send({
       ...callOf(options),
       method: 'GET',
-      path: `${this.bucketPath(bucket)}/`,
+      path: `${bucketPath(bucket)}/`,
       subject: `export of bucket ${bucket}`,
       query: { export: true, prefix: prefix || undefined },
       idempotent: true,
@@ -120,13 +126,18 @@ export class ListingRequests extends KeyRequests {
   async importBucket(
     bucket: string,
     body: RequestBody,
-    options: CallOptions & { mode?: 'merge' | 'replace' | undefined; prefix?: string | undefined } = {},
+    options: CallOptions & {
+      mode?: 'merge' | 'replace' | undefined;
+      prefix?: string | undefined;
+      onUploadProgress?: ((fraction: number) => void) | undefined;
+    } = {},
   ): Promise<ImportResult> {
-    return this.json(
-      await this.send({
+    return jsonOf(
+      await this.#http.send({
         ...callOf(options),
+        onUploadProgress: options.onUploadProgress,
         method: 'POST',
-        path: this.bucketPath(bucket),
+        path: bucketPath(bucket),
         subject: `import into bucket ${bucket}`,
         query: { mode: options.mode, prefix: options.prefix || undefined },
         headers: { 'content-type': 'application/x-ndjson' },
@@ -141,10 +152,10 @@ export class ListingRequests extends KeyRequests {
     watch: { prefix?: string | undefined; since?: number | undefined; values?: boolean | undefined },
     options: CallOptions = {},
   ): Promise<BodyStream> {
-    const answer = await this.send({
+    const answer = await this.#http.send({
       ...callOf(options),
       method: 'GET',
-      path: `${this.bucketPath(bucket)}/`,
+      path: `${bucketPath(bucket)}/`,
       subject: `bucket ${bucket}`,
       query: { watch: true, prefix: watch.prefix || undefined, since: watch.since, values: watch.values, format: 'jsonl' },
       stream: true,

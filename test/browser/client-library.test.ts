@@ -115,4 +115,59 @@ describe('kvb/client in a browser', () => {
       await page.close();
     },
   );
+
+  it.skipIf(!hasChromium)(
+    "import() of a Blob tells its upload's progress as it goes (through XMLHttpRequest), then 1; a refused one is the typed error; a client with cache: 'no-store' works",
+    async () => {
+      const page = await browser.newPage();
+      const errors: string[] = [];
+      page.on('pageerror', (error) => errors.push(error.message));
+      await page.goto(`${pageOrigin}/`);
+      const result = await page.evaluate(async (url) => {
+        const { connect, createBucket, BadRequestError, KvbNetworkError } = kvbClient;
+        const from = connect({
+          url,
+          bucket: await createBucket({ url }, { email: 'b@example.com', secret_key: 'S' }),
+          token: 'S',
+          cache: 'no-store',
+        });
+        const big = 'x'.repeat(4000);
+        await from.atomic().set('a', big).set('b', big).set('c', 1).commit();
+        const parts: Uint8Array[] = [];
+        for await (const chunk of await from.export()) parts.push(chunk.slice());
+        const to = connect({ url, bucket: await createBucket({ url }, { email: 'b@example.com', secret_key: 'S' }), token: 'S' });
+        const fractions: number[] = [];
+        const imported = await to.import(new Blob(parts), { onUploadProgress: (f) => fractions.push(f) });
+        const refusedProgress: number[] = [];
+        const refused = await to
+          .import(new Blob(['not json\n']), { onUploadProgress: (f) => refusedProgress.push(f) })
+          .catch((e: unknown) => e);
+        const dead = await connect({ url: 'http://127.0.0.1:9', bucket: 'b', token: 'S' })
+          .import(new Blob(['{}\n']), { onUploadProgress: () => undefined })
+          .catch((e: unknown) => e);
+        return {
+          imported: [imported.imported, imported.skipped],
+          read: (await to.get('c'))?.value?.toString(),
+          last: fractions.at(-1),
+          told: fractions.length >= 2,
+          rising: fractions.every((f, i) => f > 0 && f <= 1 && (i === 0 || f >= fractions[i - 1]!)),
+          refused: refused instanceof BadRequestError ? refused.status : String(refused),
+          refusedProgress: refusedProgress.filter((f) => f === 1).length,
+          dead: dead instanceof KvbNetworkError,
+        };
+      }, server.url);
+      expect(result).toEqual({
+        imported: [3, 0],
+        read: '1',
+        last: 1,
+        told: true,
+        rising: true,
+        refused: 400,
+        refusedProgress: 1,
+        dead: true,
+      });
+      expect(errors).toEqual([]);
+      await page.close();
+    },
+  );
 });

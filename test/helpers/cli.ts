@@ -169,8 +169,10 @@ export async function inTerminal(
   env: Record<string, string>,
   /** Called once step N's keys are typed into the terminal. */
   onSent?: (step: number) => void,
+  /** The kvb to run: this checkout's by default, or an installed one (`['kvb']` with its PATH in env). */
+  command: string[] = ['node', KVB_BIN],
 ): Promise<TerminalResult> {
-  const child = execa('python3', [PTY_SESSION, JSON.stringify(steps), '--', 'node', KVB_BIN, ...args], {
+  const child = execa('python3', [PTY_SESSION, JSON.stringify(steps), '--', ...command, ...args], {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', TERM: 'xterm-256color', ...env },
     extendEnv: false,
     timeout: 60_000,

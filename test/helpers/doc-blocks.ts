@@ -10,8 +10,10 @@ export interface DocBlock {
   text: string;
   /**
    * The word of a `<!-- docs-test: WORD -->` line just above the block: `run` (run against a spawned
-   * server by test/cli/docs-pages.test.ts) or `install` (run from a packed tarball in a scratch
-   * directory by the packaging tests); undefined when there is none.
+   * server by test/cli/docs-pages.test.ts), `install` (run from a packed tarball in a scratch
+   * directory by the packaging tests) or `first-use` (the README's tour of the server and the CLI,
+   * run with the kvb that docs/operations.md's install put on the PATH, by
+   * test/packaging/global-install.test.ts); undefined when there is none.
    */
   marker: string | undefined;
 }

@@ -2,6 +2,7 @@ import { execa } from 'execa';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { deadUrl } from '../helpers/cli.js';
 
 /**
  * `npm start` runs the built server without building first (the build runs once, at
@@ -28,10 +29,13 @@ describe('npm start', () => {
     expect(scripts.start).toMatch(/^exec node /);
   });
 
-  it('starts without building, and SIGTERM to npm leaves no server running', { timeout: 60_000 }, async () => {
-    const npm = execa('npm', ['start'], {
+  it('starts without building on the port the README says to pass (npm start -- --port N), and SIGTERM to npm leaves no server running', {
+    timeout: 60_000,
+  }, async () => {
+    const port = new URL(await deadUrl()).port;
+    const npm = execa('npm', ['start', '--', '--port', port], {
       cwd: ROOT,
-      env: { KVB_PORT: '0', KVB_HOST: '127.0.0.1', KVB_DB: ':memory:', KVB_LOG_FORMAT: 'json' },
+      env: { KVB_HOST: '127.0.0.1', KVB_DB: ':memory:', KVB_LOG_FORMAT: 'json' },
       reject: false,
       all: true,
       buffer: false,
@@ -48,6 +52,7 @@ describe('npm start', () => {
       void npm.then(() => reject(new Error(`npm start ended early:\n${output}`)));
     });
     const serverPid = await listening;
+    expect(output).toContain(`listening on http://127.0.0.1:${port} `);
     expect(output).not.toMatch(/tsc -p|build-bundle|> kvb@[\d.]+ build/);
     // npm's own exit, not the end of its output (a server left behind would hold that open).
     const npmExited = new Promise((resolve) => npm.once('exit', resolve));
