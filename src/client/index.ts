@@ -38,6 +38,7 @@ export {
   type FetchInit,
   type FetchLike,
   type FetchResponse,
+  type ImportedWebhook,
   KvbHttp,
   type RequestBody,
   type RollbackResult,

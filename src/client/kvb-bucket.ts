@@ -9,6 +9,7 @@ import {
   type FetchCache,
   type FetchLike,
   type HistoryLine,
+  type ImportedWebhook,
   KvbHttp,
   type RequestBody,
   type RollbackResult,
@@ -454,10 +455,18 @@ export class KvbBucket {
     return this.http.exportBucket(this.id, options.prefix, options);
   }
 
-  /** Imports an export (text, bytes, or a stream of bytes); all or nothing. Never retried (a stream is read once). */
-  async import(body: RequestBody, options: ImportOptions = {}): Promise<{ imported: number; skipped: number; revision: number }> {
+  /**
+   * Imports an export (text, bytes, or a stream of bytes); all or nothing. Never retried (a stream
+   * is read once). `webhooks`: those the file's webhook lines added, each with its new signing
+   * secret, given only here.
+   */
+  async import(
+    body: RequestBody,
+    options: ImportOptions = {},
+  ): Promise<{ imported: number; skipped: number; revision: number; webhooks?: ImportedWebhook[] }> {
     const result = await this.http.importBucket(this.id, body, options);
-    return { imported: result.imported, skipped: result.skipped, revision: result.rev };
+    const done = { imported: result.imported, skipped: result.skipped, revision: result.rev };
+    return result.webhooks === undefined ? done : { ...done, webhooks: result.webhooks };
   }
 
   /** A temporary token limited to a prefix and permissions (needs the secret key; 503 without a signing key). */
