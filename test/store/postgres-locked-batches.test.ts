@@ -51,15 +51,19 @@ for (const { name, base, missing } of TARGETS) {
           // Same values, a new row version: the store's optimistic statement finds it changed.
           await other.query(`update "${own.schema}".buckets set revision = revision where id = $1`, [bucket]);
           const head = first();
+          // Asked on a connection of its own: pg_stat_activity stays as first read for a whole transaction.
           await expect
             .poll(
-              async () =>
-                (
-                  await other.query<{ n: string }>(
-                    `select count(*) as n from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'`,
-                    [own.schema],
-                  )
-                ).rows[0]!.n,
+              () =>
+                withAdminClient(
+                  async (client) =>
+                    (
+                      await client.query<{ n: string }>(
+                        `select count(*) as n from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'`,
+                        [own.schema],
+                      )
+                    ).rows[0]!.n,
+                ),
               { timeout: 10_000 },
             )
             .toBe('1');

@@ -105,19 +105,21 @@ describe('statements compile once per dialect, with named parameters', () => {
     );
   });
 
-  it('PostgreSQL write batches: one guarded statement writes the bump, usage, entries and change log; nothing when the bucket row moved', () => {
-    // The guard: the bucket row's version as the batch read it (or, for plain SETs, as the statement's snapshot saw it).
-    expect(pg.applyBatch.sql).toContain('where id = $');
+  it("PostgreSQL write batches: one guarded statement writes every bucket's bump, usage, entries and change log; nothing of a bucket whose row moved", () => {
+    // The guard: each bucket row's version as the batch read it (or, for plain SETs, as the statement's snapshot saw it).
     expect(pg.applyBatch.sql).toMatch(
-      /update "kvb"\."buckets" set revision = \$\d+::bigint, usage_keys = usage_keys \+ \$\d+::bigint, usage_bytes = usage_bytes \+ \$\d+::bigint\s+where id = \$\d+ and xmin = \$\d+::xid returning revision/,
+      /update "kvb"\."buckets" x set revision = u\.revision, usage_keys = x\.usage_keys \+ u\.usage_keys, usage_bytes = x\.usage_bytes \+ u\.usage_bytes\s+from u join lk on lk\.id = u\.id where x\.id = u\.id and x\.xmin = u\.version returning/,
     );
-    expect(pg.setsFresh.sql).toMatch(/and xmin = \(select xmin from s\) returning revision/);
-    // Every write the statement makes depends on the guarded update's row.
+    expect(pg.setsFresh.sql).toMatch(/where x\.id = s\.id and x\.xmin = s\.xmin returning/);
     for (const name of ['applyBatch', 'setsFresh'] as const) {
-      expect(pg[name].sql).toMatch(/insert into "kvb"\."entries" .* from f(, b| cross join b) /s);
-      expect(pg[name].sql).toMatch(/insert into "kvb"\."changes" .* from w, b\)/s);
+      // The bucket rows are locked first, in id order: two statements over the same buckets never deadlock.
+      expect(pg[name].sql).toContain('lk as (select id from "kvb"."buckets" where id = any($');
+      expect(pg[name].sql).toMatch(/order by id for update\)/);
+      // Every write the statement makes depends on its bucket's guarded update's row.
+      expect(pg[name].sql).toMatch(/insert into "kvb"\."entries" .* from f join b on b\.id = f\.bucket_id /s);
+      expect(pg[name].sql).toMatch(/insert into "kvb"\."changes" .* from w join b on b\.id = w\.bucket_id\)/s);
     }
-    expect(pg.applyBatch.sql).toMatch(/delete from "kvb"\."entries" .* and exists \(select 1 from b\)/s);
+    expect(pg.applyBatch.sql).toMatch(/delete from "kvb"\."entries" x using f join b on b\.id = f\.bucket_id /s);
     expect(pg.readBatch.sql).toContain('b.xmin::text as version');
     expect(pg.lockBucket.sql).toBe('select 1 from "kvb"."buckets" where id = $1 for update');
   });

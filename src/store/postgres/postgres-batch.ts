@@ -7,14 +7,18 @@ import { type Quota, quotaSet } from '../quota.js';
 import type { PostgresStatementName } from './postgres-statements.js';
 
 /**
- * PostgreSQL writes, batched per bucket (the store's `write`). A batch reads, in one statement,
- * the bucket's revision and usage and the rows of every key its writes touch (a `WriteView`),
- * runs the write rules (core/apply-batch.ts) over it in memory, and writes what they did in one
- * statement (`applyBatch`: one bump of the bucket row, the entries, the change log, the usage and
- * the revision_ops rows history keeps) guarded by the bucket row's version: if another instance
- * wrote to the bucket in between, nothing is changed and the batch runs again under the bucket
- * row's lock. Unconditional SETs without a quota skip the read: one statement for the whole batch
- * (`setsFresh`), whose revisions are those the rules would give (one each, in order).
+ * PostgreSQL writes, batched (the store's `write`). A batch carries the queued writes of several
+ * buckets, each bucket's in order. It reads, in one statement, each bucket's revision and usage
+ * and the rows of every key its writes touch (a `WriteView` per bucket), runs the write rules
+ * (core/apply-batch.ts) over each bucket's view in memory, and writes what they did in one
+ * statement (`applyBatch`: per bucket one bump of its row, the entries, the change log, the usage
+ * and the revision_ops rows history keeps), one commit for every bucket. Each bucket is guarded by
+ * its row's version: a bucket another instance wrote to in between is left unchanged and runs
+ * again alone under its row's lock; the others are done. Unconditional SETs without a quota skip
+ * the read: one statement for the whole batch (`setsFresh`), whose revisions are those the rules
+ * would give (one each, in order). A refused write (a condition, a quota) is refused alone, as the
+ * rules answer it; a storage error fails every write of the statement, and a statement whose
+ * answer was lost is reported as of unknown outcome (postgres-statement-runner.ts).
  */
 
 export { NO_BUCKET };
@@ -28,8 +32,16 @@ export interface QueuedWrite {
   reject(err: unknown): void;
 }
 
+/** One bucket's writes in a batch, in the order they queued. */
+export interface BucketBatch {
+  bucket: string;
+  writes: QueuedWrite[];
+}
+
+type PlainSet = Extract<WriteOp, { op: 'set' }>;
+
 /** An unconditional SET: with no quota set, batches of only these need no read. */
-const isPlainSet = (op: WriteOp): op is Extract<WriteOp, { op: 'set' }> => op.op === 'set' && op.condition === undefined;
+const isPlainSet = (op: WriteOp): op is PlainSet => op.op === 'set' && op.condition === undefined;
 
 /**
  * Whether `setsFresh` gives these plain SETs what the rules would. It takes a key's create
@@ -38,7 +50,7 @@ const isPlainSet = (op: WriteOp): op is Extract<WriteOp, { op: 'set' }> => op.op
  * has expired by the clock of the next set of that key (a batch that waited longer than a TTL):
  * the rules then create the key again, so such a batch goes through the rules.
  */
-function setsFreshAgrees(sets: Array<Extract<WriteOp, { op: 'set' }>>): boolean {
+function setsFreshAgrees(sets: PlainSet[]): boolean {
   const last = new Map<string, number | null>();
   for (const set of sets) {
     const expiresAt = last.get(set.key);
@@ -63,6 +75,7 @@ export interface BatchBackend {
 }
 
 interface BatchRow {
+  bucket_id: string;
   revision: number;
   usage_keys: number;
   usage_bytes: number;
@@ -76,51 +89,75 @@ interface BatchRow {
 }
 
 /**
- * Runs one bucket's batch of writes; resolves or rejects each. `more` hands over the bucket's
- * writes that queued since (up to the batch's room), taken in by a batch that had to wait for
- * the bucket row's lock: they would otherwise wait for that lock again, one batch later.
+ * Runs a batch (one `BucketBatch` per bucket); resolves or rejects each write. A bucket that lost
+ * its optimistic try to another writer runs again holding its row's lock, and `more` hands over
+ * that bucket's writes queued since (up to `size` in all), taken in after the lock: they would
+ * otherwise wait for that lock again, one batch later.
  */
-export async function runBatch(
+export async function runBatches(
   backend: BatchBackend,
-  bucket: string,
-  batch: QueuedWrite[],
-  more: (room: number) => QueuedWrite[] = () => [],
-  size = batch.length,
+  batches: BucketBatch[],
+  more: (bucket: string, room: number) => QueuedWrite[] = () => [],
+  size = 0,
 ): Promise<void> {
+  let outcomes: Array<OpOutcome[] | undefined>;
   try {
-    const outcomes = await backend.retrying(() => attempt(backend, bucket, batch, () => batch.push(...more(size - batch.length))));
-    for (const [i, write] of batch.entries()) write.resolve(outcomes[i]!);
+    outcomes = await backend.retrying(() => optimistic(backend, batches));
   } catch (err) {
-    for (const write of batch) write.reject(err);
+    for (const { writes } of batches) for (const write of writes) write.reject(err);
+    return;
   }
+  await Promise.all(
+    batches.map(async (batch, i) => {
+      try {
+        const done = outcomes[i] ?? (await backend.retrying(() => underLock(backend, batch, size, more)));
+        for (const [j, write] of batch.writes.entries()) write.resolve(done[j]!);
+      } catch (err) {
+        for (const write of batch.writes) write.reject(err);
+      }
+    }),
+  );
 }
 
-/** The batch's writes when all are plain SETs that `setsFresh` gives what the rules would, else undefined. */
-function plainSets(backend: BatchBackend, batch: QueuedWrite[]): Array<Extract<WriteOp, { op: 'set' }>> | undefined {
+/** Each batch's plain SETs when every write of every batch is one that `setsFresh` gives what the rules would, else undefined. */
+function plainSets(backend: BatchBackend, batches: BucketBatch[]): PlainSet[][] | undefined {
   if (quotaSet(backend.quota)) return undefined;
-  const sets = batch.map((w) => w.op).filter(isPlainSet);
-  return sets.length === batch.length && setsFreshAgrees(sets) ? sets : undefined;
+  const all: PlainSet[][] = [];
+  for (const { writes } of batches) {
+    const sets = writes.map((w) => w.op).filter(isPlainSet);
+    if (sets.length !== writes.length || !setsFreshAgrees(sets)) return undefined;
+    all.push(sets);
+  }
+  return all;
 }
 
 /**
- * One try of a batch; every statement of it is re-runnable (each is one statement, or inside one
- * transaction). `takeMore` adds the writes queued meanwhile to `batch` (see runBatch).
+ * One try of the batches, with no lock held beyond the one statement that writes: one statement
+ * (plain SETs), or read, run and write (two round trips). Per batch its outcomes, or undefined
+ * when another writer changed its bucket in between (nothing of it was written). Re-runnable:
+ * a statement commits whole or not at all.
  */
-async function attempt(backend: BatchBackend, bucket: string, batch: QueuedWrite[], takeMore: () => void): Promise<OpOutcome[]> {
-  const sets = plainSets(backend, batch);
-  // Optimistic: one statement (plain SETs), or read, run and write if nobody wrote in between
-  // (two round trips); no lock held.
-  const outcomes = sets ? await setsInOneStatement(backend, bucket, sets) : await readRunApply(backend, bucket, batch);
-  if (outcomes) return outcomes;
-  // Someone wrote to the bucket in between (another instance): again, holding its row. The wait
-  // for the lock is when this instance's next writes queue up, so they join this batch.
+function optimistic(backend: BatchBackend, batches: BucketBatch[], client?: pg.PoolClient): Promise<Array<OpOutcome[] | undefined>> {
+  const sets = plainSets(backend, batches);
+  const buckets = batches.map((b) => b.bucket);
+  return sets ? setsInOneStatement(backend, buckets, sets, client) : readRunApply(backend, batches, client);
+}
+
+/**
+ * One bucket's batch again, holding its row. The wait for the lock is when this instance's next
+ * writes to it queue up, so they join it. Under the lock, each statement's snapshot sees every
+ * write before it: the one-statement SETs cannot lose to another writer, and save the read's round trip.
+ */
+function underLock(
+  backend: BatchBackend,
+  batch: BucketBatch,
+  size: number,
+  more: (bucket: string, room: number) => QueuedWrite[],
+): Promise<OpOutcome[]> {
   return backend.transaction(async (client) => {
-    await backend.query('lockBucket', { bucket }, client);
-    takeMore();
-    // Under the lock, each statement's snapshot sees every write before it: the one-statement
-    // SETs cannot lose to another writer, and save the read's round trip.
-    const locked = plainSets(backend, batch);
-    const done = locked ? await setsInOneStatement(backend, bucket, locked, client) : await readRunApply(backend, bucket, batch, client);
+    await backend.query('lockBucket', { bucket: batch.bucket }, client);
+    batch.writes.push(...more(batch.bucket, size - batch.writes.length));
+    const [done] = await optimistic(backend, [batch], client);
     if (!done) throw new Error('the bucket row changed while locked');
     return done;
   });
@@ -141,41 +178,45 @@ export function runLocked(
     if (locked.rows.length === 0) return { ok: true, value: NO_BUCKET };
     const write = await prepare(client);
     if (write === undefined) return { ok: true, value: NO_BUCKET };
-    const done = await readRunApply(backend, bucket, [write], client);
+    const [done] = await readRunApply(backend, [{ bucket, writes: [write] }], client);
     if (!done) throw new Error('the bucket row changed while locked');
     return done[0]!;
   });
 }
 
-/** Unconditional SETs only: one statement; undefined when another writer got in between (nothing written). */
+/** Unconditional SETs only, of each bucket: one statement; per bucket undefined when another writer got in between (nothing of it written). */
 async function setsInOneStatement(
   backend: BatchBackend,
-  bucket: string,
-  sets: Array<Extract<WriteOp, { op: 'set' }>>,
+  buckets: string[],
+  sets: PlainSet[][],
   client?: pg.PoolClient,
-): Promise<OpOutcome[] | undefined> {
-  const { rows } = await backend.query<{ base: number | null; found: boolean }>(
+): Promise<Array<OpOutcome[] | undefined>> {
+  const all = sets.flatMap((ofBucket, i) => ofBucket.map((set, j) => ({ bucket: buckets[i]!, set, step: j + 1 })));
+  const { rows } = await backend.query<{ bucket_id: string; base: number | null }>(
     'setsFresh',
     {
-      bucket,
-      keys: sets.map((s) => Buffer.from(s.key)),
-      types: sets.map((s) => s.value.type),
-      values: sets.map((s) => s.value.data),
-      expiresAts: sets.map((s) => (s.expiresAt === null ? null : String(s.expiresAt))),
-      steps: sets.map((_, i) => i + 1),
-      nows: sets.map((s) => s.now),
-      actorKinds: sets.map((s) => s.actor?.kind ?? null),
-      actorTokens: sets.map((s) => s.actor?.tokenId ?? null),
-      actorAddresses: sets.map((s) => s.actor?.address ?? null),
-      count: sets.length,
+      bucketIds: buckets,
+      buckets: all.map((s) => s.bucket),
+      keys: all.map(({ set }) => Buffer.from(set.key)),
+      types: all.map(({ set }) => set.value.type),
+      values: all.map(({ set }) => set.value.data),
+      expiresAts: all.map(({ set }) => (set.expiresAt === null ? null : String(set.expiresAt))),
+      steps: all.map((s) => s.step),
+      nows: all.map(({ set }) => set.now),
+      actorKinds: all.map(({ set }) => set.actor?.kind ?? null),
+      actorTokens: all.map(({ set }) => set.actor?.tokenId ?? null),
+      actorAddresses: all.map(({ set }) => set.actor?.address ?? null),
       now: Date.now(),
     },
     client,
   );
-  const { base, found } = rows[0]!;
-  if (!found) return sets.map(() => ({ ok: true, value: NO_BUCKET }));
-  if (base === null) return undefined;
-  return sets.map((_, i) => ({ ok: true, value: { revision: Number(base) + i + 1 } }));
+  const bases = new Map(rows.map((r) => [r.bucket_id, r.base]));
+  return sets.map((ofBucket, i) => {
+    const base = bases.get(buckets[i]!);
+    if (base === undefined) return ofBucket.map(() => ({ ok: true, value: NO_BUCKET }));
+    if (base === null) return undefined;
+    return ofBucket.map((_, j) => ({ ok: true, value: { revision: Number(base) + j + 1 } }));
+  });
 }
 
 /** The batch's rows as one statement read them: every key it touches, and the bucket's revision and usage. */
@@ -206,35 +247,66 @@ function batchView(keys: string[], rows: BatchRow[]): WriteView {
   };
 }
 
+/** What readRunApply needs of a bucket's batch: its writes and the keys they touch. */
+type ToApply = { bucket: string; writes: Array<Pick<QueuedWrite, 'op' | 'keys'>> };
+
+/** A bucket's batch, run over its view, that changed the bucket. */
+type Applied = { bucket: string; version: string; result: ReturnType<typeof applyBatch> };
+
 /**
- * Reads the batch's view, runs its writes and applies what they did in one guarded statement.
- * Undefined when the bucket row changed since the read (nothing was written).
+ * Reads the batches' views, runs each bucket's writes over its own and applies what they did in
+ * one statement. Per batch its outcomes, or undefined when its bucket row changed since the read
+ * (nothing of it was written).
  */
-async function readRunApply(
-  backend: BatchBackend,
-  bucket: string,
-  batch: Array<Pick<QueuedWrite, 'op' | 'keys'>>,
-  client?: pg.PoolClient,
-): Promise<OpOutcome[] | undefined> {
-  const keys = [...new Set(batch.flatMap((w) => w.keys))];
-  const now = Date.now();
-  const { rows } = await backend.query<BatchRow>('readBatch', { bucket, keys: keys.map((k) => Buffer.from(k)) }, client);
-  const view = batchView(keys, rows);
-  const result = applyBatch(
-    view,
-    batch.map((w) => w.op),
-    backend.quota,
+async function readRunApply(backend: BatchBackend, batches: ToApply[], client?: pg.PoolClient): Promise<Array<OpOutcome[] | undefined>> {
+  const keys = batches.map(({ writes }) => [...new Set(writes.flatMap((w) => w.keys))]);
+  const { rows } = await backend.query<BatchRow>(
+    'readBatch',
+    {
+      bucketIds: batches.map((b) => b.bucket),
+      keyBuckets: batches.flatMap((b, i) => keys[i]!.map(() => b.bucket)),
+      keys: keys.flat().map((k) => Buffer.from(k)),
+    },
+    client,
   );
-  if (result.revision === view.revision) return result.outcomes;
-  const { changes, operations } = result;
-  const applied = await backend.query<{ revision: number }>(
+  const byBucket = new Map<string, BatchRow[]>();
+  for (const row of rows) {
+    const own = byBucket.get(row.bucket_id);
+    if (own) own.push(row);
+    else byBucket.set(row.bucket_id, [row]);
+  }
+  const outcomes: Array<OpOutcome[] | undefined> = [];
+  const applied: Applied[] = [];
+  for (const [i, { bucket, writes }] of batches.entries()) {
+    const own = byBucket.get(bucket) ?? [];
+    const view = batchView(keys[i]!, own);
+    const result = applyBatch(
+      view,
+      writes.map((w) => w.op),
+      backend.quota,
+    );
+    outcomes.push(result.outcomes);
+    if (result.revision !== view.revision) applied.push({ bucket, version: own[0]!.version, result });
+  }
+  if (applied.length === 0) return outcomes;
+  const written = new Set((await applyInOneStatement(backend, applied, client)).map((r) => r.bucket_id));
+  const stale = new Set(applied.map((a) => a.bucket).filter((bucket) => !written.has(bucket)));
+  return batches.map(({ bucket }, i) => (stale.has(bucket) ? undefined : outcomes[i]));
+}
+
+/** Writes what the rules did to each bucket, each guarded by its row's version; the buckets written. */
+async function applyInOneStatement(backend: BatchBackend, applied: Applied[], client?: pg.PoolClient) {
+  const changes = applied.flatMap(({ bucket, result }) => result.changes.map((c) => ({ bucket, ...c })));
+  const operations = applied.flatMap(({ bucket, result }) => result.operations.map((o) => ({ bucket, ...o })));
+  const { rows } = await backend.query<{ bucket_id: string }>(
     'applyBatch',
     {
-      bucket,
-      version: rows[0]!.version,
-      revision: result.revision,
-      usageKeys: result.usage.keys,
-      usageBytes: result.usage.bytes,
+      bucketIds: applied.map((a) => a.bucket),
+      versions: applied.map((a) => a.version),
+      bucketRevisions: applied.map((a) => a.result.revision),
+      usageKeys: applied.map((a) => a.result.usage.keys),
+      usageBytes: applied.map((a) => a.result.usage.bytes),
+      buckets: changes.map((c) => c.bucket),
       keys: changes.map((c) => Buffer.from(c.key)),
       kinds: changes.map((c) => c.kind),
       types: changes.map((c) => c.value?.type ?? null),
@@ -245,11 +317,12 @@ async function readRunApply(
       actorKinds: changes.map((c) => c.actor?.kind ?? null),
       actorTokens: changes.map((c) => c.actor?.tokenId ?? null),
       actorAddresses: changes.map((c) => c.actor?.address ?? null),
+      opBuckets: operations.map((o) => o.bucket),
       opRevisions: operations.map((o) => o.revision),
       operations: operations.map((o) => o.operation),
-      now,
+      now: Date.now(),
     },
     client,
   );
-  return applied.rows.length > 0 ? result.outcomes : undefined;
+  return rows;
 }

@@ -40,8 +40,8 @@ import type {
 } from '../store.js';
 
 /**
- * Most writes in one batch: they are written by one statement of arrays, so this bounds its size
- * (about 13 MiB at the 200 KiB value limit) rather than any PostgreSQL limit.
+ * Most writes in one batch (over all its buckets): they are written by one statement of arrays,
+ * so this bounds its size (about 13 MiB at the 200 KiB value limit) rather than any PostgreSQL limit.
  */
 const MAX_BATCH = 64;
 /**
@@ -88,8 +88,8 @@ export class PostgresStore implements Store {
       '; point reads of one turn share one statement';
     this.flags = { backend: 'postgres', shared: true, capabilities, cachesEntries: false };
     this.sql = compilePostgresStatements(this.schema);
-    // One batch per bucket at a time (its writes would only wait on its row); a few buckets'
-    // batches at once, leaving part of the pool to reads.
+    // A bucket in one batch at a time (its writes would only wait on its row); a few batches,
+    // each over many buckets, at once, leaving part of the pool to reads.
     this.writes = new WriteQueue(this, batchWrites ? MAX_BATCH : 1, Math.max(1, Math.min(8, poolSize - 2)));
     this.buckets = new PostgresBuckets((name, args, client) => this.query(name, args, client), this.runner, this.schema);
     this.webhooks = new SqlWebhookStore('postgres', this.schema, {
