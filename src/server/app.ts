@@ -326,6 +326,7 @@ export async function buildApp(
       logs,
       healthBody: JSON.stringify(healthAnswer(config)),
       webhookHealth: app.webhookHealth,
+      maxValueBytes: config.maxValueBytes,
     });
   }
   if (!handler) throw new Error('Fastify did not call serverFactory');
