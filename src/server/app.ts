@@ -331,6 +331,7 @@ export async function buildApp(
   }
   if (!handler) throw new Error('Fastify did not call serverFactory');
   app.decorate('dispatch', handler);
+  app.decorate('laneCounts', lane.taken);
   return app;
 }
 
@@ -346,6 +347,8 @@ declare module 'fastify' {
     clock: Clock;
     /** The HTTP server's request handler (the fast lane, then Fastify): tests inject through it. */
     dispatch: (req: IncomingMessage, res: ServerResponse) => void;
+    /** How many requests the lanes took (fast-lane.ts, write-lane.ts): the tests' proof that a lane answered. */
+    laneCounts: import('./write-lane.js').LaneCounts;
     /** What /health says of webhook lag; `kvb serve` plugs its delivery loop in (webhook-health.ts). */
     webhookHealth: WebhookHealth;
   }

@@ -18,7 +18,7 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:
 import { allows } from '../auth/access.js';
 import type { Entry } from '../store/store.js';
 import { KEY_ROUTE, type LaneContext, entryHeaders, laneRequestId, laneTarget } from './lane-target.js';
-import { WriteLane } from './write-lane.js';
+import { type LaneCounts, WriteLane } from './write-lane.js';
 
 export type { LaneContext } from './lane-target.js';
 
@@ -47,6 +47,7 @@ export class FastLane {
   /** A hit's answer headers, built once per entry object (the entry cache hands out the same one). */
   private readonly headersOf = new WeakMap<Entry, OutgoingHttpHeaders>();
   private healthHeaders: OutgoingHttpHeaders = {};
+  readonly taken: LaneCounts = { reads: 0, writes: 0, handedOver: 0 };
 
   /** Starts taking requests (until then, and if never called, everything goes to Fastify). */
   enable(ctx: LaneContext): void {
@@ -61,7 +62,7 @@ export class FastLane {
 
   /** The handler to give the HTTP server (and the in-process tests' injector): the lane, then Fastify. */
   wrap(fastify: Handler): Handler {
-    const writes = new WriteLane(fastify);
+    const writes = new WriteLane(fastify, this.taken);
     return (req, res) => {
       const ctx = this.ctx;
       if (ctx === undefined) fastify(req, res);
@@ -86,6 +87,7 @@ export class FastLane {
     const entry = read.entry;
     // Read before the answer: a client that closes at once leaves a socket with no address.
     const ip = req.socket.remoteAddress;
+    this.taken.reads++;
     res.writeHead(200, this.hitHeaders(entry));
     res.end(entry.data);
     ctx.logs.answered(ctx.log, laneRequestId(ctx), 'GET', KEY_ROUTE, url, 200, performance.now() - start, entry.data.length, ip);

@@ -64,7 +64,10 @@ export function replayBody(
   done: (err: Error | null, stream?: Readable) => void,
 ): void {
   const read = (request.raw as LaneRequest)[replay];
-  if (read === undefined) return done(null, payload);
+  if (read === undefined) {
+    done(null, payload);
+    return;
+  }
   (request.raw as LaneRequest)[replay] = undefined;
   // Lazy: nothing (an error above all) is emitted before the parser listens.
   const stream = new Readable({
@@ -110,8 +113,18 @@ interface Taken {
   start: number;
 }
 
+/** How many requests a lane took: answered itself, and (writes) read and then handed to Fastify. Tests read them. */
+export interface LaneCounts {
+  reads: number;
+  writes: number;
+  handedOver: number;
+}
+
 export class WriteLane {
-  constructor(private readonly fastify: Handler) {}
+  constructor(
+    private readonly fastify: Handler,
+    private readonly counts: LaneCounts,
+  ) {}
 
   /** Takes the write if it is the lane's (true); false, having read and changed nothing, when it is Fastify's. */
   take(ctx: LaneContext, req: IncomingMessage, res: ServerResponse): boolean {
@@ -129,6 +142,7 @@ export class WriteLane {
     const ip = parsedAddress(req.socket.remoteAddress);
     const write: KeyWrite = { key: target.key, bucket: target.bucket, ttl: undefined, condition, actor: actorFor(target.principal, ip) };
     const taken: Taken = { ctx, req, res, kind, target, write, ip, start };
+    this.counts.writes++;
     if (kind === 'delete') this.commit(taken, deleteOp(write, ctx.clock()), undefined);
     else readBody(req, (body, error) => (error === undefined ? this.parsed(taken, body) : this.handOver(taken, { body, error })));
     return true;
@@ -142,7 +156,8 @@ export class WriteLane {
       if (taken.kind === 'set') op = setOp(taken.write, body, taken.req.headers['content-type'], now);
       else op = counterOp(taken.write, counterDelta(body.toString('utf8')), now);
     } catch {
-      return this.handOver(taken, { body });
+      this.handOver(taken, { body });
+      return;
     }
     this.commit(taken, op, body);
   }
@@ -166,12 +181,23 @@ export class WriteLane {
     res.writeHead(answer.status, answer.headers);
     res.end(answer.data);
     const bytes = answer.headers['content-length'];
-    ctx.logs.answered(ctx.log, laneRequestId(ctx), req.method ?? '', KEY_ROUTE, req.url ?? '', answer.status, performance.now() - start, bytes, ip);
+    ctx.logs.answered(
+      ctx.log,
+      laneRequestId(ctx),
+      req.method ?? '',
+      KEY_ROUTE,
+      req.url ?? '',
+      answer.status,
+      performance.now() - start,
+      bytes,
+      ip,
+    );
     return true;
   }
 
   private handOver(taken: Taken, read: { body: Buffer; error?: unknown } | undefined, result?: Promise<unknown>): void {
     const req = taken.req as LaneRequest;
+    this.counts.handedOver++;
     if (read !== undefined) req[replay] = read;
     if (result !== undefined) req[written] = result;
     this.fastify(taken.req, taken.res);
