@@ -16,6 +16,7 @@ import { installErrorHandling, sendError } from './error-handling.js';
 import { clientAddress, decorateClientAddress, noteClientAddress } from './client-address.js';
 import { checkQuery, parseQuery } from './query-params.js';
 import { FastLane } from './fast-lane.js';
+import type { LaneCounts } from './write-lane.js';
 import { createKvbServer } from './http-server.js';
 import { setupMetrics } from './plugins/metrics.js';
 import { RequestLogController, redactUrl } from './request-log-controller.js';
@@ -348,7 +349,7 @@ declare module 'fastify' {
     /** The HTTP server's request handler (the fast lane, then Fastify): tests inject through it. */
     dispatch: (req: IncomingMessage, res: ServerResponse) => void;
     /** How many requests the lanes took (fast-lane.ts, write-lane.ts): the tests' proof that a lane answered. */
-    laneCounts: import('./write-lane.js').LaneCounts;
+    laneCounts: LaneCounts;
     /** What /health says of webhook lag; `kvb serve` plugs its delivery loop in (webhook-health.ts). */
     webhookHealth: WebhookHealth;
   }

@@ -8,9 +8,10 @@
  * give, byte for byte, with the same access line and metrics: a GET of one key with no query,
  * no conditional or `Kvb-Include` header, no `Origin` or `X-Request-Id`, on a bucket and
  * credential the bucket cache already knows, that may read the key, and a key that is live
- * (`/health` too). Writes go to the write lane (write-lane.ts); everything else (errors, misses,
- * streams, HEAD) goes to Fastify unchanged: the lane decides before it has changed anything, and a miss it read is handed
- * over with the request (`takePreread`) so the store is not asked twice.
+ * (`/health` too). One-key writes go to the write lane (write-lane.ts); everything else
+ * (errors, misses, streams, HEAD) goes to Fastify unchanged: the lane decides before it has
+ * changed anything, and a miss it read is handed over with the request (`takePreread`) so the
+ * store is not asked twice.
  * Off when a setting adds per-request work it does not do: `--rate-limit`, `--trust-proxy`, a
  * `--cors-origin` list (only `*` is constant).
  */

@@ -180,6 +180,9 @@ export class WriteLane {
     const { ctx, req, res, start, ip } = taken;
     res.writeHead(answer.status, answer.headers);
     res.end(answer.data);
+    // A client gone before its answer got none: Fastify's log controller, which runs on the
+    // answer's 'finish', logs and counts nothing then either.
+    if (res.destroyed) return true;
     const bytes = answer.headers['content-length'];
     ctx.logs.answered(
       ctx.log,
