@@ -79,7 +79,7 @@ export function replayBody(
   done(null, stream);
 }
 
-/** The body a set or counter may carry, or undefined when Fastify must read it (or refuse it). */
+/** Whether the lane may read this write's body: Fastify's parser would take it as it is, within its limit. */
 function lanesBody(headers: IncomingHttpHeaders, kind: Kind, limit: number): boolean {
   if (headers['transfer-encoding'] !== undefined) return false;
   const length = headers['content-length'];
