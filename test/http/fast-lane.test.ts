@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createBucket } from '../helpers/http.js';
 import { rawSocket, readUntilEnd, startRequest } from '../helpers/raw-socket.js';
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
+import { testClock } from '../helpers/test-clock.js';
 
 /**
  * The fast lane (src/server/fast-lane.ts) answers a GET hit and /health before Fastify. Its
@@ -38,8 +39,11 @@ async function fill(server: AppServer): Promise<void> {
 }
 
 beforeAll(async () => {
-  laned = await startAppServer({ config: LIMITS });
-  plain = await startAppServer({ config: { ...LIMITS, trustProxy: '10.9.9.9' } });
+  // A clock that stands still: on a shared store (PostgreSQL) the bucket cache keeps a bucket for
+  // a second of the app's time, and the lanes take only what it holds.
+  const clock = testClock();
+  laned = await startAppServer({ config: LIMITS, clock: clock.now });
+  plain = await startAppServer({ config: { ...LIMITS, trustProxy: '10.9.9.9' }, clock: clock.now });
   await fill(laned);
   await fill(plain);
   for (const server of [laned, plain]) {
@@ -108,9 +112,12 @@ function accessLines(server: AppServer, from: number): unknown[] {
 
 async function requestCounts(server: AppServer): Promise<string[]> {
   const text = await server.app.metricsRegistry.metrics();
+  // Bucket reads are left out: on a shared store (PostgreSQL) the bucket cache reloads a bucket
+  // every second, whichever lane answers.
   return text
     .split('\n')
-    .filter((line) => /^kvb_(http_requests_total|entry_cache_(hits|misses)_total|store_operation_duration_seconds_count)/.test(line));
+    .filter((line) => /^kvb_(http_requests_total|entry_cache_(hits|misses)_total|store_operation_duration_seconds_count)/.test(line))
+    .filter((line) => !line.includes('op="bucket_read"'));
 }
 
 describe('the fast lane answers as Fastify does', () => {
