@@ -170,7 +170,14 @@ export class WriteLane {
       result = Promise.reject(error);
     }
     const handOver = () => this.handOver(taken, body && { body }, result);
-    result.then((outcome) => (this.answer(taken, op, outcome) ? undefined : handOver()), handOver);
+    result
+      .then((outcome) => (this.answer(taken, op, outcome) ? undefined : handOver()), handOver)
+      // Nothing a request triggers may end the process: an answer that failed to be written (it
+      // has no known cause) is said on the log and its connection ended, not left unhandled.
+      .catch((err: unknown) => {
+        taken.ctx.log.error({ err }, 'the write lane could not answer a write');
+        taken.res.destroy();
+      });
   }
 
   /** Writes the success answer the route would; false (nothing sent) for a refusal or a delete of nothing. */
