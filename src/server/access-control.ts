@@ -177,7 +177,11 @@ function knownPrincipal(bucket: CachedBucket, authorization: string | undefined,
  * a token's id, and the client address (client-address.ts: a parsed IP address or none).
  */
 export function actorOf(principal: Principal, request: FastifyRequest): Actor {
-  const address = clientAddress(request);
+  return actorFor(principal, clientAddress(request));
+}
+
+/** actorOf for a request known by its client address alone (the write lane's, write-lane.ts). */
+export function actorFor(principal: Principal, address: string | undefined): Actor {
   switch (principal.kind) {
     case 'anonymous':
       return { kind: 'anonymous', address };

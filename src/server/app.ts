@@ -16,6 +16,7 @@ import { installErrorHandling, sendError } from './error-handling.js';
 import { clientAddress, decorateClientAddress, noteClientAddress } from './client-address.js';
 import { checkQuery, parseQuery } from './query-params.js';
 import { FastLane } from './fast-lane.js';
+import type { LaneCounts } from './write-lane.js';
 import { createKvbServer } from './http-server.js';
 import { setupMetrics } from './plugins/metrics.js';
 import { RequestLogController, redactUrl } from './request-log-controller.js';
@@ -326,10 +327,12 @@ export async function buildApp(
       logs,
       healthBody: JSON.stringify(healthAnswer(config)),
       webhookHealth: app.webhookHealth,
+      maxValueBytes: config.maxValueBytes,
     });
   }
   if (!handler) throw new Error('Fastify did not call serverFactory');
   app.decorate('dispatch', handler);
+  app.decorate('laneCounts', lane.taken);
   return app;
 }
 
@@ -345,6 +348,8 @@ declare module 'fastify' {
     clock: Clock;
     /** The HTTP server's request handler (the fast lane, then Fastify): tests inject through it. */
     dispatch: (req: IncomingMessage, res: ServerResponse) => void;
+    /** How many requests the lanes took (fast-lane.ts, write-lane.ts): the tests' proof that a lane answered. */
+    laneCounts: LaneCounts;
     /** What /health says of webhook lag; `kvb serve` plugs its delivery loop in (webhook-health.ts). */
     webhookHealth: WebhookHealth;
   }

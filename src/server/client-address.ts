@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
  */
 const ADDRESS_TEXT = /^[0-9A-Za-z:.%_-]{2,64}$/;
 
-function parsedAddress(text: string | undefined): string | undefined {
+export function parsedAddress(text: string | undefined): string | undefined {
   return text !== undefined && ADDRESS_TEXT.test(text) && isIP(text) !== 0 ? text : undefined;
 }
 

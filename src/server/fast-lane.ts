@@ -8,43 +8,23 @@
  * give, byte for byte, with the same access line and metrics: a GET of one key with no query,
  * no conditional or `Kvb-Include` header, no `Origin` or `X-Request-Id`, on a bucket and
  * credential the bucket cache already knows, that may read the key, and a key that is live
- * (`/health` too). Everything else (errors, misses, streams, HEAD, writes) goes to Fastify
- * unchanged: the lane decides before it has changed anything, and a miss it read is handed
- * over with the request (`takePreread`) so the store is not asked twice.
+ * (`/health` too). One-key writes go to the write lane (write-lane.ts); everything else
+ * (errors, misses, streams, HEAD) goes to Fastify unchanged: the lane decides before it has
+ * changed anything, and a miss it read is handed over with the request (`takePreread`) so the
+ * store is not asked twice.
  * Off when a setting adds per-request work it does not do: `--rate-limit`, `--trust-proxy`, a
  * `--cors-origin` list (only `*` is constant).
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import type { FastifyBaseLogger } from 'fastify';
 import { allows } from '../auth/access.js';
-import type { Entry, Store } from '../store/store.js';
-import { CONTENT_TYPES } from '../values/value-type.js';
-import { decodeKey } from '../values/keys.js';
-import { openBucketNow } from './access-control.js';
-import type { BucketCache } from './bucket-cache.js';
-import type { Clock } from './clock.js';
-import { etagOf } from './conditions.js';
-import { requestId } from './request-id.js';
-import type { RequestLogController } from './request-log-controller.js';
-import type { WebhookHealth } from './webhooks/webhook-health.js';
+import type { Entry } from '../store/store.js';
+import { KEY_ROUTE, type LaneContext, entryHeaders, laneRequestId, laneTarget } from './lane-target.js';
+import { type LaneCounts, WriteLane } from './write-lane.js';
+
+export type { LaneContext } from './lane-target.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
-/** What the lane answers from: the app's own store (timed for metrics), caches, logger and tallies. */
-export interface LaneContext {
-  store: Store;
-  buckets: BucketCache;
-  clock: Clock;
-  log: FastifyBaseLogger;
-  logs: RequestLogController;
-  /** /health's body, as its route serializes it while no webhook lags (then the route answers). */
-  healthBody: string;
-  webhookHealth: WebhookHealth;
-}
-
-const KEY_ROUTE = '/api/v1/:bucket/*';
-const API_PREFIX = '/api/v1/';
-const NO_QUERY = Object.freeze({});
 /** Request headers whose presence changes a GET's answer or its headers: Fastify answers those. */
 const SPECIAL_HEADERS = ['if-match', 'if-none-match', 'kvb-include', 'origin', 'x-request-id'] as const;
 
@@ -68,6 +48,7 @@ export class FastLane {
   /** A hit's answer headers, built once per entry object (the entry cache hands out the same one). */
   private readonly headersOf = new WeakMap<Entry, OutgoingHttpHeaders>();
   private healthHeaders: OutgoingHttpHeaders = {};
+  readonly taken: LaneCounts = { reads: 0, writes: 0, handedOver: 0 };
 
   /** Starts taking requests (until then, and if never called, everything goes to Fastify). */
   enable(ctx: LaneContext): void {
@@ -82,9 +63,11 @@ export class FastLane {
 
   /** The handler to give the HTTP server (and the in-process tests' injector): the lane, then Fastify. */
   wrap(fastify: Handler): Handler {
+    const writes = new WriteLane(fastify, this.taken);
     return (req, res) => {
       const ctx = this.ctx;
-      if (ctx === undefined || req.method !== 'GET' || !this.answer(ctx, req, res)) fastify(req, res);
+      if (ctx === undefined) fastify(req, res);
+      else if (!(req.method === 'GET' ? this.answer(ctx, req, res) : writes.take(ctx, req, res))) fastify(req, res);
     };
   }
 
@@ -94,24 +77,10 @@ export class FastLane {
     const headers = req.headers;
     for (const name of SPECIAL_HEADERS) if (headers[name] !== undefined) return false;
     if (url === '/health') return ctx.webhookHealth.lag() === undefined && this.answerHealth(ctx, req, res, url);
-    // A query, a fragment or a `;` (which routers may read as a delimiter) is Fastify's to parse.
-    if (!url.startsWith(API_PREFIX) || /[?#;]/.test(url)) return false;
     const start = performance.now();
-    const slash = url.indexOf('/', API_PREFIX.length);
-    // No key (a listing or a bucket's own route), or a bucket id that needs decoding.
-    if (slash === -1 || slash === url.length - 1) return false;
-    const bucketId = url.slice(API_PREFIX.length, slash);
-    if (bucketId === '' || bucketId.includes('%')) return false;
-    let key: string;
-    let opened: ReturnType<typeof openBucketNow>;
-    try {
-      key = decodeKey(url.slice(slash + 1));
-      opened = openBucketNow(ctx.buckets, bucketId, headers.authorization, NO_QUERY);
-    } catch {
-      return false; // Fastify's route throws the same error and answers it
-    }
-    if (!opened || !allows(opened.principal, 'read', opened.bucket.flags, key)) return false;
-    const read = this.read(ctx, opened.bucket.record.id, key);
+    const target = laneTarget(ctx, url, headers.authorization);
+    if (!target || !allows(target.principal, 'read', target.bucket.flags, target.key)) return false;
+    const read = this.read(ctx, target.bucket.record.id, target.key);
     if (read === undefined || 'error' in read || read.entry === undefined) {
       if (read !== undefined) (req as PrereadRequest)[preread] = read;
       return false;
@@ -119,9 +88,10 @@ export class FastLane {
     const entry = read.entry;
     // Read before the answer: a client that closes at once leaves a socket with no address.
     const ip = req.socket.remoteAddress;
+    this.taken.reads++;
     res.writeHead(200, this.hitHeaders(entry));
     res.end(entry.data);
-    ctx.logs.answered(ctx.log, this.id(ctx), 'GET', KEY_ROUTE, url, 200, performance.now() - start, entry.data.length, ip);
+    ctx.logs.answered(ctx.log, laneRequestId(ctx), 'GET', KEY_ROUTE, url, 200, performance.now() - start, entry.data.length, ip);
     return true;
   }
 
@@ -141,30 +111,14 @@ export class FastLane {
     res.writeHead(200, this.healthHeaders);
     res.end(ctx.healthBody);
     const bytes = this.healthHeaders['content-length'];
-    ctx.logs.answered(ctx.log, this.id(ctx), 'GET', '/health', url, 200, performance.now() - start, bytes, ip);
+    ctx.logs.answered(ctx.log, laneRequestId(ctx), 'GET', '/health', url, 200, performance.now() - start, bytes, ip);
     return true;
-  }
-
-  /** The request id of the access line; the answer never carries it (only asked-for ids are echoed). */
-  private id(ctx: LaneContext): string | undefined {
-    return ctx.logs.accessLog ? requestId(undefined) : undefined;
   }
 
   private hitHeaders(entry: Entry): OutgoingHttpHeaders {
     let headers = this.headersOf.get(entry);
     if (headers) return headers;
-    // The order Fastify's route writes them in (values-reply.ts), nosniff last (http-server.ts);
-    // `Vary: Origin` as app.ts's onRequest hook adds it (the lane runs only with `--cors-origin *`).
-    headers = {
-      vary: 'Origin',
-      'content-type': CONTENT_TYPES[entry.type],
-      'kvb-type': entry.type,
-      etag: etagOf(entry.revision),
-      'kvb-revision': String(entry.revision),
-      ...(entry.expiresAt !== null && { 'kvb-expires-at': new Date(entry.expiresAt).toISOString() }),
-      'content-length': String(entry.data.length),
-      'x-content-type-options': 'nosniff',
-    };
+    headers = entryHeaders(entry);
     this.headersOf.set(entry, headers);
     return headers;
   }

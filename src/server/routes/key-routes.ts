@@ -1,17 +1,18 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
 import { type Condition, type Entry, isRefusal } from '../../store/store.js';
-import { parseDelta } from '../../values/numbers.js';
-import { inferValue } from '../../values/infer-value.js';
 import { decodeKey, valueTooLarge } from '../../values/keys.js';
 import { actorOf, authorize, openBucket, openBucketNow } from '../access-control.js';
 import type { CachedBucket } from '../bucket-cache.js';
 import type { Principal } from '../../auth/access.js';
 import { parseEntityTags, readOutcome, refusalError, revisionHeaders, writeCondition } from '../conditions.js';
 import type { ServerContext } from '../server-context.js';
-import { expiryFor, methodNotAllowed, optionalInteger, queryOf, splitKeyPath } from '../request-input.js';
+import { methodNotAllowed, optionalInteger, queryOf, splitKeyPath } from '../request-input.js';
 import { describeValue } from './values-reply.js';
 import { takePreread } from '../fast-lane.js';
+import { replayBody, takeWritten } from '../write-lane.js';
+import type { CounterOp, DeleteOp, SetOp } from '../../store/core/write-ops.js';
+import { counterDelta, counterOp, deleteOp, setOp } from './key-writes.js';
 import { keySchemas } from './key-schemas.js';
 import { asksForPast, readPast } from './history-routes.js';
 import { MAX_TTL_SECONDS } from '../../limits.js';
@@ -125,44 +126,38 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config, 
     const ttl = optionalInteger(queryOf(request), 'ttl', 0, MAX_TTL_SECONDS);
     const condition = conditionFor(request, bucket, principal, key);
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-    const value = inferValue(body, request.headers['content-type']);
-    const now = clock();
-    const expiresAt = expiryFor(ttl ?? bucket.record.defaultTtl, now);
-    const actor = actorOf(principal, request);
-    const written = await store.write(bucket.record.id, { op: 'set', key, value, expiresAt, now, condition, actor });
+    const write = { key, bucket, ttl, condition, actor: actorOf(principal, request) };
+    const op = setOp(write, body, request.headers['content-type'], clock());
+    const written = await (takeWritten<SetOp>(request.raw) ?? store.write(bucket.record.id, op));
     if (isRefusal(written)) throw refusalError(written);
-    return describeValue(reply, { ...value, expiresAt, revision: written.revision })
+    return describeValue(reply, { ...op.value, expiresAt: op.expiresAt, revision: written.revision })
       .code(200)
-      .send(value.data);
+      .send(op.value.data);
   };
-  app.post('/api/v1/:bucket/*', { schema: keySchemas.set }, set);
-  app.put('/api/v1/:bucket/*', { schema: keySchemas.put }, set);
+  // A write the write lane read the body of and handed over (a refusal) is parsed from that body.
+  const writeOptions = { preParsing: replayBody };
+  app.post('/api/v1/:bucket/*', { schema: keySchemas.set, ...writeOptions }, set);
+  app.put('/api/v1/:bucket/*', { schema: keySchemas.put, ...writeOptions }, set);
 
   app.delete('/api/v1/:bucket/*', { schema: keySchemas.delete }, async (request, reply) => {
     const { key, bucket, principal } = await target(request);
     authorize(bucket, principal, 'delete', key);
     const condition = conditionFor(request, bucket, principal, key);
-    const actor = actorOf(principal, request);
-    const outcome = await store.write(bucket.record.id, { op: 'delete', key, now: clock(), condition, actor });
+    const op = deleteOp({ key, bucket, condition, actor: actorOf(principal, request) }, clock());
+    const outcome = await (takeWritten<DeleteOp>(request.raw) ?? store.write(bucket.record.id, op));
     if (isRefusal(outcome)) throw refusalError(outcome);
     if (!outcome.deleted) throw new KvbError('not_found', 'no such key');
     return reply.code(204).header('kvb-revision', String(outcome.revision)).send();
   });
 
-  app.patch('/api/v1/:bucket/*', { schema: keySchemas.counter }, async (request, reply) => {
+  app.patch('/api/v1/:bucket/*', { schema: keySchemas.counter, ...writeOptions }, async (request, reply) => {
     const { key, bucket, principal } = await target(request);
     authorize(bucket, principal, 'write', key);
     const ttl = optionalInteger(queryOf(request), 'ttl', 0, MAX_TTL_SECONDS);
-    const body = Buffer.isBuffer(request.body) ? request.body.toString('utf8') : '';
-    const delta = parseDelta(body);
-    if (!delta) throw badRequest('delta must be +N or -N with N a decimal number');
+    const delta = counterDelta(Buffer.isBuffer(request.body) ? request.body.toString('utf8') : '');
     const condition = conditionFor(request, bucket, principal, key);
-    const now = clock();
-    // Without ?ttl a counter keeps its key's expiry; a key it creates gets the bucket's default.
-    const expiresAt = expiryFor(ttl ?? bucket.record.defaultTtl, now);
-    const keepExpiry = ttl === undefined;
-    const actor = actorOf(principal, request);
-    const updated = await store.write(bucket.record.id, { op: 'counter', key, delta, expiresAt, keepExpiry, now, condition, actor });
+    const op = counterOp({ key, bucket, ttl, condition, actor: actorOf(principal, request) }, delta, clock());
+    const updated = await (takeWritten<CounterOp>(request.raw) ?? store.write(bucket.record.id, op));
     if (isRefusal(updated)) throw refusalError(updated);
     return describeValue(reply, updated).code(200).send(updated.data);
   });
