@@ -215,6 +215,11 @@ export async function runServer(config: ServerConfig): Promise<void> {
         : config.metricsListen;
     app.log.info(`metrics listening on http://${metricsAt} (/metrics, /health, /ready; /metrics is not served on the API port)`);
   }
+  if (store.flags.backend === 'postgres' && config.durability !== undefined) {
+    app.log.warn(
+      `--durability ${config.durability} applies to SQLite only and is ignored here: PostgreSQL commits as durably as its own synchronous_commit setting makes them`,
+    );
+  }
   if (!tls && !isLoopback(config.host)) {
     app.log.warn(
       `listening on ${shownHost} without TLS: credentials and values travel in clear text unless a proxy in front terminates TLS (or use --tls-cert and --tls-key)`,

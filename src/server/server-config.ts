@@ -1,5 +1,6 @@
 import { DEFAULT_BUCKET_TTL_SECONDS, MAX_VALUE_BYTES } from '../limits.js';
 import type { OpenStoreOptions } from '../store/open-store.js';
+import { DEFAULT_DURABILITY, type Durability } from '../store/durability.js';
 /** Everything `kvb serve` can be told, after flags and environment are merged. */
 export interface ServerConfig {
   port: number;
@@ -14,7 +15,8 @@ export interface ServerConfig {
   bucketCreationKey: string | undefined;
   requireSecretKey: boolean;
   corsOrigin: string;
-  durability: 'normal' | 'full';
+  /** SQLite's commit durability; undefined: the default (PostgreSQL: not given, which it would ignore). */
+  durability: Durability | undefined;
   sweepIntervalSeconds: number;
   poolSize: number;
   /** PostgreSQL named prepared statements: on, off (transaction poolers), or auto. */
@@ -113,7 +115,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   bucketCreationKey: undefined,
   requireSecretKey: false,
   corsOrigin: '*',
-  durability: 'normal',
+  durability: undefined,
   sweepIntervalSeconds: 5,
   poolSize: 10,
   pgPrepare: 'auto',
@@ -158,7 +160,7 @@ export function parseListenAddress(text: string): { host: string; port: number }
 /** What `kvb serve`'s settings ask of the store it opens. */
 export function storeOptions(config: ServerConfig): OpenStoreOptions {
   return {
-    durability: config.durability,
+    durability: config.durability ?? DEFAULT_DURABILITY,
     poolSize: config.poolSize,
     pgPrepare: config.pgPrepare,
     pgBatchWrites: config.pgBatchWrites,

@@ -1,9 +1,10 @@
 import { describeHosts, parsePostgresHosts } from './postgres/postgres-hosts.js';
 import type { Quota } from './quota.js';
 import type { Store } from './store.js';
+import type { Durability } from './durability.js';
 
 export interface OpenStoreOptions {
-  durability: 'normal' | 'full';
+  durability: Durability;
   poolSize: number;
   /** PostgreSQL: named prepared statements on, off, or auto (off when a pooler is detected). */
   pgPrepare?: 'on' | 'off' | 'auto';

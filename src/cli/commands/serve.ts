@@ -4,6 +4,7 @@ import { parseBooleanSetting } from '../../values/boolean-setting.js';
 import { MAX_TTL_SECONDS, MAX_VALUE_BYTES, MAX_VALUE_BYTES_CEILING } from '../../limits.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../session.js';
+import { DEFAULT_DURABILITY, DURABILITY_MODES } from '../../store/durability.js';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -79,8 +80,8 @@ export const serve = defineCommand({
       .addOption(
         new Option('--durability <mode>', 'normal: safe on process crash; full: fsync every commit, also safe on power loss')
           .env('KVB_DURABILITY')
-          .default(d.durability)
-          .choices(['normal', 'full'] as const),
+          .default(DEFAULT_DURABILITY)
+          .choices(DURABILITY_MODES),
       )
       .addOption(
         new Option('--sweep-interval <seconds>', 'seconds between deletions of expired keys')
@@ -289,7 +290,8 @@ Examples:
       bucketCreationKey: options.bucketCreationKey || undefined,
       requireSecretKey: flagOrEnv(options.requireSecretKey, 'KVB_REQUIRE_SECRET_KEY'),
       corsOrigin: options.corsOrigin,
-      durability: options.durability,
+      // Told apart from the default so that a setting PostgreSQL would ignore is warned about.
+      durability: command.getOptionValueSource('durability') === 'default' ? undefined : options.durability,
       sweepIntervalSeconds: options.sweepInterval,
       poolSize: options.poolSize,
       pgPrepare: options.pgPrepare,

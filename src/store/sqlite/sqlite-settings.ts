@@ -1,8 +1,8 @@
 import BetterSqlite3 from 'better-sqlite3';
+import type { Durability } from '../durability.js';
 import { SERVER_AUTOCHECKPOINT_PAGES } from './sqlite-checkpointer.js';
 
-/** 'full' fsyncs every commit (power-loss safe); 'normal' is safe against process crashes. */
-export type Durability = 'normal' | 'full';
+export type { Durability } from '../durability.js';
 
 /** How much of the database file is read through a memory map. */
 const MMAP_BYTES = 256 * 1024 * 1024;
