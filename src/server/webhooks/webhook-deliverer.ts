@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../../store/store.js';
 import type { DeliverableWebhook, DeliveryAttempt, Webhook } from '../../store/webhook-types.js';
@@ -50,7 +51,9 @@ export class WebhookDeliverer {
   /**
    * This instance as a lease holder. A store only this process writes to (SQLite: one server per
    * file) has one holder whatever the process: a server restarted after a crash goes on at once
-   * instead of waiting out its dead predecessor's leases.
+   * instead of waiting out its dead predecessor's leases. A shared store's holder starts with the
+   * process id and host name, so whoever reads the `webhooks` table can tell which instance holds
+   * a webhook (the robustness suite kills that one).
    */
   readonly holder: string;
   readonly stats: DeliveryStats = { delivered: 0, failed: 0, seen: new Map() };
@@ -67,7 +70,7 @@ export class WebhookDeliverer {
     private readonly log: FastifyBaseLogger,
     private readonly options: DeliveryOptions,
   ) {
-    this.holder = store.flags.shared ? randomUUID() : 'this-server';
+    this.holder = store.flags.shared ? `${process.pid}@${hostname()}/${randomUUID()}` : 'this-server';
   }
 
   start(): this {
