@@ -1,5 +1,13 @@
 import type { Dialect } from './dialect.js';
-import type { DeliverableWebhook, DeliveryAttempt, FailureState, Webhook, WebhookKind, WebhookStore } from './webhook-types.js';
+import type {
+  DeliverableWebhook,
+  DeliveryAttempt,
+  FailureState,
+  ScannedWebhook,
+  Webhook,
+  WebhookKind,
+  WebhookStore,
+} from './webhook-types.js';
 import type { WebhooksTable } from './schema.js';
 import { type CompiledStatement, bind, compileAll, queryBuilder } from './statements.js';
 import { type WebhookStatementName, webhookStatements } from './webhook-statements.js';
@@ -47,6 +55,7 @@ const toDeliverable = (row: DeliverableRow): DeliverableWebhook => ({
 /** The WebhookStore of either engine: the statements once, run through the engine's port. */
 export class SqlWebhookStore implements WebhookStore {
   private readonly sql: Record<WebhookStatementName, CompiledStatement>;
+  private readonly subscribed: Array<() => void> = [];
 
   constructor(
     dialect: Dialect,
@@ -70,9 +79,28 @@ export class SqlWebhookStore implements WebhookStore {
     return (changed ?? 0) > 0;
   }
 
-  add(webhook: Parameters<WebhookStore['add']>[0], limit: number, now: number): Promise<boolean> {
+  async add(webhook: Parameters<WebhookStore['add']>[0], limit: number, now: number): Promise<boolean> {
     const { id, bucket, url, prefix, kinds, secret } = webhook;
-    return this.change('addWebhook', { id, bucket, url, prefix: Buffer.from(prefix, 'utf8'), kinds: kinds.join(','), secret, now, limit });
+    const added = await this.change('addWebhook', {
+      id,
+      bucket,
+      url,
+      prefix: Buffer.from(prefix, 'utf8'),
+      kinds: kinds.join(','),
+      secret,
+      now,
+      limit,
+    });
+    if (added) this.notifySubscribed();
+    return added;
+  }
+
+  onSubscribed(listener: () => void): void {
+    this.subscribed.push(listener);
+  }
+
+  private notifySubscribed(): void {
+    for (const listener of this.subscribed) listener();
   }
 
   async list(bucket: string): Promise<Webhook[]> {
@@ -88,8 +116,10 @@ export class SqlWebhookStore implements WebhookStore {
     return this.change('pauseWebhook', { bucket, id, reason });
   }
 
-  resume(bucket: string, id: string) {
-    return this.change('resumeWebhook', { bucket, id });
+  async resume(bucket: string, id: string): Promise<boolean> {
+    const resumed = await this.change('resumeWebhook', { bucket, id });
+    if (resumed) this.notifySubscribed();
+    return resumed;
   }
 
   rotate(bucket: string, id: string, secret: string) {
@@ -105,8 +135,12 @@ export class SqlWebhookStore implements WebhookStore {
     await this.port.write([this.bound('removeBucketWebhookDeliveries', { bucket }), this.bound('removeBucketWebhooks', { bucket })]);
   }
 
-  async all(): Promise<DeliverableWebhook[]> {
-    return (await this.read<DeliverableRow>('allWebhooks', {})).map(toDeliverable);
+  async all(): Promise<ScannedWebhook[]> {
+    const rows = await this.read<DeliverableRow & { bucket_revision: number | null }>('allWebhooks', {});
+    return rows.map((row) => ({
+      ...toDeliverable(row),
+      bucketRevision: row.bucket_revision === null ? null : Number(row.bucket_revision),
+    }));
   }
 
   async deliverable(id: string): Promise<DeliverableWebhook | undefined> {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../../store/store.js';
-import type { DeliverableWebhook, DeliveryAttempt, Webhook } from '../../store/webhook-types.js';
+import type { DeliverableWebhook, DeliveryAttempt, ScannedWebhook, Webhook } from '../../store/webhook-types.js';
 import { VERSION } from '../../version.js';
 import type { Clock } from '../clock.js';
 import { type Batch, nextBatch, resetBatch } from './webhook-batch.js';
@@ -13,6 +13,8 @@ import { SIGNATURE_HEADER, signDelivery } from './webhook-signature.js';
 
 /** Rows of the change log read per delivery (whole revisions). */
 const READ_LIMIT = 1000;
+/** setTimeout's longest delay; a later wake is taken in steps. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Attempts kept in each subscription's delivery log. */
 export const DELIVERY_LOG_KEEP = 50;
 
@@ -23,8 +25,14 @@ export interface DeliveryOptions {
   timeoutMs: number;
   /** A subscription failing for longer than this is paused. */
   retryBoundMs: number;
-  /** How often the subscriptions are looked at (besides after each local commit). */
+  /**
+   * How often a shared store's subscriptions are looked at while it has some: other instances'
+   * commits are seen only this way (PgBouncer in transaction mode has no LISTEN). A store whose
+   * every commit is this process's (SQLite) is not polled: its commits and retries wake the loop.
+   */
   pollMs: number;
+  /** How often a shared store with no subscription is looked at (one may be added through another instance). */
+  idlePollMs: number;
   /** How long a lease on a subscription lasts unless renewed (an instance that dies frees its subscriptions after this). */
   leaseMs: number;
   /** The jitter's randomness (tests pass their own). */
@@ -58,7 +66,11 @@ export class WebhookDeliverer {
   readonly holder: string;
   readonly stats: DeliveryStats = { delivered: 0, failed: 0, seen: new Map() };
   private readonly inFlight = new Map<string, Promise<void>>();
+  /** The next wake (a retry due, a lease running out, a poll) and when it is. */
   private timer: NodeJS.Timeout | undefined;
+  private timerAt = Number.POSITIVE_INFINITY;
+  /** Buckets with an active subscription neither in flight nor backing off: a commit to one wakes the loop. */
+  private wakeOn = new Set<string>();
   private scanning: Promise<void> | undefined;
   private again = false;
   private scanFailing = false;
@@ -73,12 +85,36 @@ export class WebhookDeliverer {
     this.holder = store.flags.shared ? `${process.pid}@${hostname()}/${randomUUID()}` : 'this-server';
   }
 
+  /**
+   * Looks once, then wakes only when there may be work: a local commit to a bucket that has a
+   * subscription waiting for changes, a subscription added or resumed here, a retry or a lease
+   * falling due, the end of a delivery; on a shared store also every poll. With no subscription,
+   * a commit costs a look-up in an empty set.
+   */
   start(): this {
-    this.timer = setInterval(() => this.kick(), this.options.pollMs);
-    this.timer.unref();
-    this.store.changes.onCommit?.(() => this.kick());
+    this.store.changes.onCommit?.((buckets) => {
+      // During a look, whatever the bucket: that look may have read the revisions before this commit.
+      if (this.scanning || buckets.some((b) => this.wakeOn.has(b))) this.kick();
+    });
+    this.store.webhooks.onSubscribed(() => this.kick());
     this.kick();
     return this;
+  }
+
+  /** Wakes the loop at `at` (store clock, ms) unless an earlier wake is set. */
+  private wakeAt(at: number): void {
+    if (this.stopped || at >= this.timerAt) return;
+    clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.timerAt = Number.POSITIVE_INFINITY;
+        this.kick();
+      },
+      Math.min(MAX_TIMER_MS, Math.max(0, at - this.clock())),
+    );
+    this.timer.unref();
   }
 
   /** Looks at the subscriptions now (once more after the current look, if one is running). */
@@ -89,14 +125,16 @@ export class WebhookDeliverer {
       return;
     }
     this.scanning = this.scan()
-      .then(() => {
+      .then((next) => {
         if (this.scanFailing) this.log.info('webhook deliveries resumed');
         this.scanFailing = false;
+        if (next !== undefined) this.wakeAt(next);
       })
       .catch((err: unknown) => {
         // Once per outage, not every poll while the database is away.
         if (!this.scanFailing) this.log.warn({ err }, 'webhook scan failed; retrying every poll');
         this.scanFailing = true;
+        this.wakeAt(this.clock() + this.options.pollMs);
       })
       .finally(() => {
         this.scanning = undefined;
@@ -107,20 +145,49 @@ export class WebhookDeliverer {
       });
   }
 
-  private async scan(): Promise<void> {
+  /** Starts a delivery for each subscription with changes waiting and due; returns when to look next, if before a commit. */
+  private async scan(): Promise<number | undefined> {
     const now = this.clock();
     const all = await this.store.webhooks.all();
     const ids = new Set(all.map((w) => w.id));
     for (const id of this.stats.seen.keys()) if (!ids.has(id)) this.stats.seen.delete(id);
+    const wakeOn = new Set<string>();
+    let next = this.store.changes.onCommit
+      ? Number.POSITIVE_INFINITY
+      : now + (all.length > 0 ? this.options.pollMs : this.options.idlePollMs);
     for (const w of all) {
-      this.note(w, undefined);
-      if (w.state !== 'active' || w.nextAttemptAt > now || this.inFlight.has(w.id)) continue;
-      if (w.holder !== null && w.holder !== this.holder && w.leaseUntil > now) continue;
-      const running = this.deliver(w)
-        .catch((err: unknown) => this.log.warn({ err, webhook: w.id }, 'webhook delivery failed; will retry'))
-        .finally(() => this.inFlight.delete(w.id));
-      this.inFlight.set(w.id, running);
+      this.note(w, w.bucketRevision === null ? undefined : w.bucketRevision - w.position);
+      // One in flight looks again when it ends.
+      if (w.state !== 'active' || this.inFlight.has(w.id)) continue;
+      if (w.nextAttemptAt > now) {
+        next = Math.min(next, w.nextAttemptAt);
+        continue;
+      }
+      wakeOn.add(w.bucket);
+      if (w.bucketRevision !== null && w.bucketRevision <= w.position) continue;
+      if (w.holder !== null && w.holder !== this.holder && w.leaseUntil > now) {
+        next = Math.min(next, w.leaseUntil);
+        continue;
+      }
+      this.startDelivery(w);
     }
+    this.wakeOn = wakeOn;
+    return Number.isFinite(next) ? next : undefined;
+  }
+
+  private startDelivery(w: ScannedWebhook): void {
+    const running = this.deliver(w).then(
+      () => {
+        this.inFlight.delete(w.id);
+        this.kick();
+      },
+      (err: unknown) => {
+        this.inFlight.delete(w.id);
+        this.log.warn({ err, webhook: w.id }, 'webhook delivery failed; will retry');
+        this.wakeAt(this.clock() + this.options.pollMs);
+      },
+    );
+    this.inFlight.set(w.id, running);
   }
 
   private note(w: Webhook, lagRevisions: number | undefined): void {
@@ -154,7 +221,6 @@ export class WebhookDeliverer {
     if (batch.events.length > 0 && !(await this.send(w, batch))) return;
     if (batch.upTo > w.position) await this.store.webhooks.acknowledge(w.id, this.holder, batch.upTo);
     this.note(w, bounds.revision - batch.upTo);
-    if (batch.upTo < bounds.revision) this.kick();
   }
 
   /** Sends one batch and records the attempt; true when the receiver acknowledged it. */
@@ -186,7 +252,7 @@ export class WebhookDeliverer {
   /** Stops looking, waits for the deliveries in flight and hands back this instance's leases. */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.timer);
+    clearTimeout(this.timer);
     await this.scanning;
     await Promise.all(this.inFlight.values());
     const held = (await this.store.webhooks.all().catch(() => [])).filter((w) => w.holder === this.holder);
