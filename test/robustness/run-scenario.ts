@@ -261,7 +261,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     control.abort = true;
     await Promise.all(watching);
     if (!caughtUp) errors.push(`the watchers did not reach revision ${finalRevision} within 30 s`);
-    const webhookHistory = await webhooks?.finish(finalRevision ?? 0, errors);
+    const webhookHistory = await webhooks?.finish(finalRevision, errors);
 
     return {
       // Every transfer takes at most the balance it read and checks that balance's revision: none goes negative.

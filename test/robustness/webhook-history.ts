@@ -41,8 +41,8 @@ export interface WebhookHistory {
   deliveries: WebhookDelivery[];
   /** When each kill -9 of an instance was sent: a delivery acknowledged just before one may be repeated. */
   kills: number[];
-  /** The bucket's revision once writes stopped; every change up to it must have arrived. */
-  finalRevision: number;
+  /** The bucket's revision once writes stopped; every change up to it must have arrived. Null when it could not be read: nothing can be checked. */
+  finalRevision: number | null;
   /** The change log's floor at the end (`kvb-history-floor`): a `reset` is due only for a position below it. */
   floor: number;
 }

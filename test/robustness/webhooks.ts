@@ -89,14 +89,14 @@ export class WebhookRun {
     return undefined;
   }
 
-  /** Waits (bounded) until every subscription stands at `finalRevision`, then hands back what was recorded. */
-  async finish(finalRevision: number, errors: string[]): Promise<WebhookHistory> {
+  /** Waits (bounded) until every subscription stands at `finalRevision` (when known), then hands back what was recorded. */
+  async finish(finalRevision: number | undefined, errors: string[]): Promise<WebhookHistory> {
     const deadline = now() + CATCH_UP_MS;
-    let behind = this.subscriptions.map((s) => s.id);
+    let behind = finalRevision === undefined ? [] : this.subscriptions.map((s) => s.id);
     for (let attempt = 0; behind.length > 0 && now() < deadline; attempt++) {
       const instance = this.instances[attempt % this.instances.length]!;
       const positions = await Promise.all(behind.map((id) => this.position(instance, id)));
-      behind = behind.filter((_, i) => (positions[i] ?? -1) < finalRevision);
+      behind = behind.filter((_, i) => (positions[i] ?? -1) < finalRevision!);
       if (behind.length > 0) await sleep(250);
     }
     if (behind.length > 0)
@@ -109,7 +109,7 @@ export class WebhookRun {
       subscriptions: this.subscriptions,
       deliveries: this.receiver.deliveries,
       kills: this.kills,
-      finalRevision,
+      finalRevision: finalRevision ?? null,
       floor: Number.isSafeInteger(floor) ? floor : 0,
     };
   }

@@ -70,15 +70,16 @@ export function checkWebhooks(history: WebhookHistory, watches: WatchLog[]): Ver
     if (details.length < MAX_DETAILS) details.push(line);
     else if (details.length === MAX_DETAILS) details.push('… more');
   };
-  if (!watches.some((w) => (w.caughtUpTo ?? -1) >= history.finalRevision))
+  const final = history.finalRevision;
+  if (final === null || !watches.some((w) => (w.caughtUpTo ?? -1) >= final))
     return {
       checker: CHECKER,
       result: 'unchecked',
-      details: [`no watcher reached revision ${history.finalRevision}: the committed changes are not known`],
+      details: [`no watcher is known to have reached the final revision (${final ?? 'unknown'}): the committed changes are not known`],
       examined: 0,
     };
   const committed = committedChanges(watches);
-  for (const s of history.subscriptions) checkSubscription(history, s, committed, note);
+  for (const s of history.subscriptions) checkSubscription({ ...history, finalRevision: final }, s, committed, note);
   const known = new Set(history.subscriptions.map((s) => s.id));
   for (const d of history.deliveries)
     if (!known.has(d.subscription)) note(`a request to ${d.subscription}, which is no subscription of the run`);
@@ -86,7 +87,7 @@ export function checkWebhooks(history: WebhookHistory, watches: WatchLog[]): Ver
 }
 
 function checkSubscription(
-  history: WebhookHistory,
+  history: WebhookHistory & { finalRevision: number },
   s: WebhookSubscription,
   committed: Map<string, Committed>,
   note: (line: string) => void,
@@ -165,7 +166,7 @@ function checkSubscription(
 function deliveredChange(
   e: DeliveredEvent,
   s: WebhookSubscription,
-  history: WebhookHistory,
+  history: Pick<WebhookHistory, 'bucket'>,
   committed: Map<string, Committed>,
   at: string,
   note: (line: string) => void,
