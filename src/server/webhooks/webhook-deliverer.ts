@@ -200,10 +200,28 @@ export class WebhookDeliverer {
 
   /** One delivery for one subscription (or its position moved past changes it does not want), under its lease. */
   private async deliver(seen: DeliverableWebhook): Promise<void> {
+    const claim = () => {
+      const now = this.clock();
+      return this.store.webhooks.claim(seen.id, this.holder, now + this.options.leaseMs, now);
+    };
+    if (!(await claim())) return;
+    // Renewed while the delivery lasts: a database or receiver slower than the lease must not let
+    // another instance take the webhook over mid-delivery and send the same changes again (in the
+    // robustness suite's pg2-webhook-kill at a load of 30, without this, a webhook was sent again
+    // every lease for seconds while neither instance's acknowledgement could land).
+    const renewal = setInterval(() => void claim().catch(() => {}), this.options.leaseMs / 3);
+    renewal.unref();
+    try {
+      await this.deliverClaimed(seen.id);
+    } finally {
+      clearInterval(renewal);
+    }
+  }
+
+  private async deliverClaimed(id: string): Promise<void> {
     const now = this.clock();
-    if (!(await this.store.webhooks.claim(seen.id, this.holder, now + this.options.leaseMs, now))) return;
     // Read again under the lease: paused, rotated or moved on since the scan saw it.
-    const w = await this.store.webhooks.deliverable(seen.id);
+    const w = await this.store.webhooks.deliverable(id);
     if (w?.state !== 'active' || w.nextAttemptAt > now) return;
     const bounds = await this.store.changes.bounds(w.bucket);
     if (!bounds) {
@@ -219,26 +237,28 @@ export class WebhookDeliverer {
       batch = nextBatch(w.bucket, w, rows, bounds.revision, rows.length < READ_LIMIT);
     }
     if (batch.events.length > 0 && !(await this.send(w, batch))) return;
-    if (batch.upTo > w.position) await this.store.webhooks.acknowledge(w.id, this.holder, batch.upTo);
+    if (batch.events.length === 0 && batch.upTo > w.position) await this.store.webhooks.acknowledge(w.id, this.holder, batch.upTo);
     this.note(w, bounds.revision - batch.upTo);
   }
 
-  /** Sends one batch and records the attempt; true when the receiver acknowledged it. */
+  /** Sends one batch, stores what came of it and logs the attempt; true when the receiver acknowledged it. */
   private async send(w: DeliverableWebhook, batch: Batch): Promise<boolean> {
     const body = `{"webhook":${JSON.stringify(w.id)},"bucket":${JSON.stringify(w.bucket)},"events":[${batch.events.join(',')}]}`;
     const started = this.clock();
     const outcome = await postSigned(w, body, this.clock, this.options);
     const attempt = attemptOf(outcome, started, this.clock() - started, batch);
-    await this.store.webhooks.log(w.id, attempt, DELIVERY_LOG_KEEP);
     if (attempt.error === null) {
+      // The position before the log: every moment between the 2xx and storing it is one a crash repeats.
+      await this.store.webhooks.acknowledge(w.id, this.holder, batch.upTo);
       this.stats.delivered += batch.events.length;
-      return true;
+    } else {
+      this.stats.failed++;
+      const state = afterFailure(w, this.clock(), this.options.retryBoundMs, attempt.error, this.options.random);
+      await this.store.webhooks.fail(w.id, this.holder, state);
+      if (state.pausedReason !== null) this.log.warn({ webhook: w.id, bucket: w.bucket, reason: state.pausedReason }, 'webhook paused');
     }
-    this.stats.failed++;
-    const state = afterFailure(w, this.clock(), this.options.retryBoundMs, attempt.error, this.options.random);
-    await this.store.webhooks.fail(w.id, this.holder, state);
-    if (state.pausedReason !== null) this.log.warn({ webhook: w.id, bucket: w.bucket, reason: state.pausedReason }, 'webhook paused');
-    return false;
+    await this.store.webhooks.log(w.id, attempt, DELIVERY_LOG_KEEP);
+    return attempt.error === null;
   }
 
   /** /health's detail: the webhooks whose changes have waited past the threshold. */
