@@ -219,9 +219,9 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
           while (faulting());
           return;
         case 'kill-holder':
-          // Spaced past the lease (3 s), so each kill finds a holder that took over from the last.
+          // Spaced near the lease (6 s), so most kills find a holder that took over from the last.
           while (faulting()) {
-            await sleep(random.int(1500, 3000));
+            await sleep(random.int(3000, 6000));
             if (!faulting()) break;
             const holder = await webhooks!.leaseHolder(2000);
             const victim = holder ?? pickInstance();

@@ -16,9 +16,11 @@ export interface WebhookSubscription {
 
 /**
  * What the receiver did with a request: answered 2xx (`ok`), answered 500 (`error`), never
- * answered (`hang`: the sender's timeout ends it), or closed the connection before answering
- * (`drop`). Only `ok` acknowledges; the receiver never answers 2xx on a connection it then drops,
- * so an acknowledgement the sender did not see can only come from the sender dying.
+ * answered (`hang`: the connection closed after 1.5 s), or closed the connection before
+ * answering (`drop`). Only `ok` acknowledges; the receiver never answers 2xx on a connection it
+ * then drops, so an acknowledgement the sender did not see comes from the sender dying, or from a
+ * stall longer than the sender's timeout (3 s), which the checker cannot tell from a repeat
+ * without a fault.
  */
 export type ReceiverAnswer = 'ok' | 'error' | 'hang' | 'drop';
 

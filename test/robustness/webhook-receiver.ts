@@ -76,9 +76,10 @@ export class WebhookReceiver {
         res.writeHead(500, { 'content-type': 'text/plain' }).end('failing on purpose');
         return;
       case 'hang':
-        // Never answered: the sender gives up after its timeout and closes the connection.
+        // Never answered: closed after 1.5 s, before the sender's timeout (its timeout is the scenario's margin for stalls).
         this.hanging.add(res);
         res.on('close', () => this.hanging.delete(res));
+        setTimeout(() => req.socket.destroy(), 1500).unref();
         return;
       case 'drop':
         req.socket.destroy();

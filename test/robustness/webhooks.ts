@@ -16,10 +16,15 @@ import { sleep } from './workload.js';
 
 /** The scenario's bucket admin credential: the workload itself stays anonymous (a bucket with only a secret key is public). */
 export const WEBHOOK_BUCKET_KEY = 'robustness-webhooks-admin';
-/** `kvb serve` arguments: deliveries to the runner on 127.0.0.1, and a 1 s timeout so a receiver's hang costs little. */
-export const WEBHOOK_ARGS = ['--webhook-allow-private', '--webhook-timeout', '1'];
-/** A lease of 3 s (30 s by default, no flag): a killed holder's webhooks are taken over within the run. */
-export const WEBHOOK_ENV = { KVB_WEBHOOK_LEASE_MS: '3000' };
+/**
+ * `kvb serve` arguments: deliveries to the runner on 127.0.0.1, with a 3 s timeout. A 2xx that
+ * reaches kvb after its timeout is no acknowledgement, yet the receiver recorded it as one: the
+ * timeout stays well above the stalls of a loaded machine, and the receiver's own "no answer"
+ * closes the connection after 1.5 s instead of waiting the timeout out.
+ */
+export const WEBHOOK_ARGS = ['--webhook-allow-private', '--webhook-timeout', '3'];
+/** A lease of 6 s (30 s by default, no flag; at least twice the timeout): a killed holder's webhooks are taken over within the run. */
+export const WEBHOOK_ENV = { KVB_WEBHOOK_LEASE_MS: '6000' };
 const PREFIXES = ['r/', ''];
 const auth = { authorization: `Bearer ${WEBHOOK_BUCKET_KEY}` };
 /** Bounds the wait for the deliveries to catch up once writes stop (backoff after a streak of failures, a lease to run out). */
