@@ -133,7 +133,8 @@ describe('webhooks', () => {
       await expect.poll(async () => (await hook(id)).attempts).toBe(0);
       await expect.poll(async () => (await call(`${server.url}/health`)).json()).not.toHaveProperty('webhooks');
       // The attempt is logged just after the position is stored.
-      const deliveries = async () => (await call(`${hooks()}/${id}/deliveries`, { headers: auth })).json() as Array<Record<string, unknown>>;
+      const deliveries = async () =>
+        (await call(`${hooks()}/${id}/deliveries`, { headers: auth })).json() as Array<Record<string, unknown>>;
       await expect.poll(async () => (await deliveries()).map((a) => a.status)).toEqual([200, null, 500]);
       const log = await deliveries();
       expect(log[1]!.error).toMatch(/no answer within 1000 ms/);
