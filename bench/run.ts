@@ -12,6 +12,7 @@ import type { LoadResult } from './load-generator.js';
 import { type LoadDriver, forkLoadDriver } from './load-driver.js';
 import { type PortabilityResult, measurePortability } from './portability.js';
 import { type WatchDelayResult, measureWatchDelay } from './watch-delay.js';
+import { type WebhookCostResult, measureWebhookCost, webhookLines, webhookTargets } from './webhook-cost.js';
 import {
   type Service,
   freePort,
@@ -86,9 +87,10 @@ if (flags.help) {
   --repeats N           rounds; every case runs once per round (default 3)
   --connections N       autocannon connections (default 50); --pipelining N (default 1)
   --cases a,b           only these cases (${Object.keys(CASES).join(', ')}, full, health, size, portability, watch,
-                        postgres, instances, startup, cli_get); full: SET on a second kvb at the other --durability;
+                        webhooks, postgres, instances, startup, cli_get); full: SET on a second kvb at the other --durability;
                         instances (--backend postgres): SET on one bucket and over 100 buckets from 2 and 3 instances
                         health: /health latency while 50 clients SET on the kvb with --durability full
+                        webhooks: SET with 0, 1 and 10 webhooks on the bucket (a local receiver), and their delivery lag
   --durability D        the main kvb's --durability (default normal, kvb's own default); case full adds a kvb at the other
   --sizes N,M           stored-key counts for the size series (default 10000,1000000)
   --backend B --db URL  run kvb against another backend (postgres://...); env KVB_BENCH_BACKEND, KVB_BENCH_DB
@@ -121,6 +123,7 @@ if (settings.backend === 'postgres' && !flags.db) {
 const wanted = (name: string) => !settings.cases || settings.cases.has(name);
 let portability: PortabilityResult | undefined;
 const watchDelays: WatchDelayResult[] = [];
+let webhookCost: WebhookCostResult | undefined;
 
 // ---------------------------------------------------------------------------------------------
 // Measurement
@@ -379,6 +382,14 @@ async function main() {
     }
   }
 
+  // SET with 0, 1 and 10 webhooks on the bucket, in turn on one kvb, and their delivery lag.
+  if (wanted('webhooks')) {
+    const hooked = await startKvb('kvb-webhooks', tmp, dbFor('kvb-webhooks'), ['--webhook-allow-private']);
+    services.push(hooked);
+    log('measuring SET with webhooks on the bucket');
+    webhookCost = await measureWebhookCost(hooked, driver, settings, log);
+  }
+
   const total = rows.length * settings.repeats * (settings.seconds + settings.warmupSeconds);
   log(`measuring ${rows.length} cases x ${settings.repeats} rounds (about ${Math.ceil(total / 60)} min)`);
   for (let round = 0; round < settings.repeats; round++) {
@@ -590,6 +601,7 @@ function report(
       max: 150,
     },
     ...watchDelays.map((w) => ({ goal: `watch delay p99 (${w.where})`, value: w.p99Ms, unit: 'ms' as const, max: 1000 })),
+    ...webhookTargets(webhookCost),
     { goal: 'start-up vs bare Fastify', value: startup?.ratio, unit: 'x', max: 1.2 },
     { goal: `CLI round trip (${cli?.label ?? 'cli_get'}) vs node -e 0`, value: cli?.ratio, unit: 'x', max: 1.5 },
     {
@@ -705,6 +717,7 @@ function report(
   for (const w of watchDelays) {
     lines.push('', `Watch write-to-event delay (${w.where}), ${w.writes} writes: p50 ${w.p50Ms} ms, p99 ${w.p99Ms} ms, max ${w.maxMs} ms.`);
   }
+  lines.push(...webhookLines(webhookCost));
   lines.push('', '| target | measured | goal (must) | moonshot | verdict |', '|---|---:|---:|---:|---|');
   for (const t of targets) {
     const value =
@@ -725,7 +738,7 @@ function report(
   mkdirSync(join(flags.out!, '..'), { recursive: true });
   writeFileSync(
     flags.out!,
-    `${JSON.stringify({ machine, settings: { ...settings, cases: flags.cases }, skipped, results, startup, cli, portability, watchDelays, healthUnderWrites, targets: targets.map((t) => ({ ...t, verdict: verdict(t) })), markdown }, null, 2)}\n`,
+    `${JSON.stringify({ machine, settings: { ...settings, cases: flags.cases }, skipped, results, startup, cli, portability, watchDelays, webhookCost, healthUnderWrites, targets: targets.map((t) => ({ ...t, verdict: verdict(t) })), markdown }, null, 2)}\n`,
   );
   log(`results written to ${flags.out}`);
 }

@@ -138,11 +138,16 @@ export function webhookStatements(db: Kysely<Database>, dialect: Dialect) {
       .deleteFrom('webhook_deliveries')
       .where('webhook_id', 'in', (eb) => eb.selectFrom('webhooks').select('id').where('bucket_id', '=', param('bucket'))),
     removeBucketWebhooks: db.deleteFrom('webhooks').where('bucket_id', '=', param('bucket')),
-    /** Every subscription (delivery and metrics); a deployment has few. */
+    /**
+     * Every subscription (delivery and metrics; a deployment has few), with its bucket's revision
+     * (null once the bucket is gone): the delivery loop's scan sees which have changes waiting
+     * without a statement per subscription.
+     */
     allWebhooks: db
-      .selectFrom('webhooks')
-      .select([...WEBHOOK_COLUMNS, 'secret', 'holder', 'lease_until'])
-      .orderBy('id'),
+      .selectFrom('webhooks as w')
+      .leftJoin('buckets as b', 'b.id', 'w.bucket_id')
+      .select([...WEBHOOK_COLUMNS.map((c) => `w.${c}` as const), 'w.secret', 'w.holder', 'w.lease_until', 'b.revision as bucket_revision'])
+      .orderBy('w.id'),
     /** One subscription with its secret and lease, as a delivery (after taking the lease) or a test reads it. */
     deliverableWebhook: db
       .selectFrom('webhooks')

@@ -4,6 +4,7 @@ import type {
   DeliveryAttempt,
   FailureState,
   RestoredWebhook,
+  ScannedWebhook,
   Webhook,
   WebhookKind,
   WebhookStore,
@@ -55,6 +56,7 @@ const toDeliverable = (row: DeliverableRow): DeliverableWebhook => ({
 /** The WebhookStore of either engine: the statements once, run through the engine's port. */
 export class SqlWebhookStore implements WebhookStore {
   private readonly sql: Record<WebhookStatementName, CompiledStatement>;
+  private readonly subscribed: Array<() => void> = [];
 
   constructor(
     dialect: Dialect,
@@ -78,9 +80,28 @@ export class SqlWebhookStore implements WebhookStore {
     return (changed ?? 0) > 0;
   }
 
-  add(webhook: Parameters<WebhookStore['add']>[0], limit: number, now: number): Promise<boolean> {
+  async add(webhook: Parameters<WebhookStore['add']>[0], limit: number, now: number): Promise<boolean> {
     const { id, bucket, url, prefix, kinds, secret } = webhook;
-    return this.change('addWebhook', { id, bucket, url, prefix: Buffer.from(prefix, 'utf8'), kinds: kinds.join(','), secret, now, limit });
+    const added = await this.change('addWebhook', {
+      id,
+      bucket,
+      url,
+      prefix: Buffer.from(prefix, 'utf8'),
+      kinds: kinds.join(','),
+      secret,
+      now,
+      limit,
+    });
+    if (added) this.notifySubscribed();
+    return added;
+  }
+
+  onSubscribed(listener: () => void): void {
+    this.subscribed.push(listener);
+  }
+
+  private notifySubscribed(): void {
+    for (const listener of this.subscribed) listener();
   }
 
   restore(w: RestoredWebhook, limit: number): Promise<boolean> {
@@ -102,8 +123,11 @@ export class SqlWebhookStore implements WebhookStore {
     });
   }
 
-  place(bucket: string, id: string, position: number, state: Webhook['state'], reason: string | null) {
-    return this.change('placeWebhook', { bucket, id, position, state, reason });
+  /** An imported subscription taking its place (and state): one placed active is a subscription the delivery loop must look at. */
+  async place(bucket: string, id: string, position: number, state: Webhook['state'], reason: string | null): Promise<boolean> {
+    const placed = await this.change('placeWebhook', { bucket, id, position, state, reason });
+    if (placed && state === 'active') this.notifySubscribed();
+    return placed;
   }
 
   async list(bucket: string): Promise<Webhook[]> {
@@ -119,8 +143,10 @@ export class SqlWebhookStore implements WebhookStore {
     return this.change('pauseWebhook', { bucket, id, reason });
   }
 
-  resume(bucket: string, id: string) {
-    return this.change('resumeWebhook', { bucket, id });
+  async resume(bucket: string, id: string): Promise<boolean> {
+    const resumed = await this.change('resumeWebhook', { bucket, id });
+    if (resumed) this.notifySubscribed();
+    return resumed;
   }
 
   rotate(bucket: string, id: string, secret: string) {
@@ -136,8 +162,12 @@ export class SqlWebhookStore implements WebhookStore {
     await this.port.write([this.bound('removeBucketWebhookDeliveries', { bucket }), this.bound('removeBucketWebhooks', { bucket })]);
   }
 
-  async all(): Promise<DeliverableWebhook[]> {
-    return (await this.read<DeliverableRow>('allWebhooks', {})).map(toDeliverable);
+  async all(): Promise<ScannedWebhook[]> {
+    const rows = await this.read<DeliverableRow & { bucket_revision: number | null }>('allWebhooks', {});
+    return rows.map((row) => ({
+      ...toDeliverable(row),
+      bucketRevision: row.bucket_revision === null ? null : Number(row.bucket_revision),
+    }));
   }
 
   async deliverable(id: string): Promise<DeliverableWebhook | undefined> {

@@ -35,6 +35,11 @@ export interface DeliverableWebhook extends Webhook {
 /** A subscription as a dump or an import puts it back: every stored column but the lease. */
 export type RestoredWebhook = Omit<DeliverableWebhook, 'holder' | 'leaseUntil'>;
 
+/** A subscription as the delivery loop's scan reads it: with its bucket's revision (null: the bucket is gone). */
+export interface ScannedWebhook extends DeliverableWebhook {
+  bucketRevision: number | null;
+}
+
 /** One attempt in a subscription's delivery log. */
 export interface DeliveryAttempt {
   attemptedAt: number;
@@ -79,8 +84,8 @@ export interface WebhookStore {
   remove(bucket: string, id: string): Promise<boolean>;
   /** A deleted bucket's subscriptions and logs. */
   removeBucket(bucket: string): Promise<void>;
-  /** Every subscription with its secret and lease (the delivery loop's scan). */
-  all(): Promise<DeliverableWebhook[]>;
+  /** Every subscription with its secret, lease and bucket revision (the delivery loop's scan). */
+  all(): Promise<ScannedWebhook[]>;
   /** One subscription with its secret and lease. */
   deliverable(id: string): Promise<DeliverableWebhook | undefined>;
   /** Takes or renews the lease on one subscription until `until`; false while another holder has it. */
@@ -92,4 +97,9 @@ export interface WebhookStore {
   /** Logs one attempt and keeps the newest `keep`. */
   log(id: string, attempt: DeliveryAttempt, keep: number): Promise<void>;
   deliveries(id: string, limit: number): Promise<DeliveryAttempt[]>;
+  /**
+   * Calls `listener` after a subscription is added or resumed through this store (this process):
+   * the delivery loop, which otherwise wakes only for commits and retries, looks at it at once.
+   */
+  onSubscribed(listener: () => void): void;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { POSTGRES_URL, dropSchema, postgresUrl, uniqueName } from '../helpers/backend.js';
-import { startServer } from '../helpers/server.js';
+import { type StartOptions, startServer } from '../helpers/server.js';
 
 const WARNING = 'applies to SQLite only and is ignored here';
 
@@ -19,11 +19,12 @@ describe('--durability: a setting a backend would ignore is said to be ignored',
     const schema = uniqueName('durability');
     const db = postgresUrl({ schema });
     try {
-      for (const [given, options] of [
+      const cases: Array<[boolean, StartOptions]> = [
         [true, { args: ['--durability', 'full'] }],
         [true, { env: { KVB_DURABILITY: 'normal' } }],
         [false, {}],
-      ] as const) {
+      ];
+      for (const [given, options] of cases) {
         const server = await startServer({ db, ...options });
         try {
           const warnings = server

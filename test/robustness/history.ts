@@ -9,6 +9,8 @@
  * `Infinity` and its output is unknown.
  */
 
+import type { WebhookHistory } from './webhook-history.js';
+
 /** How an operation ended, as its client saw it. */
 export type Outcome = 'ok' | 'fail' | 'unknown';
 
@@ -165,4 +167,6 @@ export interface RecordedHistory {
     nonNegative?: boolean;
   };
   fenced?: FencedWrite[];
+  /** The webhook scenarios: subscriptions and every request their receiver got (webhook-history.ts). */
+  webhooks?: WebhookHistory;
 }

@@ -43,6 +43,8 @@ export class Instance {
     /** The `--db` value. */
     readonly db: string,
     readonly args: string[],
+    /** Environment beyond the runner's own (settings that have no flag). */
+    readonly env: Record<string, string> = {},
   ) {
     this.url = `http://127.0.0.1:${port}`;
   }
@@ -66,7 +68,7 @@ export class Instance {
       process.execPath,
       [KVB_BIN, 'serve', '--port', String(this.port), '--host', '127.0.0.1', '--db', this.db, ...this.args],
       {
-        env: { ...process.env, KVB_LOG_LEVEL: 'warn' },
+        env: { ...process.env, KVB_LOG_LEVEL: 'warn', ...this.env },
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     );

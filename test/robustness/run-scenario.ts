@@ -11,6 +11,7 @@ import type { Scenario } from './scenarios.js';
 import { send } from './send.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { type WatchControl, type WatchStats, watcher } from './watchers.js';
+import { WEBHOOK_BUCKET_KEY, WebhookRun } from './webhooks.js';
 import { type WorkloadContext, finalReads, registerClient, sleep } from './workload.js';
 import { extraClients, prepareExtra, settleExtra } from './extra-workloads.js';
 
@@ -50,12 +51,12 @@ export async function cleanupFrom(options: RunOptions, mark: number): Promise<vo
   }
 }
 
-async function createBucket(instance: Instance): Promise<string> {
+async function createBucket(instance: Instance, secretKey?: string): Promise<string> {
   for (let attempt = 0; attempt < 20; attempt++) {
     const ex = await send(`${instance.url}/api/v1/`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: 'email=robustness@example.com&default_ttl=0',
+      body: `email=robustness@example.com&default_ttl=0${secretKey ? `&secret_key=${secretKey}` : ''}`,
     });
     if (ex.answer?.status === 201) return ex.answer.text.trim();
     await sleep(250);
@@ -119,15 +120,20 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     }
 
     for (let i = 0; i < scenario.instances; i++) {
-      const instance = new Instance(String.fromCharCode(97 + i), await freePort(), db, scenario.args);
+      const instance = new Instance(String.fromCharCode(97 + i), await freePort(), db, scenario.args, scenario.env);
       instances.push(instance);
       defer(options, () => instance.stop());
     }
     // The first alone (it runs the migrations), then the others together.
     await instances[0]!.start();
     await Promise.all(instances.slice(1).map((instance) => instance.start()));
-    const bucket = await createBucket(instances[0]!);
+    const bucket = await createBucket(instances[0]!, scenario.webhooks ? WEBHOOK_BUCKET_KEY : undefined);
     await openAccounts(instances[0]!.url, bucket);
+    const webhooks = scenario.webhooks ? new WebhookRun(instances, bucket, random) : undefined;
+    if (webhooks) {
+      defer(options, () => webhooks.close());
+      await webhooks.start();
+    }
 
     let running = true;
     const ctx: WorkloadContext = { bucket, instances, recorder, running: () => running, random, ratePerClient: options.ratePerClient };
@@ -175,6 +181,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
             await sleep(random.int(800, 2000));
             if (!faulting()) break;
             const victim = pickInstance();
+            webhooks?.killed();
             await victim.kill();
             faults.push(`kill -9 ${victim.name}`);
             await sleep(random.int(0, 500));
@@ -216,6 +223,20 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
           do faults.push(await switchover());
           while (faulting());
           return;
+        case 'kill-holder':
+          // Spaced near the lease (6 s), so most kills find a holder that took over from the last.
+          while (faulting()) {
+            await sleep(random.int(3000, 6000));
+            if (!faulting()) break;
+            const holder = await webhooks!.leaseHolder(2000);
+            const victim = holder ?? pickInstance();
+            webhooks!.killed();
+            await victim.kill();
+            faults.push(`kill -9 ${victim.name}${holder ? ' (lease holder)' : ' (no holder found)'}`);
+            await sleep(random.int(0, 500));
+            await victim.start();
+          }
+          return;
         case 'kill-primary':
           await sleep(Math.min(2000, runMs / 4));
           faults.push(await killPrimary());
@@ -223,6 +244,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       }
     })().catch(clientErrors('fault'));
     await fault;
+    webhooks?.heal();
     // Heal whatever the last fault left (a faulted instance is restarted in its loop; this is the safety net).
     for (const instance of instances) {
       instance.resume();
@@ -245,10 +267,14 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     control.abort = true;
     await Promise.all(watching);
     if (!caughtUp) errors.push(`the watchers did not reach revision ${finalRevision} within 30 s`);
+    const webhookHistory = await webhooks?.finish(finalRevision, errors);
 
     return {
       // Every transfer takes at most the balance it read and checks that balance's revision: none goes negative.
-      history: recorder.history({ total: BANK_TOTAL, accounts: ACCOUNTS, nonNegative: true }),
+      history: {
+        ...recorder.history({ total: BANK_TOTAL, accounts: ACCOUNTS, nonNegative: true }),
+        ...(webhookHistory && { webhooks: webhookHistory }),
+      },
       recorder,
       watch: { ...watchStats, watchers: watcherCount, finalRevision, caughtUp },
       faults,

@@ -5,6 +5,8 @@ import type { ExtraWorkloads } from './extra-workloads.js';
  * fault (nemesis) injected while the clients run.
  */
 
+import { WEBHOOK_ARGS, WEBHOOK_ENV } from './webhooks.js';
+
 /** `ha-pgbouncer`: the Patroni cluster through the PgBouncer in front of each node (both listed in the URL). */
 export type Backend = 'sqlite' | 'postgres' | 'pgbouncer' | 'ha' | 'ha-pgbouncer';
 
@@ -20,7 +22,9 @@ export type Nemesis =
   /** Patroni switchover to the synchronous standby, under load; again (once the cluster is whole) while the fault lasts. */
   | 'switchover'
   /** kill -9 of the primary's postmaster; Patroni promotes the synchronous standby. */
-  | 'kill-primary';
+  | 'kill-primary'
+  /** kill -9 of the instance holding a webhook's lease (another takes it over once the lease runs out), restarted at once. */
+  | 'kill-holder';
 
 export interface Scenario {
   name: string;
@@ -35,6 +39,10 @@ export interface Scenario {
   ci: boolean;
   /** Runs the lock workload (fenced writes). */
   locks?: boolean;
+  /** Adds webhooks and their receiver (webhooks.ts), checked by checkers/webhooks.ts. */
+  webhooks?: boolean;
+  /** Environment for the instances beyond the runner's (settings without a flag). */
+  env?: Record<string, string>;
 }
 
 /** Every extra workload, with the sweeper running every second so expiries show in the feed within the run. */
@@ -42,6 +50,7 @@ const EVERY_EXTRA: ExtraWorkloads = { expiry: true, values: true, tokens: true, 
 const SWEEP_ARGS = ['--sweep-interval', '1'];
 
 const PG_ARGS = ['--pool-size', '4'];
+const HOOKS = { webhooks: true, env: WEBHOOK_ENV };
 
 export const SCENARIOS: Scenario[] = [
   { name: 'sqlite-none', backend: 'sqlite', instances: 1, nemesis: 'none', args: [], ci: true },
@@ -81,6 +90,17 @@ export const SCENARIOS: Scenario[] = [
   // Lock holders paused past their TTL, each writing under its fencing token ({"check", "created"}).
   { name: 'sqlite-locks', backend: 'sqlite', instances: 1, nemesis: 'pause', args: [], ci: true, locks: true },
   { name: 'pg2-locks-kill', backend: 'postgres', instances: 2, nemesis: 'kill', args: PG_ARGS, ci: true, locks: true },
+  // Webhooks to a receiver that fails some requests on purpose: kill -9 during deliveries, and of the lease holder.
+  { name: 'webhook-kill', backend: 'sqlite', instances: 1, nemesis: 'kill', args: WEBHOOK_ARGS, ci: true, ...HOOKS },
+  {
+    name: 'pg2-webhook-kill',
+    backend: 'postgres',
+    instances: 2,
+    nemesis: 'kill-holder',
+    args: [...PG_ARGS, ...WEBHOOK_ARGS],
+    ci: true,
+    ...HOOKS,
+  },
 ];
 
 /** Why a scenario cannot run here (its service is missing), or undefined when it can. */

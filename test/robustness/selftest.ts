@@ -2,6 +2,7 @@ import { checkHistory } from './checkers/index.js';
 import type { RecordedHistory, Verdict } from './history.js';
 import { extraSelftestCases } from './selftest-extra.js';
 import { allWatchedEvents, bankRead, del, fenced, history, Ops, set, watchedWrites, watcher } from './selftest-builders.js';
+import { webhookCases } from './selftest-webhooks.js';
 
 /**
  * Hand-made histories the checkers must judge right before their verdicts on real runs mean
@@ -316,7 +317,7 @@ function mustFail(): SelftestCase[] {
 
 /** Every self-test case, the ones that must pass first. */
 export function selftestCases(): SelftestCase[] {
-  return [...mustPass(), ...mustFail()];
+  return [...mustPass(), ...mustFail(), ...webhookCases()];
 }
 
 /** What the checkers say of one case: the worst verdict of all (must pass), or the named checker's (must fail). */

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../../store/store.js';
-import type { DeliverableWebhook, DeliveryAttempt, Webhook } from '../../store/webhook-types.js';
+import type { DeliverableWebhook, DeliveryAttempt, ScannedWebhook, Webhook } from '../../store/webhook-types.js';
 import { VERSION } from '../../version.js';
 import type { Clock } from '../clock.js';
 import { type Batch, nextBatch, resetBatch } from './webhook-batch.js';
@@ -12,6 +13,8 @@ import { SIGNATURE_HEADER, signDelivery } from './webhook-signature.js';
 
 /** Rows of the change log read per delivery (whole revisions). */
 const READ_LIMIT = 1000;
+/** setTimeout's longest delay; a later wake is taken in steps. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Attempts kept in each subscription's delivery log. */
 export const DELIVERY_LOG_KEEP = 50;
 
@@ -22,8 +25,14 @@ export interface DeliveryOptions {
   timeoutMs: number;
   /** A subscription failing for longer than this is paused. */
   retryBoundMs: number;
-  /** How often the subscriptions are looked at (besides after each local commit). */
+  /**
+   * How often a shared store's subscriptions are looked at while it has some: other instances'
+   * commits are seen only this way (PgBouncer in transaction mode has no LISTEN). A store whose
+   * every commit is this process's (SQLite) is not polled: its commits and retries wake the loop.
+   */
   pollMs: number;
+  /** How often a shared store with no subscription is looked at (one may be added through another instance). */
+  idlePollMs: number;
   /** How long a lease on a subscription lasts unless renewed (an instance that dies frees its subscriptions after this). */
   leaseMs: number;
   /** The jitter's randomness (tests pass their own). */
@@ -50,12 +59,18 @@ export class WebhookDeliverer {
   /**
    * This instance as a lease holder. A store only this process writes to (SQLite: one server per
    * file) has one holder whatever the process: a server restarted after a crash goes on at once
-   * instead of waiting out its dead predecessor's leases.
+   * instead of waiting out its dead predecessor's leases. A shared store's holder starts with the
+   * process id and host name, so whoever reads the `webhooks` table can tell which instance holds
+   * a webhook (the robustness suite kills that one).
    */
   readonly holder: string;
   readonly stats: DeliveryStats = { delivered: 0, failed: 0, seen: new Map() };
   private readonly inFlight = new Map<string, Promise<void>>();
+  /** The next wake (a retry due, a lease running out, a poll) and when it is. */
   private timer: NodeJS.Timeout | undefined;
+  private timerAt = Number.POSITIVE_INFINITY;
+  /** Buckets with an active subscription neither in flight nor backing off: a commit to one wakes the loop. */
+  private wakeOn = new Set<string>();
   private scanning: Promise<void> | undefined;
   private again = false;
   private scanFailing = false;
@@ -67,15 +82,39 @@ export class WebhookDeliverer {
     private readonly log: FastifyBaseLogger,
     private readonly options: DeliveryOptions,
   ) {
-    this.holder = store.flags.shared ? randomUUID() : 'this-server';
+    this.holder = store.flags.shared ? `${process.pid}@${hostname()}/${randomUUID()}` : 'this-server';
   }
 
+  /**
+   * Looks once, then wakes only when there may be work: a local commit to a bucket that has a
+   * subscription waiting for changes, a subscription added or resumed here, a retry or a lease
+   * falling due, the end of a delivery; on a shared store also every poll. With no subscription,
+   * a commit costs a look-up in an empty set.
+   */
   start(): this {
-    this.timer = setInterval(() => this.kick(), this.options.pollMs);
-    this.timer.unref();
-    this.store.changes.onCommit?.(() => this.kick());
+    this.store.changes.onCommit?.((buckets) => {
+      // During a look, whatever the bucket: that look may have read the revisions before this commit.
+      if (this.scanning || buckets.some((b) => this.wakeOn.has(b))) this.kick();
+    });
+    this.store.webhooks.onSubscribed(() => this.kick());
     this.kick();
     return this;
+  }
+
+  /** Wakes the loop at `at` (store clock, ms) unless an earlier wake is set. */
+  private wakeAt(at: number): void {
+    if (this.stopped || at >= this.timerAt) return;
+    clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.timerAt = Number.POSITIVE_INFINITY;
+        this.kick();
+      },
+      Math.min(MAX_TIMER_MS, Math.max(0, at - this.clock())),
+    );
+    this.timer.unref();
   }
 
   /** Looks at the subscriptions now (once more after the current look, if one is running). */
@@ -86,14 +125,16 @@ export class WebhookDeliverer {
       return;
     }
     this.scanning = this.scan()
-      .then(() => {
+      .then((next) => {
         if (this.scanFailing) this.log.info('webhook deliveries resumed');
         this.scanFailing = false;
+        if (next !== undefined) this.wakeAt(next);
       })
       .catch((err: unknown) => {
         // Once per outage, not every poll while the database is away.
         if (!this.scanFailing) this.log.warn({ err }, 'webhook scan failed; retrying every poll');
         this.scanFailing = true;
+        this.wakeAt(this.clock() + this.options.pollMs);
       })
       .finally(() => {
         this.scanning = undefined;
@@ -104,20 +145,49 @@ export class WebhookDeliverer {
       });
   }
 
-  private async scan(): Promise<void> {
+  /** Starts a delivery for each subscription with changes waiting and due; returns when to look next, if before a commit. */
+  private async scan(): Promise<number | undefined> {
     const now = this.clock();
     const all = await this.store.webhooks.all();
     const ids = new Set(all.map((w) => w.id));
     for (const id of this.stats.seen.keys()) if (!ids.has(id)) this.stats.seen.delete(id);
+    const wakeOn = new Set<string>();
+    let next = this.store.changes.onCommit
+      ? Number.POSITIVE_INFINITY
+      : now + (all.length > 0 ? this.options.pollMs : this.options.idlePollMs);
     for (const w of all) {
-      this.note(w, undefined);
-      if (w.state !== 'active' || w.nextAttemptAt > now || this.inFlight.has(w.id)) continue;
-      if (w.holder !== null && w.holder !== this.holder && w.leaseUntil > now) continue;
-      const running = this.deliver(w)
-        .catch((err: unknown) => this.log.warn({ err, webhook: w.id }, 'webhook delivery failed; will retry'))
-        .finally(() => this.inFlight.delete(w.id));
-      this.inFlight.set(w.id, running);
+      this.note(w, w.bucketRevision === null ? undefined : w.bucketRevision - w.position);
+      // One in flight looks again when it ends.
+      if (w.state !== 'active' || this.inFlight.has(w.id)) continue;
+      if (w.nextAttemptAt > now) {
+        next = Math.min(next, w.nextAttemptAt);
+        continue;
+      }
+      wakeOn.add(w.bucket);
+      if (w.bucketRevision !== null && w.bucketRevision <= w.position) continue;
+      if (w.holder !== null && w.holder !== this.holder && w.leaseUntil > now) {
+        next = Math.min(next, w.leaseUntil);
+        continue;
+      }
+      this.startDelivery(w);
     }
+    this.wakeOn = wakeOn;
+    return Number.isFinite(next) ? next : undefined;
+  }
+
+  private startDelivery(w: ScannedWebhook): void {
+    const running = this.deliver(w).then(
+      () => {
+        this.inFlight.delete(w.id);
+        this.kick();
+      },
+      (err: unknown) => {
+        this.inFlight.delete(w.id);
+        this.log.warn({ err, webhook: w.id }, 'webhook delivery failed; will retry');
+        this.wakeAt(this.clock() + this.options.pollMs);
+      },
+    );
+    this.inFlight.set(w.id, running);
   }
 
   private note(w: Webhook, lagRevisions: number | undefined): void {
@@ -130,10 +200,28 @@ export class WebhookDeliverer {
 
   /** One delivery for one subscription (or its position moved past changes it does not want), under its lease. */
   private async deliver(seen: DeliverableWebhook): Promise<void> {
+    const claim = () => {
+      const now = this.clock();
+      return this.store.webhooks.claim(seen.id, this.holder, now + this.options.leaseMs, now);
+    };
+    if (!(await claim())) return;
+    // Renewed while the delivery lasts: a database or receiver slower than the lease must not let
+    // another instance take the webhook over mid-delivery and send the same changes again (in the
+    // robustness suite's pg2-webhook-kill at a load of 30, without this, a webhook was sent again
+    // every lease for seconds while neither instance's acknowledgement could land).
+    const renewal = setInterval(() => void claim().catch(() => {}), this.options.leaseMs / 3);
+    renewal.unref();
+    try {
+      await this.deliverClaimed(seen.id);
+    } finally {
+      clearInterval(renewal);
+    }
+  }
+
+  private async deliverClaimed(id: string): Promise<void> {
     const now = this.clock();
-    if (!(await this.store.webhooks.claim(seen.id, this.holder, now + this.options.leaseMs, now))) return;
     // Read again under the lease: paused, rotated or moved on since the scan saw it.
-    const w = await this.store.webhooks.deliverable(seen.id);
+    const w = await this.store.webhooks.deliverable(id);
     if (w?.state !== 'active' || w.nextAttemptAt > now) return;
     const bounds = await this.store.changes.bounds(w.bucket);
     if (!bounds) {
@@ -149,27 +237,28 @@ export class WebhookDeliverer {
       batch = nextBatch(w.bucket, w, rows, bounds.revision, rows.length < READ_LIMIT);
     }
     if (batch.events.length > 0 && !(await this.send(w, batch))) return;
-    if (batch.upTo > w.position) await this.store.webhooks.acknowledge(w.id, this.holder, batch.upTo);
+    if (batch.events.length === 0 && batch.upTo > w.position) await this.store.webhooks.acknowledge(w.id, this.holder, batch.upTo);
     this.note(w, bounds.revision - batch.upTo);
-    if (batch.upTo < bounds.revision) this.kick();
   }
 
-  /** Sends one batch and records the attempt; true when the receiver acknowledged it. */
+  /** Sends one batch, stores what came of it and logs the attempt; true when the receiver acknowledged it. */
   private async send(w: DeliverableWebhook, batch: Batch): Promise<boolean> {
     const body = `{"webhook":${JSON.stringify(w.id)},"bucket":${JSON.stringify(w.bucket)},"events":[${batch.events.join(',')}]}`;
     const started = this.clock();
     const outcome = await postSigned(w, body, this.clock, this.options);
     const attempt = attemptOf(outcome, started, this.clock() - started, batch);
-    await this.store.webhooks.log(w.id, attempt, DELIVERY_LOG_KEEP);
     if (attempt.error === null) {
+      // The position before the log: every moment between the 2xx and storing it is one a crash repeats.
+      await this.store.webhooks.acknowledge(w.id, this.holder, batch.upTo);
       this.stats.delivered += batch.events.length;
-      return true;
+    } else {
+      this.stats.failed++;
+      const state = afterFailure(w, this.clock(), this.options.retryBoundMs, attempt.error, this.options.random);
+      await this.store.webhooks.fail(w.id, this.holder, state);
+      if (state.pausedReason !== null) this.log.warn({ webhook: w.id, bucket: w.bucket, reason: state.pausedReason }, 'webhook paused');
     }
-    this.stats.failed++;
-    const state = afterFailure(w, this.clock(), this.options.retryBoundMs, attempt.error, this.options.random);
-    await this.store.webhooks.fail(w.id, this.holder, state);
-    if (state.pausedReason !== null) this.log.warn({ webhook: w.id, bucket: w.bucket, reason: state.pausedReason }, 'webhook paused');
-    return false;
+    await this.store.webhooks.log(w.id, attempt, DELIVERY_LOG_KEEP);
+    return attempt.error === null;
   }
 
   /** /health's detail: the webhooks whose changes have waited past the threshold. */
@@ -183,7 +272,7 @@ export class WebhookDeliverer {
   /** Stops looking, waits for the deliveries in flight and hands back this instance's leases. */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.timer);
+    clearTimeout(this.timer);
     await this.scanning;
     await Promise.all(this.inFlight.values());
     const held = (await this.store.webhooks.all().catch(() => [])).filter((w) => w.holder === this.holder);

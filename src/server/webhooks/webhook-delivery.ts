@@ -5,8 +5,10 @@ import type { Clock } from '../clock.js';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig } from '../server-config.js';
 import { type DeliveryOptions, WebhookDeliverer } from './webhook-deliverer.js';
 
-/** How often each instance looks at the subscriptions (PostgreSQL: other instances' commits are seen this way). */
+/** How often each instance of a shared store looks at its subscriptions while it has some (other instances' commits are seen this way). */
 export const WEBHOOK_POLL_MS = 250;
+/** ... and while it has none: a webhook added through another instance is found within this. */
+export const WEBHOOK_IDLE_POLL_MS = 5000;
 type WebhookSettings = Pick<ServerConfig, 'webhookAllowPrivate' | 'webhookTimeoutSeconds' | 'webhookRetrySeconds'> &
   Partial<Pick<ServerConfig, 'webhookLeaseMs'>>;
 
@@ -16,6 +18,7 @@ export const deliveryOptions = (config: WebhookSettings, overrides: Partial<Deli
   timeoutMs: config.webhookTimeoutSeconds * 1000,
   retryBoundMs: config.webhookRetrySeconds * 1000,
   pollMs: WEBHOOK_POLL_MS,
+  idlePollMs: WEBHOOK_IDLE_POLL_MS,
   // Longer than a delivery can take, so a live holder renews it before it runs out.
   leaseMs: Math.max(config.webhookLeaseMs ?? DEFAULT_SERVER_CONFIG.webhookLeaseMs, config.webhookTimeoutSeconds * 2000),
   ...overrides,

@@ -7,13 +7,14 @@ import { type LinearizabilityOptions, checkLinearizable } from './linearizabilit
 import { type PatchResult, patchFromFeed } from './patch.js';
 import { checkRevisions } from './revisions.js';
 import { checkWatch } from './watch.js';
+import { checkWebhooks } from './webhooks.js';
 
-export { checkBank, checkFencing, checkLinearizable, checkRevisions, checkWatch, patchFromFeed };
+export { checkBank, checkFencing, checkLinearizable, checkRevisions, checkWatch, checkWebhooks, patchFromFeed };
 
 /**
  * Every checker that applies to a recorded run: linearizability and the revision rules when it
  * has operations, the watch rules when it has watchers, the bank invariants and fencing when it
- * ran those workloads. Linearizability searches the history patched from the watch feed when that
+ * ran those workloads, the webhook rules when it had subscriptions. Linearizability searches the history patched from the watch feed when that
  * feed is known complete (patch.ts); the other checkers read the history as recorded. Pure: no
  * I/O, so the runner decides what to print.
  */
@@ -29,6 +30,7 @@ export function checkHistory(history: RecordedHistory, options: LinearizabilityO
   if (history.credentials) verdicts.push(checkCredentials(history.credentials));
   if (history.bank) verdicts.push(checkBank(history.bank));
   if (history.fenced && history.fenced.length > 0) verdicts.push(checkFencing(history.fenced));
+  if (history.webhooks) verdicts.push(checkWebhooks(history.webhooks, history.watches));
   return verdicts;
 }
 
