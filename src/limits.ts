@@ -43,3 +43,13 @@ export type Permission = (typeof PERMISSIONS)[number];
 /** The five stored value types, as named in the Kvb-Type header and the database. */
 export const VALUE_TYPES = ['json', 'text', 'int64', 'float64', 'bytes'] as const;
 export type ValueType = (typeof VALUE_TYPES)[number];
+
+/**
+ * How a SQLite commit is made durable: `normal` (WAL, synchronous=NORMAL) survives the process
+ * crashing; `full` fsyncs every group commit and survives a power cut too. PostgreSQL commits as
+ * durably as its own `synchronous_commit` makes them, so the setting does not apply there.
+ */
+export const DURABILITY_MODES = ['normal', 'full'] as const;
+export type Durability = (typeof DURABILITY_MODES)[number];
+/** What a SQLite store commits with when nobody chose (docs/operations.md, "Durability", has the measured cost of `full`). */
+export const DEFAULT_DURABILITY: Durability = 'normal';

@@ -1,6 +1,5 @@
-import { DEFAULT_BUCKET_TTL_SECONDS, MAX_VALUE_BYTES } from '../limits.js';
+import { DEFAULT_BUCKET_TTL_SECONDS, DEFAULT_DURABILITY, type Durability, MAX_VALUE_BYTES } from '../limits.js';
 import type { OpenStoreOptions } from '../store/open-store.js';
-import { DEFAULT_DURABILITY, type Durability } from '../store/durability.js';
 /** Everything `kvb serve` can be told, after flags and environment are merged. */
 export interface ServerConfig {
   port: number;

@@ -1,7 +1,7 @@
 import { describeHosts, parsePostgresHosts } from './postgres/postgres-hosts.js';
 import type { Quota } from './quota.js';
 import type { Store } from './store.js';
-import type { Durability } from './durability.js';
+import type { Durability } from '../limits.js';
 
 export interface OpenStoreOptions {
   durability: Durability;

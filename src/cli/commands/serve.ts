@@ -1,10 +1,9 @@
 import { InvalidArgumentError, Option } from '@commander-js/extra-typings';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig, parseListenAddress, parseRateLimit } from '../../server/server-config.js';
 import { parseBooleanSetting } from '../../values/boolean-setting.js';
-import { MAX_TTL_SECONDS, MAX_VALUE_BYTES, MAX_VALUE_BYTES_CEILING } from '../../limits.js';
+import { DEFAULT_DURABILITY, DURABILITY_MODES, MAX_TTL_SECONDS, MAX_VALUE_BYTES, MAX_VALUE_BYTES_CEILING } from '../../limits.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../session.js';
-import { DEFAULT_DURABILITY, DURABILITY_MODES } from '../../store/durability.js';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
