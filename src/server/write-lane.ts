@@ -69,11 +69,19 @@ export function replayBody(
     return;
   }
   (request.raw as LaneRequest)[replay] = undefined;
-  // Lazy: nothing (an error above all) is emitted before the parser listens.
+  // Lazy: nothing (an error above all) is emitted before the parser listens. Once: a body of the
+  // stream's high-water mark (16 KiB) or more makes push() answer false, which asks for no more
+  // pushes, not for the body again (pushing it again on every read() replayed it for ever).
+  let replayed = false;
   const stream = new Readable({
     read() {
+      if (replayed) return;
+      replayed = true;
       if (read.error !== undefined) this.destroy(read.error as Error);
-      else this.push(read.body) && this.push(null);
+      else {
+        this.push(read.body);
+        this.push(null);
+      }
     },
   });
   done(null, stream);
