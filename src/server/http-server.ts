@@ -20,8 +20,11 @@ const answering = Symbol('kvb.answering');
 const idleSince = Symbol('kvb.idleSince');
 /** Set once an answer on the connection says `Connection: close`: nothing after it is started. */
 const lastAnswer = Symbol('kvb.lastAnswer');
+/** The request a connection last started, so its close can tell whether its body was all read. */
+const started = Symbol('kvb.started');
 type QueuedSocket = Socket & {
   [queued]?: Array<() => void>;
+  [started]?: IncomingMessage;
   [answering]?: ServerResponse | undefined;
   [idleSince]?: number;
   [lastAnswer]?: boolean;
@@ -72,6 +75,7 @@ export function createKvbServer(
   const state: ServerState = { draining: false, idleGraceMs: 1000, sockets: new Set() };
   const run = (socket: QueuedSocket, req: IncomingMessage, res: ServerResponse) => {
     socket[answering] = res;
+    socket[started] = req;
     // 'close' follows both a finished response and an aborted one, so a queue never stalls.
     res.once('close', () => {
       socket[answering] = undefined;
@@ -117,6 +121,7 @@ export function createKvbServer(
   // The socket requests arrive on: the TLS socket for HTTPS, the TCP socket for HTTP.
   server.on(options.tls ? 'secureConnection' : 'connection', (socket: QueuedSocket) => {
     state.sockets.add(socket);
+    lingerOnClose(socket);
     socket[idleSince] = performance.now();
     socket.once('close', () => state.sockets.delete(socket));
     if (state.draining) closeWhenIdle(state, socket);
@@ -129,6 +134,33 @@ export function createKvbServer(
   server.requestTimeout = options.requestTimeout;
   server.setTimeout(options.connectionTimeout);
   return server;
+}
+
+/** How long a connection closed while its client still sends goes on being read (nginx: lingering_time). */
+const LINGER_MS = 2000;
+
+/**
+ * A lingering close (as Apache and nginx do it). An answer that closes its connection before the
+ * request's body was all read (a refusal mid-upload: a bound, a credential, a bad line) used to
+ * close the socket at once; the client's bytes still arriving then made the kernel send a reset,
+ * and a reset makes the client's kernel discard what it has not yet read: the answer itself.
+ * Here the connection's sending side is ended and what the client goes on sending is read and
+ * dropped until it ends its side or LINGER_MS pass, then it is destroyed. (Node's HTTP parser
+ * keeps reading the socket and drops a body no one reads: `req._dump()`.)
+ * Node calls `destroySoon` once a `Connection: close` answer is written.
+ */
+function lingerOnClose(socket: QueuedSocket): void {
+  const destroySoon = socket.destroySoon;
+  socket.destroySoon = function lingeringDestroySoon(this: QueuedSocket) {
+    const req = this[started];
+    if (req === undefined || req.complete || this.destroyed) return destroySoon.call(this);
+    this.end();
+    const stop = () => this.destroy();
+    const timer = setTimeout(stop, LINGER_MS).unref();
+    this.once('close', () => clearTimeout(timer));
+    this.once('end', stop);
+    this.resume();
+  };
 }
 
 /** Makes `res` its connection's last answer: it says `Connection: close`, and no request behind it starts. */

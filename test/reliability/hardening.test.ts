@@ -219,6 +219,30 @@ describe('hardening: what an attacker found', () => {
     });
   });
 
+  describe('3b. a refusal mid-upload reaches a client that goes on sending', () => {
+    it('the server reads and drops the rest for a while, so no reset discards the answer', async () => {
+      const bucket = await createBucket(server.api);
+      for (let round = 0; round < 8; round++) {
+        const socket = await rawSocket(server);
+        socket.on('error', () => undefined); // asserted below: the answer, whatever follows it
+        const answer = readResponses(socket, 1);
+        // An import refused at its first line closes the connection (it will not read 3 MB to
+        // answer), while the 3 MB are on their way, all sent without waiting for an answer.
+        const rest = 3 * 1024 * 1024;
+        socket.write(
+          `POST /api/v1/${bucket} HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/x-ndjson\r\n` +
+            `Content-Length: ${2 + rest}\r\n\r\nx\n`,
+        );
+        for (let sent = 0; sent < rest; sent += 65_536) socket.write('y'.repeat(65_536));
+        const [refused] = await answer;
+        socket.destroy();
+        expect(refused!.status, `round ${round}: ${refused!.head}`).toBe(400);
+        expect(refused!.head).toMatch(/connection: close/i);
+        expect(JSON.parse(refused!.body)).toEqual({ error: { code: 400, message: 'bad_request', detail: expect.any(String) } });
+      }
+    });
+  });
+
   describe('4. pipelined requests take effect in order', () => {
     it('PUT, GET, DELETE, GET in one write answer 200, 200, 204, 404 and leave no key', async () => {
       const bucket = await createBucket(server.api);
