@@ -3,10 +3,6 @@ import { call, createBucket } from '../helpers/http.js';
 import { rawSocket, readUntilEnd, startRequest } from '../helpers/raw-socket.js';
 import { type AppServer, startAppServer } from '../helpers/app-server.js';
 import { testClock } from '../helpers/test-clock.js';
-import { TEST_BACKEND } from '../helpers/backend.js';
-
-/** Writes take the lane on SQLite only (fast-lane.ts, `writesLaned`); on PostgreSQL they are Fastify's. */
-const WRITES_LANED = TEST_BACKEND === 'sqlite';
 
 /**
  * The fast lane (src/server/fast-lane.ts) answers a GET hit and /health before Fastify. Its
@@ -228,9 +224,7 @@ describe('the write lane answers as Fastify does', () => {
       if (round === 0) continue;
       const counts = laned.app.laneCounts;
       expect({ took: counts.writes - took.writes, handedOver: counts.handedOver - took.handedOver }).toEqual(
-        WRITES_LANED
-          ? { answers: { took: 1, handedOver: 0 }, 'hands over': { took: 1, handedOver: 1 }, declines: { took: 0, handedOver: 0 } }[lane]
-          : { took: 0, handedOver: 0 },
+        { answers: { took: 1, handedOver: 0 }, 'hands over': { took: 1, handedOver: 1 }, declines: { took: 0, handedOver: 0 } }[lane],
       );
       expect(plain.app.laneCounts).toEqual({ reads: 0, writes: 0, handedOver: 0 });
     }
@@ -254,7 +248,7 @@ describe('the write lane answers as Fastify does', () => {
     };
     const took = laned.app.laneCounts.writes;
     const fromLane = await state(laned);
-    expect(laned.app.laneCounts.writes - took).toBe(WRITES_LANED ? 3 : 0);
+    expect(laned.app.laneCounts.writes - took).toBe(3);
     expect(fromLane.events).toHaveLength(3);
     expect(fromLane.history.join('')).toContain('"operation":"counter"');
     expect(fromLane).toEqual(await state(plain));
