@@ -3,6 +3,7 @@ import { type FastifyBaseLogger, type FastifyReply, type FastifyRequest, LogCont
 type LogControllerOptions = ConstructorParameters<typeof LogController>[0];
 import { Tallies } from './plugins/tallies.js';
 import { clientAddress } from './client-address.js';
+import { type AccessFields, directAccessLine } from './access-line.js';
 
 /** A failed access line or metric, said on the log if it still takes it. */
 function failed(log: FastifyBaseLogger, err: unknown): void {
@@ -31,6 +32,8 @@ const REQUEST_BOUNDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.
  */
 export class RequestLogController extends LogController {
   readonly requests = new Tallies(REQUEST_BOUNDS);
+  /** The lanes' logger and its line written directly (access-line.ts), made on its first line. */
+  private direct?: { log: FastifyBaseLogger; write: ReturnType<typeof directAccessLine> };
 
   constructor(
     options: LogControllerOptions,
@@ -98,7 +101,7 @@ export class RequestLogController extends LogController {
     this.requests.record(`${method} ${status} ${route}`, () => ({ method, route: route ?? 'unmatched', status }), ms / 1000);
     if (!this.accessLog) return;
     // The route pattern groups requests; the path (query credentials redacted) says which key.
-    const fields = {
+    const fields: AccessFields = {
       method,
       route: route ?? null,
       url: redactUrl(url),
@@ -107,6 +110,13 @@ export class RequestLogController extends LogController {
       bytes: length === undefined ? null : Number(length),
       ip: ip ?? null,
     };
-    log.info(requestId === undefined ? fields : { req_id: requestId, ...fields }, 'request');
+    const direct = requestId === undefined ? undefined : this.directWriter(log);
+    if (direct) direct(requestId!, fields);
+    else log.info(requestId === undefined ? fields : { req_id: requestId, ...fields }, 'request');
+  }
+
+  private directWriter(log: FastifyBaseLogger): ReturnType<typeof directAccessLine> {
+    if (this.direct?.log !== log) this.direct = { log, write: directAccessLine(log) };
+    return this.direct.write;
   }
 }
