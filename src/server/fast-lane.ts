@@ -11,7 +11,8 @@
  * (`/health` too). One-key writes go to the write lane (write-lane.ts); everything else
  * (errors, misses, streams, HEAD) goes to Fastify unchanged: the lane decides before it has
  * changed anything, and a miss it read is handed over with the request (`takePreread`) so the
- * store is not asked twice.
+ * store is not asked twice. On a store that reads only with a promise (PostgreSQL) the lane reads
+ * the same way and hands a miss over once the read is done.
  * Off when a setting adds per-request work it does not do: `--rate-limit`, `--trust-proxy`, a
  * `--cors-origin` list (only `*` is constant).
  */
@@ -67,12 +68,12 @@ export class FastLane {
     return (req, res) => {
       const ctx = this.ctx;
       if (ctx === undefined) fastify(req, res);
-      else if (!(req.method === 'GET' ? this.answer(ctx, req, res) : writes.take(ctx, req, res))) fastify(req, res);
+      else if (!(req.method === 'GET' ? this.answer(ctx, req, res, fastify) : writes.take(ctx, req, res))) fastify(req, res);
     };
   }
 
   /** Answers the request if it is the lane's; false (having changed nothing) when it is Fastify's. */
-  private answer(ctx: LaneContext, req: IncomingMessage, res: ServerResponse): boolean {
+  private answer(ctx: LaneContext, req: IncomingMessage, res: ServerResponse, fastify: Handler): boolean {
     const url = req.url ?? '';
     const headers = req.headers;
     for (const name of SPECIAL_HEADERS) if (headers[name] !== undefined) return false;
@@ -80,29 +81,37 @@ export class FastLane {
     const start = performance.now();
     const target = laneTarget(ctx, url, headers.authorization);
     if (!target || !allows(target.principal, 'read', target.bucket.flags, target.key)) return false;
-    const read = this.read(ctx, target.bucket.record.id, target.key);
-    if (read === undefined || 'error' in read || read.entry === undefined) {
-      if (read !== undefined) (req as PrereadRequest)[preread] = read;
-      return false;
-    }
-    const entry = read.entry;
     // Read before the answer: a client that closes at once leaves a socket with no address.
-    const ip = req.socket.remoteAddress;
-    this.taken.reads++;
-    res.writeHead(200, this.hitHeaders(entry));
-    res.end(entry.data);
-    ctx.logs.answered(ctx.log, laneRequestId(ctx), 'GET', KEY_ROUTE, url, 200, performance.now() - start, entry.data.length, ip);
+    const hit: Hit = { ctx, req, res, url, start, ip: req.socket.remoteAddress };
+    const bucket = target.bucket.record.id;
+    if (ctx.store.getEntryNow) return this.answerRead(hit, readNow(ctx, bucket, target.key));
+    // A store that reads only with a promise (PostgreSQL): a hit is answered here all the same,
+    // and a miss or a failed read is handed to Fastify once it is known, as a synchronous one is.
+    readLater(ctx, bucket, target.key)
+      .then((read) => this.answerRead(hit, read) || fastify(req, res))
+      // Nothing a request triggers may end the process: an answer that failed to be written is
+      // said on the log and its connection ended.
+      .catch((err: unknown) => {
+        ctx.log.error({ err }, 'the fast lane could not answer a read');
+        res.destroy();
+      });
     return true;
   }
 
-  /** The entry, read synchronously (SQLite); undefined when the store reads only with a promise. */
-  private read(ctx: LaneContext, bucket: string, key: string): Preread | undefined {
-    if (!ctx.store.getEntryNow) return undefined;
-    try {
-      return { entry: ctx.store.getEntryNow(bucket, key, ctx.clock()) };
-    } catch (error) {
-      return { error };
+  /** Writes a hit's answer; false for a miss or a failed read, left (read) for Fastify's route. */
+  private answerRead(hit: Hit, read: Preread): boolean {
+    if ('error' in read || read.entry === undefined) {
+      (hit.req as PrereadRequest)[preread] = read;
+      return false;
     }
+    const { ctx, res } = hit;
+    const entry = read.entry;
+    this.taken.reads++;
+    res.writeHead(200, this.hitHeaders(entry));
+    res.end(entry.data);
+    const ms = performance.now() - hit.start;
+    ctx.logs.answered(ctx.log, laneRequestId(ctx), 'GET', KEY_ROUTE, hit.url, 200, ms, entry.data.length, hit.ip);
+    return true;
   }
 
   private answerHealth(ctx: LaneContext, req: IncomingMessage, res: ServerResponse, url: string): boolean {
@@ -121,5 +130,33 @@ export class FastLane {
     headers = entryHeaders(entry);
     this.headersOf.set(entry, headers);
     return headers;
+  }
+}
+
+/** What answering a hit needs to know of its request. */
+interface Hit {
+  ctx: LaneContext;
+  req: IncomingMessage;
+  res: ServerResponse;
+  url: string;
+  start: number;
+  ip: string | undefined;
+}
+
+/** The entry, read synchronously (SQLite), or the read's error. */
+function readNow(ctx: LaneContext, bucket: string, key: string): Preread {
+  try {
+    return { entry: ctx.store.getEntryNow!(bucket, key, ctx.clock()) };
+  } catch (error) {
+    return { error };
+  }
+}
+
+/** The entry, read with a promise (PostgreSQL), or the read's error. */
+async function readLater(ctx: LaneContext, bucket: string, key: string): Promise<Preread> {
+  try {
+    return { entry: await ctx.store.getEntry(bucket, key, ctx.clock()) };
+  } catch (error) {
+    return { error };
   }
 }
