@@ -1,12 +1,15 @@
 import cors from '@fastify/cors';
-import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import Fastify, {
+  type FastifyInstance,
+  type FastifyRequest,
+  type FastifyHttpOptions,
+  type FastifyServerOptions,
+  type onRequestHookHandler,
+} from 'fastify';
 import type { Registry } from 'prom-client';
 import { envelope } from '../errors.js';
 import type { Store } from '../store/store.js';
-import { VERSION } from '../version.js';
 import { BucketCache } from './bucket-cache.js';
 import type { Clock } from './clock.js';
 import { VerificationScheduler } from '../auth/verification-scheduler.js';
@@ -21,13 +24,13 @@ import { createKvbServer } from './http-server.js';
 import { setupMetrics } from './plugins/metrics.js';
 import { RequestLogController, redactUrl } from './request-log-controller.js';
 import { requestId } from './request-id.js';
-import { setupRateLimits } from './plugins/rate-limits.js';
+import { type CreationLimiter, setupRateLimits } from './plugins/rate-limits.js';
 import { bucketRoutes } from './routes/bucket-routes.js';
 import { consoleRoute } from './routes/console-route.js';
 import { keyRoutes } from './routes/key-routes.js';
 import { listRoute } from './routes/list-route.js';
 import { type Lifecycle, healthAnswer, operationalRoutes } from './routes/operational-routes.js';
-import { errorEnvelopeSchema, securitySchemes } from './routes/schema-parts.js';
+import { registerApiDocs } from './api-docs.js';
 import { tokenRoute } from './routes/token-route.js';
 import { webhookRoutes } from './routes/webhook-routes.js';
 import type { WebhookHealth } from './webhooks/webhook-health.js';
@@ -70,38 +73,6 @@ function loggerOptions(level: string, format: 'json' | 'pretty', stream?: LogStr
     redact: ['req.headers.authorization', 'req.headers.cookie'],
   };
 }
-
-type RouteSchema = Record<string, unknown> & { params?: { properties?: Record<string, unknown>; required?: string[] } };
-
-/**
- * The OpenAPI view of a route schema: Fastify's wildcard path parameter `*` is the key, and a
- * `rawBody` (a body the route reads raw, with no JSON schema to validate it) is its request body.
- */
-function openapiSchema(schema: RouteSchema | undefined): RouteSchema | undefined {
-  if (!schema) return schema;
-  const { rawBody, ...rest } = schema;
-  const result: RouteSchema = rawBody === undefined ? rest : { ...rest, body: rawBody };
-  // @fastify/swagger suffixes the operationId of a HEAD route; ours are unique already.
-  if (typeof result.operationId === 'string') result.operationId = result.operationId.replace(/-head$/, '');
-  const params = result.params;
-  if (!params?.properties || !('*' in params.properties)) return result;
-  const { '*': key, ...others } = params.properties;
-  return { ...result, params: { ...params, properties: { ...others, key }, required: ['bucket', 'key'] } };
-}
-
-const API_DESCRIPTION = `An HTTP key-value store. Values live in buckets; each bucket has its own access policy.
-
-**Try it here:** create a bucket (give it a \`secret_key\`, and a \`signing_key\` to mint tokens), then *Authorize*
-with that secret key as the Bearer value, and set, read, list and count keys. Every request is sent to this server.
-
-**Credentials**, looked up in this order (the first present is the only one used): \`Authorization: Bearer <credential>\`,
-\`Authorization: Basic\` (the username is the credential), \`?access_token=\`, \`?key=\`. A bucket's \`secret_key\` is
-admin, \`read_key\` reads and lists, \`write_key\` writes; a temporary token gets its permissions under its prefix.
-A bucket with no key of a kind leaves that kind of access open to anonymous callers.
-
-**Errors** are \`{"error":{"code":<status>,"message":<name>,"detail":<reason in words>}}\`; the reason is also in the \`Kvb-Error-Detail\` header.
-
-**Values** are answered with the Content-Type of their type, plus \`Kvb-Type\` and (when they expire) \`Kvb-Expires-At\`.`;
 
 /** `--trust-proxy`: a hop count, or a comma-separated list of addresses and CIDRs (Fastify's trustProxy). */
 export function trustProxyOption(value: string | undefined): number | string[] | undefined {
@@ -163,8 +134,54 @@ export async function buildApp(
     handler = lane.wrap(fastify);
     return handler;
   };
-  const app = Fastify({
-    logger: loggerOptions(config.logLevel, config.logFormat, options.logStream),
+  const app = Fastify(fastifyOptions(config, { ...options, logs, schemas, dispatch }));
+  const anyOrigin = config.corsOrigin === '*';
+  decorateClientAddress(app);
+  app.addHook('onRequest', requestHook(anyOrigin));
+  // A second after listening, so a readiness probe right at start is not kept waiting behind
+  // Ajv's first compile (about 40 ms). (kvb serve listens on app.server: no onListen hook.)
+  app.server.once('listening', () => setTimeout(schemas.warm, 1000).unref());
+  installErrorHandling(app);
+  const measured = setupMetrics(logs, store, clock);
+  const metrics = measured.registry;
+  store = measured.store;
+  await registerCors(app, config.corsOrigin);
+  await registerApiDocs(app);
+  const limitCreation = await setupRateLimits(app, config);
+  const ctx = serverContext(app, store, config, clock, metrics);
+  await registerRoutes(app, ctx, { metrics, limitCreation });
+  // The lane does none of the per-request work these settings add (a counter per requester, the
+  // client address behind a proxy, an origin list to match): with any of them, Fastify answers all.
+  if (anyOrigin && !config.rateLimit && trustProxyOption(config.trustProxy) === undefined) {
+    lane.enable({
+      store,
+      buckets: ctx.buckets,
+      clock,
+      log: app.log,
+      logs,
+      healthBody: JSON.stringify(healthAnswer(config)),
+      webhookHealth: app.webhookHealth,
+      maxValueBytes: config.maxValueBytes,
+    });
+  }
+  if (!handler) throw new Error('Fastify did not call serverFactory');
+  app.decorate('dispatch', handler);
+  app.decorate('laneCounts', lane.taken);
+  return app;
+}
+
+/** What Fastify is built with besides the config: the log controller, the schema compilers, the server's handler. */
+interface AppParts {
+  tls?: TlsFiles;
+  logStream?: LogStream;
+  logs: RequestLogController;
+  schemas: ReturnType<typeof lazySchemaCompilers>;
+  dispatch: (fastify: (req: IncomingMessage, res: ServerResponse) => void) => (req: IncomingMessage, res: ServerResponse) => void;
+}
+
+function fastifyOptions(config: ServerConfig, { tls, logStream, logs, schemas, dispatch }: AppParts): FastifyHttpOptions<Server> {
+  return {
+    logger: loggerOptions(config.logLevel, config.logFormat, logStream),
     // Fastify's two lines per request are off; the controller logs one access line per request.
     requestIdHeader: false,
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => requestId(req.headers['x-request-id']),
@@ -194,7 +211,7 @@ export async function buildApp(
     serverFactory: (handler, serverOptions) =>
       createKvbServer(dispatch(handler), {
         ...(serverOptions as unknown as Parameters<typeof createKvbServer>[1]),
-        ...(options.tls && { tls: { ...options.tls, handshakeTimeout: config.headersTimeoutMs } }),
+        ...(tls && { tls: { ...tls, handshakeTimeout: config.headersTimeoutMs } }),
       }),
     clientErrorHandler: (error, socket) => {
       if (!socket.writable) return socket.destroy(error);
@@ -207,20 +224,21 @@ export async function buildApp(
         () => socket.destroy(),
       );
     },
-  });
+  };
+}
 
-  // The request id comes back only when asked for (the request sent X-Request-Id, the id its log
-  // line carries) and on every error answer (error-handling.ts), where a client has a reason to
-  // quote it. On every answer it was one of a GET hit's 12 header lines: 52 bytes, and about half a
-  // microsecond of Node validating and writing the line (measured in a microbenchmark).
-  // With any origin allowed, the CORS headers are constant: set here, in the hook every request
-  // runs anyway, instead of by @fastify/cors's own hook (about 1 µs per request, measured). Only
-  // a request with an Origin (a browser's cross-origin one) gets them: they were 370 of the 812
-  // bytes of a GET answer to every other client. `Vary: Origin` keeps a cache from serving one
-  // kind of answer for the other.
-  const anyOrigin = config.corsOrigin === '*';
-  decorateClientAddress(app);
-  app.addHook('onRequest', (request, reply, done) => {
+/**
+ * The hook every request runs. The request id comes back only when asked for (the request sent
+ * X-Request-Id, the id its log line carries) and on every error answer (error-handling.ts), where
+ * a client has a reason to quote it. On every answer it was one of a GET hit's 12 header lines: 52
+ * bytes, and about half a microsecond of Node validating and writing the line (measured in a
+ * microbenchmark). With any origin allowed, the CORS headers are constant: set here instead of by
+ * @fastify/cors's own hook (about 1 µs per request, measured). Only a request with an Origin (a
+ * browser's cross-origin one) gets them: they were 370 of the 812 bytes of a GET answer to every
+ * other client. `Vary: Origin` keeps a cache from serving one kind of answer for the other.
+ */
+function requestHook(anyOrigin: boolean): onRequestHookHandler {
+  return (request, reply, done) => {
     // Read while the socket is there: a refusal mid-body can drop it before the access log runs.
     noteClientAddress(request);
     if (request.headers['x-request-id'] !== undefined) reply.header('x-request-id', request.id);
@@ -235,58 +253,24 @@ export async function buildApp(
       return done(err as Error);
     }
     done();
-  });
-  // A second after listening, so a readiness probe right at start is not kept waiting behind
-  // Ajv's first compile (about 40 ms). (kvb serve listens on app.server: no onListen hook.)
-  app.server.once('listening', () => setTimeout(schemas.warm, 1000).unref());
-  installErrorHandling(app);
-  const measured = setupMetrics(logs, store, clock);
-  const metrics = measured.registry;
-  store = measured.store;
+  };
+}
 
-  if (config.corsOrigin === '*') {
+async function registerCors(app: FastifyInstance, corsOrigin: string): Promise<void> {
+  if (corsOrigin === '*') {
     // The plugin answers preflights only (its hook runs for its OPTIONS route alone, inside this
-    // context); every other answer gets the constant headers from the onRequest hook above.
+    // context); every other answer gets the constant headers from the onRequest hook.
     await app.register(async (preflight) => preflight.register(cors, { ...CORS_OPTIONS, origin: '*' }));
   } else {
-    await app.register(cors, { ...CORS_OPTIONS, origin: config.corsOrigin.split(',').map((o) => o.trim()) });
+    await app.register(cors, { ...CORS_OPTIONS, origin: corsOrigin.split(',').map((o) => o.trim()) });
   }
+}
 
-  app.addSchema(errorEnvelopeSchema);
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: { title: 'kvb', description: API_DESCRIPTION, version: VERSION, license: { name: 'MIT' } },
-      // Relative: the explorer sends every request to the server that served it.
-      servers: [{ url: '/', description: 'this server' }],
-      tags: [
-        { name: 'buckets', description: 'Create and manage buckets' },
-        { name: 'keys', description: 'Values, counters, listing and transactions' },
-        { name: 'tokens', description: 'Temporary tokens' },
-        { name: 'webhooks', description: 'Changes delivered to a URL, signed, in order' },
-        { name: 'operations', description: 'Health, readiness, metrics and this document' },
-      ],
-      components: { securitySchemes: securitySchemes as never },
-    },
-    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
-    transform: ({ schema, url }) => ({
-      schema: openapiSchema(schema as RouteSchema | undefined) as never,
-      url: url.replace(/\*$/, '{key}'),
-    }),
-  });
-  // The explorer's assets are served from the package (no CDN); the policy keeps it that way.
-  await app.register(swaggerUi, {
-    routePrefix: '/swagger-ui',
-    theme: { title: 'kvb API explorer' },
-    uiConfig: { deepLinking: true, displayRequestDuration: true, docExpansion: 'list', defaultModelsExpandDepth: 0 },
-    staticCSP:
-      "default-src 'self'; base-uri 'self'; connect-src 'self'; font-src 'self' data:; form-action 'self'; " +
-      "frame-ancestors 'self'; img-src 'self' data:; object-src 'none'; script-src 'self'; script-src-attr 'none'; " +
-      "style-src 'self' 'unsafe-inline'",
-  });
-
-  const limitCreation = await setupRateLimits(app, config);
-  // Everything a request changes lives here, on this app: two apps in one process share nothing.
+/**
+ * The routes' context, and the app's own state decorated on it (lifecycle, metrics, clock).
+ * Everything a request changes lives here, on this app: two apps in one process share nothing.
+ */
+function serverContext(app: FastifyInstance, store: Store, config: ServerConfig, clock: Clock, metrics: Registry): ServerContext {
   const verifications = new VerificationScheduler(verificationLimits(config.verificationWaitSeconds));
   const ctx: ServerContext = {
     store,
@@ -308,7 +292,16 @@ export async function buildApp(
   app.decorate('metricsRegistry', metrics);
   app.decorate('clock', clock);
   app.decorate('webhookHealth', { lag: () => undefined } satisfies WebhookHealth);
-  await app.register(operationalRoutes, { ...ctx, metrics, lifecycle });
+  return ctx;
+}
+
+async function registerRoutes(
+  app: FastifyInstance,
+  ctx: ServerContext,
+  { metrics, limitCreation }: { metrics: Registry; limitCreation: CreationLimiter | undefined },
+): Promise<void> {
+  const { config } = ctx;
+  await app.register(operationalRoutes, { ...ctx, metrics, lifecycle: app.lifecycle });
   await app.register(bucketRoutes, { ...ctx, limitCreation });
   await app.register(transactionRoute, ctx);
   await app.register(listRoute, ctx);
@@ -316,24 +309,6 @@ export async function buildApp(
   await app.register(webhookRoutes, ctx);
   await app.register(keyRoutes, ctx);
   if (config.console) await app.register(consoleRoute, { ...(config.consoleDir !== undefined && { dir: config.consoleDir }) });
-  // The lane does none of the per-request work these settings add (a counter per requester, the
-  // client address behind a proxy, an origin list to match): with any of them, Fastify answers all.
-  if (anyOrigin && !config.rateLimit && trustProxyOption(config.trustProxy) === undefined) {
-    lane.enable({
-      store,
-      buckets: ctx.buckets,
-      clock,
-      log: app.log,
-      logs,
-      healthBody: JSON.stringify(healthAnswer(config)),
-      webhookHealth: app.webhookHealth,
-      maxValueBytes: config.maxValueBytes,
-    });
-  }
-  if (!handler) throw new Error('Fastify did not call serverFactory');
-  app.decorate('dispatch', handler);
-  app.decorate('laneCounts', lane.taken);
-  return app;
 }
 
 declare module 'fastify' {

@@ -22,7 +22,8 @@ import { MAX_TTL_SECONDS } from '../../limits.js';
  * The key is taken from the raw URL and percent-decoded exactly once. Bodies are read raw,
  * whatever their Content-Type (none included), and never past the value limit.
  */
-export async function keyRoutes(app: FastifyInstance, { store, buckets, config, clock }: ServerContext): Promise<void> {
+export async function keyRoutes(app: FastifyInstance, ctx: ServerContext): Promise<void> {
+  const { config } = ctx;
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: config.maxValueBytes }, (_request, body, done) => done(null, body));
   // Fastify's own words for a body past the limit ("Request body is too large") name no limit;
@@ -34,133 +35,147 @@ export async function keyRoutes(app: FastifyInstance, { store, buckets, config, 
     throw error;
   });
 
-  /** The bucket id and decoded key a key route names. */
-  function keyOf(request: FastifyRequest): { bucketId: string; key: string } {
-    const { bucket: bucketId, encodedKey } = splitKeyPath(request);
-    // `/api/v1/{bucket}/` with a method that listing does not serve lands here with no key.
-    if (encodedKey === '') throw methodNotAllowed(['GET', 'DELETE']);
-    return { bucketId, key: decodeKey(encodedKey) };
-  }
-
-  async function target(request: FastifyRequest) {
-    const { bucketId, key } = keyOf(request);
-    const { bucket, principal } = await openBucket(buckets, bucketId, request);
-    return { key, bucket, principal };
-  }
-
-  /**
-   * GET and HEAD: the live entry's bytes, or (under If-Match / If-None-Match) 412 or 304 with its
-   * ETag. Answers without a promise when nothing needs waiting for: the bucket and the caller's
-   * credential are cached and the store reads synchronously (SQLite). The promise hops of the
-   * async path measured about 1 µs per GET.
-   */
-  const read = (request: FastifyRequest, reply: FastifyReply): Buffer | undefined | Promise<Buffer | undefined> => {
-    const { bucketId, key } = keyOf(request);
-    const opened = openBucketNow(buckets, bucketId, request.headers.authorization, queryOf(request));
-    if (!opened)
-      return openBucket(buckets, bucketId, request).then(({ bucket, principal }) => readOpened(request, reply, bucket, principal, key));
-    return readOpened(request, reply, opened.bucket, opened.principal, key);
-  };
-
-  function readOpened(request: FastifyRequest, reply: FastifyReply, bucket: CachedBucket, principal: Principal, key: string) {
-    authorize(bucket, principal, 'read', key);
-    // Malformed condition headers are a 400 whether or not the key exists; so is an unknown Kvb-Include.
-    const ifMatch = parseEntityTags(request.headers['if-match'], 'If-Match');
-    parseEntityTags(request.headers['if-none-match'], 'If-None-Match');
-    wantsCreateRevision(request.headers['kvb-include']);
-    // History: `rev=N` or `history=true` reads the past; without them nothing changes.
-    if (asksForPast(request))
-      return readPast(store, clock, request, reply, bucket, principal, key, (entry) => answerRead(request, reply, ifMatch, entry));
-    // The fast lane read this key already (a miss, or the read failed): answered from that read.
-    const read = takePreread(request.raw);
-    if (read !== undefined) {
-      if ('error' in read) throw read.error;
-      return answerRead(request, reply, ifMatch, read.entry);
-    }
-    const now = clock();
-    if (store.getEntryNow) return answerRead(request, reply, ifMatch, store.getEntryNow(bucket.record.id, key, now));
-    return store.getEntry(bucket.record.id, key, now).then((entry) => answerRead(request, reply, ifMatch, entry));
-  }
-
-  function answerRead(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    ifMatch: ReturnType<typeof parseEntityTags>,
-    entry: Entry | undefined,
-  ): Buffer | undefined {
-    if (!entry) {
-      // If-Match on an absent key fails (RFC 9110 13.1.1); the spec's 404 answers everything else.
-      if (ifMatch !== undefined) throw new KvbError('precondition_failed', 'the key is absent or expired');
-      throw new KvbError('not_found', 'no such key');
-    }
-    const outcome = readOutcome(request.headers, entry);
-    if (outcome === 'precondition_failed') throw refusalError({ refused: 'precondition', current: entry });
-    if (outcome === 'not_modified') {
-      reply.code(304).headers(revisionHeaders(entry.revision));
-      return undefined;
-    }
-    describeValue(reply, entry);
-    if (entry.createRevision !== undefined && wantsCreateRevision(request.headers['kvb-include'])) {
-      reply.header('kvb-create-revision', String(entry.createRevision));
-    }
-    return entry.data;
-  }
-
   app.get('/api/v1/:bucket/*', { schema: keySchemas.get }, (request, reply) => {
-    const data = read(request, reply);
+    const data = readKey(ctx, request, reply);
     if (data instanceof Promise) return data.then((d) => reply.send(d));
     reply.send(data);
     return undefined;
   });
-
   app.head('/api/v1/:bucket/*', { schema: keySchemas.head, config: { swagger: { exposeHeadRoute: true } } }, (request, reply) => {
-    const data = read(request, reply);
+    const data = readKey(ctx, request, reply);
     if (data instanceof Promise) return data.then(() => reply.send());
     reply.send();
     return undefined;
   });
-
-  const set = async (request: FastifyRequest, reply: FastifyReply) => {
-    const { key, bucket, principal } = await target(request);
-    authorize(bucket, principal, 'write', key);
-    const ttl = optionalInteger(queryOf(request), 'ttl', 0, MAX_TTL_SECONDS);
-    const condition = conditionFor(request, bucket, principal, key);
-    const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-    const write = { key, bucket, ttl, condition, actor: actorOf(principal, request) };
-    const op = setOp(write, body, request.headers['content-type'], clock());
-    const written = await (takeWritten<SetOp>(request.raw) ?? store.write(bucket.record.id, op));
-    if (isRefusal(written)) throw refusalError(written);
-    return describeValue(reply, { ...op.value, expiresAt: op.expiresAt, revision: written.revision })
-      .code(200)
-      .send(op.value.data);
-  };
   // A write the write lane read the body of and handed over (a refusal) is parsed from that body.
   const writeOptions = { preParsing: replayBody };
+  const set = (request: FastifyRequest, reply: FastifyReply) => setKey(ctx, request, reply);
   app.post('/api/v1/:bucket/*', { schema: keySchemas.set, ...writeOptions }, set);
   app.put('/api/v1/:bucket/*', { schema: keySchemas.put, ...writeOptions }, set);
+  app.delete('/api/v1/:bucket/*', { schema: keySchemas.delete }, (request, reply) => deleteKey(ctx, request, reply));
+  app.patch('/api/v1/:bucket/*', { schema: keySchemas.counter, ...writeOptions }, (request, reply) => addToCounter(ctx, request, reply));
+}
 
-  app.delete('/api/v1/:bucket/*', { schema: keySchemas.delete }, async (request, reply) => {
-    const { key, bucket, principal } = await target(request);
-    authorize(bucket, principal, 'delete', key);
-    const condition = conditionFor(request, bucket, principal, key);
-    const op = deleteOp({ key, bucket, condition, actor: actorOf(principal, request) }, clock());
-    const outcome = await (takeWritten<DeleteOp>(request.raw) ?? store.write(bucket.record.id, op));
-    if (isRefusal(outcome)) throw refusalError(outcome);
-    if (!outcome.deleted) throw new KvbError('not_found', 'no such key');
-    return reply.code(204).header('kvb-revision', String(outcome.revision)).send();
-  });
+/** The bucket id and decoded key a key route names. */
+export function keyOf(request: FastifyRequest): { bucketId: string; key: string } {
+  const { bucket: bucketId, encodedKey } = splitKeyPath(request);
+  // `/api/v1/{bucket}/` with a method that listing does not serve lands here with no key.
+  if (encodedKey === '') throw methodNotAllowed(['GET', 'DELETE']);
+  return { bucketId, key: decodeKey(encodedKey) };
+}
 
-  app.patch('/api/v1/:bucket/*', { schema: keySchemas.counter, ...writeOptions }, async (request, reply) => {
-    const { key, bucket, principal } = await target(request);
-    authorize(bucket, principal, 'write', key);
-    const ttl = optionalInteger(queryOf(request), 'ttl', 0, MAX_TTL_SECONDS);
-    const delta = counterDelta(Buffer.isBuffer(request.body) ? request.body.toString('utf8') : '');
-    const condition = conditionFor(request, bucket, principal, key);
-    const op = counterOp({ key, bucket, ttl, condition, actor: actorOf(principal, request) }, delta, clock());
-    const updated = await (takeWritten<CounterOp>(request.raw) ?? store.write(bucket.record.id, op));
-    if (isRefusal(updated)) throw refusalError(updated);
-    return describeValue(reply, updated).code(200).send(updated.data);
-  });
+/** The key a write names, its bucket opened for the caller. */
+async function writeTarget(buckets: ServerContext['buckets'], request: FastifyRequest) {
+  const { bucketId, key } = keyOf(request);
+  const { bucket, principal } = await openBucket(buckets, bucketId, request);
+  return { key, bucket, principal };
+}
+
+/**
+ * GET and HEAD: the live entry's bytes, or (under If-Match / If-None-Match) 412 or 304 with its
+ * ETag. Answers without a promise when nothing needs waiting for: the bucket and the caller's
+ * credential are cached and the store reads synchronously (SQLite). The promise hops of the
+ * async path measured about 1 µs per GET.
+ */
+function readKey(ctx: ServerContext, request: FastifyRequest, reply: FastifyReply): Buffer | undefined | Promise<Buffer | undefined> {
+  const { bucketId, key } = keyOf(request);
+  const opened = openBucketNow(ctx.buckets, bucketId, request.headers.authorization, queryOf(request));
+  if (!opened)
+    return openBucket(ctx.buckets, bucketId, request).then(({ bucket, principal }) =>
+      readOpened(ctx, request, reply, { bucket, principal, key }),
+    );
+  return readOpened(ctx, request, reply, { bucket: opened.bucket, principal: opened.principal, key });
+}
+
+/** A read once its bucket is open: the caller's permission, the conditions, then the entry (live or past). */
+function readOpened(
+  { store, clock }: ServerContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  { bucket, principal, key }: { bucket: CachedBucket; principal: Principal; key: string },
+) {
+  authorize(bucket, principal, 'read', key);
+  // Malformed condition headers are a 400 whether or not the key exists; so is an unknown Kvb-Include.
+  const ifMatch = parseEntityTags(request.headers['if-match'], 'If-Match');
+  parseEntityTags(request.headers['if-none-match'], 'If-None-Match');
+  wantsCreateRevision(request.headers['kvb-include']);
+  // History: `rev=N` or `history=true` reads the past; without them nothing changes.
+  if (asksForPast(request))
+    return readPast(store, clock, request, reply, bucket, principal, key, (entry) => answerRead(request, reply, ifMatch, entry));
+  // The fast lane read this key already (a miss, or the read failed): answered from that read.
+  const read = takePreread(request.raw);
+  if (read !== undefined) {
+    if ('error' in read) throw read.error;
+    return answerRead(request, reply, ifMatch, read.entry);
+  }
+  const now = clock();
+  if (store.getEntryNow) return answerRead(request, reply, ifMatch, store.getEntryNow(bucket.record.id, key, now));
+  return store.getEntry(bucket.record.id, key, now).then((entry) => answerRead(request, reply, ifMatch, entry));
+}
+
+/** The answer to a read of `entry`: 404, 412 or 304 by the conditions, else the value with its headers. */
+export function answerRead(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  ifMatch: ReturnType<typeof parseEntityTags>,
+  entry: Entry | undefined,
+): Buffer | undefined {
+  if (!entry) {
+    // If-Match on an absent key fails (RFC 9110 13.1.1); the spec's 404 answers everything else.
+    if (ifMatch !== undefined) throw new KvbError('precondition_failed', 'the key is absent or expired');
+    throw new KvbError('not_found', 'no such key');
+  }
+  const outcome = readOutcome(request.headers, entry);
+  if (outcome === 'precondition_failed') throw refusalError({ refused: 'precondition', current: entry });
+  if (outcome === 'not_modified') {
+    reply.code(304).headers(revisionHeaders(entry.revision));
+    return undefined;
+  }
+  describeValue(reply, entry);
+  if (entry.createRevision !== undefined && wantsCreateRevision(request.headers['kvb-include'])) {
+    reply.header('kvb-create-revision', String(entry.createRevision));
+  }
+  return entry.data;
+}
+
+/** POST and PUT: the body becomes the key's value. */
+async function setKey({ store, buckets, clock }: ServerContext, request: FastifyRequest, reply: FastifyReply) {
+  const { key, bucket, principal } = await writeTarget(buckets, request);
+  authorize(bucket, principal, 'write', key);
+  const ttl = optionalInteger(queryOf(request), 'ttl', 0, MAX_TTL_SECONDS);
+  const condition = conditionFor(request, bucket, principal, key);
+  const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+  const write = { key, bucket, ttl, condition, actor: actorOf(principal, request) };
+  const op = setOp(write, body, request.headers['content-type'], clock());
+  const written = await (takeWritten<SetOp>(request.raw) ?? store.write(bucket.record.id, op));
+  if (isRefusal(written)) throw refusalError(written);
+  return describeValue(reply, { ...op.value, expiresAt: op.expiresAt, revision: written.revision })
+    .code(200)
+    .send(op.value.data);
+}
+
+async function deleteKey({ store, buckets, clock }: ServerContext, request: FastifyRequest, reply: FastifyReply) {
+  const { key, bucket, principal } = await writeTarget(buckets, request);
+  authorize(bucket, principal, 'delete', key);
+  const condition = conditionFor(request, bucket, principal, key);
+  const op = deleteOp({ key, bucket, condition, actor: actorOf(principal, request) }, clock());
+  const outcome = await (takeWritten<DeleteOp>(request.raw) ?? store.write(bucket.record.id, op));
+  if (isRefusal(outcome)) throw refusalError(outcome);
+  if (!outcome.deleted) throw new KvbError('not_found', 'no such key');
+  return reply.code(204).header('kvb-revision', String(outcome.revision)).send();
+}
+
+/** PATCH: the body is the delta added to the key's counter. */
+async function addToCounter({ store, buckets, clock }: ServerContext, request: FastifyRequest, reply: FastifyReply) {
+  const { key, bucket, principal } = await writeTarget(buckets, request);
+  authorize(bucket, principal, 'write', key);
+  const ttl = optionalInteger(queryOf(request), 'ttl', 0, MAX_TTL_SECONDS);
+  const delta = counterDelta(Buffer.isBuffer(request.body) ? request.body.toString('utf8') : '');
+  const condition = conditionFor(request, bucket, principal, key);
+  const op = counterOp({ key, bucket, ttl, condition, actor: actorOf(principal, request) }, delta, clock());
+  const updated = await (takeWritten<CounterOp>(request.raw) ?? store.write(bucket.record.id, op));
+  if (isRefusal(updated)) throw refusalError(updated);
+  return describeValue(reply, updated).code(200).send(updated.data);
 }
 
 /**

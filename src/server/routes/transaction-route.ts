@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { type Readable, Transform } from 'node:stream';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { KvbError, badRequest } from '../../errors.js';
 import type { OpResult, TxnRequestOp } from '../../store/store.js';
 import { checkPrefixDeletes } from '../../store/core/txn-resolution.js';
@@ -80,63 +80,100 @@ type Member = [string, JsonNode];
 /** The field naming a reading operation's key (or prefix), and the other fields it may have. */
 const READING_OPS = { get: [], expire: ['ttl'], delete_prefix: [] } as const;
 
-/** Turns one `{"set":…}` / `{"delete":…}` / `{"check":…}` / reading node into an operation, or throws a 400 naming it. */
-function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: number, maxValueBytes: number): TxnRequestOp {
+/** An operation's node as its fields, with the helpers its parsers share. */
+interface OperationNode {
+  at: string;
+  names: string[];
+  field(name: string): JsonNode | undefined;
+  keyOf(node: JsonNode | undefined): string;
+  /** Throws a 400 naming the first field not in `allowed`. */
+  onlyFields(allowed: readonly string[]): void;
+}
+
+function operationNode(node: JsonNode, at: string): OperationNode {
   if (node.kind !== 'object') throw badRequest(`${at} must be an object`);
   const names = node.entries.map(([name]) => name);
   if (new Set(names).size !== names.length) throw badRequest(`${at} repeats a field`);
-  const field = (name: string) => node.entries.find((m: Member) => m[0] === name)?.[1];
-  const keyOf = (n: JsonNode | undefined) => {
-    if (n?.kind !== 'string') throw badRequest(`${at}: the key must be a string`);
-    return checkKey(n.value, `${at} key`);
+  return {
+    at,
+    names,
+    field: (name) => node.entries.find((m: Member) => m[0] === name)?.[1],
+    keyOf: (n) => {
+      if (n?.kind !== 'string') throw badRequest(`${at}: the key must be a string`);
+      return checkKey(n.value, `${at} key`);
+    },
+    onlyFields: (allowed) => {
+      const unknownField = names.find((n) => !allowed.includes(n));
+      if (unknownField) throw badRequest(`${at}: unknown field ${unknownField}`);
+    },
   };
-  if (names.includes('check')) {
-    const key = keyOf(field('check'));
-    const unknownField = names.find((n) => !['check', 'rev', 'exists', 'created'].includes(n));
-    if (unknownField) throw badRequest(`${at}: unknown field ${unknownField}`);
-    const rev = field('rev');
-    const exists = field('exists');
-    const created = field('created');
-    if ([rev, exists, created].filter((n) => n !== undefined).length !== 1)
-      throw badRequest(`${at}: a check takes exactly one of rev, exists and created`);
-    if (rev) {
-      if (rev.kind !== 'number') throw badRequest(`${at}: rev must be an integer`);
-      return { op: 'check', key, rev: parseInteger(rev.source, `${at} rev`, 0, Number.MAX_SAFE_INTEGER) };
-    }
-    // A fencing token: the key is live and was created (last became live) at this revision.
-    if (created) {
-      if (created.kind !== 'number') throw badRequest(`${at}: created must be an integer`);
-      return { op: 'check', key, created: parseInteger(created.source, `${at} created`, 0, Number.MAX_SAFE_INTEGER) };
-    }
-    if (exists?.kind !== 'boolean') throw badRequest(`${at}: exists must be true or false`);
-    return { op: 'check', key, exists: exists.source === 'true' };
-  }
+}
+
+/** Turns one `{"set":…}` / `{"delete":…}` / `{"check":…}` / reading node into an operation, or throws a 400 naming it. */
+export function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: number, maxValueBytes: number): TxnRequestOp {
+  const op = operationNode(node, at);
+  const { names } = op;
+  if (names.includes('check')) return parseCheck(op);
   for (const [name, others] of Object.entries(READING_OPS)) {
-    if (!names.includes(name)) continue;
-    const unknownField = names.find((n) => n !== name && !(others as readonly string[]).includes(n));
-    if (unknownField) throw badRequest(`${at}: unknown field ${unknownField}`);
-    if (name === 'delete_prefix') {
-      const prefix = field(name);
-      if (prefix?.kind !== 'string' || prefix.value === '') throw badRequest(`${at}: delete_prefix takes a non-empty prefix string`);
-      return { op: 'delete_prefix', key: checkKey(prefix.value, `${at} prefix`) };
-    }
-    const key = keyOf(field(name));
-    if (name === 'get') return { op: 'get', key };
-    const ttlNode = field('ttl');
-    if (ttlNode?.kind !== 'number') throw badRequest(`${at}: expire takes ttl, an integer of seconds (0: never expires)`);
-    return { op: 'expire', key, expiresAt: expiryFor(parseInteger(ttlNode.source, `${at} ttl`, 0, MAX_TTL_SECONDS), now) };
+    if (names.includes(name)) return parseReadingOp(op, name as keyof typeof READING_OPS, others, now);
   }
   if (names.includes('delete')) {
     if (names.length !== 1) throw badRequest(`${at}: a delete takes no other fields`);
-    return { op: 'delete', key: keyOf(field('delete')) };
+    return { op: 'delete', key: op.keyOf(op.field('delete')) };
   }
   if (!names.includes('set')) {
     throw badRequest(
       `${at} must be {"set":…,"value":…}, {"delete":…}, {"check":…,"rev"|"exists"|"created":…}, {"get":…}, {"expire":…,"ttl":…} or {"delete_prefix":…}`,
     );
   }
-  const unknown = names.find((n) => !['set', 'value', 'ttl', 'type'].includes(n));
-  if (unknown) throw badRequest(`${at}: unknown field ${unknown}`);
+  return parseSet(op, defaultTtl, now, maxValueBytes);
+}
+
+/** `{"check":K,"rev"|"exists"|"created":…}`. */
+function parseCheck({ at, field, keyOf, onlyFields }: OperationNode): TxnRequestOp {
+  const key = keyOf(field('check'));
+  onlyFields(['check', 'rev', 'exists', 'created']);
+  const rev = field('rev');
+  const exists = field('exists');
+  const created = field('created');
+  if ([rev, exists, created].filter((n) => n !== undefined).length !== 1)
+    throw badRequest(`${at}: a check takes exactly one of rev, exists and created`);
+  if (rev) {
+    if (rev.kind !== 'number') throw badRequest(`${at}: rev must be an integer`);
+    return { op: 'check', key, rev: parseInteger(rev.source, `${at} rev`, 0, Number.MAX_SAFE_INTEGER) };
+  }
+  // A fencing token: the key is live and was created (last became live) at this revision.
+  if (created) {
+    if (created.kind !== 'number') throw badRequest(`${at}: created must be an integer`);
+    return { op: 'check', key, created: parseInteger(created.source, `${at} created`, 0, Number.MAX_SAFE_INTEGER) };
+  }
+  if (exists?.kind !== 'boolean') throw badRequest(`${at}: exists must be true or false`);
+  return { op: 'check', key, exists: exists.source === 'true' };
+}
+
+/** `{"get":K}`, `{"expire":K,"ttl":N}` or `{"delete_prefix":P}`. */
+function parseReadingOp(
+  { at, field, keyOf, onlyFields }: OperationNode,
+  name: keyof typeof READING_OPS,
+  others: readonly string[],
+  now: number,
+): TxnRequestOp {
+  onlyFields([name, ...others]);
+  if (name === 'delete_prefix') {
+    const prefix = field(name);
+    if (prefix?.kind !== 'string' || prefix.value === '') throw badRequest(`${at}: delete_prefix takes a non-empty prefix string`);
+    return { op: 'delete_prefix', key: checkKey(prefix.value, `${at} prefix`) };
+  }
+  const key = keyOf(field(name));
+  if (name === 'get') return { op: 'get', key };
+  const ttlNode = field('ttl');
+  if (ttlNode?.kind !== 'number') throw badRequest(`${at}: expire takes ttl, an integer of seconds (0: never expires)`);
+  return { op: 'expire', key, expiresAt: expiryFor(parseInteger(ttlNode.source, `${at} ttl`, 0, MAX_TTL_SECONDS), now) };
+}
+
+/** `{"set":K,"value":V}`, with `ttl` and `type` when given. */
+function parseSet({ at, field, keyOf, onlyFields }: OperationNode, defaultTtl: number, now: number, maxValueBytes: number): TxnRequestOp {
+  onlyFields(['set', 'value', 'ttl', 'type']);
   const key = keyOf(field('set'));
   const value = field('value');
   if (!value) throw badRequest(`${at}: value is required`);
@@ -163,12 +200,7 @@ function parseOperation(node: JsonNode, at: string, defaultTtl: number, now: num
     if (ttlNode.kind !== 'number') throw badRequest(`${at}: ttl must be an integer`);
     ttl = parseInteger(ttlNode.source, `${at} ttl`, 0, MAX_TTL_SECONDS);
   }
-  return {
-    op: 'set',
-    key,
-    value: { type, data },
-    expiresAt: expiryFor(ttl, now),
-  };
+  return { op: 'set', key, value: { type, data }, expiresAt: expiryFor(ttl, now) };
 }
 
 /** The permission each operation needs on its key (a prefix delete: on its prefix). */
@@ -191,7 +223,6 @@ function resultsBody(revision: number, results: OpResult[]): string {
 
 /** `POST /api/v1/{bucket}` with `{"txn":[…]}`: every operation is checked first, then all commit together. */
 export async function transactionRoute(app: FastifyInstance, ctx: ServerContext): Promise<void> {
-  const { store, buckets, clock } = ctx;
   // The body stays text: values are stored as the exact JSON the client wrote.
   app.removeAllContentTypeParsers();
   const bodyLimit = txnBodyLimit(ctx.config.maxValueBytes);
@@ -213,62 +244,76 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
       bodyLimit,
       // The JSON schema above documents the body; parseOperation enforces it on the raw text.
       validatorCompiler: () => () => true,
-      // Before a byte of the body is read: an unknown bucket, a wrong credential, or a caller that
-      // may do no transaction operation at all is refused without reading (let alone parsing) it.
-      // Checks need read (a transaction of checks only is legal), writes need write or delete, so
-      // only a caller with none of read, write and delete is refused here; each operation's own
-      // permission on its key is checked after parsing.
-      preParsing: async (request: OpenedRequest, _reply, payload) => {
-        const target = await openBucket(buckets, bucketIdOf(request), request);
-        const { bucket, principal } = target;
-        request[opened] = target;
-        if (allows(principal, 'write', bucket.flags) || allows(principal, 'delete', bucket.flags)) return payload;
-        authorize(bucket, principal, 'read');
-        // Only checks are possible: the body is bounded to what 1,000 checks need.
-        if (Number(request.headers['content-length']) > CHECKS_BODY_LIMIT) throw checksOnlyTooLarge();
-        return bounded(payload, CHECKS_BODY_LIMIT);
-      },
+      preParsing: async (request: OpenedRequest, _reply, payload) => openBeforeBody(ctx, request, payload),
     },
     async (request: OpenedRequest, reply) => {
       if (isImportRequest(request)) return importRoute(ctx, request, reply, request.body as Readable);
       if (isRollbackRequest(request)) return rollbackRoute(ctx, request, reply);
-      const { bucket, principal } = request[opened] ?? (await openBucket(buckets, bucketIdOf(request), request));
-      let root: JsonNode;
-      try {
-        root = parseJsonSource(typeof request.body === 'string' ? request.body : '', jsonLimits);
-      } catch (err) {
-        // The scan's bound is in characters (base64 included): the refusal names the value limit.
-        if (err instanceof JsonLimitError && err.valueTooLarge) {
-          throw badRequest(
-            `${err.valueTooLarge.what} at offset ${err.valueTooLarge.offset}: ${valueTooLarge(undefined, ctx.config.maxValueBytes)}`,
-          );
-        }
-        if (err instanceof JsonSyntaxError) throw badRequest(err.message);
-        throw err;
-      }
-      if (root.kind !== 'object') throw badRequest('body must be {"txn":[…]}');
-      const extra = root.entries.find(([name]) => name !== 'txn');
-      if (extra || root.entries.length !== 1) throw badRequest(`body must be {"txn":[…]} and nothing else`);
-      const list = root.entries[0]![1];
-      if (list.kind !== 'array') throw badRequest('txn must be an array');
-      if (list.items.length === 0) throw badRequest('txn is empty');
-      if (list.items.length > MAX_TXN_OPS) throw badRequest(`txn has more than ${MAX_TXN_OPS} operations`);
-      const now = clock();
-      const ops = list.items.map((node, i) => parseOperation(node, `txn[${i}]`, bucket.record.defaultTtl, now, ctx.config.maxValueBytes));
-      // Before any work: prefix deletes that repeat or overlap would list the same keys again.
-      checkPrefixDeletes(ops);
-      for (const op of ops) authorize(bucket, principal, PERMISSION[op.op], op.key);
-      const outcome = await store.write(bucket.record.id, { op: 'commit', ops, now, actor: actorOf(principal, request) });
-      if ('refused' in outcome) {
-        if (outcome.refused === 'no_bucket') throw new KvbError('not_found', 'no such bucket');
-        if (outcome.refused === 'moved') throw new KvbError('conflict', 'the bucket changed meanwhile');
-        throw new KvbError('conflict', `checks failed: txn[${outcome.failed.join('], txn[')}]`, {
-          'kvb-failed-checks': outcome.failed.join(','),
-        });
-      }
-      reply.header('kvb-revision', String(outcome.revision));
-      if (!outcome.results) return reply.code(204).send();
-      return reply.code(200).type('application/json').send(resultsBody(outcome.revision, outcome.results));
+      return runTransaction(ctx, jsonLimits, request, reply);
     },
   );
+}
+
+/**
+ * Before a byte of the body is read: an unknown bucket, a wrong credential, or a caller that may
+ * do no transaction operation at all is refused without reading (let alone parsing) it. Checks
+ * need read (a transaction of checks only is legal), writes need write or delete, so only a
+ * caller with none of read, write and delete is refused here; each operation's own permission on
+ * its key is checked after parsing.
+ */
+async function openBeforeBody({ buckets }: ServerContext, request: OpenedRequest, payload: Readable): Promise<Readable> {
+  const target = await openBucket(buckets, bucketIdOf(request), request);
+  const { bucket, principal } = target;
+  request[opened] = target;
+  if (allows(principal, 'write', bucket.flags) || allows(principal, 'delete', bucket.flags)) return payload;
+  authorize(bucket, principal, 'read');
+  // Only checks are possible: the body is bounded to what 1,000 checks need.
+  if (Number(request.headers['content-length']) > CHECKS_BODY_LIMIT) throw checksOnlyTooLarge();
+  return bounded(payload, CHECKS_BODY_LIMIT);
+}
+
+/** Parses the body, checks every operation and its permission, and commits them as one revision. */
+async function runTransaction(ctx: ServerContext, jsonLimits: JsonLimits, request: OpenedRequest, reply: FastifyReply) {
+  const { store, buckets, clock, config } = ctx;
+  const { bucket, principal } = request[opened] ?? (await openBucket(buckets, bucketIdOf(request), request));
+  const items = txnItems(typeof request.body === 'string' ? request.body : '', jsonLimits, config.maxValueBytes);
+  const now = clock();
+  const ops = items.map((node, i) => parseOperation(node, `txn[${i}]`, bucket.record.defaultTtl, now, config.maxValueBytes));
+  // Before any work: prefix deletes that repeat or overlap would list the same keys again.
+  checkPrefixDeletes(ops);
+  for (const op of ops) authorize(bucket, principal, PERMISSION[op.op], op.key);
+  const outcome = await store.write(bucket.record.id, { op: 'commit', ops, now, actor: actorOf(principal, request) });
+  if ('refused' in outcome) {
+    if (outcome.refused === 'no_bucket') throw new KvbError('not_found', 'no such bucket');
+    if (outcome.refused === 'moved') throw new KvbError('conflict', 'the bucket changed meanwhile');
+    throw new KvbError('conflict', `checks failed: txn[${outcome.failed.join('], txn[')}]`, {
+      'kvb-failed-checks': outcome.failed.join(','),
+    });
+  }
+  reply.header('kvb-revision', String(outcome.revision));
+  if (!outcome.results) return reply.code(204).send();
+  return reply.code(200).type('application/json').send(resultsBody(outcome.revision, outcome.results));
+}
+
+/** The operations' nodes of a `{"txn":[…]}` body, or the 400 its shape earns. */
+export function txnItems(body: string, jsonLimits: JsonLimits, maxValueBytes: number): JsonNode[] {
+  let root: JsonNode;
+  try {
+    root = parseJsonSource(body, jsonLimits);
+  } catch (err) {
+    // The scan's bound is in characters (base64 included): the refusal names the value limit.
+    if (err instanceof JsonLimitError && err.valueTooLarge) {
+      throw badRequest(`${err.valueTooLarge.what} at offset ${err.valueTooLarge.offset}: ${valueTooLarge(undefined, maxValueBytes)}`);
+    }
+    if (err instanceof JsonSyntaxError) throw badRequest(err.message);
+    throw err;
+  }
+  if (root.kind !== 'object') throw badRequest('body must be {"txn":[…]}');
+  const extra = root.entries.find(([name]) => name !== 'txn');
+  if (extra || root.entries.length !== 1) throw badRequest(`body must be {"txn":[…]} and nothing else`);
+  const list = root.entries[0]![1];
+  if (list.kind !== 'array') throw badRequest('txn must be an array');
+  if (list.items.length === 0) throw badRequest('txn is empty');
+  if (list.items.length > MAX_TXN_OPS) throw badRequest(`txn has more than ${MAX_TXN_OPS} operations`);
+  return list.items;
 }

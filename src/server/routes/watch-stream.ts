@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ServerResponse } from 'node:http';
 import type { Operation } from '../../auth/access.js';
 import { KvbError, badRequest } from '../../errors.js';
 import type { Change } from '../../store/store.js';
@@ -38,12 +39,17 @@ function streamFormat(request: FastifyRequest): 'sse' | 'jsonl' {
   throw new KvbError('not_acceptable', 'a watch answers text/event-stream or application/x-ndjson');
 }
 
-/** `GET /api/v1/{bucket}/?watch=true`: the live change feed of a prefix (see watch-hub.ts). */
-export async function watchStream(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  { buckets, config, watch, clock }: ServerContext,
-): Promise<void> {
+/** What a watch's query asks for, checked before the bucket is opened. */
+export interface WatchQuery {
+  format: 'sse' | 'jsonl';
+  requestedPrefix: string;
+  /** The revision to resume after (`since`, or the SSE Last-Event-ID), if any. */
+  since: number | undefined;
+  withValues: boolean;
+  op: Operation;
+}
+
+export function watchQueryOf(request: FastifyRequest): WatchQuery {
   const query = queryOf(request);
   const format = streamFormat(request);
   const requestedPrefix = singleParam(query, 'prefix') ?? '';
@@ -52,145 +58,182 @@ export async function watchStream(
   const since =
     sinceText === undefined || sinceText === '' ? undefined : parseInteger(sinceText.trim(), 'since', 0, Number.MAX_SAFE_INTEGER);
   const withValues = booleanParam(query, 'values');
-  const op: Operation = withValues ? 'list_values' : 'enumerate';
+  return { format, requestedPrefix, since, withValues, op: withValues ? 'list_values' : 'enumerate' };
+}
 
+/** `GET /api/v1/{bucket}/?watch=true`: the live change feed of a prefix (see watch-hub.ts). */
+export async function watchStream(request: FastifyRequest, reply: FastifyReply, ctx: ServerContext): Promise<void> {
+  const { buckets, config, watch } = ctx;
+  const asked = watchQueryOf(request);
   const id = decodeBucket((request.params as { bucket: string }).bucket);
   const { bucket, principal } = await openBucket(buckets, id, request);
-  authorize(bucket, principal, op);
-  const prefix = effectivePrefix(principal, requestedPrefix);
+  authorize(bucket, principal, asked.op);
+  const prefix = effectivePrefix(principal, asked.requestedPrefix);
   if (watch.count >= config.maxWatchers) {
     throw new KvbError('service_unavailable', `this instance serves its limit of ${config.maxWatchers} watchers`, { 'retry-after': '5' });
   }
-
   // A token's expiry is known here: its stream ends at `exp` exactly, not at the next re-check.
   const expiresAt = principal.kind === 'token' ? principal.expiresAt : undefined;
-  const raw = reply.raw;
-  let started = false;
-  let ended = false;
-  const pending: string[] = [];
-  const timers: NodeJS.Timeout[] = [];
+  const stream = new WatchConnection(ctx, reply.raw, bucket.record.id, prefix, asked, expiresAt);
+  const { since } = asked;
+  if (since !== undefined) {
+    const bounds = await watch.bounds(stream.bucket);
+    if (bounds && since > bounds.revision) throw badRequest(`since ${since} is ahead of the bucket's revision ${bounds.revision}`);
+  }
+  const joined = await watch.join(stream, since, (rev) => {
+    if (since === undefined) stream.write(stream.message('sync', [JSON.stringify({ type: 'sync', rev })], rev));
+  });
+  if (!joined.joined && 'gone' in joined) throw new KvbError('not_found', 'no such bucket');
+  stream.start(reply);
+  if (!joined.joined) {
+    // `since` is older than the retained log: the client re-lists and watches from the listing's revision.
+    stream.end('reset', JSON.stringify({ type: 'reset', rev: joined.reset.rev, oldest: joined.reset.oldest }));
+    return;
+  }
+  if (stream.ended) {
+    reply.raw.end();
+    return;
+  }
+  watch.register(stream);
+  // Closed as it registered (the server is shutting down): no timers for a stream already ended.
+  if (stream.ended) return;
+  stream.keepAlive(request, asked.requestedPrefix);
+}
 
-  const write = (text: string) => {
-    if (ended) return;
-    if (!started) {
-      pending.push(text);
+/**
+ * One watch stream: a watcher of the hub that writes what it is given to the response, held back
+ * until the answer's head is written, and ended once (closed, reset, or by the client).
+ */
+class WatchConnection implements Watcher {
+  last = 0;
+  ended = false;
+  private started = false;
+  private readonly pending: string[] = [];
+  private readonly timers: NodeJS.Timeout[] = [];
+
+  constructor(
+    private readonly ctx: ServerContext,
+    private readonly raw: ServerResponse,
+    readonly bucket: string,
+    readonly prefix: string,
+    private readonly asked: WatchQuery,
+    private readonly expiresAt: number | undefined,
+  ) {}
+
+  write(text: string): void {
+    if (this.ended) return;
+    if (!this.started) {
+      this.pending.push(text);
       return;
     }
-    raw.write(text);
-  };
-  const message = (type: string, json: string[], id?: number) =>
-    format === 'sse'
+    this.raw.write(text);
+  }
+
+  message(type: string, json: string[], id?: number): string {
+    return this.asked.format === 'sse'
       ? `${id === undefined ? '' : `id: ${id}\n`}event: ${type}\n${json.map((j) => `data: ${j}\n`).join('')}\n`
       : json.map((j) => `${j}\n`).join('');
-  const end = (type: 'closed' | 'reset', json: string) => {
-    if (ended) return;
-    write(message(type, [json]));
-    ended = true;
-    if (type === 'reset') watch.resets++;
-    cleanup();
-    if (started) raw.end();
-  };
+  }
 
-  const watcher: Watcher & { close(reason: string): void } = {
-    bucket: bucket.record.id,
-    prefix,
-    last: 0,
-    deliver(revision, changes) {
-      if (ended || changes.length === 0) return;
-      // A change committed after the token's exp is never sent on it, however late the timer runs.
-      if (expiresAt !== undefined && clock() >= expiresAt) return watcher.close(EXPIRED);
-      if (started && raw.writableLength > MAX_WATCH_BUFFER_BYTES) {
-        end('reset', JSON.stringify({ type: 'reset', rev: revision, reason: 'slow consumer: the stream fell too far behind' }));
-        return;
-      }
-      const kinds = new Set(changes.map((c) => c.kind));
-      write(
-        message(
-          kinds.size === 1 ? changes[0]!.kind : 'changes',
-          changes.map((c) => changeEvent(c, withValues)),
-          revision,
-        ),
-      );
-      watch.eventsSent += changes.length;
-    },
-    reset(revision, oldest) {
-      end(
-        'reset',
-        JSON.stringify({ type: 'reset', rev: revision, oldest, reason: 'an import replaced keys the change log does not list' }),
-      );
-    },
-    close(reason) {
-      end('closed', JSON.stringify({ type: 'closed', reason }));
-    },
-  };
-  const cleanup = () => {
-    for (const t of timers) {
+  end(type: 'closed' | 'reset', json: string): void {
+    if (this.ended) return;
+    this.write(this.message(type, [json]));
+    this.ended = true;
+    if (type === 'reset') this.ctx.watch.resets++;
+    this.cleanup();
+    if (this.started) this.raw.end();
+  }
+
+  deliver(revision: number, changes: Change[]): void {
+    if (this.ended || changes.length === 0) return;
+    // A change committed after the token's exp is never sent on it, however late the timer runs.
+    if (this.expiresAt !== undefined && this.ctx.clock() >= this.expiresAt) {
+      this.close(EXPIRED);
+      return;
+    }
+    if (this.started && this.raw.writableLength > MAX_WATCH_BUFFER_BYTES) {
+      this.end('reset', JSON.stringify({ type: 'reset', rev: revision, reason: 'slow consumer: the stream fell too far behind' }));
+      return;
+    }
+    const kinds = new Set(changes.map((c) => c.kind));
+    const type = kinds.size === 1 ? changes[0]!.kind : 'changes';
+    this.write(
+      this.message(
+        type,
+        changes.map((c) => changeEvent(c, this.asked.withValues)),
+        revision,
+      ),
+    );
+    this.ctx.watch.eventsSent += changes.length;
+  }
+
+  reset(revision: number, oldest: number): void {
+    this.end(
+      'reset',
+      JSON.stringify({ type: 'reset', rev: revision, oldest, reason: 'an import replaced keys the change log does not list' }),
+    );
+  }
+
+  close(reason: string): void {
+    this.end('closed', JSON.stringify({ type: 'closed', reason }));
+  }
+
+  /** Writes the answer's head and what waited for it. */
+  start(reply: FastifyReply): void {
+    const { raw } = this;
+    reply.hijack();
+    raw.writeHead(200, {
+      ...(reply.getHeaders() as Record<string, string>),
+      'content-type': this.asked.format === 'sse' ? 'text/event-stream; charset=utf-8' : 'application/x-ndjson',
+      'cache-control': 'no-cache',
+      'x-accel-buffering': 'no',
+    });
+    raw.flushHeaders();
+    this.started = true;
+    if (this.pending.length > 0) raw.write(this.pending.join(''));
+    this.pending.length = 0;
+  }
+
+  /** Once registered: ends with the client, at the token's expiry, or when the credential lapses; sends progress meanwhile. */
+  keepAlive(request: FastifyRequest, requestedPrefix: string): void {
+    const { ctx, timers } = this;
+    this.raw.on('close', () => {
+      this.ended = true;
+      this.cleanup();
+      ctx.watch.unregister(this);
+    });
+    // (Past a timer's longest delay, about 24.8 days, the once-a-second re-check ends it instead.)
+    const untilExpiry = this.expiresAt === undefined ? undefined : Math.max(0, this.expiresAt - ctx.clock());
+    if (untilExpiry !== undefined && untilExpiry < 2 ** 31 - 1) timers.push(setTimeout(() => this.close(EXPIRED), untilExpiry));
+    timers.push(
+      setInterval(() => {
+        if (!this.ended) this.write(this.message('progress', [JSON.stringify({ type: 'progress', rev: this.last })], this.last));
+      }, ctx.config.watchProgressMs),
+    );
+    timers.push(setInterval(() => void this.recheck(request, requestedPrefix), RECHECK_MS));
+  }
+
+  /** Ends the stream when its bucket is gone or its credential no longer allows it. */
+  private async recheck(request: FastifyRequest, requestedPrefix: string): Promise<void> {
+    const { buckets } = this.ctx;
+    try {
+      const current = await buckets.get(this.bucket);
+      if (!current) return this.close('the bucket was deleted');
+      const now = await principalFor(buckets, current, request);
+      authorize(current, now, this.asked.op);
+      effectivePrefix(now, requestedPrefix);
+    } catch (err) {
+      // Expired token, rotated or cleared key or signing key, narrowed permissions. (A storage
+      // error is not a verdict on the credential: the next check retries.)
+      if (err instanceof KvbError) this.close(EXPIRED);
+    }
+  }
+
+  private cleanup(): void {
+    for (const t of this.timers) {
       clearInterval(t);
       clearTimeout(t);
     }
-    watch.leave(watcher);
-  };
-
-  if (since !== undefined) {
-    const bounds = await watch.bounds(watcher.bucket);
-    if (bounds && since > bounds.revision) throw badRequest(`since ${since} is ahead of the bucket's revision ${bounds.revision}`);
+    this.ctx.watch.leave(this);
   }
-  const joined = await watch.join(watcher, since, (rev) => {
-    if (since === undefined) write(message('sync', [JSON.stringify({ type: 'sync', rev })], rev));
-  });
-  if (!joined.joined && 'gone' in joined) throw new KvbError('not_found', 'no such bucket');
-
-  reply.hijack();
-  raw.writeHead(200, {
-    ...(reply.getHeaders() as Record<string, string>),
-    'content-type': format === 'sse' ? 'text/event-stream; charset=utf-8' : 'application/x-ndjson',
-    'cache-control': 'no-cache',
-    'x-accel-buffering': 'no',
-  });
-  raw.flushHeaders();
-  started = true;
-  if (pending.length > 0) raw.write(pending.join(''));
-  pending.length = 0;
-  if (!joined.joined) {
-    // `since` is older than the retained log: the client re-lists and watches from the listing's revision.
-    end('reset', JSON.stringify({ type: 'reset', rev: joined.reset.rev, oldest: joined.reset.oldest }));
-    return;
-  }
-  if (ended) {
-    raw.end();
-    return;
-  }
-  watch.register(watcher);
-  // Closed as it registered (the server is shutting down): no timers for a stream already ended.
-  if (ended) return;
-  raw.on('close', () => {
-    ended = true;
-    cleanup();
-    watch.unregister(watcher);
-  });
-  // (Past a timer's longest delay, about 24.8 days, the once-a-second re-check ends it instead.)
-  const untilExpiry = expiresAt === undefined ? undefined : Math.max(0, expiresAt - clock());
-  if (untilExpiry !== undefined && untilExpiry < 2 ** 31 - 1) timers.push(setTimeout(() => watcher.close(EXPIRED), untilExpiry));
-  timers.push(
-    setInterval(() => {
-      if (!ended) write(message('progress', [JSON.stringify({ type: 'progress', rev: watcher.last })], watcher.last));
-    }, config.watchProgressMs),
-  );
-  timers.push(
-    setInterval(() => {
-      void (async () => {
-        try {
-          const current = await buckets.get(watcher.bucket);
-          if (!current) return watcher.close('the bucket was deleted');
-          const now = await principalFor(buckets, current, request);
-          authorize(current, now, op);
-          effectivePrefix(now, requestedPrefix);
-        } catch (err) {
-          // Expired token, rotated or cleared key or signing key, narrowed permissions. (A storage
-          // error is not a verdict on the credential: the next check retries.)
-          if (err instanceof KvbError) watcher.close(EXPIRED);
-        }
-      })();
-    }, RECHECK_MS),
-  );
 }
