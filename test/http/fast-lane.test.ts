@@ -38,29 +38,33 @@ async function fill(server: AppServer): Promise<void> {
   }
 }
 
+/** The write tests' buckets: plain (w), a quota of 8,192 bytes, 8,016 of them used (q), and spare (s). */
+async function fillWriteBuckets(server: AppServer): Promise<void> {
+  const policy = { secret_key: 'admin', read_key: 'reader', write_key: 'writer', default_ttl: '0' };
+  const [w, q, s] = await Promise.all([0, 1, 2].map(() => createBucket(server.api, policy)));
+  writeBuckets.set(server, { w: w!, q: q!, s: s! });
+  // 8 keys of 1,002 bytes (key and value): the next 200 bytes are over the 8,192-byte quota.
+  for (let i = 0; i < 8; i++) {
+    const res = await call(`${server.api}/${q}/q${i}`, { method: 'PUT', token: 'admin', body: 'x'.repeat(1000) });
+    expect(res.status, res.text).toBe(200);
+  }
+}
+
+// Each bucket's keys are hashed with a slow KDF (as they must be): on a loaded two-core machine
+// the eight buckets took over 30 s one after another, so both servers fill at once, with room.
 beforeAll(async () => {
   // A clock that stands still: on a shared store (PostgreSQL) the bucket cache keeps a bucket for
   // a second of the app's time, and the lanes take only what it holds.
   const clock = testClock();
   laned = await startAppServer({ config: LIMITS, clock: clock.now });
   plain = await startAppServer({ config: { ...LIMITS, trustProxy: '10.9.9.9' }, clock: clock.now });
-  await fill(laned);
-  await fill(plain);
-  for (const server of [laned, plain]) {
-    const policy = { secret_key: 'admin', read_key: 'reader', write_key: 'writer', default_ttl: '0' };
-    const [w, q, s] = [
-      await createBucket(server.api, policy),
-      await createBucket(server.api, policy),
-      await createBucket(server.api, policy),
-    ];
-    writeBuckets.set(server, { w: w!, q: q!, s: s! });
-    // 8 keys of 1,002 bytes (key and value): the next 200 bytes are over the 8,192-byte quota.
-    for (let i = 0; i < 8; i++) {
-      const res = await call(`${server.api}/${q}/q${i}`, { method: 'PUT', token: 'admin', body: 'x'.repeat(1000) });
-      expect(res.status, res.text).toBe(200);
-    }
-  }
-});
+  await Promise.all(
+    [laned, plain].map(async (server) => {
+      await fill(server);
+      await fillWriteBuckets(server);
+    }),
+  );
+}, 120_000);
 afterAll(async () => {
   await plain?.stop();
   await laned?.stop();
