@@ -3,6 +3,7 @@ import { badRequest } from '../errors.js';
 import { entryLine, parseExportLine } from '../values/export-format.js';
 import { MAX_VALUE_BYTES_CEILING } from '../limits.js';
 import { NO_SECRET_REASON, type WebhookLine, webhookDumpLine, webhookFromDump } from './dump-webhooks.js';
+import { BUCKET_FIELDS, type BucketColumns, bucketFromRow, bucketToRow, hasColumnKind } from './bucket-columns.js';
 import type { BucketRecord, KeyedEntry, Store } from './store.js';
 import type { RestoredWebhook } from './webhook-types.js';
 
@@ -22,21 +23,19 @@ export const DUMP_VERSION = 4;
 const READABLE_VERSIONS = [1, 2, 3, 4];
 const BATCH = 1000;
 
-interface BucketLine {
-  kvb: 'bucket';
-  id: string;
-  email: string;
-  secret_key_hash: string | null;
-  read_key_hash: string | null;
-  write_key_hash: string | null;
-  signing_key: string | null;
-  signing_key_generation: number;
-  default_ttl: number;
-  /** The bucket's revision (version 2): a restored bucket continues its sequence. */
-  revision?: number;
-  /** The salt tokens are signed with (secret like the signing key): moved along, earlier tokens keep working. */
-  token_salt?: string | null;
-}
+/** A bucket's line: its policy columns as the table names them, and its revision. */
+type BucketLine = { kvb: 'bucket' } & Omit<BucketColumns, 'token_salt'> & {
+    /** The bucket's revision (version 2): a restored bucket continues its sequence. */
+    revision?: number;
+    /** The salt tokens are signed with (secret like the signing key): moved along, earlier tokens keep working. */
+    token_salt?: string | null;
+  };
+
+/**
+ * Columns a dump from before them does not hold, with what a restore gives them: a bucket without
+ * a token salt gets one the first time its signing key is set.
+ */
+const ADDED_LATER: Partial<BucketColumns> = { token_salt: null };
 
 /** A bucket as dumped: its policy and its revision. */
 interface DumpedBucket {
@@ -44,52 +43,22 @@ interface DumpedBucket {
   revision: number;
 }
 
-const bucketLine = (b: BucketRecord, revision: number): string =>
-  `${JSON.stringify({
-    kvb: 'bucket',
-    id: b.id,
-    email: b.email,
-    secret_key_hash: b.secretKeyHash,
-    read_key_hash: b.readKeyHash,
-    write_key_hash: b.writeKeyHash,
-    signing_key: b.signingKey,
-    signing_key_generation: b.signingKeyGeneration,
-    default_ttl: b.defaultTtl,
-    revision,
-    token_salt: b.tokenSalt,
-  } satisfies BucketLine)}\n`;
+function bucketLine(b: BucketRecord, revision: number): string {
+  // The salt was added after the revision, so it stays last: a dump reads as it always did.
+  const { token_salt, ...policy } = bucketToRow(b);
+  return `${JSON.stringify({ kvb: 'bucket', ...policy, revision, token_salt } satisfies BucketLine)}\n`;
+}
 
 function bucketFrom(line: BucketLine): DumpedBucket {
-  const text = (v: unknown) => v === null || typeof v === 'string';
-  if (
-    typeof line.id !== 'string' ||
-    typeof line.email !== 'string' ||
-    !text(line.secret_key_hash) ||
-    !text(line.read_key_hash) ||
-    !text(line.write_key_hash) ||
-    !text(line.signing_key) ||
-    !Number.isSafeInteger(line.signing_key_generation) ||
-    !Number.isSafeInteger(line.default_ttl) ||
-    (line.revision !== undefined && !(Number.isSafeInteger(line.revision) && line.revision >= 0)) ||
-    (line.token_salt !== undefined && !text(line.token_salt))
-  ) {
-    throw badRequest('malformed bucket line');
+  const row: Record<string, unknown> = {};
+  for (const { column, kind } of BUCKET_FIELDS) {
+    const value = line[column] === undefined && column in ADDED_LATER ? ADDED_LATER[column] : line[column];
+    if (!hasColumnKind(kind, value)) throw badRequest('malformed bucket line');
+    row[column] = value;
   }
-  return {
-    bucket: {
-      id: line.id,
-      email: line.email,
-      secretKeyHash: line.secret_key_hash,
-      readKeyHash: line.read_key_hash,
-      writeKeyHash: line.write_key_hash,
-      signingKey: line.signing_key,
-      signingKeyGeneration: line.signing_key_generation,
-      defaultTtl: line.default_ttl,
-      // A dump from before token salts: the bucket gets a salt the first time its signing key is set.
-      tokenSalt: line.token_salt ?? null,
-    },
-    revision: line.revision ?? 0,
-  };
+  if (line.revision !== undefined && !(Number.isSafeInteger(line.revision) && line.revision >= 0))
+    throw badRequest('malformed bucket line');
+  return { bucket: bucketFromRow(row as BucketColumns), revision: line.revision ?? 0 };
 }
 
 /** What a dump counts: buckets, keys and webhooks. */

@@ -14,6 +14,7 @@ import {
   SqliteQueryCompiler,
   sql,
 } from 'kysely';
+import { BUCKET_FIELDS, type BucketColumn } from './bucket-columns.js';
 import type { Dialect } from './dialect.js';
 import { usageRecount } from './kvb-migrations.js';
 import {
@@ -164,16 +165,12 @@ export function listStatement(db: KyselyType<Database>, s: ListShape): Compilabl
  */
 export function sharedStatements(db: KyselyType<Database>) {
   return {
+    /** Each policy column from the BucketRecord field of its name, then when. */
     createBucket: db.insertInto('buckets').values({
-      id: param('id'),
-      email: param('email'),
-      secret_key_hash: param('secretKeyHash'),
-      read_key_hash: param('readKeyHash'),
-      write_key_hash: param('writeKeyHash'),
-      signing_key: param('signingKey'),
-      signing_key_generation: param('signingKeyGeneration'),
-      token_salt: param('tokenSalt'),
-      default_ttl: param('defaultTtl'),
+      ...(Object.fromEntries(BUCKET_FIELDS.map(({ column, field }) => [column, param(field)])) as Record<
+        BucketColumn,
+        ReturnType<typeof param>
+      >),
       created_at: param('createdAt'),
     }),
     getBucket: db.selectFrom('buckets').selectAll().where('id', '=', param('id')),
