@@ -2,31 +2,28 @@
  * `kvb/client`: a typed client for kvb with no dependency beyond the platform's fetch (Node 20+,
  * browsers, Deno, Bun). See docs/client.md.
  */
-export {
-  AtomicOperation,
-  type CommitResult,
-  type ConnectOptions,
-  type DeleteOptions,
-  type Entry,
-  type ImportOptions,
-  type IncrementOptions,
-  KvbBucket,
-  type ListedEntry,
-  type Listing,
-  type ListOptions,
-  type GetOptions,
-  type BucketLogEntry,
-  type BucketLogOptions,
-  type HistoryEntry,
-  type HistoryOptions,
-  type SetOptions,
-  type Stored,
-  type TokenOptions,
-  type UpdateOptions,
-  connect,
-  connectFromEnv,
-  createBucket,
-} from './kvb-bucket.js';
+export { AtomicOperation } from './atomic-operation.js';
+export type {
+  BucketLogEntry,
+  BucketLogOptions,
+  CommitResult,
+  ConnectOptions,
+  DeleteOptions,
+  Entry,
+  GetOptions,
+  HistoryEntry,
+  HistoryOptions,
+  ImportOptions,
+  IncrementOptions,
+  ListedEntry,
+  ListOptions,
+  Listing,
+  SetOptions,
+  Stored,
+  TokenOptions,
+  UpdateOptions,
+} from './bucket-types.js';
+export { KvbBucket, connect, connectFromEnv, createBucket } from './kvb-bucket.js';
 export type { ManyRead, ReadEntry } from './bucket-primitives.js';
 export { DEFAULT_LOCK_TTL, type FencingToken, type Lock, type LockOptions } from './lock.js';
 export {

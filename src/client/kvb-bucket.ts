@@ -1,192 +1,43 @@
-import { HISTORY_PAGE_MAX, type Permission } from '../limits.js';
-import { ConflictError, NotFoundError, PreconditionFailedError } from './client-errors.js';
+import { NotFoundError, PreconditionFailedError } from './client-errors.js';
 import {
   type BucketChanges,
   type BucketPolicy,
   type CallOptions,
   type CreateBucketFields,
   DEFAULT_URL,
-  type FetchCache,
   type FetchLike,
-  type HistoryLine,
   type ImportedWebhook,
   KvbHttp,
   type RequestBody,
   type RollbackResult,
   type ValueRead,
 } from './kvb-http.js';
-import {
-  type JsonValue,
-  type Storable,
-  type Value,
-  type ValueType,
-  decodeJsonValue,
-  decodeValue,
-  encodeValue,
-  linesOf,
-  txnValue,
-  typeOfValue,
-} from './typed-values.js';
+import { type Storable, type Value, decodeValue, encodeValue } from './typed-values.js';
 import { type WatchEvent, type WatchOptions, watchFeed } from './watch-feed.js';
 import { type ManyRead, deletePrefix, expire, getMany } from './bucket-primitives.js';
-import { type FencingToken, type Lock, type LockOptions, acquireLock } from './lock.js';
-
-export interface ConnectOptions {
-  /** The server, e.g. `https://kv.example.com` (without /api/v1). */
-  url: string;
-  /** The bucket id. */
-  bucket: string;
-  /** A bucket key (secret, read or write) or a temporary token; sent as `Authorization: Bearer`. */
-  token?: string | undefined;
-  /** A fetch to use instead of `globalThis.fetch` (a proxy agent, a test double, the CLI's own). */
-  fetch?: FetchLike | undefined;
-  /** fetch's `cache` mode for every call (in a browser, `'no-store'`). */
-  cache?: FetchCache | undefined;
-  /** Milliseconds each call may take; 0 = no limit. Default 30000. */
-  timeoutMs?: number | undefined;
-  /** How often an idempotent call is retried after 429 or 503 (honouring Retry-After). Default 2. */
-  retries?: number | undefined;
-}
-
-/** What a value of type V reads back as: a number may be stored as int64 (a bigint on read) or float64. */
-export type Stored<V> = V extends number ? number | bigint : V;
-
-/** A key's value with what the server says about it. */
-export interface Entry<V = Value> {
-  key: string;
-  value: V;
-  type: ValueType;
-  /**
-   * The stored value's exact text (null for bytes): JSON as it was written, so an integer past 2^53
-   * in a JSON document or a float64 `3.0` reads back digit for digit where `value` is a JS number.
-   */
-  text: string | null;
-  /** The revision of the key's last change (use it with `ifRevision` and `atomic().check`). */
-  revision: number;
-  /** null when the key never expires. */
-  expiresAt: Date | null;
-}
-
-/** A key as a listing gives it with `values: true` (a listing carries no per-key revision). */
-export interface ListedEntry {
-  key: string;
-  value: Value;
-  type: ValueType;
-  /** The value's exact text as the listing carries it (null for bytes): JSON compacted, its numbers digit for digit. */
-  text: string | null;
-  /** The stored value's length in bytes. */
-  size: number;
-  expiresAt: Date | null;
-}
-
-export interface SetOptions extends CallOptions {
-  /** Seconds until the key expires; 0 = never. Default: the bucket's default TTL. */
-  ttl?: number | undefined;
-  /** Write only if the key is live at this revision (If-Match); otherwise PreconditionFailedError. */
-  ifRevision?: number | undefined;
-  /** Write only if the key is absent or expired (If-None-Match: *); otherwise PreconditionFailedError. */
-  ifAbsent?: boolean | undefined;
-  /** Store as this type instead of the value's own (e.g. a string as json, a number as int64). */
-  type?: ValueType | undefined;
-}
-
-export interface DeleteOptions extends CallOptions {
-  ifRevision?: number | undefined;
-}
-
-export interface IncrementOptions extends CallOptions {
-  ttl?: number | undefined;
-  ifRevision?: number | undefined;
-}
-
-export interface ListOptions extends CallOptions {
-  prefix?: string | undefined;
-  reverse?: boolean | undefined;
-  /** Include each key's value, type, size and expiry. */
-  values?: boolean | undefined;
-  /** At most this many keys in all. */
-  limit?: number | undefined;
-  /** Keys asked for per request while following cursors. Default 1000. */
-  pageSize?: number | undefined;
-  /** List the bucket as it was at this revision (history; 410 GoneError below the bucket's history floor). */
-  revision?: number | undefined;
-}
-
-export interface GetOptions extends CallOptions {
-  /** Read the key as it was at this revision (history). */
-  revision?: number | undefined;
-}
-
-/** One recorded change of a key, newest first in `history()`. */
-export interface HistoryEntry {
-  revision: number;
-  /** What made it: set, delete, expire, counter, transaction, import or rollback. */
-  operation: string;
-  time: Date;
-  /** null after a delete or expiry (the key was absent then). */
-  type: ValueType | null;
-  size: number | null;
-  expiresAt: Date | null;
-  /** Who made it (null: recorded before kvb kept actors): credential kind, token id, client address. */
-  actor: { kind: string; tokenId: string | null; address: string | null } | null;
-  /** With `values: true`: the value it had (undefined when absent). */
-  value?: Value | undefined;
-}
-
-export interface HistoryOptions extends CallOptions {
-  /** Include each change's value. */
-  values?: boolean | undefined;
-  /** At most this many changes (newest first). Default: every recorded change. */
-  limit?: number | undefined;
-  /** Only this actor's changes: a kind (`secret`, `write`, `read`, `anonymous`, `token`, `server`) or `token:ID`. Needs the secret key. */
-  actor?: string | undefined;
-}
-
-/** One change of the bucket's change log (`changeLog()`): a key's recorded change, and the key. */
-export interface BucketLogEntry extends HistoryEntry {
-  key: string;
-}
-
-export interface BucketLogOptions extends HistoryOptions {
-  /** Only changes to keys under this prefix. */
-  prefix?: string | undefined;
-  /** Changes after this revision, or committed at or after this time. */
-  since?: number | Date | undefined;
-  /** Changes up to and including this revision, or committed at or before this time. */
-  until?: number | Date | undefined;
-}
-
-export interface UpdateOptions extends CallOptions {
-  /** Attempts after the first when another writer got in between. Default 10. */
-  retries?: number | undefined;
-  /** Seconds until expiry; default: an existing key keeps its expiry, a new one gets the bucket default. */
-  ttl?: number | undefined;
-  type?: ValueType | undefined;
-}
-
-export interface TokenOptions extends CallOptions {
-  /** The key prefix the token is limited to (1 to 128 bytes). */
-  prefix: string;
-  permissions: Permission[];
-  /** Seconds the token is valid. */
-  ttl: number;
-}
-
-export interface ImportOptions extends CallOptions {
-  /** merge (default) sets every key in the file; replace also deletes keys it does not hold. */
-  mode?: 'merge' | 'replace' | undefined;
-  /** With replace: replace only keys under this prefix. */
-  prefix?: string | undefined;
-  /** The fraction of the body sent, as it goes in a browser (not for a stream), 1 once answered. */
-  onUploadProgress?: ((fraction: number) => void) | undefined;
-}
-
-export type CommitResult = { ok: true; revision: number } | { ok: false; failedChecks: Array<{ index: number; key: string }> };
-
-/** A listing: iterate it for its keys (it follows cursors); `revision` is the bucket revision its first page was read at. */
-export interface Listing<T> extends AsyncIterable<T> {
-  readonly revision: number | undefined;
-}
+import { type Lock, type LockOptions, acquireLock } from './lock.js';
+import { AtomicOperation } from './atomic-operation.js';
+import { listBucket } from './bucket-listing.js';
+import { historyPages } from './bucket-history.js';
+import type {
+  BucketLogEntry,
+  BucketLogOptions,
+  ConnectOptions,
+  DeleteOptions,
+  Entry,
+  GetOptions,
+  HistoryEntry,
+  HistoryOptions,
+  ImportOptions,
+  IncrementOptions,
+  ListOptions,
+  ListedEntry,
+  Listing,
+  SetOptions,
+  Stored,
+  TokenOptions,
+  UpdateOptions,
+} from './bucket-types.js';
 
 /** An entry from a value read, typed by its Kvb-Type. */
 function entryOf(key: string, read: ValueRead): Entry {
@@ -202,24 +53,6 @@ function entryOf(key: string, read: ValueRead): Entry {
 }
 
 const isMissingKey = (err: unknown) => err instanceof NotFoundError && err.detail === 'no such key';
-/** A meta listing line's value: the last field, as the server wrote it (JSON compacted, numbers as stored). */
-const VALUE_AT_END = /,"value":(.*)\}$/s;
-
-/** A history line (and its text, for an int64's exact digits) as an entry; with its key in the bucket's change log. */
-function historyEntry(line: HistoryLine, text: string, values: boolean | undefined): HistoryEntry | BucketLogEntry {
-  const int64 = line.type === 'int64' ? VALUE_AT_END.exec(text)?.[1] : undefined;
-  return {
-    ...(line.key !== undefined && { key: line.key }),
-    revision: line.rev,
-    operation: line.operation,
-    time: new Date(line.time),
-    type: line.type,
-    size: line.size,
-    expiresAt: line.expires_at ? new Date(line.expires_at) : null,
-    actor: line.actor ? { kind: line.actor.kind, tokenId: line.actor.token_id, address: line.actor.address } : null,
-    ...(values && line.type !== null && { value: decodeJsonValue(line.type, line.value, int64) }),
-  };
-}
 
 /** One bucket, typed. Every method takes an optional `signal` and `timeoutMs`. */
 export class KvbBucket {
@@ -309,60 +142,12 @@ export class KvbBucket {
   list(options?: ListOptions & { values?: false | undefined }): Listing<{ key: string }>;
   list(options?: ListOptions): Listing<{ key: string } | ListedEntry>;
   list(options: ListOptions = {}): Listing<{ key: string } | ListedEntry> {
-    const http = this.http;
-    const id = this.id;
-    const pageSize = options.pageSize ?? 1000;
-    const wanted = options.limit ?? Number.POSITIVE_INFINITY;
-    const listing = {
-      revision: undefined as number | undefined,
-      async *[Symbol.asyncIterator]() {
-        let cursor: string | undefined;
-        let listed = 0;
-        do {
-          const page = await http.listPage(
-            id,
-            {
-              prefix: options.prefix,
-              reverse: options.reverse,
-              values: options.values,
-              meta: options.values,
-              format: 'jsonl',
-              limit: Math.min(pageSize, wanted - listed),
-              cursor,
-              revision: options.revision,
-            },
-            options,
-          );
-          listing.revision ??= page.revision;
-          for await (const line of linesOf(page.body)) {
-            listed++;
-            if (!options.values) {
-              yield { key: JSON.parse(line) as string };
-              continue;
-            }
-            const row = JSON.parse(line) as { key: string; type: ValueType; size: number; expires_at: string | null; value: unknown };
-            // Numbers are JSON numbers in a listing: keep their exact text, not the rounded double.
-            const source = VALUE_AT_END.exec(line)?.[1];
-            const text = row.type === 'bytes' ? null : row.type === 'text' ? String(row.value) : (source ?? JSON.stringify(row.value));
-            yield {
-              key: row.key,
-              value: decodeJsonValue(row.type, row.value, row.type === 'int64' ? source : undefined),
-              type: row.type,
-              text,
-              size: row.size,
-              expiresAt: row.expires_at ? new Date(row.expires_at) : null,
-            };
-          }
-          cursor = page.nextCursor;
-        } while (cursor !== undefined && listed < wanted);
-      },
-    };
-    return listing;
+    return listBucket(this.http, this.id, options);
   }
 
   /** The key's recorded changes, newest first (history is kept for the server's --history-retention). */
   async history(key: string, options: HistoryOptions = {}): Promise<HistoryEntry[]> {
-    return (await this.historyPages(key, options)) as HistoryEntry[];
+    return (await historyPages(this.http, this.id, key, options)) as HistoryEntry[];
   }
 
   /**
@@ -370,33 +155,7 @@ export class KvbBucket {
    * revision's keys in byte order, by `actor` and within `since`/`until` when given. Needs the secret key.
    */
   async changeLog(options: BucketLogOptions = {}): Promise<BucketLogEntry[]> {
-    return (await this.historyPages(undefined, options)) as BucketLogEntry[];
-  }
-
-  private async historyPages(key: string | undefined, options: BucketLogOptions): Promise<Array<HistoryEntry | BucketLogEntry>> {
-    const entries: Array<HistoryEntry | BucketLogEntry> = [];
-    const wanted = options.limit ?? Number.POSITIVE_INFINITY;
-    const bound = (b: number | Date | undefined) => (b instanceof Date ? b.toISOString() : b === undefined ? undefined : String(b));
-    let cursor: string | undefined;
-    do {
-      const page = await this.http.history(
-        this.id,
-        key,
-        {
-          values: options.values,
-          limit: Math.min(HISTORY_PAGE_MAX, wanted - entries.length),
-          cursor,
-          actor: options.actor,
-          prefix: options.prefix,
-          since: bound(options.since),
-          until: bound(options.until),
-        },
-        options,
-      );
-      for (const [i, line] of page.lines.entries()) entries.push(historyEntry(line, page.texts[i]!, options.values));
-      cursor = page.nextCursor;
-    } while (cursor !== undefined && entries.length < wanted);
-    return entries;
+    return (await historyPages(this.http, this.id, undefined, options)) as BucketLogEntry[];
   }
 
   /**
@@ -487,80 +246,6 @@ export class KvbBucket {
   /** Deletes the bucket and every key in it. */
   async deleteBucket(options: CallOptions = {}): Promise<void> {
     await this.http.deleteBucket(this.id, options);
-  }
-}
-
-type TxnOp =
-  | { check: string; rev: number }
-  | { check: string; exists: boolean }
-  | { check: string; created: number }
-  | { set: string; value: string | JsonValue; type?: ValueType; ttl?: number }
-  | { delete: string };
-
-/**
- * Checks and writes that commit together. A value is typed as `set` types it (a string text, a
- * bigint or integral number int64, a fractional number float64, bytes bytes, other JSON json);
- * the server's `"type"` extension of the transaction format carries the types it would not infer.
- */
-export class AtomicOperation {
-  private readonly ops: TxnOp[] = [];
-
-  constructor(
-    private readonly http: KvbHttp,
-    private readonly bucket: string,
-  ) {}
-
-  /** Commit only if the key is live at `revision` (an Entry's revision), or, with null, absent. */
-  check(key: string, revision: number | null): this {
-    this.ops.push(revision === null ? { check: key, exists: false } : { check: key, rev: revision });
-    return this;
-  }
-
-  /** Commit only if the key exists (true) or is absent (false), at any revision. */
-  checkExists(key: string, exists: boolean): this {
-    this.ops.push({ check: key, exists });
-    return this;
-  }
-
-  /** Commit only if the key is live and was created (last became live from absent or expired) at `createRevision`. */
-  checkCreated(key: string, createRevision: number): this {
-    this.ops.push({ check: key, created: createRevision });
-    return this;
-  }
-
-  /**
-   * Commit only while `lock` is still held by the holder that got this token: a holder paused past
-   * its lock's TTL, whose lock another has taken since, gets `{ ok: false }` instead of
-   * overwriting the new holder's work. Takes a `Lock` from `lock()`, or `{ name, token }` (e.g.
-   * from `kvb lock`'s KVB_LOCK and KVB_LOCK_REVISION).
-   */
-  fence(lock: FencingToken): this {
-    return this.checkCreated(lock.name, lock.token);
-  }
-
-  /** Sets `key` to `value`, typed as `KvbBucket.set` types it (or as `options.type`). */
-  set(key: string, value: Value, options: { ttl?: number | undefined; type?: ValueType | undefined } = {}): this {
-    if (value === null || value === undefined) throw new TypeError('a transaction cannot store null or undefined');
-    const op = { set: key, ...txnValue(value, options.type ?? typeOfValue(value)) };
-    this.ops.push(options.ttl === undefined ? op : { ...op, ttl: options.ttl });
-    return this;
-  }
-
-  delete(key: string): this {
-    this.ops.push({ delete: key });
-    return this;
-  }
-
-  /** `{ ok: true, revision }`, or `{ ok: false, failedChecks }` when a check failed (nothing written). Never retried on its own. */
-  async commit(options: CallOptions = {}): Promise<CommitResult> {
-    const outcome = await this.http.txn(this.bucket, JSON.stringify({ txn: this.ops }), { ...options, acceptConflict: true });
-    if (outcome.ok) return { ok: true, revision: outcome.revision ?? 0 };
-    const failedChecks = outcome.failedChecks.map((index) => {
-      const op = this.ops[index];
-      return { index, key: op && 'check' in op ? op.check : '' };
-    });
-    if (failedChecks.length === 0) throw new ConflictError(409, 'conflict', `transaction in bucket ${this.bucket}`, 'checks failed');
-    return { ok: false, failedChecks };
   }
 }
 

@@ -1,8 +1,9 @@
-import { createHash } from 'node:crypto';
+import { type Hash, createHash } from 'node:crypto';
 import { badRequest } from '../errors.js';
 import { entryLine, parseExportLine } from '../values/export-format.js';
 import { MAX_VALUE_BYTES_CEILING } from '../limits.js';
 import { NO_SECRET_REASON, type WebhookLine, webhookDumpLine, webhookFromDump } from './dump-webhooks.js';
+import { BUCKET_FIELDS, type BucketColumns, bucketFromRow, bucketToRow, hasColumnKind } from './bucket-columns.js';
 import type { BucketRecord, KeyedEntry, Store } from './store.js';
 import type { RestoredWebhook } from './webhook-types.js';
 
@@ -22,21 +23,19 @@ export const DUMP_VERSION = 4;
 const READABLE_VERSIONS = [1, 2, 3, 4];
 const BATCH = 1000;
 
-interface BucketLine {
-  kvb: 'bucket';
-  id: string;
-  email: string;
-  secret_key_hash: string | null;
-  read_key_hash: string | null;
-  write_key_hash: string | null;
-  signing_key: string | null;
-  signing_key_generation: number;
-  default_ttl: number;
-  /** The bucket's revision (version 2): a restored bucket continues its sequence. */
-  revision?: number;
-  /** The salt tokens are signed with (secret like the signing key): moved along, earlier tokens keep working. */
-  token_salt?: string | null;
-}
+/** A bucket's line: its policy columns as the table names them, and its revision. */
+type BucketLine = { kvb: 'bucket' } & Omit<BucketColumns, 'token_salt'> & {
+    /** The bucket's revision (version 2): a restored bucket continues its sequence. */
+    revision?: number;
+    /** The salt tokens are signed with (secret like the signing key): moved along, earlier tokens keep working. */
+    token_salt?: string | null;
+  };
+
+/**
+ * Columns a dump from before them does not hold, with what a restore gives them: a bucket without
+ * a token salt gets one the first time its signing key is set.
+ */
+const ADDED_LATER: Partial<BucketColumns> = { token_salt: null };
 
 /** A bucket as dumped: its policy and its revision. */
 interface DumpedBucket {
@@ -44,52 +43,22 @@ interface DumpedBucket {
   revision: number;
 }
 
-const bucketLine = (b: BucketRecord, revision: number): string =>
-  `${JSON.stringify({
-    kvb: 'bucket',
-    id: b.id,
-    email: b.email,
-    secret_key_hash: b.secretKeyHash,
-    read_key_hash: b.readKeyHash,
-    write_key_hash: b.writeKeyHash,
-    signing_key: b.signingKey,
-    signing_key_generation: b.signingKeyGeneration,
-    default_ttl: b.defaultTtl,
-    revision,
-    token_salt: b.tokenSalt,
-  } satisfies BucketLine)}\n`;
+function bucketLine(b: BucketRecord, revision: number): string {
+  // The salt was added after the revision, so it stays last: a dump reads as it always did.
+  const { token_salt, ...policy } = bucketToRow(b);
+  return `${JSON.stringify({ kvb: 'bucket', ...policy, revision, token_salt } satisfies BucketLine)}\n`;
+}
 
 function bucketFrom(line: BucketLine): DumpedBucket {
-  const text = (v: unknown) => v === null || typeof v === 'string';
-  if (
-    typeof line.id !== 'string' ||
-    typeof line.email !== 'string' ||
-    !text(line.secret_key_hash) ||
-    !text(line.read_key_hash) ||
-    !text(line.write_key_hash) ||
-    !text(line.signing_key) ||
-    !Number.isSafeInteger(line.signing_key_generation) ||
-    !Number.isSafeInteger(line.default_ttl) ||
-    (line.revision !== undefined && !(Number.isSafeInteger(line.revision) && line.revision >= 0)) ||
-    (line.token_salt !== undefined && !text(line.token_salt))
-  ) {
-    throw badRequest('malformed bucket line');
+  const row: Record<string, unknown> = {};
+  for (const { column, kind } of BUCKET_FIELDS) {
+    const value = line[column] === undefined && column in ADDED_LATER ? ADDED_LATER[column] : line[column];
+    if (!hasColumnKind(kind, value)) throw badRequest('malformed bucket line');
+    row[column] = value;
   }
-  return {
-    bucket: {
-      id: line.id,
-      email: line.email,
-      secretKeyHash: line.secret_key_hash,
-      readKeyHash: line.read_key_hash,
-      writeKeyHash: line.write_key_hash,
-      signingKey: line.signing_key,
-      signingKeyGeneration: line.signing_key_generation,
-      defaultTtl: line.default_ttl,
-      // A dump from before token salts: the bucket gets a salt the first time its signing key is set.
-      tokenSalt: line.token_salt ?? null,
-    },
-    revision: line.revision ?? 0,
-  };
+  if (line.revision !== undefined && !(Number.isSafeInteger(line.revision) && line.revision >= 0))
+    throw badRequest('malformed bucket line');
+  return { bucket: bucketFromRow(row as BucketColumns), revision: line.revision ?? 0 };
 }
 
 /** What a dump counts: buckets, keys and webhooks. */
@@ -160,96 +129,127 @@ export async function dumpStore(
 
 type DumpItem = ({ kind: 'bucket' } & DumpedBucket) | { kind: 'entry'; entry: KeyedEntry } | { kind: 'webhook'; webhook: RestoredWebhook };
 
+/** What reading a dump has seen so far: where it is, and the counts the end line must agree with. */
+interface DumpProgress {
+  hash: Hash;
+  /** The line being read (1-based). */
+  number: number;
+  version: number;
+  buckets: number;
+  entries: number;
+  webhooks: number;
+  /** The bucket the lines being read belong to. */
+  bucket: string;
+  /** A bucket's webhooks follow its entries. */
+  bucketWebhooks: number;
+  ended: boolean;
+}
+
+/** A refusal of the line being read. */
+const refusedAt = (p: DumpProgress, why: string) => badRequest(`line ${p.number}: ${why}`);
+
+/** What `read` answers, its refusal said at the line being read. */
+function atLine<T>(p: DumpProgress, read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    throw refusedAt(p, (err as Error).message);
+  }
+}
+
 /**
  * Reads a dump's lines, checking the header, every line, and the end line's counts and SHA-256;
  * each webhook's sealed secret is opened with `secretsKey` (see webhookFromDump).
  */
 async function* readDump(lines: AsyncIterable<string>, secretsKey?: Buffer): AsyncGenerator<DumpItem> {
-  const hash = createHash('sha256');
-  let number = 0;
-  let version = 0;
-  let buckets = 0;
-  let entries = 0;
-  let webhooks = 0;
-  let bucket = '';
-  // A bucket's webhooks follow its entries.
-  let bucketWebhooks = 0;
-  let ended = false;
+  const p: DumpProgress = {
+    hash: createHash('sha256'),
+    number: 0,
+    version: 0,
+    buckets: 0,
+    entries: 0,
+    webhooks: 0,
+    bucket: '',
+    bucketWebhooks: 0,
+    ended: false,
+  };
   for await (const text of lines) {
-    number++;
-    const at = (why: string) => badRequest(`line ${number}: ${why}`);
-    /** What `read` answers, its refusal said at this line. */
-    const atLine = <T>(read: () => T): T => {
-      try {
-        return read();
-      } catch (err) {
-        throw at((err as Error).message);
-      }
-    };
-    if (ended) {
+    p.number++;
+    if (p.ended) {
       if (text === '') continue;
-      throw at('text after the end line');
+      throw refusedAt(p, 'text after the end line');
     }
-    if (text.startsWith('{"kvb":')) {
-      let line: { kvb?: unknown; version?: unknown; buckets?: unknown; count?: unknown; webhooks?: unknown; sha256?: unknown };
-      try {
-        line = JSON.parse(text) as typeof line;
-      } catch {
-        throw at('invalid JSON');
-      }
-      if (number === 1) {
-        if (line.kvb !== 'dump' || !READABLE_VERSIONS.includes(line.version as number)) {
-          throw at(`not a kvb dump (versions ${READABLE_VERSIONS.join(', ')})`);
-        }
-        version = line.version as number;
-      } else if (line.kvb === 'end') {
-        if (version >= 4 && line.webhooks !== webhooks)
-          throw at(`the end line counts ${String(line.webhooks)} webhooks, the file holds ${webhooks}`);
-        if (line.buckets !== buckets || line.count !== entries)
-          throw at(
-            `the end line counts ${String(line.buckets)} buckets and ${String(line.count)} keys, the file holds ${buckets} and ${entries}`,
-          );
-        if (line.sha256 !== hash.digest('hex')) throw at('sha256 does not match the lines before it');
-        ended = true;
-        continue;
-      } else if (line.kvb === 'bucket') {
-        buckets++;
-        bucketWebhooks = 0;
-        const item = atLine(() => bucketFrom(line as BucketLine));
-        bucket = item.bucket.id;
-        yield { kind: 'bucket', ...item };
-      } else if (line.kvb === 'webhook' && version >= 4) {
-        if (buckets === 0) throw at('a webhook before any bucket');
-        const webhook = atLine(() => webhookFromDump(line as WebhookLine, bucket, secretsKey));
-        webhooks++;
-        bucketWebhooks++;
-        yield { kind: 'webhook', webhook };
-      } else throw at('unknown line');
-    } else {
-      if (number === 1) throw at('not a kvb dump');
-      if (buckets === 0) throw at('an entry before any bucket');
-      if (bucketWebhooks > 0) throw at("an entry after its bucket's webhooks");
-      // A dump holds what a server stored, which --max-value-bytes may have allowed past 16 KiB.
-      const parsed = atLine(() => parseExportLine(text, true, MAX_VALUE_BYTES_CEILING));
-      if (parsed.kind !== 'entry') throw at('unexpected line');
-      entries++;
-      yield {
-        kind: 'entry',
-        entry: {
-          key: parsed.key,
-          entry: {
-            type: parsed.value.type,
-            data: parsed.value.data,
-            expiresAt: parsed.expiresAt,
-            revision: parsed.rev ?? 0,
-            createRevision: parsed.created,
-          },
-        },
-      };
-    }
-    hash.update(text).update('\n');
+    const item = text.startsWith('{"kvb":') ? kvbLine(p, text, secretsKey) : keyLine(p, text);
+    if (item) yield item;
+    // The end line is not part of what its SHA-256 covers.
+    if (!p.ended) p.hash.update(text).update('\n');
   }
-  if (!ended) throw badRequest('the dump has no end line: is it cut short?');
+  if (!p.ended) throw badRequest('the dump has no end line: is it cut short?');
+}
+
+type KvbLine = { kvb?: unknown; version?: unknown; buckets?: unknown; count?: unknown; webhooks?: unknown; sha256?: unknown };
+
+/** One of the dump's own lines (header, bucket, webhook, end): the item it holds, if any. */
+function kvbLine(p: DumpProgress, text: string, secretsKey: Buffer | undefined): DumpItem | undefined {
+  let line: KvbLine;
+  try {
+    line = JSON.parse(text) as KvbLine;
+  } catch {
+    throw refusedAt(p, 'invalid JSON');
+  }
+  if (p.number === 1) {
+    if (line.kvb !== 'dump' || !READABLE_VERSIONS.includes(line.version as number)) {
+      throw refusedAt(p, `not a kvb dump (versions ${READABLE_VERSIONS.join(', ')})`);
+    }
+    p.version = line.version as number;
+    return undefined;
+  }
+  if (line.kvb === 'end') {
+    checkEnd(p, line);
+    return undefined;
+  }
+  if (line.kvb === 'bucket') {
+    p.buckets++;
+    p.bucketWebhooks = 0;
+    const item = atLine(p, () => bucketFrom(line as BucketLine));
+    p.bucket = item.bucket.id;
+    return { kind: 'bucket', ...item };
+  }
+  if (line.kvb === 'webhook' && p.version >= 4) {
+    if (p.buckets === 0) throw refusedAt(p, 'a webhook before any bucket');
+    const webhook = atLine(p, () => webhookFromDump(line as WebhookLine, p.bucket, secretsKey));
+    p.webhooks++;
+    p.bucketWebhooks++;
+    return { kind: 'webhook', webhook };
+  }
+  throw refusedAt(p, 'unknown line');
+}
+
+/** The end line: its counts and SHA-256 must be the file's. */
+function checkEnd(p: DumpProgress, line: KvbLine): void {
+  if (p.version >= 4 && line.webhooks !== p.webhooks)
+    throw refusedAt(p, `the end line counts ${String(line.webhooks)} webhooks, the file holds ${p.webhooks}`);
+  if (line.buckets !== p.buckets || line.count !== p.entries)
+    throw refusedAt(
+      p,
+      `the end line counts ${String(line.buckets)} buckets and ${String(line.count)} keys, the file holds ${p.buckets} and ${p.entries}`,
+    );
+  if (line.sha256 !== p.hash.digest('hex')) throw refusedAt(p, 'sha256 does not match the lines before it');
+  p.ended = true;
+}
+
+/** A key's line, in the export format. */
+function keyLine(p: DumpProgress, text: string): DumpItem {
+  if (p.number === 1) throw refusedAt(p, 'not a kvb dump');
+  if (p.buckets === 0) throw refusedAt(p, 'an entry before any bucket');
+  if (p.bucketWebhooks > 0) throw refusedAt(p, "an entry after its bucket's webhooks");
+  // A dump holds what a server stored, which --max-value-bytes may have allowed past 16 KiB.
+  const parsed = atLine(p, () => parseExportLine(text, true, MAX_VALUE_BYTES_CEILING));
+  if (parsed.kind !== 'entry') throw refusedAt(p, 'unexpected line');
+  p.entries++;
+  const { type, data } = parsed.value;
+  const entry = { type, data, expiresAt: parsed.expiresAt, revision: parsed.rev ?? 0, createRevision: parsed.created };
+  return { kind: 'entry', entry: { key: parsed.key, entry } };
 }
 
 /**

@@ -1,18 +1,10 @@
 import type { Expression, ExpressionBuilder, Generated, OnConflictBuilder } from 'kysely';
-import type { BucketChanges, BucketRecord } from './store.js';
+import type { BucketColumns } from './bucket-columns.js';
+import type { BucketChanges } from './store.js';
 import type { ChangeKind } from '../values/change-kind.js';
 
-/** Kysely's view of the tables (see kvb-migrations.ts). */
-export interface BucketsTable {
-  id: string;
-  email: string;
-  secret_key_hash: string | null;
-  read_key_hash: string | null;
-  write_key_hash: string | null;
-  signing_key: string | null;
-  signing_key_generation: number;
-  token_salt: string | null;
-  default_ttl: number;
+/** Kysely's view of the tables (see kvb-migrations.ts); a bucket's policy columns are in bucket-columns.ts. */
+export interface BucketsTable extends BucketColumns {
   created_at: number;
   /** Starts at 0 (the column default); every committed change to the bucket adds one. */
   revision: Generated<number>;
@@ -150,20 +142,6 @@ export interface Database {
   entries: EntriesTable;
   kvb_leases: LeasesTable;
   changes: ChangesTable;
-}
-
-export function bucketFromRow(row: BucketsTable): BucketRecord {
-  return {
-    id: row.id,
-    email: row.email,
-    secretKeyHash: row.secret_key_hash,
-    readKeyHash: row.read_key_hash,
-    writeKeyHash: row.write_key_hash,
-    signingKey: row.signing_key,
-    signingKeyGeneration: Number(row.signing_key_generation),
-    tokenSalt: row.token_salt,
-    defaultTtl: Number(row.default_ttl),
-  };
 }
 
 /**

@@ -1,20 +1,9 @@
 // The SQL statements both dialects share (each written once, compiled per dialect), and SQLite's
 // few of its own; PostgreSQL's own are in postgres/postgres-statements.ts.
-import {
-  type Compilable,
-  DummyDriver,
-  type Kysely as KyselyType,
-  type SelectExpression,
-  Kysely,
-  PostgresAdapter,
-  PostgresIntrospector,
-  PostgresQueryCompiler,
-  SqliteAdapter,
-  SqliteIntrospector,
-  SqliteQueryCompiler,
-  sql,
-} from 'kysely';
+import { type Compilable, type Kysely as KyselyType, type SelectExpression, sql } from 'kysely';
+import { BUCKET_FIELDS, type BucketColumn } from './bucket-columns.js';
 import type { Dialect } from './dialect.js';
+import { compileShapes, param } from './statement-compiler.js';
 import { usageRecount } from './kvb-migrations.js';
 import {
   CHANGE_INSERT_COLUMNS,
@@ -28,64 +17,16 @@ import type { ListColumns } from './store.js';
 
 // Dialect lives in dialect.ts (kvb-migrations.ts needs it, and this module needs kvb-migrations.ts).
 export type { Dialect };
-
-/** A named parameter: Kysely places it as `?` (SQLite) or `$n` (PostgreSQL); `bind` fills it by name. */
-class Named {
-  constructor(readonly name: string) {}
-}
-
-// Typed `never`: a placeholder stands for a value of any column's type, and `never` fits every one.
-export const param = (name: string) => sql<never>`${new Named(name)}`;
-
-/** One statement compiled for one dialect: its SQL and the names of its positional parameters, in order. */
-export interface CompiledStatement {
-  name: string;
-  sql: string;
-  params: string[];
-}
-
-/**
- * A Kysely that only compiles (no connection): the dialect's own query compiler decides the
- * placeholders and quoting. On PostgreSQL every table is schema-qualified, so no statement
- * depends on a session's search_path (which a transaction pooler cannot carry).
- */
-export function queryBuilder(dialect: Dialect, schema?: string): KyselyType<Database> {
-  const db = new Kysely<Database>({
-    dialect:
-      dialect === 'sqlite'
-        ? {
-            createAdapter: () => new SqliteAdapter(),
-            createDriver: () => new DummyDriver(),
-            createIntrospector: (k) => new SqliteIntrospector(k),
-            createQueryCompiler: () => new SqliteQueryCompiler(),
-          }
-        : {
-            createAdapter: () => new PostgresAdapter(),
-            createDriver: () => new DummyDriver(),
-            createIntrospector: (k) => new PostgresIntrospector(k),
-            createQueryCompiler: () => new PostgresQueryCompiler(),
-          },
-  });
-  return schema ? db.withSchema(schema) : db;
-}
-
-export function compileStatement(name: string, query: Compilable): CompiledStatement {
-  const compiled = query.compile();
-  const params = compiled.parameters.map((p, i) => {
-    if (!(p instanceof Named)) throw new Error(`statement ${name}: parameter ${i + 1} is a literal, not a named parameter`);
-    return p.name;
-  });
-  return { name, sql: compiled.sql, params };
-}
-
-/** The positional values for a compiled statement, from named arguments. A missing name is a bug, so it throws. */
-export function bind(statement: CompiledStatement, args: Record<string, unknown>): unknown[] {
-  return statement.params.map((name) => {
-    const value = args[name];
-    if (value === undefined) throw new Error(`statement ${statement.name}: no value for parameter ${name}`);
-    return value;
-  });
-}
+// The compiling of statements has its own module; its names are imported from here as from there.
+export {
+  type CompiledStatement,
+  bind,
+  compileAll,
+  compileShapes,
+  compileStatement,
+  param,
+  queryBuilder,
+} from './statement-compiler.js';
 
 /** The columns a key read returns. */
 const ENTRY_COLUMNS = ['type', 'value', 'expires_at', 'revision', 'create_revision'] as const;
@@ -164,16 +105,12 @@ export function listStatement(db: KyselyType<Database>, s: ListShape): Compilabl
  */
 export function sharedStatements(db: KyselyType<Database>) {
   return {
+    /** Each policy column from the BucketRecord field of its name, then when. */
     createBucket: db.insertInto('buckets').values({
-      id: param('id'),
-      email: param('email'),
-      secret_key_hash: param('secretKeyHash'),
-      read_key_hash: param('readKeyHash'),
-      write_key_hash: param('writeKeyHash'),
-      signing_key: param('signingKey'),
-      signing_key_generation: param('signingKeyGeneration'),
-      token_salt: param('tokenSalt'),
-      default_ttl: param('defaultTtl'),
+      ...(Object.fromEntries(BUCKET_FIELDS.map(({ column, field }) => [column, param(field)])) as Record<
+        BucketColumn,
+        ReturnType<typeof param>
+      >),
       created_at: param('createdAt'),
     }),
     getBucket: db.selectFrom('buckets').selectAll().where('id', '=', param('id')),
@@ -394,24 +331,5 @@ export function sqliteStatements(db: KyselyType<Database>) {
   return statements;
 }
 
-/**
- * One statement per shape, each under its shape's name. `shapes` lists every shape (a test counts
- * them), so each name of type N is there.
- */
-export function compileShapes<S, N extends string>(
-  shapes: readonly S[],
-  name: (shape: S) => N,
-  statement: (shape: S) => Compilable,
-): Record<N, CompiledStatement> {
-  return Object.fromEntries(shapes.map((s) => [name(s), compileStatement(name(s), statement(s))])) as Record<N, CompiledStatement>;
-}
-
 /** Every listing statement, compiled for one store. */
 export const compileListShapes = (db: KyselyType<Database>) => compileShapes(LIST_SHAPES, listShapeName, (s) => listStatement(db, s));
-
-/** Compiles every statement of a group for one dialect. */
-export function compileAll<T extends Record<string, Compilable>>(group: T): { [K in keyof T]: CompiledStatement } {
-  return Object.fromEntries(Object.entries(group).map(([name, query]) => [name, compileStatement(name, query)])) as {
-    [K in keyof T]: CompiledStatement;
-  };
-}

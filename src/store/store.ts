@@ -1,3 +1,4 @@
+import type { BucketRecord } from './bucket-columns.js';
 import type { Usage } from './quota.js';
 import type { Actor, ActorFilter, BucketLogQuery, ChangeLogBounds, HistoryRecord, LoggedKeyChange, PastRead } from './history-types.js';
 import type { StoredValue } from '../values/stored-value.js';
@@ -22,24 +23,8 @@ export {
   isRefusal,
 } from './core/write-types.js';
 
-/** A bucket as stored. Credentials are hashes; the signing key is kept as is because it signs. */
-export interface BucketRecord {
-  id: string;
-  email: string;
-  secretKeyHash: string | null;
-  readKeyHash: string | null;
-  writeKeyHash: string | null;
-  signingKey: string | null;
-  signingKeyGeneration: number;
-  /**
-   * Random, never leaves the server: tokens are signed with a key derived from the signing key and
-   * this salt, so a token cannot be used to guess a short signing key offline. Null only for a
-   * bucket created by an older version after the upgrade migrated the others (see SECURITY.md).
-   */
-  tokenSalt: string | null;
-  /** Seconds; 0 means no expiry. */
-  defaultTtl: number;
-}
+/** A bucket as stored (its columns are declared once, in bucket-columns.ts). */
+export type { BucketRecord } from './bucket-columns.js';
 
 /** Fields a PATCH may change; absent fields are left alone. */
 export interface BucketChanges {

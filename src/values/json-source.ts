@@ -37,139 +37,175 @@ const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
 const HEX4 = /^[0-9a-fA-F]{4}$/;
 const SKIPPED: JsonNode = { kind: 'null', source: '' };
 
+/** Parses JSON text into nodes that keep their source (see JsonNode), within `limits`. */
 export function parseJsonSource(text: string, limits: JsonLimits = {}): JsonNode {
-  const collapseDepth = limits.collapseDepth ?? Number.POSITIVE_INFINITY;
-  const maxValueLength = limits.maxValueLength ?? Number.POSITIVE_INFINITY;
-  const maxMembers = limits.maxMembers ?? [];
-  const membersAt = (depth: number) => maxMembers[Math.min(depth, maxMembers.length - 1)] ?? Number.POSITIVE_INFINITY;
-  let pos = 0;
-  /** Where the collapsed container being scanned began, or -1. */
-  let collapsedAt = -1;
+  const parser = new SourceParser(text, limits);
+  const root = parser.value(0);
+  parser.skipWhitespace();
+  if (parser.pos !== text.length) parser.fail('trailing characters');
+  return root;
+}
 
-  const fail = (what: string): never => {
-    throw new JsonSyntaxError(`invalid JSON at offset ${pos}: ${what}`);
-  };
-  const tooLarge = (start: number, what: string): never => {
-    const err = new JsonLimitError(`${what} at offset ${start} is larger than ${maxValueLength} bytes`);
+/** One parse's state: the text, where it is, and the limits. Its methods are the grammar's parts. */
+class SourceParser {
+  pos = 0;
+  /** Where the collapsed container being scanned began, or -1. */
+  collapsedAt = -1;
+  private readonly collapseDepth: number;
+  private readonly maxValueLength: number;
+  private readonly maxMembers: readonly number[];
+
+  constructor(
+    private readonly text: string,
+    limits: JsonLimits,
+  ) {
+    this.collapseDepth = limits.collapseDepth ?? Number.POSITIVE_INFINITY;
+    this.maxValueLength = limits.maxValueLength ?? Number.POSITIVE_INFINITY;
+    this.maxMembers = limits.maxMembers ?? [];
+  }
+
+  fail(what: string): never {
+    throw new JsonSyntaxError(`invalid JSON at offset ${this.pos}: ${what}`);
+  }
+
+  private tooLarge(start: number, what: string): never {
+    const err = new JsonLimitError(`${what} at offset ${start} is larger than ${this.maxValueLength} bytes`);
     err.valueTooLarge = { what, offset: start };
     throw err;
-  };
-  const skipWhitespace = () => {
-    while (pos < text.length) {
-      const c = text.charCodeAt(pos);
-      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) pos++;
+  }
+
+  private membersAt(depth: number): number {
+    return this.maxMembers[Math.min(depth, this.maxMembers.length - 1)] ?? Number.POSITIVE_INFINITY;
+  }
+
+  skipWhitespace(): void {
+    const text = this.text;
+    while (this.pos < text.length) {
+      const c = text.charCodeAt(this.pos);
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) this.pos++;
       else break;
     }
-  };
-  const literal = (word: string, kind: 'boolean' | 'null', keep: boolean): JsonNode => {
-    if (!text.startsWith(word, pos)) fail('unexpected token');
-    pos += word.length;
+  }
+
+  /** A collapsed container is bounded as a whole, checked at every member however deep. */
+  private checkCollapsed(): void {
+    if (this.collapsedAt >= 0 && this.pos - this.collapsedAt > this.maxValueLength) this.tooLarge(this.collapsedAt, 'a value');
+  }
+
+  value(depth: number): JsonNode {
+    if (depth > MAX_DEPTH) this.fail('nested too deeply');
+    this.skipWhitespace();
+    const start = this.pos;
+    const c = this.text[start];
+    // Scalars down to collapseDepth are kept; deeper ones are only checked.
+    const keep = depth <= this.collapseDepth;
+    if (c === '{' || c === '[') return this.container(depth, c === '{');
+    if (c === '"') {
+      const value = this.string(keep);
+      return keep ? { kind: 'string', value, source: this.text.slice(start, this.pos) } : SKIPPED;
+    }
+    if (c === 't') return this.literal('true', 'boolean', keep);
+    if (c === 'f') return this.literal('false', 'boolean', keep);
+    if (c === 'n') return this.literal('null', 'null', keep);
+    return this.number(keep);
+  }
+
+  /** An object or array; split into nodes above collapseDepth, its source only at it. */
+  private container(depth: number, isObject: boolean): JsonNode {
+    const start = this.pos;
+    const build = depth < this.collapseDepth;
+    if (depth === this.collapseDepth) this.collapsedAt = start;
+    const close = isObject ? '}' : ']';
+    const limit = build ? this.membersAt(depth) : Number.POSITIVE_INFINITY;
+    this.pos++;
+    const entries: Array<[string, JsonNode]> = [];
+    const items: JsonNode[] = [];
+    let count = 0;
+    this.skipWhitespace();
+    if (this.text[this.pos] === close) this.pos++;
+    else {
+      for (;;) {
+        if (++count > limit) {
+          throw new JsonLimitError(`${isObject ? 'an object' : 'an array'} at offset ${start} has more than ${limit} members`);
+        }
+        const name = isObject ? this.memberName(build) : '';
+        const child = this.value(depth + 1);
+        if (build) {
+          if (isObject) entries.push([name, child]);
+          else items.push(child);
+        }
+        this.checkCollapsed();
+        this.skipWhitespace();
+        if (this.text[this.pos] === ',') this.pos++;
+        else if (this.text[this.pos] === close) {
+          this.pos++;
+          break;
+        } else this.fail(isObject ? "expected ',' or '}'" : "expected ',' or ']'");
+      }
+    }
+    this.checkCollapsed();
+    if (depth === this.collapseDepth) this.collapsedAt = -1;
+    if (depth > this.collapseDepth) return SKIPPED;
+    const source = this.text.slice(start, this.pos);
+    const collapsed = build ? {} : { collapsed: true as const };
+    return isObject ? { kind: 'object', entries, source, ...collapsed } : { kind: 'array', items, source, ...collapsed };
+  }
+
+  /** An object member's name and its colon. */
+  private memberName(build: boolean): string {
+    this.skipWhitespace();
+    if (this.text[this.pos] !== '"') this.fail('expected a member name');
+    const name = this.string(build);
+    this.skipWhitespace();
+    if (this.text[this.pos] !== ':') this.fail("expected ':'");
+    this.pos++;
+    return name;
+  }
+
+  private literal(word: string, kind: 'boolean' | 'null', keep: boolean): JsonNode {
+    if (!this.text.startsWith(word, this.pos)) this.fail('unexpected token');
+    this.pos += word.length;
     return keep ? { kind, source: word } : SKIPPED;
-  };
+  }
+
   /** Scans a string; decodes it only when `build`. Its decoded length is bounded while scanning. */
-  const parseString = (build: boolean): string => {
-    const start = pos;
+  private string(build: boolean): string {
+    const text = this.text;
+    const start = this.pos;
     let decoded = 0;
-    pos++; // opening quote
+    this.pos++; // opening quote
     for (;;) {
-      if (pos >= text.length) fail('unterminated string');
-      const c = text.charCodeAt(pos);
+      if (this.pos >= text.length) this.fail('unterminated string');
+      const c = text.charCodeAt(this.pos);
       if (c === 0x22) break;
-      if (c < 0x20) fail('control character in string');
-      if (++decoded > maxValueLength) tooLarge(start, 'a string');
+      if (c < 0x20) this.fail('control character in string');
+      if (++decoded > this.maxValueLength) this.tooLarge(start, 'a string');
       if (c === 0x5c) {
-        const e = text[pos + 1];
+        const e = text[this.pos + 1];
         if (e === 'u') {
-          if (!HEX4.test(text.slice(pos + 2, pos + 6))) fail('bad \\u escape');
-          pos += 6;
+          if (!HEX4.test(text.slice(this.pos + 2, this.pos + 6))) this.fail('bad \\u escape');
+          this.pos += 6;
           continue;
         }
-        if (e === undefined || !'"\\/bfnrt'.includes(e)) fail('bad escape');
-        pos += 2;
+        if (e === undefined || !'"\\/bfnrt'.includes(e)) this.fail('bad escape');
+        this.pos += 2;
         continue;
       }
-      pos++;
+      this.pos++;
     }
-    pos++; // closing quote
-    return build ? (JSON.parse(text.slice(start, pos)) as string) : '';
-  };
-  const parseValue = (depth: number): JsonNode => {
-    if (depth > MAX_DEPTH) fail('nested too deeply');
-    skipWhitespace();
-    const start = pos;
-    const c = text[pos];
-    // Containers above collapseDepth are split into nodes; scalars down to collapseDepth are kept.
-    const build = depth < collapseDepth;
-    const keep = depth <= collapseDepth;
-    // A collapsed container is bounded as a whole, checked at every member however deep.
-    const checkCollapsed = () => {
-      if (collapsedAt >= 0 && pos - collapsedAt > maxValueLength) tooLarge(collapsedAt, 'a value');
-    };
-    if (c === '{' || c === '[') {
-      const isObject = c === '{';
-      if (depth === collapseDepth) collapsedAt = start;
-      const close = isObject ? '}' : ']';
-      const limit = build ? membersAt(depth) : Number.POSITIVE_INFINITY;
-      pos++;
-      const entries: Array<[string, JsonNode]> = [];
-      const items: JsonNode[] = [];
-      let count = 0;
-      skipWhitespace();
-      if (text[pos] === close) pos++;
-      else {
-        for (;;) {
-          if (++count > limit) {
-            throw new JsonLimitError(`${isObject ? 'an object' : 'an array'} at offset ${start} has more than ${limit} members`);
-          }
-          let name = '';
-          if (isObject) {
-            skipWhitespace();
-            if (text[pos] !== '"') fail('expected a member name');
-            name = parseString(build);
-            skipWhitespace();
-            if (text[pos] !== ':') fail("expected ':'");
-            pos++;
-          }
-          const child = parseValue(depth + 1);
-          if (build) {
-            if (isObject) entries.push([name, child]);
-            else items.push(child);
-          }
-          checkCollapsed();
-          skipWhitespace();
-          if (text[pos] === ',') pos++;
-          else if (text[pos] === close) {
-            pos++;
-            break;
-          } else fail(isObject ? "expected ',' or '}'" : "expected ',' or ']'");
-        }
-      }
-      checkCollapsed();
-      if (depth === collapseDepth) collapsedAt = -1;
-      if (!keep) return SKIPPED;
-      const source = text.slice(start, pos);
-      const collapsed = build ? {} : { collapsed: true as const };
-      return isObject ? { kind: 'object', entries, source, ...collapsed } : { kind: 'array', items, source, ...collapsed };
-    }
-    if (c === '"') {
-      const value = parseString(keep);
-      return keep ? { kind: 'string', value, source: text.slice(start, pos) } : SKIPPED;
-    }
-    if (c === 't') return literal('true', 'boolean', keep);
-    if (c === 'f') return literal('false', 'boolean', keep);
-    if (c === 'n') return literal('null', 'null', keep);
-    NUMBER.lastIndex = pos;
-    const m = NUMBER.exec(text);
-    if (!m || m[0].length === 0) return fail('unexpected token');
-    if (m[0].length > maxValueLength) tooLarge(start, 'a number');
-    pos += m[0].length;
-    return keep ? { kind: 'number', source: m[0] } : SKIPPED;
-  };
+    this.pos++; // closing quote
+    return build ? (JSON.parse(text.slice(start, this.pos)) as string) : '';
+  }
 
-  const root = parseValue(0);
-  skipWhitespace();
-  if (pos !== text.length) fail('trailing characters');
-  return root;
+  private number(keep: boolean): JsonNode {
+    const start = this.pos;
+    NUMBER.lastIndex = start;
+    const m = NUMBER.exec(this.text);
+    if (!m || m[0].length === 0) return this.fail('unexpected token');
+    if (m[0].length > this.maxValueLength) this.tooLarge(start, 'a number');
+    this.pos += m[0].length;
+    return keep ? { kind: 'number', source: m[0] } : SKIPPED;
+  }
 }
 
 /** Removes insignificant whitespace from valid JSON text without touching numbers or strings. */

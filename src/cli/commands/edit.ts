@@ -1,14 +1,16 @@
 import { defineCommand, examples } from '../define-command.js';
 import { info } from '../output.js';
+import type { KvbHttp, ValueRead } from '../../client/kvb-http.js';
 import { UsageError, asBuffer, withClient } from '../session.js';
 
 /*
  * `kvb edit KEY`: read the value and its revision, open $VISUAL/$EDITOR on it, and write it back
  * with If-Match, so an edit never overwrites a change made meanwhile. Node built-ins and the value
- * helpers are loaded in `run` only.
+ * helpers are loaded only when it runs.
  */
 
 type EditableType = 'json' | 'text' | 'int64' | 'float64';
+type TypedBody = { body: Buffer; contentType?: string };
 
 /** The file a person edits: JSON indented (numbers untouched), anything else as its text. */
 export async function editableText(type: EditableType, data: Buffer): Promise<string> {
@@ -121,103 +123,124 @@ bucket's default TTL); leaving the file empty creates nothing.
 ${examples('kvb edit config', 'EDITOR=nano kvb edit motd')}`,
       ),
   async run(key, _options, command) {
-    const { mkdtemp, readFile, writeFile, rm } = await import('node:fs/promises');
+    const { mkdtemp, rm } = await import('node:fs/promises');
     const { tmpdir } = await import('node:os');
     const { join } = await import('node:path');
     const { KvbHttpError } = await import('../../client/client-errors.js');
     await withClient(command, async ({ client, bucket }) => {
-      const id = bucket();
-      const dir = await mkdtemp(join(tmpdir(), 'kvb-edit-'));
-      let keep = false;
+      const edit: EditSession = { client, id: bucket(), key, dir: await mkdtemp(join(tmpdir(), 'kvb-edit-')), keep: false };
       try {
-        let current = await client.get(id, key).catch((err: unknown) => {
+        let current: ValueRead | undefined | 'done' = await client.get(edit.id, key).catch((err: unknown) => {
           // A key that does not exist yet is created, as an editor creates a file: the editor
           // opens empty. Only the key is missing: a missing bucket is still exit 2.
           if (err instanceof KvbHttpError && err.kind === 'not_found' && err.detail === 'no such key') return undefined;
           throw err;
         });
-        for (;;) {
-          if (current === undefined) {
-            const file = join(dir, 'value.txt');
-            await writeFile(file, '', { mode: 0o600 });
-            await runEditor(file);
-            const edited = await readFile(file, 'utf8');
-            if (edited === '') {
-              info(`${JSON.stringify(key)} does not exist and the file was left empty; nothing created`);
-              return;
-            }
-            let typed: { body: Buffer; contentType?: string };
-            try {
-              typed = await newValue(edited);
-            } catch (err) {
-              if (!(err instanceof UsageError)) throw err;
-              keep = true;
-              throw new InvalidEditError(`${err.message}; your version is in ${file}`);
-            }
-            try {
-              // If-None-Match: * — a key someone else created meanwhile is never overwritten.
-              const saved = await client.set(id, key, typed.body, { contentType: typed.contentType, condition: { ifAbsent: true } });
-              info(`created${saved.revision !== undefined ? ` (revision ${saved.revision})` : ''}`);
-              return;
-            } catch (err) {
-              if (!(err instanceof KvbHttpError) || err.kind !== 'precondition_failed') throw err;
-              keep = true;
-              info(`${JSON.stringify(key)} was created while you were editing it; your version is in ${file}`);
-              if (!(await ask('Edit the current value instead?'))) throw err;
-              current = await client.get(id, key);
-              keep = false;
-              await rm(file, { force: true });
-              continue;
-            }
-          }
-          const type = current.type;
-          if (type === 'bytes' || type === undefined) {
-            throw new UsageError(
-              `${JSON.stringify(key)} holds binary data, which cannot be edited as text; use kvb get ${key} -o FILE and kvb set ${key} --file FILE`,
-            );
-          }
-          const file = join(dir, type === 'json' ? 'value.json' : 'value.txt');
-          const original = await editableText(type, asBuffer(current.data));
-          await writeFile(file, original, { mode: 0o600 });
-          await runEditor(file);
-          const edited = await readFile(file, 'utf8');
-          if (edited === original) {
-            info('unchanged; nothing written');
-            return;
-          }
-          let typed: { body: Buffer; contentType?: string };
-          try {
-            typed = await editedValue(type, asBuffer(current.data), edited);
-          } catch (err) {
-            if (!(err instanceof UsageError)) throw err;
-            // As on a conflict: the edit is not lost. The file stays for the next attempt.
-            keep = true;
-            throw new InvalidEditError(`${err.message}; your version is in ${file}`);
-          }
-          const { body, contentType } = typed;
-          try {
-            const saved = await client.set(id, key, body, {
-              contentType,
-              ttl: remainingTtl(current.expiresAt),
-              condition: { ifRevision: current.revision },
-            });
-            info(`saved${saved.revision !== undefined ? ` (revision ${saved.revision})` : ''}`);
-            return;
-          } catch (err) {
-            if (!(err instanceof KvbHttpError) || err.kind !== 'precondition_failed') throw err;
-            keep = true;
-            info(
-              `${JSON.stringify(key)} changed while you were editing it (${err.detail ?? 'precondition failed'}); your version is in ${file}`,
-            );
-            if (!(await ask('Edit the current value instead?'))) throw err;
-            current = await client.get(id, key);
-            keep = false;
-            await rm(file, { force: true });
-          }
-        }
+        while (current !== 'done') current = current === undefined ? await createRound(edit) : await editRound(edit, current);
       } finally {
-        if (!keep) await rm(dir, { recursive: true, force: true });
+        if (!edit.keep) await rm(edit.dir, { recursive: true, force: true });
       }
     });
   },
 });
+
+/** One `kvb edit`: the key, the temporary directory, and whether it stays (it holds the person's version). */
+interface EditSession {
+  client: KvbHttp;
+  id: string;
+  key: string;
+  dir: string;
+  keep: boolean;
+}
+
+/** Opens the editor on `file` holding `text`; what it holds when the editor exits. */
+async function editFile(file: string, text: string): Promise<string> {
+  const { readFile, writeFile } = await import('node:fs/promises');
+  await writeFile(file, text, { mode: 0o600 });
+  await runEditor(file);
+  return readFile(file, 'utf8');
+}
+
+/** The edited file as a value to store; one that cannot be is refused, and the file kept for the next attempt. */
+async function typedOrKept(edit: EditSession, file: string, typing: Promise<TypedBody>): Promise<TypedBody> {
+  try {
+    return await typing;
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    // As on a conflict: the edit is not lost.
+    edit.keep = true;
+    throw new InvalidEditError(`${err.message}; your version is in ${file}`);
+  }
+}
+
+/**
+ * A save refused because the key changed meanwhile: the person's version stays in its file and,
+ * when they say so at a terminal, the fresh value is edited instead.
+ */
+async function afterConflict(edit: EditSession, file: string, message: string, err: unknown): Promise<ValueRead> {
+  const { rm } = await import('node:fs/promises');
+  edit.keep = true;
+  info(message);
+  if (!(await ask('Edit the current value instead?'))) throw err;
+  const current = await edit.client.get(edit.id, edit.key);
+  edit.keep = false;
+  await rm(file, { force: true });
+  return current;
+}
+
+/** A key that does not exist: the editor opens empty and saving creates it; the fresh value after a conflict. */
+async function createRound(edit: EditSession): Promise<ValueRead | 'done'> {
+  const { join } = await import('node:path');
+  const { KvbHttpError } = await import('../../client/client-errors.js');
+  const { key } = edit;
+  const file = join(edit.dir, 'value.txt');
+  const edited = await editFile(file, '');
+  if (edited === '') {
+    info(`${JSON.stringify(key)} does not exist and the file was left empty; nothing created`);
+    return 'done';
+  }
+  const typed = await typedOrKept(edit, file, newValue(edited));
+  try {
+    // If-None-Match: * — a key someone else created meanwhile is never overwritten.
+    const saved = await edit.client.set(edit.id, key, typed.body, { contentType: typed.contentType, condition: { ifAbsent: true } });
+    info(`created${saved.revision !== undefined ? ` (revision ${saved.revision})` : ''}`);
+    return 'done';
+  } catch (err) {
+    if (!(err instanceof KvbHttpError) || err.kind !== 'precondition_failed') throw err;
+    return afterConflict(edit, file, `${JSON.stringify(key)} was created while you were editing it; your version is in ${file}`, err);
+  }
+}
+
+/** A key's value edited and saved with If-Match on the revision opened; the fresh value after a conflict. */
+async function editRound(edit: EditSession, current: ValueRead): Promise<ValueRead | 'done'> {
+  const { join } = await import('node:path');
+  const { KvbHttpError } = await import('../../client/client-errors.js');
+  const { key } = edit;
+  const type = current.type;
+  if (type === 'bytes' || type === undefined) {
+    throw new UsageError(
+      `${JSON.stringify(key)} holds binary data, which cannot be edited as text; use kvb get ${key} -o FILE and kvb set ${key} --file FILE`,
+    );
+  }
+  const file = join(edit.dir, type === 'json' ? 'value.json' : 'value.txt');
+  const original = await editableText(type, asBuffer(current.data));
+  const edited = await editFile(file, original);
+  if (edited === original) {
+    info('unchanged; nothing written');
+    return 'done';
+  }
+  const { body, contentType } = await typedOrKept(edit, file, editedValue(type, asBuffer(current.data), edited));
+  try {
+    const saved = await edit.client.set(edit.id, key, body, {
+      contentType,
+      ttl: remainingTtl(current.expiresAt),
+      condition: { ifRevision: current.revision },
+    });
+    info(`saved${saved.revision !== undefined ? ` (revision ${saved.revision})` : ''}`);
+    return 'done';
+  } catch (err) {
+    if (!(err instanceof KvbHttpError) || err.kind !== 'precondition_failed') throw err;
+    const why = err.detail ?? 'precondition failed';
+    return afterConflict(edit, file, `${JSON.stringify(key)} changed while you were editing it (${why}); your version is in ${file}`, err);
+  }
+}

@@ -85,91 +85,127 @@ ${examples(
   async run(prefix, options, command) {
     process.once('SIGINT', () => process.exit(0));
     await withClient(command, async ({ client, bucket }) => {
-      const format = options.format ?? (stdoutIsTty() ? 'text' : 'jsonl');
+      const w: WatchState = {
+        format: options.format ?? (stdoutIsTty() ? 'text' : 'jsonl'),
+        values: options.values === true,
+        since: options.since,
+        exec: options.exec,
+        resume: new ResumePoint(options.since),
+        failures: 0,
+        connected: false,
+        printed: undefined,
+        shutdown: false,
+      };
       const id = bucket();
-      const resume = new ResumePoint(options.since);
-      let failures = 0;
-      let connected = false;
-      /** The revision of the last change printed: what "resuming after" names. */
-      let printed: number | undefined;
-      const resumingAfter = () =>
-        printed !== undefined
-          ? `reconnecting and resuming after revision ${printed}, the last change printed`
-          : `reconnecting and resuming after revision ${resume.since ?? 'now'}`;
-      const resuming = () => `connection lost; ${resumingAfter()}`;
-      /**
-       * Set when the server ended the feed with `closed` because it is shutting down, until a line
-       * flows again: reconnecting then (to the same URL: behind a balancer, another instance may
-       * answer) is expected, said once, and its failed attempts are no "connection lost".
-       */
-      let shutdown = false;
       for (;;) {
         let body;
         try {
-          body = await client.watch(id, { prefix, since: resume.since, values: options.values });
+          body = await client.watch(id, { prefix, since: w.resume.since, values: options.values });
         } catch (err) {
-          // Until it has connected once, kvb watch fails like every other command (exit 4 for an
-          // unreachable server): a wrong URL or a server that is down must not retry forever.
-          if (!connected) throw err;
-          // Afterwards an answer (4xx/5xx other than 503) is final; an unreachable server is retried.
-          const status = (err as { status?: number }).status;
-          if (status !== undefined && status !== 503) throw err;
-          failures++;
-          if (failures === 1 && !shutdown) warn(resuming());
-          const delay = Math.min(10_000, 250 * 2 ** Math.min(failures, 6)) * (0.5 + Math.random() / 2);
-          // At a terminal a person is waiting: one line per failed try, so the silence is not a hang.
-          if (stderrIsTty())
-            warn(`still reconnecting (attempt ${failures}: ${(err as Error).message}); next try in ${(delay / 1000).toFixed(1)} s`);
-          await sleep(delay);
+          await afterFailedConnect(w, err);
           continue;
         }
-        failures = 0;
-        connected = true;
-        let buffer = '';
-        let closing: string | undefined;
-        try {
-          feed: for await (const chunk of body) {
-            buffer += (chunk as Buffer).toString('utf8');
-            let at: number;
-            while ((at = buffer.indexOf('\n')) !== -1) {
-              const text = buffer.slice(0, at);
-              buffer = buffer.slice(at + 1);
-              const e = JSON.parse(text) as WatchEvent;
-              if (e.type === 'reset') {
-                throw new WatchResetError(
-                  `the server no longer holds the changes after revision ${resume.since ?? 0} (it keeps them from revision ${e.oldest ?? '?'}; ${e.rev} is current)${e.oldest === undefined ? ': this client fell behind' : ''}; list the keys again (kvb ls) and run kvb watch --since <the revision of that listing>`,
-                );
-              }
-              if (e.type === 'closed') {
-                if (/shutting down/.test(e.reason ?? '')) {
-                  closing = e.reason;
-                  break feed;
-                }
-                throw new WatchClosedError(`the server ended the watch: ${e.reason}`);
-              }
-              shutdown = false;
-              if (e.type === 'sync' || e.type === 'progress') {
-                resume.reached(e.rev!);
-                if (format === 'jsonl' && e.type === 'sync' && options.since === undefined && options.exec === undefined)
-                  await data(`${text}\n`);
-                continue;
-              }
-              if (!resume.fresh(e.rev!, e.key!)) continue;
-              if (options.exec !== undefined) await runHandler(options.exec, e, text);
-              else await data(format === 'jsonl' ? `${text}\n` : `${readable(e, text, options.values === true)}\n`);
-              printed = e.rev;
-            }
-          }
-        } catch (err) {
-          if (err instanceof WatchResetError || err instanceof WatchClosedError) throw err;
-          // A dropped connection: reconnect below.
-        }
-        resume.cut();
-        if (closing === undefined) warn(resuming());
-        else if (!shutdown) warn(`the server ended the watch: ${closing}; ${resumingAfter()}`);
-        shutdown ||= closing !== undefined;
+        w.failures = 0;
+        w.connected = true;
+        const closing = await followFeed(w, body);
+        w.resume.cut();
+        if (closing === undefined) warn(resuming(w));
+        else if (!w.shutdown) warn(`the server ended the watch: ${closing}; ${resumingAfter(w)}`);
+        w.shutdown ||= closing !== undefined;
         await sleep(250 + Math.random() * 250);
       }
     });
   },
 });
+
+/** One `kvb watch` across its connections. */
+interface WatchState {
+  format: 'text' | 'jsonl';
+  values: boolean;
+  since: number | undefined;
+  exec: string | undefined;
+  resume: ResumePoint;
+  /** Failed connection attempts in a row. */
+  failures: number;
+  connected: boolean;
+  /** The revision of the last change printed: what "resuming after" names. */
+  printed: number | undefined;
+  /**
+   * Set when the server ended the feed with `closed` because it is shutting down, until a line
+   * flows again: reconnecting then (to the same URL: behind a balancer, another instance may
+   * answer) is expected, said once, and its failed attempts are no "connection lost".
+   */
+  shutdown: boolean;
+}
+
+const resumingAfter = (w: WatchState) =>
+  w.printed !== undefined
+    ? `reconnecting and resuming after revision ${w.printed}, the last change printed`
+    : `reconnecting and resuming after revision ${w.resume.since ?? 'now'}`;
+const resuming = (w: WatchState) => `connection lost; ${resumingAfter(w)}`;
+
+/** A connection attempt that failed: final before the first connection or on an answer, else waited out with backoff. */
+async function afterFailedConnect(w: WatchState, err: unknown): Promise<void> {
+  // Until it has connected once, kvb watch fails like every other command (exit 4 for an
+  // unreachable server): a wrong URL or a server that is down must not retry forever.
+  if (!w.connected) throw err;
+  // Afterwards an answer (4xx/5xx other than 503) is final; an unreachable server is retried.
+  const status = (err as { status?: number }).status;
+  if (status !== undefined && status !== 503) throw err;
+  w.failures++;
+  if (w.failures === 1 && !w.shutdown) warn(resuming(w));
+  const delay = Math.min(10_000, 250 * 2 ** Math.min(w.failures, 6)) * (0.5 + Math.random() / 2);
+  // At a terminal a person is waiting: one line per failed try, so the silence is not a hang.
+  if (stderrIsTty())
+    warn(`still reconnecting (attempt ${w.failures}: ${(err as Error).message}); next try in ${(delay / 1000).toFixed(1)} s`);
+  await sleep(delay);
+}
+
+/**
+ * Prints (or runs --exec for) each line of one connection's feed until it ends: the shutdown
+ * reason when the server closed it for that, undefined when the connection dropped.
+ */
+async function followFeed(w: WatchState, body: AsyncIterable<unknown>): Promise<string | undefined> {
+  let buffer = '';
+  try {
+    for await (const chunk of body) {
+      buffer += (chunk as Buffer).toString('utf8');
+      let at: number;
+      while ((at = buffer.indexOf('\n')) !== -1) {
+        const text = buffer.slice(0, at);
+        buffer = buffer.slice(at + 1);
+        const closing = await onLine(w, text);
+        if (closing !== undefined) return closing;
+      }
+    }
+  } catch (err) {
+    if (err instanceof WatchResetError || err instanceof WatchClosedError) throw err;
+    // A dropped connection: the caller reconnects.
+  }
+  return undefined;
+}
+
+/** One line of the feed; the reason when it is the server's `closed` for a shutdown. */
+async function onLine(w: WatchState, text: string): Promise<string | undefined> {
+  const e = JSON.parse(text) as WatchEvent;
+  if (e.type === 'reset') {
+    throw new WatchResetError(
+      `the server no longer holds the changes after revision ${w.resume.since ?? 0} (it keeps them from revision ${e.oldest ?? '?'}; ${e.rev} is current)${e.oldest === undefined ? ': this client fell behind' : ''}; list the keys again (kvb ls) and run kvb watch --since <the revision of that listing>`,
+    );
+  }
+  if (e.type === 'closed') {
+    if (/shutting down/.test(e.reason ?? '')) return e.reason;
+    throw new WatchClosedError(`the server ended the watch: ${e.reason}`);
+  }
+  w.shutdown = false;
+  if (e.type === 'sync' || e.type === 'progress') {
+    w.resume.reached(e.rev!);
+    if (w.format === 'jsonl' && e.type === 'sync' && w.since === undefined && w.exec === undefined) await data(`${text}\n`);
+    return undefined;
+  }
+  if (!w.resume.fresh(e.rev!, e.key!)) return undefined;
+  if (w.exec !== undefined) await runHandler(w.exec, e, text);
+  else await data(w.format === 'jsonl' ? `${text}\n` : `${readable(e, text, w.values)}\n`);
+  w.printed = e.rev;
+  return undefined;
+}

@@ -22,6 +22,18 @@ export function setupMetrics(logs: RequestLogController, store: Store, clock: Cl
   // metrics refuses them); each is the sum of its by-type gauge (nodejs_active_handles{type}, …).
   for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'])
     registry.removeSingleMetric(name);
+  // Registered in the order /metrics lists them.
+  registerRequestMetrics(registry, logs);
+  registerKeyCount(registry, store, clock);
+  new Gauge({ name: 'kvb_build_info', help: 'The running kvb version (always 1)', labelNames: ['version'], registers: [registry] })
+    .labels({ version: VERSION })
+    .set(1);
+  registerStoreStats(registry, store);
+  return { registry, store: timedWithMetrics(registry, store) };
+}
+
+/** Requests by route and status, and their latency, as the request log tallies them. */
+function registerRequestMetrics(registry: Registry, logs: RequestLogController): void {
   const { requests } = logs;
   registry.registerMetric(
     scrapedMetric('kvb_http_requests_total', 'HTTP requests answered', 'counter', () =>
@@ -33,7 +45,10 @@ export function setupMetrics(logs: RequestLogController, store: Store, clock: Cl
       requests.histogramSamples('kvb_http_request_duration_seconds'),
     ) as never,
   );
-  // Counting a large table is not free, so the figure is refreshed at most every 15 s.
+}
+
+/** Keys stored: counting a large table is not free, so the figure is refreshed at most every 15 s. */
+function registerKeyCount(registry: Registry, store: Store, clock: Clock): void {
   let keyCount = { value: 0, at: 0 };
   new Gauge({
     name: 'kvb_keys_stored',
@@ -44,12 +59,10 @@ export function setupMetrics(logs: RequestLogController, store: Store, clock: Cl
       this.set(keyCount.value);
     },
   });
+}
 
-  new Gauge({ name: 'kvb_build_info', help: 'The running kvb version (always 1)', labelNames: ['version'], registers: [registry] })
-    .labels({ version: VERSION })
-    .set(1);
-
-  // Counts the store keeps in plain fields, exported when scraped (nothing is done per request).
+/** Counts the store keeps in plain fields, exported when scraped (nothing is done per request). */
+function registerStoreStats(registry: Registry, store: Store): void {
   const stats = store.stats;
   const fromStats = (name: string, help: string, read: () => number) => {
     let exported = 0;
@@ -84,7 +97,10 @@ export function setupMetrics(logs: RequestLogController, store: Store, clock: Cl
     pool('kvb_pg_pool_idle_connections', 'PostgreSQL connections in the pool waiting for work', (p) => p.idle);
     pool('kvb_pg_pool_waiting_requests', 'Queries waiting for a PostgreSQL connection', (p) => p.waiting);
   }
+}
 
+/** The store to serve with: the same store, each operation's time recorded by operation. */
+function timedWithMetrics(registry: Registry, store: Store): Store {
   const storeOps = new Tallies(STORE_BOUNDS);
   registry.registerMetric(
     scrapedMetric(
@@ -95,6 +111,5 @@ export function setupMetrics(logs: RequestLogController, store: Store, clock: Cl
     ) as never,
   );
   const opLabels = Object.fromEntries(STORE_OPS.map((op) => [op, () => ({ op })])) as Record<StoreOp, () => { op: string }>;
-  const timed = timedStore(store, (op, seconds) => storeOps.record(op, opLabels[op], seconds));
-  return { registry, store: timed };
+  return timedStore(store, (op, seconds) => storeOps.record(op, opLabels[op], seconds));
 }

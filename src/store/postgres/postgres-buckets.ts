@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Usage } from '../quota.js';
-import { type Database, bucketFromRow, bucketUpdate } from '../schema.js';
+import { bucketFromRow } from '../bucket-columns.js';
+import { type Database, bucketUpdate } from '../schema.js';
 import { queryBuilder } from '../statements.js';
 import type { PostgresStatementName } from './postgres-statements.js';
 import type { BucketChanges, BucketRecord, BucketStore } from '../store.js';

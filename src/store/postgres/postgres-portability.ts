@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { checkImportQuota, planImport } from '../core/import-plan.js';
+import { type ImportStep, checkImportQuota, planImport } from '../core/import-plan.js';
 import type { Quota, Usage } from '../quota.js';
 import { prefixUpperBound } from '../../values/keys.js';
 import { type CompiledStatement, bind } from '../statements.js';
@@ -17,16 +17,19 @@ const usageOf = (row: { usage_keys: number; usage_bytes: number }): Usage => ({
   bytes: Number(row.usage_bytes),
 });
 
+/** A connection checked out for an export or an import. */
+interface Connection {
+  release: () => void;
+  run: <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>;
+  statement: <R extends pg.QueryResultRow>(statement: CompiledStatement, args: Record<string, unknown>) => Promise<pg.QueryResult<R>>;
+}
+
 /**
  * A connection of its own for a long-running export or import; `release` hands it back
  * (destroyed if it failed). Its statements go through the runner, so a plain read there is
  * checked to come from a primary like any other (postgres-primary-reads.ts).
  */
-async function checkout(runner: StatementRunner): Promise<{
-  release: () => void;
-  run: <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>;
-  statement: <R extends pg.QueryResultRow>(statement: CompiledStatement, args: Record<string, unknown>) => Promise<pg.QueryResult<R>>;
-}> {
+async function checkout(runner: StatementRunner): Promise<Connection> {
   let broken: unknown;
   const onError = (err: unknown) => {
     broken = err;
@@ -145,24 +148,7 @@ export async function beginPostgresImport(runner: StatementRunner, sql: Statemen
   }
   return {
     async add(entries: KeyedEntry[]): Promise<void> {
-      // One row per key within a statement (ON CONFLICT cannot touch a row twice): the last wins.
-      const last = new Map<string, KeyedEntry>();
-      for (const e of entries) last.set(e.key, e);
-      const rows = [...last.values()];
-      if (rows.length === 0) return;
-      await connection.run(
-        `insert into pg_temp.kvb_import (key, type, value, expires_at, revision, create_revision)
-         select * from unnest($1::bytea[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[], $6::bigint[])
-         on conflict (key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision, create_revision = excluded.create_revision`,
-        [
-          rows.map((r) => Buffer.from(r.key)),
-          rows.map((r) => r.entry.type),
-          rows.map((r) => r.entry.data),
-          rows.map((r) => (r.entry.expiresAt === null ? null : String(r.entry.expiresAt))),
-          rows.map((r) => String(r.entry.revision ?? 0)),
-          rows.map((r) => (r.entry.createRevision === undefined ? null : String(r.entry.createRevision))),
-        ],
-      );
+      await stageRows(connection, entries);
     },
     async apply({ replace, prefix, restoreRevision, actor }): Promise<Written | { refused: 'no_bucket' }> {
       if (finished) throw new Error('import already finished');
@@ -185,28 +171,8 @@ export async function beginPostgresImport(runner: StatementRunner, sql: Statemen
         revision = plan.revision;
         // Usage as of the row lock, before any of the import's statements.
         const before = usageOf(row!);
-        for (const step of plan.steps) {
-          switch (step.step) {
-            case 'bump':
-              break;
-            case 'setRevision':
-              await connection.statement(sql.setRevision, { bucket, revision: step.revision });
-              break;
-            case 'statement':
-              await connection.statement(sql[step.name], step.args);
-              break;
-            case 'checkQuota': {
-              const after = await connection.statement<{ usage_keys: number; usage_bytes: number }>(sql.bucketUsage, { bucket });
-              checkImportQuota(quota, before, usageOf(after.rows[0]!));
-              break;
-            }
-            case 'compact':
-              await connection.statement(sql.raiseFloor, { bucket, revision: step.revision });
-              await connection.statement(sql.compactChanges, { bucket, revision: step.revision, floor: step.floor });
-              await connection.statement(sql.pruneOperations, { bucket, revision: step.revision });
-              break;
-          }
-        }
+        for (const step of plan.steps)
+          await runImportStep(connection, sql, bucket, step, (after) => checkImportQuota(quota, before, after));
       } catch (err) {
         if (!finished) await finish('rollback').catch(() => {});
         throw err;
@@ -218,4 +184,56 @@ export async function beginPostgresImport(runner: StatementRunner, sql: Statemen
       if (!finished) await finish('rollback').catch(() => {});
     },
   };
+}
+
+/** Stages a batch of an import's rows in its temporary table. */
+async function stageRows(connection: Connection, entries: KeyedEntry[]): Promise<void> {
+  // One row per key within a statement (ON CONFLICT cannot touch a row twice): the last wins.
+  const last = new Map<string, KeyedEntry>();
+  for (const e of entries) last.set(e.key, e);
+  const rows = [...last.values()];
+  if (rows.length === 0) return;
+  await connection.run(
+    `insert into pg_temp.kvb_import (key, type, value, expires_at, revision, create_revision)
+         select * from unnest($1::bytea[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[], $6::bigint[])
+         on conflict (key) do update set type = excluded.type, value = excluded.value, expires_at = excluded.expires_at, revision = excluded.revision, create_revision = excluded.create_revision`,
+    [
+      rows.map((r) => Buffer.from(r.key)),
+      rows.map((r) => r.entry.type),
+      rows.map((r) => r.entry.data),
+      rows.map((r) => (r.entry.expiresAt === null ? null : String(r.entry.expiresAt))),
+      rows.map((r) => String(r.entry.revision ?? 0)),
+      rows.map((r) => (r.entry.createRevision === undefined ? null : String(r.entry.createRevision))),
+    ],
+  );
+}
+
+/** Runs one step of an import's plan on its connection; `checkQuota` is given the usage after the import's rows. */
+async function runImportStep(
+  connection: Connection,
+  sql: Statements,
+  bucket: string,
+  step: ImportStep,
+  checkQuota: (after: Usage) => void,
+): Promise<void> {
+  switch (step.step) {
+    case 'bump':
+      return;
+    case 'setRevision':
+      await connection.statement(sql.setRevision, { bucket, revision: step.revision });
+      return;
+    case 'statement':
+      await connection.statement(sql[step.name], step.args);
+      return;
+    case 'checkQuota': {
+      const after = await connection.statement<{ usage_keys: number; usage_bytes: number }>(sql.bucketUsage, { bucket });
+      checkQuota(usageOf(after.rows[0]!));
+      return;
+    }
+    case 'compact':
+      await connection.statement(sql.raiseFloor, { bucket, revision: step.revision });
+      await connection.statement(sql.compactChanges, { bucket, revision: step.revision, floor: step.floor });
+      await connection.statement(sql.pruneOperations, { bucket, revision: step.revision });
+      return;
+  }
 }

@@ -6,7 +6,8 @@ import { EntryCache } from '../entry-cache.js';
 import { toEntry } from '../entry-row.js';
 import { HistoryReader, PRUNE_OVERLAP_MS } from '../history-reader.js';
 import { NO_QUOTA, type Quota } from '../quota.js';
-import { type Database, bucketFromRow, bucketUpdate } from '../schema.js';
+import { bucketFromRow } from '../bucket-columns.js';
+import { type Database, bucketUpdate } from '../schema.js';
 import type {
   BucketStore,
   ChangeFeed,
