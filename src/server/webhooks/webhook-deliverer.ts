@@ -5,14 +5,15 @@ import type { Store } from '../../store/store.js';
 import type { DeliverableWebhook, DeliveryAttempt, ScannedWebhook, Webhook } from '../../store/webhook-types.js';
 import { VERSION } from '../../version.js';
 import type { Clock } from '../clock.js';
-import { type Batch, nextBatch, resetBatch } from './webhook-batch.js';
+import { type Batch, MAX_BATCH_EVENTS, nextBatch, resetBatch } from './webhook-batch.js';
 import { type PostOutcome, postWebhook } from './webhook-post.js';
 import { type WebhookLagDetail, lagDetail } from './webhook-health.js';
 import { afterFailure } from './webhook-retry.js';
 import { SIGNATURE_HEADER, signDelivery } from './webhook-signature.js';
 
-/** Rows of the change log read per delivery (whole revisions). */
+/** Rows of the change log read per delivery at most (whole revisions), and first. */
 const READ_LIMIT = 1000;
+const FIRST_READ_LIMIT = 2 * MAX_BATCH_EVENTS;
 /** setTimeout's longest delay; a later wake is taken in steps. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Attempts kept in each subscription's delivery log. */
@@ -233,15 +234,28 @@ export class WebhookDeliverer {
     }
     this.note(w, bounds.revision - w.position);
     if (bounds.revision <= w.position) return;
-    let batch: Batch;
-    if (w.position < bounds.watchFloor) batch = resetBatch(w.bucket, w, bounds);
-    else {
-      const rows = await this.store.changes.read(w.bucket, w.position, bounds.revision, READ_LIMIT);
-      batch = nextBatch(w.bucket, w, rows, bounds.revision, rows.length < READ_LIMIT);
-    }
+    const batch = w.position < bounds.watchFloor ? resetBatch(w.bucket, w, bounds) : await this.readBatch(w, bounds.revision);
     if (batch.events.length > 0 && !(await this.send(w, batch))) return;
     if (batch.events.length === 0 && batch.upTo > w.position) await this.store.webhooks.acknowledge(w.id, this.holder, batch.upTo);
     this.note(w, bounds.revision - batch.upTo);
+  }
+
+  /**
+   * The next batch after the position: first from about what one request holds, and only when
+   * that does not fill one (a prefix or kinds that leave most changes out), from READ_LIMIT rows.
+   * Under load a backlog of thousands of changes waits; reading READ_LIMIT rows with their values
+   * for every request of MAX_BATCH_EVENTS was most of what a delivery cost.
+   */
+  private async readBatch(w: DeliverableWebhook, upTo: number): Promise<Batch> {
+    let batch: Batch | undefined;
+    for (const limit of [FIRST_READ_LIMIT, READ_LIMIT]) {
+      const rows = await this.store.changes.read(w.bucket, w.position, upTo, limit);
+      const complete = rows.length < limit;
+      batch = nextBatch(w.bucket, w, rows, upTo, complete);
+      const full = batch.events.length >= MAX_BATCH_EVENTS || batch.upTo < (rows.at(-1)?.revision ?? 0);
+      if (complete || full) break;
+    }
+    return batch!;
   }
 
   /** Sends one batch, stores what came of it and logs the attempt; true when the receiver acknowledged it. */
