@@ -250,10 +250,13 @@ export class WebhookDeliverer {
     let batch: Batch | undefined;
     for (const limit of [FIRST_READ_LIMIT, READ_LIMIT]) {
       const rows = await this.store.changes.read(w.bucket, w.position, upTo, limit);
-      const complete = rows.length < limit;
-      batch = nextBatch(w.bucket, w, rows, upTo, complete);
-      const full = batch.events.length >= MAX_BATCH_EVENTS || batch.upTo < (rows.at(-1)?.revision ?? 0);
-      if (complete || full) break;
+      // Only an empty read says nothing is left up to `upTo`: fewer rows than the limit do not, as
+      // a read that stopped inside a revision leaves that revision out (whole revisions). Taking
+      // them for the end moved the position past changes never sent.
+      const last = rows.at(-1)?.revision;
+      batch = nextBatch(w.bucket, w, rows, upTo, last === undefined);
+      const full = batch.events.length >= MAX_BATCH_EVENTS || batch.upTo < (last ?? 0);
+      if (last === undefined || last >= upTo || full) break;
     }
     return batch!;
   }
