@@ -11,7 +11,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { LoadDriver } from './load-driver.js';
-import { httpRequest } from './processes.js';
+import { httpRequest, requestThreadCpuMs, serviceCpuMs } from './processes.js';
 import type { HttpService } from './services.js';
 import { KEYS, TEXT_VALUE, type Workload, createBucket } from './workloads.js';
 
@@ -32,6 +32,11 @@ export interface WebhookCostResult {
   catchUpSeconds: Record<string, number>;
   /** Events per delivered request, on average, by webhooks on the bucket. */
   eventsPerRequest: Record<string, number>;
+  /**
+   * Server CPU (µs) per SET, median over rounds, by webhooks on the bucket: the whole process
+   * and its request thread (where delivery runs), from the load's start until the webhooks caught up.
+   */
+  cpuUsPerSet: Record<string, { process: number; requestThread: number }>;
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
@@ -118,7 +123,8 @@ export async function measureWebhookCost(
       }
       buckets.set(n, bucket);
     }
-    const result: WebhookCostResult = { rates: {}, vsNone: {}, lag: {}, catchUpSeconds: {}, eventsPerRequest: {} };
+    const result: WebhookCostResult = { rates: {}, vsNone: {}, lag: {}, catchUpSeconds: {}, eventsPerRequest: {}, cpuUsPerSet: {} };
+    const cpu = new Map<number, Array<{ process: number; requestThread: number }>>(WEBHOOK_COUNTS.map((n) => [n, []]));
     const lags = new Map<number, number[]>(WEBHOOK_COUNTS.map((n) => [n, []]));
     const counted = new Map<number, { requests: number; events: number }>(WEBHOOK_COUNTS.map((n) => [n, { requests: 0, events: 0 }]));
     for (let round = 0; round < settings.repeats; round++) {
@@ -135,10 +141,16 @@ export async function measureWebhookCost(
         if (settings.warmupSeconds > 0) await driver.load(kvb.url, workload, settings.warmupSeconds);
         await catchUp(kvb.url, bucket);
         const before = receiver.counts();
+        const cpuBefore = { process: serviceCpuMs(kvb), requestThread: requestThreadCpuMs(kvb) };
         const load = driver.load(kvb.url, workload, settings.seconds);
         const sent = await probe(kvb.url, bucket, `${round}-`, load);
         const measured = await load;
         const waited = await catchUp(kvb.url, bucket);
+        const perSet = (ms: number) => (ms * 1000) / Math.max(1, measured.total);
+        cpu.get(n)!.push({
+          process: perSet(serviceCpuMs(kvb) - cpuBefore.process),
+          requestThread: perSet(requestThreadCpuMs(kvb) - cpuBefore.requestThread),
+        });
         const after = receiver.counts();
         const c = counted.get(n)!;
         c.requests += after.requests - before.requests;
@@ -164,6 +176,11 @@ export async function measureWebhookCost(
         };
       const c = counted.get(n)!;
       if (n > 0) result.eventsPerRequest[n] = round1(c.events / Math.max(1, c.requests));
+      const used = cpu.get(n)!;
+      result.cpuUsPerSet[n] = {
+        process: round1(median(used.map((u) => u.process))),
+        requestThread: round1(median(used.map((u) => u.requestThread))),
+      };
     }
     return result;
   } finally {
@@ -181,6 +198,8 @@ export function webhookTargets(r: WebhookCostResult | undefined) {
   ];
 }
 
+const cpuText = (r: WebhookCostResult, n: number) => `${r.cpuUsPerSet[n]?.process} / ${r.cpuUsPerSet[n]?.requestThread}`;
+
 /** The report's lines for the case. */
 export function webhookLines(r: WebhookCostResult | undefined): string[] {
   if (!r) return [];
@@ -189,6 +208,7 @@ export function webhookLines(r: WebhookCostResult | undefined): string[] {
     '',
     `SET with webhooks on the bucket (median req/s; same kvb, in turn each round): none ${rate(0)}, 1 ${rate(1)} (${r.vsNone[1]}x), 10 ${rate(10)} (${r.vsNone[10]}x). ` +
       `Probe lag, PUT sent to the receiver's arrival: 1 webhook p50 ${r.lag[1]?.p50Ms} ms, p99 ${r.lag[1]?.p99Ms} ms; 10 webhooks p50 ${r.lag[10]?.p50Ms} ms, p99 ${r.lag[10]?.p99Ms} ms. ` +
-      `Events per request: ${r.eventsPerRequest[1]} (1), ${r.eventsPerRequest[10]} (10); longest catch-up after a round ${r.catchUpSeconds[1]} s (1), ${r.catchUpSeconds[10]} s (10).`,
+      `Events per request: ${r.eventsPerRequest[1]} (1), ${r.eventsPerRequest[10]} (10); longest catch-up after a round ${r.catchUpSeconds[1]} s (1), ${r.catchUpSeconds[10]} s (10). ` +
+      `Server CPU per SET until caught up (process / request thread, µs): none ${cpuText(r, 0)}, 1 ${cpuText(r, 1)}, 10 ${cpuText(r, 10)}.`,
   ];
 }

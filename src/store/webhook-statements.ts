@@ -1,5 +1,5 @@
 // The webhook subscriptions' statements, written once for both dialects (see statements.ts).
-import { type Kysely, sql } from 'kysely';
+import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
 import type { Dialect } from './dialect.js';
 import type { Database } from './schema.js';
 import { param } from './statements.js';
@@ -21,6 +21,10 @@ export const WEBHOOK_COLUMNS = [
 ] as const;
 
 const DELIVERY_COLUMNS = ['attempted_at', 'first_revision', 'last_revision', 'status', 'latency_ms', 'error'] as const;
+
+/** The number of subscriptions of the bucket `b` (the per-bucket limit's guard on an insert selecting from `buckets as b`). */
+const bucketWebhookCount = (eb: ExpressionBuilder<Database & { b: Database['buckets'] }, 'b'>) =>
+  eb.selectFrom('webhooks as w').select(eb.fn.countAll().as('n')).whereRef('w.bucket_id', '=', 'b.id');
 
 export function webhookStatements(db: Kysely<Database>, dialect: Dialect) {
   const bytes = sql.raw(dialect === 'sqlite' ? 'blob' : 'bytea');
@@ -44,11 +48,7 @@ export function webhookStatements(db: Kysely<Database>, dialect: Dialect) {
             sql`cast(${param('now')} as bigint)`.as('created_at'),
           ])
           .where('b.id', '=', param('bucket'))
-          .where(
-            (eb) => eb.selectFrom('webhooks as w').select(eb.fn.countAll().as('n')).whereRef('w.bucket_id', '=', 'b.id'),
-            '<',
-            param('limit'),
-          ),
+          .where(bucketWebhookCount, '<', param('limit')),
       ),
     /**
      * Puts back one subscription as a dump or an import carries it: every column given (a
@@ -91,11 +91,7 @@ export function webhookStatements(db: Kysely<Database>, dialect: Dialect) {
             sql`cast(${param('createdAt')} as bigint)`.as('created_at'),
           ])
           .where('b.id', '=', param('bucket'))
-          .where(
-            (eb) => eb.selectFrom('webhooks as w').select(eb.fn.countAll().as('n')).whereRef('w.bucket_id', '=', 'b.id'),
-            '<',
-            param('limit'),
-          ),
+          .where(bucketWebhookCount, '<', param('limit')),
       ),
     /** An imported subscription, once its bucket holds the import: from that revision on, in the state it was exported in. */
     placeWebhook: db
@@ -159,6 +155,12 @@ export function webhookStatements(db: Kysely<Database>, dialect: Dialect) {
       .set({ holder: param('holder'), lease_until: param('until') })
       .where('id', '=', param('id'))
       .where((eb) => eb.or([eb('holder', 'is', null), eb('lease_until', '<=', param('now')), eb('holder', '=', param('holder'))])),
+    /** Extends the lease this holder still has (with a delivery's outcome, in its write). */
+    renewWebhook: db
+      .updateTable('webhooks')
+      .set({ lease_until: param('until') })
+      .where('id', '=', param('id'))
+      .where('holder', '=', param('holder')),
     releaseWebhook: db
       .updateTable('webhooks')
       .set({ holder: sql.lit(null), lease_until: sql.lit(0) })

@@ -2,6 +2,7 @@ import type { Dialect } from './dialect.js';
 import type {
   DeliverableWebhook,
   DeliveryAttempt,
+  DeliveryOutcome,
   FailureState,
   RestoredWebhook,
   ScannedWebhook,
@@ -187,8 +188,13 @@ export class SqlWebhookStore implements WebhookStore {
     return this.change('acknowledgeWebhook', { id, holder, position });
   }
 
-  fail(id: string, holder: string, s: FailureState) {
-    return this.change('failWebhook', {
+  async fail(id: string, holder: string, s: FailureState): Promise<boolean> {
+    const [changed] = await this.port.write([this.failed(id, holder, s)]);
+    return (changed ?? 0) > 0;
+  }
+
+  private failed(id: string, holder: string, s: FailureState): BoundStatement {
+    return this.bound('failWebhook', {
       id,
       holder,
       attempts: s.attempts,
@@ -200,8 +206,31 @@ export class SqlWebhookStore implements WebhookStore {
   }
 
   async log(id: string, a: DeliveryAttempt, keep: number): Promise<void> {
+    await this.port.write(this.logged(id, a, keep));
+  }
+
+  private logged(id: string, a: DeliveryAttempt, keep: number): BoundStatement[] {
     const attempt = `${a.attemptedAt}-${Math.random().toString(36).slice(2, 10)}`;
-    await this.port.write([this.bound('logDelivery', { id, attempt, ...a }), this.bound('trimDeliveries', { id, keep })]);
+    return [this.bound('logDelivery', { id, attempt, ...a }), this.bound('trimDeliveries', { id, keep })];
+  }
+
+  async settle(
+    id: string,
+    holder: string,
+    outcome: DeliveryOutcome,
+    leaseUntil: number,
+    a: DeliveryAttempt,
+    keep: number,
+  ): Promise<boolean> {
+    // The outcome first: the lease is renewed only if this holder still had it.
+    const [changed] = await this.port.write([
+      'position' in outcome
+        ? this.bound('acknowledgeWebhook', { id, holder, position: outcome.position })
+        : this.failed(id, holder, outcome.failure),
+      this.bound('renewWebhook', { id, holder, until: leaseUntil }),
+      ...this.logged(id, a, keep),
+    ]);
+    return (changed ?? 0) > 0;
   }
 
   async deliveries(id: string, limit: number): Promise<DeliveryAttempt[]> {

@@ -60,6 +60,9 @@ export interface FailureState {
   pausedReason: string | null;
 }
 
+/** What came of a delivery: acknowledged up to `position`, or failed, leaving `failure`. */
+export type DeliveryOutcome = { position: number } | { failure: FailureState };
+
 /**
  * A bucket's webhook subscriptions and their delivery state, stored with the bucket in both
  * engines. Reads and writes of the subscription rows only; the delivery loop (src/server/webhooks/)
@@ -94,6 +97,19 @@ export interface WebhookStore {
   /** The receiver acknowledged up to `position`: stored, and the retry state cleared (only while `holder` has the lease). */
   acknowledge(id: string, holder: string, position: number): Promise<boolean>;
   fail(id: string, holder: string, state: FailureState): Promise<boolean>;
+  /**
+   * One delivery's end in one write (one transaction): its outcome (as `acknowledge` or `fail`,
+   * only while `holder` has the lease), the lease renewed to `leaseUntil` if it does, and the
+   * attempt logged (as `log`). True when the outcome was stored.
+   */
+  settle(
+    id: string,
+    holder: string,
+    outcome: DeliveryOutcome,
+    leaseUntil: number,
+    attempt: DeliveryAttempt,
+    keep: number,
+  ): Promise<boolean>;
   /** Logs one attempt and keeps the newest `keep`. */
   log(id: string, attempt: DeliveryAttempt, keep: number): Promise<void>;
   deliveries(id: string, limit: number): Promise<DeliveryAttempt[]>;

@@ -1,3 +1,4 @@
+import type BetterSqlite3 from 'better-sqlite3';
 import { floorWithin } from '../floor-within.js';
 import { checkImportQuota, planImport } from '../core/import-plan.js';
 import { sweepsOf } from '../core/write-ops.js';
@@ -17,6 +18,20 @@ export function runWriteMessages(writer: SqliteWriter, messages: WriteMessage[])
   const requests = messages.length === 1 ? decodeRequests(messages[0]!) : messages.flatMap(decodeRequests);
   const done = writer.runBatch(requests, (request) => runWriteRequest(writer, request));
   return encodeReply(encoder, { messages: messages.length, ...done });
+}
+
+/**
+ * The webhook store's statements (a fixed set, sent as SQL), each prepared once per writer
+ * connection: a delivery's write would otherwise prepare its four every time.
+ */
+const preparedStatements = new WeakMap<BetterSqlite3.Database, Map<string, BetterSqlite3.Statement>>();
+function prepared(writer: SqliteWriter, sql: string): BetterSqlite3.Statement {
+  const { raw } = writer.conn;
+  let cache = preparedStatements.get(raw);
+  if (!cache) preparedStatements.set(raw, (cache = new Map()));
+  let statement = cache.get(sql);
+  if (!statement) cache.set(sql, (statement = raw.prepare(sql)));
+  return statement;
 }
 
 /** One request inside the running batch. */
@@ -39,7 +54,7 @@ function runWriteRequest(writer: SqliteWriter, request: WriteRequest): unknown {
     case 'boundHistory':
       return boundHistory(writer, request.maxBytes, request.since);
     case 'statements':
-      return writer.atomically(() => request.statements.map((s) => writer.conn.raw.prepare(s.sql).run(...s.values).changes));
+      return writer.atomically(() => request.statements.map((s) => prepared(writer, s.sql).run(...s.values).changes));
   }
 }
 
