@@ -34,6 +34,8 @@ const { values: flags } = parseArgs({
     db: { type: 'string' },
     durability: { type: 'string' },
     webhooks: { type: 'string', default: '0' },
+    /** Also the time spent in (inclusive of callees) each function whose "name place" matches this pattern. */
+    inclusive: { type: 'string' },
     /** warn leaves the access log out; info profiles it too, as kvb serve runs by default. */
     'log-level': { type: 'string', default: 'warn' },
     help: { type: 'boolean', default: false },
@@ -41,7 +43,7 @@ const { values: flags } = parseArgs({
 });
 if (flags.help) {
   console.log(
-    `Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup] [--db postgres://…] [--durability normal|full] [--log-level warn|info] [--webhooks N]`,
+    `Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup] [--db postgres://…] [--durability normal|full] [--log-level warn|info] [--webhooks N] [--inclusive REGEX]`,
   );
   process.exit(0);
 }
@@ -50,6 +52,7 @@ interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
   hitCount?: number;
+  children?: number[];
 }
 interface CpuProfile {
   nodes: ProfileNode[];
@@ -140,6 +143,7 @@ function summarize(profileFile: string, profile: CpuProfile, thread: string): vo
   };
   show('Self time by where the code lives', byPlace);
   show('Self time by function', byFunction);
+  if (flags.inclusive) show(`Time in functions matching /${flags.inclusive}/ and their callees`, inclusiveTime(profile, byId, bundles));
   console.log(`\nprofile: ${profileFile}`);
 }
 
@@ -163,6 +167,40 @@ async function hookedWorkload(url: string, receiver: string, n: number): Promise
     body: TEXT_VALUE,
   }));
   return { bucket, workload: { plan } };
+}
+
+/** Each sample counted once for every distinct matching function on its stack (samples outside the measured load left out). */
+function inclusiveTime(
+  profile: CpuProfile,
+  byId: Map<number, ProfileNode>,
+  bundles: Map<string, Array<{ line: number; module: string }>>,
+): Map<string, number> {
+  const pattern = new RegExp(flags.inclusive ?? '');
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const stacks = new Map<number, Set<string>>();
+  const matching = (id: number) => {
+    let names = stacks.get(id);
+    if (!names) {
+      names = new Set();
+      for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+        const frame = byId.get(at)!.callFrame;
+        const name = `${frame.functionName || '(anonymous)'} ${place(frame, bundles)}`;
+        if (pattern.test(name)) names.add(name);
+      }
+      stacks.set(id, names);
+    }
+    return names;
+  };
+  const time = new Map<string, number>();
+  let at = profile.startTime;
+  profile.samples.forEach((id, i) => {
+    const us = profile.timeDeltas[i] ?? 0;
+    at += us;
+    if (measured && (at < measured.from || at > measured.to)) return;
+    for (const name of matching(id)) time.set(name, (time.get(name) ?? 0) + us);
+  });
+  return time;
 }
 
 async function main() {

@@ -48,6 +48,12 @@ export interface DeliveryOptions {
 type DeliveryEnd = { next: 'more' | 'caught-up'; webhook: DeliverableWebhook } | { next: 'stop' };
 const STOP: DeliveryEnd = { next: 'stop' };
 
+/** Notes `w` as waiting for its bucket's next commit. */
+function waitFor(wakeOn: Map<string, Map<string, DeliverableWebhook>>, w: DeliverableWebhook): void {
+  const waiting = wakeOn.get(w.bucket) ?? new Map<string, DeliverableWebhook>();
+  wakeOn.set(w.bucket, waiting.set(w.id, w));
+}
+
 /** Counts for the metrics endpoint (this instance's). */
 export interface DeliveryStats {
   delivered: number;
@@ -82,8 +88,11 @@ export class WebhookDeliverer {
   /** The next wake (a retry due, a lease running out, a poll) and when it is. */
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
-  /** Buckets with an active subscription neither in flight nor backing off: a commit to one wakes the loop. */
-  private wakeOn = new Set<string>();
+  /**
+   * The active subscriptions neither in flight nor backing off, caught up with their bucket, by
+   * bucket: a local commit to one starts their deliveries (no look at every subscription).
+   */
+  private wakeOn = new Map<string, Map<string, DeliverableWebhook>>();
   private scanning: Promise<void> | undefined;
   private again = false;
   private scanFailing = false;
@@ -101,15 +110,20 @@ export class WebhookDeliverer {
 
   /**
    * Looks once, then wakes only when there may be work: a local commit to a bucket that has a
-   * subscription waiting for changes, a subscription added or resumed here, a retry or a lease
-   * falling due, the end of a delivery; on a shared store also every poll. With no subscription,
-   * a commit costs a look-up in an empty set.
+   * subscription waiting for changes (which starts that delivery), a subscription added or
+   * resumed here, a retry or a lease falling due, the end of a delivery; on a shared store also
+   * every poll. With no subscription, a commit costs a look-up in an empty map.
    */
   start(): this {
     this.store.changes.onCommit?.((buckets) => {
       for (const d of this.moved.values()) if (!d.moved && buckets.includes(d.bucket)) d.moved = true;
       // During a look, whatever the bucket: that look may have read the revisions before this commit.
-      if (this.scanning || buckets.some((b) => this.wakeOn.has(b))) this.kick();
+      if (this.scanning) return this.kick();
+      for (const bucket of buckets) {
+        const waiting = this.wakeOn.get(bucket);
+        this.wakeOn.delete(bucket);
+        for (const w of waiting?.values() ?? []) if (!this.inFlight.has(w.id)) this.startDelivery(w);
+      }
     });
     this.store.webhooks.onSubscribed(() => this.kick());
     this.kick();
@@ -167,7 +181,7 @@ export class WebhookDeliverer {
     const ids = new Set(all.map((w) => w.id));
     for (const id of this.stats.seen.keys()) if (!ids.has(id)) this.stats.seen.delete(id);
     this.connections.keepOnly(new Set(all.filter((w) => w.state === 'active').map((w) => w.id)));
-    const wakeOn = new Set<string>();
+    const wakeOn = new Map<string, Map<string, DeliverableWebhook>>();
     let next = this.store.changes.onCommit
       ? Number.POSITIVE_INFINITY
       : now + (all.length > 0 ? this.options.pollMs : this.options.idlePollMs);
@@ -179,8 +193,10 @@ export class WebhookDeliverer {
         next = Math.min(next, w.nextAttemptAt);
         continue;
       }
-      wakeOn.add(w.bucket);
-      if (w.bucketRevision !== null && w.bucketRevision <= w.position) continue;
+      if (w.bucketRevision !== null && w.bucketRevision <= w.position) {
+        waitFor(wakeOn, w);
+        continue;
+      }
       if (w.holder !== null && w.holder !== this.holder && w.leaseUntil > now) {
         next = Math.min(next, w.leaseUntil);
         continue;
@@ -224,7 +240,7 @@ export class WebhookDeliverer {
     if (end.next === 'more' || (end.next === 'caught-up' && moved && this.store.changes.onCommit)) {
       this.startDelivery(end.webhook);
     } else if (end.next === 'caught-up' && this.store.changes.onCommit && !this.scanning) {
-      this.wakeOn.add(end.webhook.bucket);
+      waitFor(this.wakeOn, end.webhook);
     } else {
       this.kick();
     }
@@ -273,8 +289,9 @@ export class WebhookDeliverer {
       this.connections.drop(id);
       return STOP;
     }
-    this.note(w, bounds.revision - w.position);
-    if (bounds.revision <= w.position) return { next: 'caught-up', webhook: w };
+    const from = w.position;
+    this.note(w, bounds.revision - from);
+    if (bounds.revision <= from) return { next: 'caught-up', webhook: w };
     const batch = w.position < bounds.watchFloor ? resetBatch(w.bucket, w, bounds) : await this.readBatch(w, bounds.revision);
     const leaseUntil = batch.events.length > 0 ? await this.send(w, batch) : undefined;
     if (leaseUntil === null) return STOP;
@@ -283,7 +300,7 @@ export class WebhookDeliverer {
       return STOP;
     }
     this.note(w, bounds.revision - batch.upTo);
-    if (batch.upTo <= w.position) return STOP;
+    if (batch.upTo <= from) return STOP;
     const webhook = { ...w, position: batch.upTo, attempts: 0, failingSince: null, leaseUntil: leaseUntil ?? w.leaseUntil };
     return { next: bounds.revision > batch.upTo ? 'more' : 'caught-up', webhook };
   }
