@@ -198,7 +198,9 @@ function inclusiveTime(
     const us = profile.timeDeltas[i] ?? 0;
     at += us;
     if (measured && (at < measured.from || at > measured.to)) return;
-    for (const name of matching(id)) time.set(name, (time.get(name) ?? 0) + us);
+    const names = matching(id);
+    for (const name of names) time.set(name, (time.get(name) ?? 0) + us);
+    if (names.size > 0) time.set('(any of them)', (time.get('(any of them)') ?? 0) + us);
   });
   return time;
 }
