@@ -116,6 +116,7 @@ export class WebhookDeliverer {
    */
   start(): this {
     this.store.changes.onCommit?.((buckets) => {
+      if (this.stopped) return;
       for (const d of this.moved.values()) if (!d.moved && buckets.includes(d.bucket)) d.moved = true;
       // During a look, whatever the bucket: that look may have read the revisions before this commit.
       if (this.scanning) return this.kick();
