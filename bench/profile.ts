@@ -9,16 +9,18 @@
  * ran are summed (not start-up, the warm-up or shutdown). The .cpuprofile files stay in the temp dir for Chrome DevTools.
  * `--startup` profiles start-up instead: spawn to the first 200 from /health, then stop. `--db URL`
  * runs kvb on that database (PostgreSQL) instead of a temp SQLite file; `--durability full` profiles
- * SQLite's durable writes.
+ * SQLite's durable writes. `--webhooks N` (with `--case set_text`) puts N webhooks to a local
+ * receiver on the SET bucket (the `webhooks` bench case's setup) and counts until they caught up.
  */
 import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { forkLoadDriver } from './load-driver.js';
-import { freePort, serviceCpuMs, spawnLogged, stopChild, waitForOk } from './processes.js';
+import { freePort, httpRequest, requestThreadCpuMs, serviceCpuMs, spawnLogged, stopChild, waitForOk } from './processes.js';
 import { KVB_BIN, kvbArgs } from './services.js';
-import { CASES, type CaseName, kvbWorkloads, prepareKvb } from './workloads.js';
+import { ADMIN, auth, catchUp, startReceiver } from './webhook-cost.js';
+import { CASES, type CaseName, KEYS, TEXT_VALUE, type Workload, createBucket, kvbWorkloads, prepareKvb } from './workloads.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -31,6 +33,9 @@ const { values: flags } = parseArgs({
     startup: { type: 'boolean', default: false },
     db: { type: 'string' },
     durability: { type: 'string' },
+    webhooks: { type: 'string', default: '0' },
+    /** Also the time spent in (inclusive of callees) each function whose "name place" matches this pattern. */
+    inclusive: { type: 'string' },
     /** warn leaves the access log out; info profiles it too, as kvb serve runs by default. */
     'log-level': { type: 'string', default: 'warn' },
     help: { type: 'boolean', default: false },
@@ -38,7 +43,7 @@ const { values: flags } = parseArgs({
 });
 if (flags.help) {
   console.log(
-    `Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup] [--db postgres://…] [--durability normal|full] [--log-level warn|info]`,
+    `Usage: npm run bench:profile -- [--case ${Object.keys(CASES).join('|')}] [--duration S] [--top N] [--startup] [--db postgres://…] [--durability normal|full] [--log-level warn|info] [--webhooks N] [--inclusive REGEX]`,
   );
   process.exit(0);
 }
@@ -47,6 +52,7 @@ interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
   hitCount?: number;
+  children?: number[];
 }
 interface CpuProfile {
   nodes: ProfileNode[];
@@ -137,7 +143,66 @@ function summarize(profileFile: string, profile: CpuProfile, thread: string): vo
   };
   show('Self time by where the code lives', byPlace);
   show('Self time by function', byFunction);
+  if (flags.inclusive) show(`Time in functions matching /${flags.inclusive}/ and their callees`, inclusiveTime(profile, byId, bundles));
   console.log(`\nprofile: ${profileFile}`);
+}
+
+const hooks = Number(flags.webhooks);
+
+/** A bucket with `n` webhooks to `receiver` and a SET workload on it (as the `webhooks` bench case). */
+async function hookedWorkload(url: string, receiver: string, n: number): Promise<{ bucket: string; workload: Workload }> {
+  const bucket = await createBucket(url, `&secret_key=${ADMIN}`);
+  for (let i = 0; i < n; i++) {
+    const added = await httpRequest(`${url}/api/v1/webhooks/${bucket}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...auth },
+      body: JSON.stringify({ url: `${receiver}/${i}` }),
+    });
+    if (added.status !== 201) throw new Error(`could not add a webhook: ${added.status} ${added.body}`);
+  }
+  const plan = Array.from({ length: KEYS }, (_, i) => ({
+    method: 'POST' as const,
+    path: `/api/v1/${bucket}/k${i}`,
+    headers: { 'content-type': 'text/plain' },
+    body: TEXT_VALUE,
+  }));
+  return { bucket, workload: { plan } };
+}
+
+/** Each sample counted once for every distinct matching function on its stack (samples outside the measured load left out). */
+function inclusiveTime(
+  profile: CpuProfile,
+  byId: Map<number, ProfileNode>,
+  bundles: Map<string, Array<{ line: number; module: string }>>,
+): Map<string, number> {
+  const pattern = new RegExp(flags.inclusive ?? '');
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const stacks = new Map<number, Set<string>>();
+  const matching = (id: number) => {
+    let names = stacks.get(id);
+    if (!names) {
+      names = new Set();
+      for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+        const frame = byId.get(at)!.callFrame;
+        const name = `${frame.functionName || '(anonymous)'} ${place(frame, bundles)}`;
+        if (pattern.test(name)) names.add(name);
+      }
+      stacks.set(id, names);
+    }
+    return names;
+  };
+  const time = new Map<string, number>();
+  let at = profile.startTime;
+  profile.samples.forEach((id, i) => {
+    const us = profile.timeDeltas[i] ?? 0;
+    at += us;
+    if (measured && (at < measured.from || at > measured.to)) return;
+    const names = matching(id);
+    for (const name of names) time.set(name, (time.get(name) ?? 0) + us);
+    if (names.size > 0) time.set('(any of them)', (time.get('(any of them)') ?? 0) + us);
+  });
+  return time;
 }
 
 async function main() {
@@ -155,6 +220,7 @@ async function main() {
         '--log-level',
         flags['log-level'],
         ...(flags.durability ? ['--durability', flags.durability] : []),
+        ...(hooks > 0 ? ['--webhook-allow-private'] : []),
       ]),
     ],
     join(tmp, 'kvb.log'),
@@ -166,19 +232,36 @@ async function main() {
   } else {
     const name = flags.case as CaseName;
     if (!(name in CASES)) throw new Error(`no case ${name}: one of ${Object.keys(CASES).join(', ')}`);
-    const workload = kvbWorkloads(await prepareKvb(url))[name];
+    if (hooks > 0 && name !== 'set_text') throw new Error('--webhooks goes with --case set_text');
+    const receiver = hooks > 0 ? await startReceiver() : undefined;
+    const hooked = receiver && (await hookedWorkload(url, receiver.url, hooks));
+    const workload = hooked?.workload ?? kvbWorkloads(await prepareKvb(url))[name];
     const driver = forkLoadDriver(Number(flags.connections), 1);
     const server = { name: 'kvb', children: [child], stop: () => stopChild(child) };
     await driver.load(url, workload, 1); // warm-up, not counted (it is in the profile)
+    if (hooked) await catchUp(url, hooked.bucket);
     const cpuBefore = serviceCpuMs(server);
+    const threadBefore = requestThreadCpuMs(server);
+    const countsBefore = receiver?.counts();
     const from = monotonicUs();
     const result = await driver.load(url, workload, Number(flags.duration));
+    // With webhooks, until they delivered what the load wrote: their work is part of each SET's cost.
+    if (hooked) await catchUp(url, hooked.bucket);
     measured = { from, to: monotonicUs() };
+    const perRequest = (ms: number) => ((ms * 1000) / result.total).toFixed(0);
     const cpuMs = serviceCpuMs(server) - cpuBefore;
+    const threadMs = requestThreadCpuMs(server) - threadBefore;
     driver.stop();
+    await receiver?.close();
     console.log(
-      `${CASES[name].title}: ${result.requestsPerSecond.toFixed(0)} req/s, p99 ${result.p99Ms} ms, ${((cpuMs * 1000) / result.total).toFixed(0)} µs server CPU per request (profiler on)`,
+      `${CASES[name].title}${hooks > 0 ? ` with ${hooks} webhooks` : ''}: ${result.requestsPerSecond.toFixed(0)} req/s, p99 ${result.p99Ms} ms, ${perRequest(cpuMs)} µs server CPU per request, ${perRequest(threadMs)} µs on the request thread (profiler on)`,
     );
+    if (receiver && countsBefore) {
+      const c = receiver.counts();
+      const requests = c.requests - countsBefore.requests;
+      const events = c.events - countsBefore.events;
+      console.log(`webhook requests ${requests}, events ${events} (${(events / Math.max(1, requests)).toFixed(1)} per request)`);
+    }
   }
   await stopChild(child);
   const files = readdirSync(tmp).filter((f) => f.endsWith('.cpuprofile'));

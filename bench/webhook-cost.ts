@@ -16,8 +16,8 @@ import type { HttpService } from './services.js';
 import { KEYS, TEXT_VALUE, type Workload, createBucket } from './workloads.js';
 
 export const WEBHOOK_COUNTS = [0, 1, 10] as const;
-const ADMIN = 'bench-webhooks-admin';
-const auth = { authorization: `Bearer ${ADMIN}` };
+export const ADMIN = 'bench-webhooks-admin';
+export const auth = { authorization: `Bearer ${ADMIN}` };
 const PROBE_EVERY_MS = 25;
 const CATCH_UP_MS = 120_000;
 
@@ -45,7 +45,7 @@ const percentile = (sorted: number[], p: number) =>
 const round1 = (n: number) => Math.round(n * 10) / 10;
 
 /** Answers every request 200 and notes, per probe key, when each request carrying it arrived. */
-async function startReceiver() {
+export async function startReceiver() {
   const arrivals = new Map<string, number[]>();
   let requests = 0;
   let events = 0;
@@ -86,7 +86,7 @@ async function probe(url: string, bucket: string, prefix: string, until: Promise
 }
 
 /** Waits until every webhook of the bucket stands at its revision; returns the seconds waited. */
-async function catchUp(url: string, bucket: string): Promise<number> {
+export async function catchUp(url: string, bucket: string): Promise<number> {
   const started = performance.now();
   for (;;) {
     const listing = await fetch(`${url}/api/v1/${bucket}/?format=json&limit=1`);

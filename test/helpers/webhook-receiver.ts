@@ -43,11 +43,15 @@ export async function startReceiver(answer: (n: number) => Answer = () => 200) {
       res.writeHead(a, { 'content-type': 'text/plain' }).end(a >= 300 ? `receiver said ${a}` : 'ok');
     });
   });
+  let connections = 0;
+  server.on('connection', () => connections++);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}/hook`,
     received,
+    /** TCP connections accepted so far. */
+    connections: () => connections,
     /** The events of the requests it acknowledged (a 2xx), in arrival order. */
     acknowledged: () => received.filter((r) => typeof r.answer === 'number' && r.answer < 300).flatMap((r) => r.events),
     answerWith(next: (n: number) => Answer) {

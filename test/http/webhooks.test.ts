@@ -110,6 +110,25 @@ describe('webhooks', () => {
     }
   });
 
+  it('delivers changes written while deliveries are under way, every one once and in order, over one kept connection', async () => {
+    const receiver = await startReceiver();
+    try {
+      const { id } = await add({ url: receiver.url, prefix: 'burst/' });
+      const revisions: number[] = [];
+      for (let round = 0; round < 6; round++) {
+        revisions.push(...(await Promise.all(Array.from({ length: 15 }, (_, i) => set(`burst/${round}-${i}`, 'v')))));
+      }
+      await expect.poll(() => receiver.acknowledged().length).toBe(revisions.length);
+      expect(receiver.acknowledged().map((e) => e.rev)).toEqual([...revisions].sort((a, b) => a - b));
+      await expect.poll(async () => (await hook(id)).position).toBe(Math.max(...revisions));
+      expect(receiver.received.length).toBeGreaterThan(1);
+      expect(receiver.connections()).toBe(1);
+      expect(await remove(id)).toMatchObject({ status: 204 });
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it('retries after 500s and timeouts with backoff, then delivers and logs each attempt', async () => {
     const receiver = await startReceiver((n) => (n === 0 ? 500 : n === 1 ? 'hang' : 200));
     try {

@@ -1,12 +1,13 @@
+import { lookup as dnsLookup } from 'node:dns';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, LookupFunction, Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import type { Change } from '../../src/store/store.js';
 import type { Webhook } from '../../src/store/webhook-types.js';
-import { isPrivateAddress } from '../../src/server/webhooks/webhook-address.js';
+import { isPrivateAddress, publicOnlyLookup } from '../../src/server/webhooks/webhook-address.js';
 import { MAX_BATCH_EVENTS, nextBatch } from '../../src/server/webhooks/webhook-batch.js';
 import { lagDetail } from '../../src/server/webhooks/webhook-health.js';
-import { postWebhook } from '../../src/server/webhooks/webhook-post.js';
+import { WebhookConnections, postWebhook } from '../../src/server/webhooks/webhook-post.js';
 import { BASE_DELAY_MS, MAX_DELAY_MS, afterFailure } from '../../src/server/webhooks/webhook-retry.js';
 import { signDelivery, verifyDelivery } from '../../src/server/webhooks/webhook-signature.js';
 import { webhookUrlProblem } from '../../src/server/webhooks/webhook-url.js';
@@ -126,6 +127,66 @@ describe('webhook addresses', () => {
       const allowed = await postWebhook(new URL(`http://127.0.0.1:${port}/`), '{}', { timeoutMs: 2000, allowPrivate: true, headers: {} });
       expect(allowed).toEqual({ status: 200, excerpt: 'ok' });
     } finally {
+      server.close();
+    }
+  });
+
+  it('keeps a connection for the next delivery, and checks the address again on every new connection (DNS rebinding)', async () => {
+    const sockets: Socket[] = [];
+    const server = http.createServer((_req, res) => res.end('ok'));
+    server.on('connection', (socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    // The name answers a "public" address the first time, then a private one: a rebinding name.
+    let lookups = 0;
+    const rebinding: LookupFunction = (_name, options, callback) => {
+      lookups++;
+      if (lookups === 1) dnsLookup('127.0.0.1', options, callback);
+      else publicOnlyLookup('localhost', options, callback);
+    };
+    const connections = new WebhookConnections(rebinding);
+    const url = new URL(`http://rebind.test:${port}/`);
+    const post = () =>
+      postWebhook(url, '{}', { timeoutMs: 2000, allowPrivate: false, headers: {}, agent: connections.agentFor('wh_1', url) });
+    try {
+      expect(await post()).toEqual({ status: 200, excerpt: 'ok' });
+      expect(await post()).toEqual({ status: 200, excerpt: 'ok' });
+      expect({ lookups, connections: sockets.length }).toEqual({ lookups: 1, connections: 1 });
+      // The receiver closes the kept connection: the next delivery's new one resolves the name again, and is refused.
+      server.closeIdleConnections();
+      const refused = await post();
+      expect(refused).toMatchObject({ status: null, error: expect.stringMatching(/private address/) });
+      expect({ lookups, connections: sockets.length }).toEqual({ lookups: 2, connections: 1 });
+    } finally {
+      connections.close();
+      server.close();
+    }
+  });
+
+  it("closes a webhook's kept connection once it is no longer active (removed or paused)", async () => {
+    const closed: boolean[] = [];
+    const server = http.createServer((_req, res) => res.end('ok'));
+    server.on('connection', (socket) => {
+      closed.push(false);
+      const n = closed.length - 1;
+      socket.on('close', () => (closed[n] = true));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const connections = new WebhookConnections(undefined);
+    const url = new URL(`http://127.0.0.1:${port}/`);
+    try {
+      const agent = connections.agentFor('wh_1', url);
+      expect(await postWebhook(url, '{}', { timeoutMs: 2000, allowPrivate: true, headers: {}, agent })).toEqual({
+        status: 200,
+        excerpt: 'ok',
+      });
+      expect(closed).toEqual([false]);
+      connections.keepOnly(new Set(['wh_2']));
+      await expect.poll(() => closed).toEqual([true]);
+      expect(connections.size).toBe(0);
+    } finally {
+      connections.close();
       server.close();
     }
   });

@@ -2,14 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../../store/store.js';
-import type { DeliverableWebhook, DeliveryAttempt, ScannedWebhook, Webhook } from '../../store/webhook-types.js';
-import { VERSION } from '../../version.js';
+import type { DeliverableWebhook, Webhook } from '../../store/webhook-types.js';
 import type { Clock } from '../clock.js';
 import { type Batch, MAX_BATCH_EVENTS, nextBatch, resetBatch } from './webhook-batch.js';
-import { type PostOutcome, postWebhook } from './webhook-post.js';
+import { WebhookConnections } from './webhook-post.js';
+import { publicOnlyLookup } from './webhook-address.js';
 import { type WebhookLagDetail, lagDetail } from './webhook-health.js';
 import { afterFailure } from './webhook-retry.js';
-import { SIGNATURE_HEADER, signDelivery } from './webhook-signature.js';
+import { attemptOf, postSigned } from './webhook-send.js';
 
 /** Rows of the change log read per delivery at most (whole revisions), and first. */
 const READ_LIMIT = 1000;
@@ -40,6 +40,20 @@ export interface DeliveryOptions {
   random?: () => number;
 }
 
+/**
+ * How a delivery ended: `more` (acknowledged, and the bucket has changes past it), `caught-up`
+ * (the webhook stands at the bucket's revision as the delivery read it), or `stop` (not
+ * delivered: failed, paused, not due, a lease another holder has).
+ */
+type DeliveryEnd = { next: 'more' | 'caught-up'; webhook: DeliverableWebhook } | { next: 'stop' };
+const STOP: DeliveryEnd = { next: 'stop' };
+
+/** Notes `w` as waiting for its bucket's next commit. */
+function waitFor(wakeOn: Map<string, Map<string, DeliverableWebhook>>, w: DeliverableWebhook): void {
+  const waiting = wakeOn.get(w.bucket) ?? new Map<string, DeliverableWebhook>();
+  wakeOn.set(w.bucket, waiting.set(w.id, w));
+}
+
 /** Counts for the metrics endpoint (this instance's). */
 export interface DeliveryStats {
   delivered: number;
@@ -67,11 +81,18 @@ export class WebhookDeliverer {
   readonly holder: string;
   readonly stats: DeliveryStats = { delivered: 0, failed: 0, seen: new Map() };
   private readonly inFlight = new Map<string, Promise<void>>();
+  /** The bucket of each delivery in flight, and whether a local commit to it came since the delivery began. */
+  private readonly moved = new Map<string, { bucket: string; moved: boolean }>();
+  /** Each webhook's kept connection (deliveries back to back reuse it). */
+  private readonly connections: WebhookConnections;
   /** The next wake (a retry due, a lease running out, a poll) and when it is. */
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
-  /** Buckets with an active subscription neither in flight nor backing off: a commit to one wakes the loop. */
-  private wakeOn = new Set<string>();
+  /**
+   * The active subscriptions neither in flight nor backing off, caught up with their bucket, by
+   * bucket: a local commit to one starts their deliveries (no look at every subscription).
+   */
+  private wakeOn = new Map<string, Map<string, DeliverableWebhook>>();
   private scanning: Promise<void> | undefined;
   private again = false;
   private scanFailing = false;
@@ -84,18 +105,26 @@ export class WebhookDeliverer {
     private readonly options: DeliveryOptions,
   ) {
     this.holder = store.flags.shared ? `${process.pid}@${hostname()}/${randomUUID()}` : 'this-server';
+    this.connections = new WebhookConnections(options.allowPrivate ? undefined : publicOnlyLookup);
   }
 
   /**
    * Looks once, then wakes only when there may be work: a local commit to a bucket that has a
-   * subscription waiting for changes, a subscription added or resumed here, a retry or a lease
-   * falling due, the end of a delivery; on a shared store also every poll. With no subscription,
-   * a commit costs a look-up in an empty set.
+   * subscription waiting for changes (which starts that delivery), a subscription added or
+   * resumed here, a retry or a lease falling due, the end of a delivery; on a shared store also
+   * every poll. With no subscription, a commit costs a look-up in an empty map.
    */
   start(): this {
     this.store.changes.onCommit?.((buckets) => {
+      if (this.stopped) return;
+      for (const d of this.moved.values()) if (!d.moved && buckets.includes(d.bucket)) d.moved = true;
       // During a look, whatever the bucket: that look may have read the revisions before this commit.
-      if (this.scanning || buckets.some((b) => this.wakeOn.has(b))) this.kick();
+      if (this.scanning) return this.kick();
+      for (const bucket of buckets) {
+        const waiting = this.wakeOn.get(bucket);
+        this.wakeOn.delete(bucket);
+        for (const w of waiting?.values() ?? []) if (!this.inFlight.has(w.id)) this.startDelivery(w);
+      }
     });
     this.store.webhooks.onSubscribed(() => this.kick());
     this.kick();
@@ -152,7 +181,8 @@ export class WebhookDeliverer {
     const all = await this.store.webhooks.all();
     const ids = new Set(all.map((w) => w.id));
     for (const id of this.stats.seen.keys()) if (!ids.has(id)) this.stats.seen.delete(id);
-    const wakeOn = new Set<string>();
+    this.connections.keepOnly(new Set(all.filter((w) => w.state === 'active').map((w) => w.id)));
+    const wakeOn = new Map<string, Map<string, DeliverableWebhook>>();
     let next = this.store.changes.onCommit
       ? Number.POSITIVE_INFINITY
       : now + (all.length > 0 ? this.options.pollMs : this.options.idlePollMs);
@@ -164,8 +194,10 @@ export class WebhookDeliverer {
         next = Math.min(next, w.nextAttemptAt);
         continue;
       }
-      wakeOn.add(w.bucket);
-      if (w.bucketRevision !== null && w.bucketRevision <= w.position) continue;
+      if (w.bucketRevision !== null && w.bucketRevision <= w.position) {
+        waitFor(wakeOn, w);
+        continue;
+      }
       if (w.holder !== null && w.holder !== this.holder && w.leaseUntil > now) {
         next = Math.min(next, w.leaseUntil);
         continue;
@@ -176,19 +208,43 @@ export class WebhookDeliverer {
     return Number.isFinite(next) ? next : undefined;
   }
 
-  private startDelivery(w: ScannedWebhook): void {
+  private startDelivery(w: DeliverableWebhook): void {
+    const commits = { bucket: w.bucket, moved: false };
+    this.moved.set(w.id, commits);
     const running = this.deliver(w).then(
-      () => {
+      (end) => {
         this.inFlight.delete(w.id);
-        this.kick();
+        this.moved.delete(w.id);
+        this.afterDelivery(end, commits.moved);
       },
       (err: unknown) => {
         this.inFlight.delete(w.id);
+        this.moved.delete(w.id);
         this.log.warn({ err, webhook: w.id }, 'webhook delivery failed; will retry');
         this.wakeAt(this.clock() + this.options.pollMs);
       },
     );
     this.inFlight.set(w.id, running);
+  }
+
+  /**
+   * What follows a delivery. One acknowledged with more waiting (its read saw the bucket past
+   * what it sent), or after which this process committed to the bucket, goes on with the next at
+   * once; one that left the webhook caught up waits for the bucket's next local commit. Neither
+   * looks at every subscription again: under load that look, after every delivery, cost the
+   * request thread about as much as the delivery's own reads. Anything else (a failure, a pause,
+   * a lease lost, a look under way that may not count this webhook) is a look, as is every end on
+   * a shared store, where other instances' commits are seen only by looking.
+   */
+  private afterDelivery(end: DeliveryEnd, moved: boolean): void {
+    if (this.stopped) return;
+    if (end.next === 'more' || (end.next === 'caught-up' && moved && this.store.changes.onCommit)) {
+      this.startDelivery(end.webhook);
+    } else if (end.next === 'caught-up' && this.store.changes.onCommit && !this.scanning) {
+      waitFor(this.wakeOn, end.webhook);
+    } else {
+      this.kick();
+    }
   }
 
   private note(w: Webhook, lagRevisions: number | undefined): void {
@@ -200,7 +256,7 @@ export class WebhookDeliverer {
   }
 
   /** One delivery for one subscription (or its position moved past changes it does not want), under its lease. */
-  private async deliver(seen: DeliverableWebhook): Promise<void> {
+  private async deliver(seen: DeliverableWebhook): Promise<DeliveryEnd> {
     const claim = () => {
       const now = this.clock();
       return this.store.webhooks.claim(seen.id, this.holder, now + this.options.leaseMs, now);
@@ -208,7 +264,7 @@ export class WebhookDeliverer {
     // Each delivery's outcome renews the lease (settle): back to back under load, the next one
     // need not take it again while it has most of its time left, which no other holder can take.
     const held = seen.holder === this.holder && seen.leaseUntil - this.clock() > (this.options.leaseMs * 2) / 3;
-    if (!held && !(await claim())) return;
+    if (!held && !(await claim())) return STOP;
     // Renewed while the delivery lasts: a database or receiver slower than the lease must not let
     // another instance take the webhook over mid-delivery and send the same changes again (in the
     // robustness suite's pg2-webhook-kill at a load of 30, without this, a webhook was sent again
@@ -216,28 +272,38 @@ export class WebhookDeliverer {
     const renewal = setInterval(() => void claim().catch(() => {}), this.options.leaseMs / 3);
     renewal.unref();
     try {
-      await this.deliverClaimed(seen.id);
+      return await this.deliverClaimed(seen.id);
     } finally {
       clearInterval(renewal);
     }
   }
 
-  private async deliverClaimed(id: string): Promise<void> {
+  private async deliverClaimed(id: string): Promise<DeliveryEnd> {
     const now = this.clock();
-    // Read again under the lease: paused, rotated or moved on since the scan saw it.
+    // Read again under the lease: paused, rotated or moved on since the scan (or the delivery before) saw it.
     const w = await this.store.webhooks.deliverable(id);
-    if (w?.state !== 'active' || w.nextAttemptAt > now) return;
+    if (w?.state !== 'active') this.connections.drop(id);
+    if (w?.state !== 'active' || w.nextAttemptAt > now) return STOP;
     const bounds = await this.store.changes.bounds(w.bucket);
     if (!bounds) {
       await this.store.webhooks.removeBucket(w.bucket);
-      return;
+      this.connections.drop(id);
+      return STOP;
     }
-    this.note(w, bounds.revision - w.position);
-    if (bounds.revision <= w.position) return;
+    const from = w.position;
+    this.note(w, bounds.revision - from);
+    if (bounds.revision <= from) return { next: 'caught-up', webhook: w };
     const batch = w.position < bounds.watchFloor ? resetBatch(w.bucket, w, bounds) : await this.readBatch(w, bounds.revision);
-    if (batch.events.length > 0 && !(await this.send(w, batch))) return;
-    if (batch.events.length === 0 && batch.upTo > w.position) await this.store.webhooks.acknowledge(w.id, this.holder, batch.upTo);
+    const leaseUntil = batch.events.length > 0 ? await this.send(w, batch) : undefined;
+    if (leaseUntil === null) return STOP;
+    // Only a position the store took is one to go on from (a lease taken over meanwhile refuses it).
+    if (batch.events.length === 0 && batch.upTo > w.position && !(await this.store.webhooks.acknowledge(w.id, this.holder, batch.upTo))) {
+      return STOP;
+    }
     this.note(w, bounds.revision - batch.upTo);
+    if (batch.upTo <= from) return STOP;
+    const webhook = { ...w, position: batch.upTo, attempts: 0, failingSince: null, leaseUntil: leaseUntil ?? w.leaseUntil };
+    return { next: bounds.revision > batch.upTo ? 'more' : 'caught-up', webhook };
   }
 
   /**
@@ -261,25 +327,28 @@ export class WebhookDeliverer {
     return batch!;
   }
 
-  /** Sends one batch, stores what came of it and logs the attempt; true when the receiver acknowledged it. */
-  private async send(w: DeliverableWebhook, batch: Batch): Promise<boolean> {
+  /**
+   * Sends one batch, stores what came of it and logs the attempt; when the receiver acknowledged
+   * it and the store took the new position, the lease's new end, else null.
+   */
+  private async send(w: DeliverableWebhook, batch: Batch): Promise<number | null> {
     const body = `{"webhook":${JSON.stringify(w.id)},"bucket":${JSON.stringify(w.bucket)},"events":[${batch.events.join(',')}]}`;
     const started = this.clock();
-    const outcome = await postSigned(w, body, this.clock, this.options);
+    const outcome = await postSigned(w, body, this.clock, { ...this.options, agent: this.connections.agentFor(w.id, new URL(w.url)) });
     const attempt = attemptOf(outcome, started, this.clock() - started, batch);
     const leaseUntil = this.clock() + this.options.leaseMs;
     // The outcome, the lease and the log in one write: the delivery loop's cost on the writer is
     // one transaction per request (and storing the position waits for nothing else).
     if (attempt.error === null) {
-      await this.store.webhooks.settle(w.id, this.holder, { position: batch.upTo }, leaseUntil, attempt, DELIVERY_LOG_KEEP);
+      const stored = await this.store.webhooks.settle(w.id, this.holder, { position: batch.upTo }, leaseUntil, attempt, DELIVERY_LOG_KEEP);
       this.stats.delivered += batch.events.length;
-      return true;
+      return stored ? leaseUntil : null;
     }
     this.stats.failed++;
     const failure = afterFailure(w, this.clock(), this.options.retryBoundMs, attempt.error, this.options.random);
     await this.store.webhooks.settle(w.id, this.holder, { failure }, leaseUntil, attempt, DELIVERY_LOG_KEEP);
     if (failure.pausedReason !== null) this.log.warn({ webhook: w.id, bucket: w.bucket, reason: failure.pausedReason }, 'webhook paused');
-    return false;
+    return null;
   }
 
   /** /health's detail: the webhooks whose changes have waited past the threshold. */
@@ -296,58 +365,8 @@ export class WebhookDeliverer {
     clearTimeout(this.timer);
     await this.scanning;
     await Promise.all(this.inFlight.values());
+    this.connections.close();
     const held = (await this.store.webhooks.all().catch(() => [])).filter((w) => w.holder === this.holder);
     await Promise.all(held.map((w) => this.store.webhooks.release(w.id, this.holder).catch(() => {})));
   }
-}
-
-/** POSTs a signed body to a subscription's URL (the secret signs; it is never logged). */
-export function postSigned(
-  w: { id: string; url: string; secret: string },
-  body: string,
-  clock: Clock,
-  options: Pick<DeliveryOptions, 'timeoutMs' | 'allowPrivate'>,
-): Promise<PostOutcome> {
-  const t = Math.floor(clock() / 1000);
-  return postWebhook(new URL(w.url), body, {
-    timeoutMs: options.timeoutMs,
-    allowPrivate: options.allowPrivate,
-    headers: {
-      'content-type': 'application/json',
-      'user-agent': `kvb/${VERSION}`,
-      'kvb-webhook-id': w.id,
-      [SIGNATURE_HEADER]: signDelivery(w.secret, t, body),
-    },
-  });
-}
-
-/** `kvb hook test`: one `test` event, signed like any delivery; it moves no position. */
-export async function sendTestDelivery(
-  w: { id: string; bucket: string; url: string; secret: string; position: number },
-  clock: Clock,
-  config: { webhookTimeoutSeconds: number; webhookAllowPrivate: boolean },
-): Promise<DeliveryAttempt> {
-  const started = clock();
-  const event = `{"id":${JSON.stringify(`${w.bucket}:test:${started}`)},"type":"test","rev":${w.position}}`;
-  const body = `{"webhook":${JSON.stringify(w.id)},"bucket":${JSON.stringify(w.bucket)},"events":[${event}]}`;
-  const outcome = await postSigned(w, body, clock, {
-    timeoutMs: config.webhookTimeoutSeconds * 1000,
-    allowPrivate: config.webhookAllowPrivate,
-  });
-  return attemptOf(outcome, started, clock() - started, { events: [event], firstRevision: w.position, upTo: w.position });
-}
-
-/** The log entry of one attempt: a 2xx has no error; anything else says what came back. */
-export function attemptOf(outcome: PostOutcome, attemptedAt: number, latencyMs: number, batch: Batch): DeliveryAttempt {
-  const ok = outcome.status !== null && outcome.status >= 200 && outcome.status < 300;
-  const error =
-    outcome.status === null ? outcome.error : ok ? null : `HTTP ${outcome.status}${outcome.excerpt ? `: ${outcome.excerpt}` : ''}`;
-  return {
-    attemptedAt,
-    firstRevision: batch.firstRevision,
-    lastRevision: batch.upTo,
-    status: outcome.status,
-    latencyMs: Math.max(0, Math.round(latencyMs)),
-    error: error === null ? null : error.slice(0, 300),
-  };
 }
