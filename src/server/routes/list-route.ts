@@ -12,7 +12,7 @@ import { type Query, booleanParam, bucketIdOf, optionalInteger, queryOf, singleP
 import { effectivePrefix } from './effective-prefix.js';
 import { exportBucket } from './export-route.js';
 import { folderListing } from './folder-listing.js';
-import { bucketSchemas } from './bucket-schemas.js';
+import { listSchema } from './list-schema.js';
 import { watchStream } from './watch-stream.js';
 import { pastValue, revisionParam } from './history-routes.js';
 import { bucketLogRoute } from './bucket-log-route.js';
@@ -31,7 +31,7 @@ const VALUE_PAGE_ROWS = 128;
  */
 export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promise<void> {
   const streams = new ResponseStreams(ctx.config.maxStreamedResponses, ctx.config.stalledReaderTimeoutSeconds * 1000);
-  app.get('/api/v1/:bucket/', { schema: bucketSchemas.list }, async (request, reply) => {
+  app.get('/api/v1/:bucket/', { schema: listSchema }, async (request, reply) => {
     const query = queryOf(request);
     if (booleanParam(query, 'history')) return bucketLogRoute(ctx, request, reply);
     if (booleanParam(query, 'export')) return exportBucket(ctx, streams, request, reply);
