@@ -29,9 +29,9 @@ const VALUE_PAGE_ROWS = 128;
  * `GET /api/v1/{bucket}/`: one route for its modes (the bucket's log, export, watch, listing),
  * chosen by the query, so a bad or unknown parameter is answered the same whatever the mode.
  * Not a route per mode through a find-my-way constraint: a constraint strategy runs on every
- * request the router sees, on the raw URL before the query is parsed (it would parse it again, and
- * choose a mode for a repeated or malformed `watch` that today is refused by name), and the OpenAPI
- * document has one operation per method and path, so the modes' schemas would overwrite each other.
+ * request the router sees, every route's included, on the raw URL before the query is parsed (so it
+ * would parse and decode the query a second time, restating checkQuery's choice of mode), and the
+ * OpenAPI document has one operation per method and path: the modes' schemas would overwrite each other.
  */
 export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promise<void> {
   const streams = new ResponseStreams(ctx.config.maxStreamedResponses, ctx.config.stalledReaderTimeoutSeconds * 1000);
