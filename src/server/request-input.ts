@@ -16,10 +16,24 @@ export function singleParam(query: Query, name: string): string | undefined {
 
 /** A non-negative decimal integer from text (no sign, no spaces, no exponent), within [min, max]. */
 export function parseInteger(text: string, name: string, min: number, max: number): number {
-  if (!/^\d{1,16}$/.test(text) || Number(text) < min || Number(text) > max) {
-    throw badRequest(`${name} must be an integer from ${min} to ${max}`);
-  }
+  if (!/^\d{1,16}$/.test(text) || Number(text) < min || Number(text) > max) throw outOfRange(name, min, max);
   return Number(text);
+}
+
+const outOfRange = (name: string, min: number, max: number) => badRequest(`${name} must be an integer from ${min} to ${max}`);
+
+/**
+ * A count in the query of a route whose schema gives it `pattern: '^[0-9]+$'` (list-schema.ts):
+ * Ajv has checked its form, one string of digits, and answered that refusal in its own words, so
+ * only its range is checked here (more than 16 digits is out of range, as in parseInteger).
+ */
+export function queryCount(query: Query, name: string, min: number, max: number): number | undefined {
+  const text = query[name] as string | undefined;
+  if (text === undefined) return undefined;
+  const count = Number(text);
+  // Written so that NaN fails too, should the schema ever let a non-number through.
+  if (!(count >= min && count <= max) || text.length > 16) throw outOfRange(name, min, max);
+  return count;
 }
 
 export function optionalInteger(query: Query, name: string, min: number, max: number): number | undefined {

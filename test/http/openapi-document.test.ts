@@ -8,9 +8,11 @@ import {
   MAX_KEY_BYTES,
   MAX_LIST_LIMIT,
   MAX_TTL_SECONDS,
+  MAX_TXN_OPS,
   PERMISSIONS,
   VALUE_TYPES,
 } from '../../src/limits.js';
+import { TXN_OPERATIONS, type TxnOperationName, txnFieldNames } from '../../src/server/routes/txn-operations.js';
 
 interface Operation {
   operationId?: string;
@@ -168,6 +170,20 @@ describe('the OpenAPI document', () => {
     walk(doc);
     expect(enums.length).toBeGreaterThanOrEqual(3);
     for (const values of enums) expect(values).toEqual([...VALUE_TYPES]);
+  });
+
+  it("documents a transaction's operations with the fields, bounds and types the parser takes", () => {
+    const body = op('post', '/api/v1/{bucket}').requestBody?.content['application/json']?.schema as {
+      properties: {
+        txn: { maxItems: number; items: { oneOf: Array<{ properties: Record<string, { maximum?: number; enum?: string[] }> }> } };
+      };
+    };
+    expect(body.properties.txn.maxItems).toBe(MAX_TXN_OPS);
+    const operations = body.properties.txn.items.oneOf.map((o) => Object.keys(o.properties));
+    expect(operations).toEqual(Object.keys(TXN_OPERATIONS).map((name) => txnFieldNames(name as TxnOperationName)));
+    const set = body.properties.txn.items.oneOf[0]!.properties;
+    expect(set.ttl?.maximum).toBe(MAX_TTL_SECONDS);
+    expect(set.type?.enum).toEqual([...VALUE_TYPES]);
   });
 
   it('has a request body for each content type the routes take', () => {

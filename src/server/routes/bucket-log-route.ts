@@ -6,7 +6,7 @@ import type { BucketLogQuery } from '../../store/history-types.js';
 import { checkKey } from '../../values/keys.js';
 import { openBucket } from '../access-control.js';
 import type { ServerContext } from '../server-context.js';
-import { booleanParam, bucketIdOf, optionalInteger, parseInteger, queryOf, singleParam } from '../request-input.js';
+import { booleanParam, bucketIdOf, parseInteger, queryCount, queryOf, singleParam } from '../request-input.js';
 import { actorFilter, historyLine, nextPageHeaders } from './history-routes.js';
 
 /**
@@ -62,7 +62,7 @@ function logQuery(request: FastifyRequest): Omit<BucketLogQuery, 'actor'> {
     sinceTime: since && 'time' in since ? since.time : 0,
     untilRevision: until && 'revision' in until ? until.revision : Number.MAX_SAFE_INTEGER,
     untilTime: until && 'time' in until ? until.time : Number.MAX_SAFE_INTEGER,
-    limit: optionalInteger(query, 'limit', 1, HISTORY_PAGE_MAX) ?? HISTORY_PAGE_DEFAULT,
+    limit: queryCount(query, 'limit', 1, HISTORY_PAGE_MAX) ?? HISTORY_PAGE_DEFAULT,
   };
 }
 

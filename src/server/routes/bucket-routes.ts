@@ -15,14 +15,27 @@ import { MAX_TTL_SECONDS } from '../../limits.js';
 
 const FORM_LIMIT = 16 * 1024;
 const CREATE_FIELDS = ['email', 'secret_key', 'read_key', 'write_key', 'signing_key', 'default_ttl'] as const;
-const PATCH_FIELDS = ['secret_key', 'read_key', 'write_key', 'signing_key', 'default_ttl'];
+
+/**
+ * A PATCH body as its schema (`bucketSchemas.update`, compiled by Ajv) lets it through: an object
+ * of these fields only, each of its type (a number finite). The schema is the check of that shape
+ * and answers its refusals; the handler checks only what those refusals do not say: a credential
+ * is not empty, and default_ttl is in range (each with its own words, which the schema's would change).
+ */
+interface PolicyPatch {
+  secret_key?: string | number;
+  read_key?: string | number | null;
+  write_key?: string | number | null;
+  signing_key?: string | number | null;
+  default_ttl?: number | null;
+}
 
 /** A credential value from a PATCH body: a non-empty string or a number sets it, null clears it. */
-function credentialValue(name: string, value: unknown): string | null {
-  if (value === null) return null;
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  if (typeof value === 'string' && value.length > 0) return value;
-  throw badRequest(`${name} must be a non-empty string, a number or null`);
+function credentialValue(name: string, value: string | number): string;
+function credentialValue(name: string, value: string | number | null): string | null;
+function credentialValue(name: string, value: string | number | null): string | null {
+  if (value === '') throw badRequest(`${name} must be a non-empty string, a number or null`);
+  return value === null ? null : String(value);
 }
 
 /** 256 random bits, the secret half of the key tokens are signed with (see auth/tokens.ts). */
@@ -159,13 +172,7 @@ async function updateBucket({ store, buckets }: ServerContext, request: FastifyR
   const id = bucketIdOf(request);
   const { bucket, principal } = await openBucket(buckets, id, request);
   authorize(bucket, principal, 'manage');
-  const body = request.body;
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('body must be a JSON object');
-  const fields = body as Record<string, unknown>;
-  for (const name of Object.keys(fields)) {
-    if (!PATCH_FIELDS.includes(name)) throw badRequest(`unknown field ${name}`);
-  }
-  const changes = await bucketChanges(bucket.record, fields);
+  const changes = await bucketChanges(bucket.record, request.body as PolicyPatch);
   if (Object.keys(changes).length > 0) {
     const updated = await store.buckets.update(id, changes);
     buckets.invalidate(id);
@@ -174,8 +181,8 @@ async function updateBucket({ store, buckets }: ServerContext, request: FastifyR
   return reply.code(204).send();
 }
 
-/** What a PATCH body's fields (known names only) change in the bucket's record, new keys hashed. */
-export async function bucketChanges(record: BucketRecord, fields: Record<string, unknown>): Promise<BucketChanges> {
+/** What a PATCH body's fields change in the bucket's record, new keys hashed. */
+async function bucketChanges(record: BucketRecord, fields: PolicyPatch): Promise<BucketChanges> {
   const changes: BucketChanges = {};
   // New keys join the salt of the keys kept (legacy-format keys move over as they are set).
   const { secretKeyHash, readKeyHash, writeKeyHash } = record;
@@ -184,20 +191,20 @@ export async function bucketChanges(record: BucketRecord, fields: Record<string,
     'read_key' in fields ? null : readKeyHash,
     'write_key' in fields ? null : writeKeyHash,
   ]);
-  if ('secret_key' in fields) {
-    if (fields.secret_key === null) throw badRequest('secret_key cannot be cleared');
-    changes.secretKeyHash = await hashCredential(credentialValue('secret_key', fields.secret_key)!, 'admin', salt);
+  if (fields.secret_key !== undefined) {
+    changes.secretKeyHash = await hashCredential(credentialValue('secret_key', fields.secret_key), 'admin', salt);
   }
-  if ('read_key' in fields) changes.readKeyHash = await hashOrNull(credentialValue('read_key', fields.read_key), 'read', salt);
-  if ('write_key' in fields) changes.writeKeyHash = await hashOrNull(credentialValue('write_key', fields.write_key), 'write', salt);
-  if ('signing_key' in fields) {
+  if (fields.read_key !== undefined) changes.readKeyHash = await hashOrNull(credentialValue('read_key', fields.read_key), 'read', salt);
+  if (fields.write_key !== undefined)
+    changes.writeKeyHash = await hashOrNull(credentialValue('write_key', fields.write_key), 'write', salt);
+  if (fields.signing_key !== undefined) {
     changes.signingKey = credentialValue('signing_key', fields.signing_key);
     changes.tokenSalt = newTokenSalt();
   }
-  if ('default_ttl' in fields) {
+  if (fields.default_ttl !== undefined) {
     const ttl = fields.default_ttl;
     if (ttl === null) changes.defaultTtl = 0;
-    else if (typeof ttl === 'number' && Number.isInteger(ttl) && ttl >= 0 && ttl <= MAX_TTL_SECONDS) changes.defaultTtl = ttl;
+    else if (ttl >= 0 && ttl <= MAX_TTL_SECONDS) changes.defaultTtl = ttl;
     else throw badRequest(`default_ttl must be an integer from 0 to ${MAX_TTL_SECONDS}, or null`);
   }
   return changes;

@@ -8,11 +8,11 @@ import { authorize, openBucket } from '../access-control.js';
 import { decodeCursor } from '../list-cursor.js';
 import { ResponseStreams } from '../response-streams.js';
 import type { ServerContext } from '../server-context.js';
-import { type Query, booleanParam, bucketIdOf, optionalInteger, queryOf, singleParam } from '../request-input.js';
+import { type Query, booleanParam, bucketIdOf, queryCount, queryOf, singleParam } from '../request-input.js';
 import { effectivePrefix } from './effective-prefix.js';
 import { exportBucket } from './export-route.js';
 import { folderListing } from './folder-listing.js';
-import { bucketSchemas } from './bucket-schemas.js';
+import { listSchema } from './list-schema.js';
 import { watchStream } from './watch-stream.js';
 import { pastValue, revisionParam } from './history-routes.js';
 import { bucketLogRoute } from './bucket-log-route.js';
@@ -28,10 +28,14 @@ const VALUE_PAGE_ROWS = 128;
 /**
  * `GET /api/v1/{bucket}/`: one route for its modes (the bucket's log, export, watch, listing),
  * chosen by the query, so a bad or unknown parameter is answered the same whatever the mode.
+ * Not a route per mode through a find-my-way constraint: a constraint strategy runs on every
+ * request the router sees, every route's included, on the raw URL before the query is parsed (so it
+ * would parse and decode the query a second time, restating checkQuery's choice of mode), and the
+ * OpenAPI document has one operation per method and path: the modes' schemas would overwrite each other.
  */
 export async function listRoute(app: FastifyInstance, ctx: ServerContext): Promise<void> {
   const streams = new ResponseStreams(ctx.config.maxStreamedResponses, ctx.config.stalledReaderTimeoutSeconds * 1000);
-  app.get('/api/v1/:bucket/', { schema: bucketSchemas.list }, async (request, reply) => {
+  app.get('/api/v1/:bucket/', { schema: listSchema }, async (request, reply) => {
     const query = queryOf(request);
     if (booleanParam(query, 'history')) return bucketLogRoute(ctx, request, reply);
     if (booleanParam(query, 'export')) return exportBucket(ctx, streams, request, reply);
@@ -61,8 +65,8 @@ export function listingQueryOf(query: Query, accept: string | undefined): Listin
   const format = listFormatOf(query, accept);
   const requestedPrefix = singleParam(query, 'prefix') ?? '';
   if (requestedPrefix !== '') checkKey(requestedPrefix, 'prefix');
-  const limit = optionalInteger(query, 'limit', 0, MAX_LIST_LIMIT) ?? DEFAULT_LIST_LIMIT;
-  const skip = optionalInteger(query, 'skip', 0, Number.MAX_SAFE_INTEGER) ?? 0;
+  const limit = queryCount(query, 'limit', 0, MAX_LIST_LIMIT) ?? DEFAULT_LIST_LIMIT;
+  const skip = queryCount(query, 'skip', 0, Number.MAX_SAFE_INTEGER) ?? 0;
   const reverse = booleanParam(query, 'reverse');
   const withValues = booleanParam(query, 'values');
   const cursor = singleParam(query, 'cursor');

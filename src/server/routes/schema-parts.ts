@@ -1,11 +1,11 @@
 /**
  * The pieces route schemas share (error answers, credentials, parameters, headers, value bodies).
- * Route schemas (key-schemas.ts, bucket-schemas.ts, operational-schemas.ts) validate path parameters, query strings and bodies, and @fastify/swagger
+ * Route schemas (key-schemas.ts, bucket-schemas.ts, list-schema.ts, transaction-schema.ts, …) validate path parameters, query strings and bodies, and @fastify/swagger
  * turns the same objects into the OpenAPI document, so the docs cannot drift from what is enforced.
  *
  * Validated schemas use only JSON Schema keywords (`examples`, never `example`): Ajv is strict.
- * Bodies that the routes read raw (a key's value, a counter delta) have no JSON schema to validate
- * them; they are described by `rawBody`, which only the OpenAPI document sees (see app.ts).
+ * Bodies that the routes read raw (a key's value, a counter delta, a transaction) have no JSON schema
+ * to validate them; they are described by `rawBody`, which only the OpenAPI document sees (api-docs.ts).
  */
 
 import { ERRORS, type ErrorMessage, envelope } from '../../errors.js';

@@ -13,10 +13,11 @@ import { allows } from '../../auth/access.js';
 import { actorOf, authorize, openBucket } from '../access-control.js';
 import type { ServerContext } from '../server-context.js';
 import { bucketIdOf, expiryFor, parseInteger } from '../request-input.js';
-import { bucketSchemas } from './bucket-schemas.js';
+import { transactionSchema } from './transaction-schema.js';
 import { IMPORT_MEDIA_TYPES, importRoute, isImportRequest } from './import-route.js';
 import { isRollbackRequest, rollbackRoute } from './history-routes.js';
-import { MAX_KEY_BYTES, MAX_TTL_SECONDS, MAX_TXN_OPS, MAX_VALUE_BYTES } from '../../limits.js';
+import { MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES } from '../../limits.js';
+import { TXN_OPERATIONS, txnFieldNames } from './txn-operations.js';
 
 /**
  * Room per operation besides its key and value: `{"set":"","value":,"ttl":2147483647},` is 37
@@ -77,8 +78,11 @@ type OpenedRequest = FastifyRequest & { [opened]?: Awaited<ReturnType<typeof ope
 
 type Member = [string, JsonNode];
 
-/** The field naming a reading operation's key (or prefix), and the other fields it may have. */
-const READING_OPS = { get: [], expire: ['ttl'], delete_prefix: [] } as const;
+/** The operations that read the bucket as it was before the transaction's writes. */
+const READING_OPS = ['get', 'expire', 'delete_prefix'] as const;
+type ReadingOp = (typeof READING_OPS)[number];
+
+const { check: CHECK, set: SET, expire: EXPIRE } = TXN_OPERATIONS;
 
 /** An operation's node as its fields, with the helpers its parsers share. */
 interface OperationNode {
@@ -114,11 +118,11 @@ export function parseOperation(node: JsonNode, at: string, defaultTtl: number, n
   const op = operationNode(node, at);
   const { names } = op;
   if (names.includes('check')) return parseCheck(op);
-  for (const [name, others] of Object.entries(READING_OPS)) {
-    if (names.includes(name)) return parseReadingOp(op, name as keyof typeof READING_OPS, others, now);
+  for (const name of READING_OPS) {
+    if (names.includes(name)) return parseReadingOp(op, name, now);
   }
   if (names.includes('delete')) {
-    if (names.length !== 1) throw badRequest(`${at}: a delete takes no other fields`);
+    if (names.length !== txnFieldNames('delete').length) throw badRequest(`${at}: a delete takes no other fields`);
     return { op: 'delete', key: op.keyOf(op.field('delete')) };
   }
   if (!names.includes('set')) {
@@ -132,33 +136,28 @@ export function parseOperation(node: JsonNode, at: string, defaultTtl: number, n
 /** `{"check":K,"rev"|"exists"|"created":…}`. */
 function parseCheck({ at, field, keyOf, onlyFields }: OperationNode): TxnRequestOp {
   const key = keyOf(field('check'));
-  onlyFields(['check', 'rev', 'exists', 'created']);
+  onlyFields(txnFieldNames('check'));
+  if (CHECK.exactlyOne.filter((name) => field(name) !== undefined).length !== 1)
+    throw badRequest(`${at}: a check takes exactly one of rev, exists and created`);
   const rev = field('rev');
   const exists = field('exists');
   const created = field('created');
-  if ([rev, exists, created].filter((n) => n !== undefined).length !== 1)
-    throw badRequest(`${at}: a check takes exactly one of rev, exists and created`);
   if (rev) {
     if (rev.kind !== 'number') throw badRequest(`${at}: rev must be an integer`);
-    return { op: 'check', key, rev: parseInteger(rev.source, `${at} rev`, 0, Number.MAX_SAFE_INTEGER) };
+    return { op: 'check', key, rev: parseInteger(rev.source, `${at} rev`, 0, CHECK.fields.rev.max) };
   }
   // A fencing token: the key is live and was created (last became live) at this revision.
   if (created) {
     if (created.kind !== 'number') throw badRequest(`${at}: created must be an integer`);
-    return { op: 'check', key, created: parseInteger(created.source, `${at} created`, 0, Number.MAX_SAFE_INTEGER) };
+    return { op: 'check', key, created: parseInteger(created.source, `${at} created`, 0, CHECK.fields.created.max) };
   }
   if (exists?.kind !== 'boolean') throw badRequest(`${at}: exists must be true or false`);
   return { op: 'check', key, exists: exists.source === 'true' };
 }
 
 /** `{"get":K}`, `{"expire":K,"ttl":N}` or `{"delete_prefix":P}`. */
-function parseReadingOp(
-  { at, field, keyOf, onlyFields }: OperationNode,
-  name: keyof typeof READING_OPS,
-  others: readonly string[],
-  now: number,
-): TxnRequestOp {
-  onlyFields([name, ...others]);
+function parseReadingOp({ at, field, keyOf, onlyFields }: OperationNode, name: ReadingOp, now: number): TxnRequestOp {
+  onlyFields(txnFieldNames(name));
   if (name === 'delete_prefix') {
     const prefix = field(name);
     if (prefix?.kind !== 'string' || prefix.value === '') throw badRequest(`${at}: delete_prefix takes a non-empty prefix string`);
@@ -168,12 +167,12 @@ function parseReadingOp(
   if (name === 'get') return { op: 'get', key };
   const ttlNode = field('ttl');
   if (ttlNode?.kind !== 'number') throw badRequest(`${at}: expire takes ttl, an integer of seconds (0: never expires)`);
-  return { op: 'expire', key, expiresAt: expiryFor(parseInteger(ttlNode.source, `${at} ttl`, 0, MAX_TTL_SECONDS), now) };
+  return { op: 'expire', key, expiresAt: expiryFor(parseInteger(ttlNode.source, `${at} ttl`, 0, EXPIRE.fields.ttl.max), now) };
 }
 
 /** `{"set":K,"value":V}`, with `ttl` and `type` when given. */
 function parseSet({ at, field, keyOf, onlyFields }: OperationNode, defaultTtl: number, now: number, maxValueBytes: number): TxnRequestOp {
-  onlyFields(['set', 'value', 'ttl', 'type']);
+  onlyFields(txnFieldNames('set'));
   const key = keyOf(field('set'));
   const value = field('value');
   if (!value) throw badRequest(`${at}: value is required`);
@@ -198,7 +197,7 @@ function parseSet({ at, field, keyOf, onlyFields }: OperationNode, defaultTtl: n
   let ttl = defaultTtl;
   if (ttlNode) {
     if (ttlNode.kind !== 'number') throw badRequest(`${at}: ttl must be an integer`);
-    ttl = parseInteger(ttlNode.source, `${at} ttl`, 0, MAX_TTL_SECONDS);
+    ttl = parseInteger(ttlNode.source, `${at} ttl`, 0, SET.fields.ttl.max);
   }
   return { op: 'set', key, value: { type, data }, expiresAt: expiryFor(ttl, now) };
 }
@@ -240,10 +239,9 @@ export async function transactionRoute(app: FastifyInstance, ctx: ServerContext)
   app.post(
     '/api/v1/:bucket',
     {
-      schema: bucketSchemas.transaction,
+      // The body's one check is parseOperation, on the raw text; the schema documents it (txn-operations.ts).
+      schema: transactionSchema,
       bodyLimit,
-      // The JSON schema above documents the body; parseOperation enforces it on the raw text.
-      validatorCompiler: () => () => true,
       preParsing: async (request: OpenedRequest, _reply, payload) => openBeforeBody(ctx, request, payload),
     },
     async (request: OpenedRequest, reply) => {
