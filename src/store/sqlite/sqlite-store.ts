@@ -30,7 +30,7 @@ import { SqliteConnection } from './sqlite-connection.js';
 import { stageSqliteImport } from './sqlite-import.js';
 import type { HeldLock } from './sqlite-lock.js';
 import { openSqlite } from './sqlite-open.js';
-import type { Durability } from './sqlite-settings.js';
+import type { Durability } from '../../limits.js';
 import { openSqliteSnapshot } from './sqlite-snapshot.js';
 import type { BatchReply, WriteRequest } from './sqlite-write-protocol.js';
 import { WriterThread } from './sqlite-writer-thread.js';
