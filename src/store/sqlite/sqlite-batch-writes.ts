@@ -3,7 +3,9 @@ import type { BatchResult, ChangeRecord } from '../core/write-view.js';
 import { EntryCache } from '../entry-cache.js';
 import type { EntryRow } from '../entry-row.js';
 import type { Usage } from '../quota.js';
+import type { Change, CommittedChanges } from '../store.js';
 import type { ChangeKind } from '../../values/change-kind.js';
+import { compareKeys } from '../../values/key-order.js';
 import type { SqliteConnection } from './sqlite-connection.js';
 
 /** A key's row as the running batch left it, waiting for the batch's end (null: the key is removed). */
@@ -57,17 +59,33 @@ export class BatchWrites {
   readonly touched: string[] = [];
   /** The whole entry cache is stale after the batch (an import or a bucket delete rewrote keys it cannot name). */
   clearCache = false;
+  /** The changes to watched buckets, for the request thread's watchers: each bucket's revision before them, and them. */
+  private readonly carried = new Map<string, { from: number; changes: Change[] }>();
 
-  /** `now`: the batch's commit time (ms), the change log's `committed_at`. */
-  constructor(readonly now: number) {}
+  /**
+   * `now`: the batch's commit time (ms), the change log's `committed_at`. `watched`: the buckets
+   * whose changes the answer carries (`carriedChanges`).
+   */
+  constructor(
+    readonly now: number,
+    private readonly watched: ReadonlySet<string>,
+  ) {}
 
   /** The bucket's revision after the batch's writes; undefined: they did not change it. */
   revision(bucket: string): number | null | undefined {
     return this.revisions.get(bucket);
   }
 
-  /** The bucket's revision is now `revision` (null: deleted); `written`: its statement already ran. */
+  /**
+   * A write without change records (an import, a bucket delete or creation) left the bucket at
+   * `revision` (null: deleted); `written`: its statement already ran. Its watchers read the log.
+   */
   setRevision(bucket: string, revision: number | null, written = false): void {
+    this.carried.delete(bucket);
+    this.revisionIs(bucket, revision, written);
+  }
+
+  private revisionIs(bucket: string, revision: number | null, written: boolean): void {
     this.revisions.set(bucket, revision);
     if (revision === null || written) this.unwritten.delete(bucket);
     else this.unwritten.add(bucket);
@@ -79,11 +97,12 @@ export class BatchWrites {
   }
 
   /**
-   * Adds a write's result over `bucket`: its keys' rows (kept for the batch's end, unless
-   * `rowsWritten`), its revision, usage, change rows and operations.
+   * Adds writes' result over `bucket`, whose revision was `from` before them: their keys' rows
+   * (kept for the batch's end, unless `rowsWritten`), revision, usage, change rows and operations.
    */
-  add(bucket: string, result: BatchResult, keys: Buffer[], rowsWritten: boolean): void {
+  add(bucket: string, from: number, result: BatchResult, keys: Buffer[], rowsWritten: boolean): void {
     const { changes } = result;
+    if (this.watched.size > 0 && this.watched.has(bucket)) this.carry(bucket, from, changes);
     for (let i = 0; i < changes.length; i++) {
       const change = changes[i]!;
       const id = EntryCache.id(bucket, change.key);
@@ -91,9 +110,27 @@ export class BatchWrites {
       if (!rowsWritten) this.rows.set(id, [bucket, keys[i]!, rowOf(change)]);
       this.logChange(bucket, change, keys[i]!);
     }
-    this.setRevision(bucket, result.revision!);
+    this.revisionIs(bucket, result.revision!, false);
     this.addUsage(bucket, result.usage);
     for (const { revision, operation } of result.operations) this.operations.push([bucket, revision, operation, this.now]);
+  }
+
+  private carry(bucket: string, from: number, changes: ChangeRecord[]): void {
+    let carried = this.carried.get(bucket);
+    if (!carried) this.carried.set(bucket, (carried = { from, changes: [] }));
+    for (const { revision, key, kind, value, expiresAt } of changes)
+      carried.changes.push(value ? { revision, key, kind, value, expiresAt } : { revision, key, kind, expiresAt });
+  }
+
+  /** The batch's changes to watched buckets, each revision's in key order as the log reads them; undefined: none. */
+  carriedChanges(): CommittedChanges[] | undefined {
+    if (this.carried.size === 0) return undefined;
+    return [...this.carried].map(([bucket, { from, changes }]) => ({
+      bucket,
+      from,
+      revision: this.revisions.get(bucket)!,
+      changes: changes.sort((a, b) => a.revision - b.revision || compareKeys(a.key, b.key)),
+    }));
   }
 
   private logChange(bucket: string, change: ChangeRecord, key: Buffer): void {

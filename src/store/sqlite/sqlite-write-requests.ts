@@ -55,6 +55,8 @@ function runWriteRequest(writer: SqliteWriter, request: WriteRequest): unknown {
       return pruneChanges(writer, request.before, request.since, request.batch);
     case 'boundHistory':
       return boundHistory(writer, request.maxBytes, request.since);
+    case 'watch':
+      return writer.watch(request.bucket, request.watched);
     case 'statements':
       return writer.atomically(() => request.statements.map((s) => prepared(writer, s.sql).run(...s.values).changes));
   }

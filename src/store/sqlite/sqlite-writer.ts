@@ -32,8 +32,10 @@ export class SqliteWriter {
    * writer. The running batch's own are in `batch` until it commits.
    */
   private readonly committedRevisions = new Map<string, number>();
+  /** Buckets the request thread watches: the answers carry their changes (`BatchReply.carried`). */
+  private readonly watched = new Set<string>();
   /** The running batch's writes not yet in the file. */
-  private batch = new BatchWrites(0);
+  private batch = new BatchWrites(0, this.watched);
   /**
    * Whether the running batch writes its keys' rows at its end (kept in `batch`), or as each write
    * makes them (a batch run again after a failure).
@@ -91,7 +93,7 @@ export class SqliteWriter {
     deferRows: boolean,
   ): Omit<BatchReply, 'messages'> {
     const outcomes: SentOutcome[] = [];
-    const batch = (this.batch = new BatchWrites(Date.now()));
+    const batch = (this.batch = new BatchWrites(Date.now(), this.watched));
     this.deferRows = deferRows;
     try {
       this.atomically(() => {
@@ -127,7 +129,8 @@ export class SqliteWriter {
       if (revision === null) this.committedRevisions.delete(bucket);
       else this.committedRevisions.set(bucket, revision);
     }
-    return { outcomes, touched: batch.touched, clearCache: batch.clearCache, revisions };
+    const carried = batch.carriedChanges();
+    return { outcomes, touched: batch.touched, clearCache: batch.clearCache, revisions, ...(carried && { carried }) };
   }
 
   /** Key writes, in order, each bucket's through one run of the rules; their outcomes pushed onto `outcomes` in order. */
@@ -190,7 +193,7 @@ export class SqliteWriter {
     // A write whose rows could not be written: the batch fails (a stale view of them was read).
     for (const outcome of result.outcomes)
       if (!outcome.ok && 'error' in outcome && outcome.error instanceof BookkeepingFailure) throw outcome.error;
-    if (result.revision !== view.revision) this.persist(bucket, result, ops[0]!.now);
+    if (result.revision !== view.revision) this.persist(bucket, view.revision!, result, ops[0]!.now);
     return result.outcomes;
   }
 
@@ -199,7 +202,7 @@ export class SqliteWriter {
    * writes the rows first (several in a savepoint) and keeps the rest once they are in: a row that
    * fails leaves nothing kept.
    */
-  private persist(bucket: string, result: BatchResult, now: number): void {
+  private persist(bucket: string, from: number, result: BatchResult, now: number): void {
     const keys = result.changes.map((change) => Buffer.from(change.key));
     if (!this.deferRows) {
       const rows = result.changes.map((change, i): PendingRow => [bucket, keys[i]!, rowOf(change)]);
@@ -207,7 +210,7 @@ export class SqliteWriter {
       else writeRowsNow(this.conn, rows, now);
     }
     for (const change of result.changes) this.rows.wrote(EntryCache.id(bucket, change.key), rowOf(change));
-    this.batch.add(bucket, result, keys, !this.deferRows);
+    this.batch.add(bucket, from, result, keys, !this.deferRows);
   }
 
   /** The key's row as the running batch sees it: from rows this thread wrote, else the file. */
@@ -247,6 +250,12 @@ export class SqliteWriter {
   /** A bucket made in the running batch: revision 0, in the file already (one made after a delete in the same batch is there). */
   createdBucket(id: string): void {
     this.batch.setRevision(id, 0, true);
+  }
+
+  /** The request thread watches the bucket, or no longer does. */
+  watch(bucket: string, watched: boolean): void {
+    if (watched) this.watched.add(bucket);
+    else this.watched.delete(bucket);
   }
 
   /** Runs several statements as one unit: a transaction, or a savepoint inside the running batch. */
