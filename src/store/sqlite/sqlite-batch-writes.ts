@@ -1,6 +1,5 @@
 import { actorFields } from '../change-row.js';
 import type { BatchResult, ChangeRecord } from '../core/write-view.js';
-import { EntryCache } from '../entry-cache.js';
 import type { EntryRow } from '../entry-row.js';
 import type { Usage } from '../quota.js';
 import type { Change, CommittedChanges } from '../store.js';
@@ -10,6 +9,9 @@ import type { SqliteConnection } from './sqlite-connection.js';
 
 /** A key's row as the running batch left it, waiting for the batch's end (null: the key is removed). */
 export type PendingRow = [bucket: string, key: Buffer, row: EntryRow | null];
+
+/** A key a change wrote: its entry-cache id, its bytes and the row it left (null: removed). */
+export type WrittenKey = [id: string, key: Buffer, row: EntryRow | null];
 
 /** A change-log row waiting for its batch's multi-row insert (fields as CHANGE_ROW_FIELDS). */
 type PendingChange = [
@@ -100,15 +102,14 @@ export class BatchWrites {
    * Adds writes' result over `bucket`, whose revision was `from` before them: their keys' rows
    * (kept for the batch's end, unless `rowsWritten`), revision, usage, change rows and operations.
    */
-  add(bucket: string, from: number, result: BatchResult, keys: Buffer[], rowsWritten: boolean): void {
+  add(bucket: string, from: number, result: BatchResult, written: WrittenKey[], rowsWritten: boolean): void {
     const { changes } = result;
     if (this.watched.size > 0 && this.watched.has(bucket)) this.carry(bucket, from, changes);
     for (let i = 0; i < changes.length; i++) {
-      const change = changes[i]!;
-      const id = EntryCache.id(bucket, change.key);
+      const [id, key, row] = written[i]!;
       this.touched.push(id);
-      if (!rowsWritten) this.rows.set(id, [bucket, keys[i]!, rowOf(change)]);
-      this.logChange(bucket, change, keys[i]!);
+      if (!rowsWritten) this.rows.set(id, [bucket, key, row]);
+      this.logChange(bucket, changes[i]!, key);
     }
     this.revisionIs(bucket, result.revision!, false);
     this.addUsage(bucket, result.usage);

@@ -4,7 +4,7 @@ import type { BatchResult, WriteView } from '../core/write-view.js';
 import { EntryCache } from '../entry-cache.js';
 import type { EntryRow } from '../entry-row.js';
 import type { Quota, Usage } from '../quota.js';
-import { BatchWrites, BookkeepingFailure, type PendingRow, rowOf } from './sqlite-batch-writes.js';
+import { BatchWrites, BookkeepingFailure, type PendingRow, type WrittenKey, rowOf } from './sqlite-batch-writes.js';
 import { IMPORT_ALIAS, type SqliteConnection } from './sqlite-connection.js';
 import { WrittenRows } from './sqlite-written-rows.js';
 import { type BatchReply, type SentOutcome, type WriteRequest, sendError } from './sqlite-write-protocol.js';
@@ -203,14 +203,14 @@ export class SqliteWriter {
    * fails leaves nothing kept.
    */
   private persist(bucket: string, from: number, result: BatchResult, now: number): void {
-    const keys = result.changes.map((change) => Buffer.from(change.key));
+    const written = result.changes.map((change): WrittenKey => [EntryCache.id(bucket, change.key), Buffer.from(change.key), rowOf(change)]);
     if (!this.deferRows) {
-      const rows = result.changes.map((change, i): PendingRow => [bucket, keys[i]!, rowOf(change)]);
+      const rows = written.map(([, key, row]): PendingRow => [bucket, key, row]);
       if (rows.length > 1) this.atomically(() => writeRowsNow(this.conn, rows, now));
       else writeRowsNow(this.conn, rows, now);
     }
-    for (const change of result.changes) this.rows.wrote(EntryCache.id(bucket, change.key), rowOf(change));
-    this.batch.add(bucket, from, result, keys, !this.deferRows);
+    for (const [id, , row] of written) this.rows.wrote(id, row);
+    this.batch.add(bucket, from, result, written, !this.deferRows);
   }
 
   /** The key's row as the running batch sees it: from rows this thread wrote, else the file. */
