@@ -1,5 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { Change, Store } from '../store/store.js';
+import type { Change, CommittedChanges, Store } from '../store/store.js';
 
 /** Rows read from the change log per query (whole revisions; a bigger transaction is read on its own). */
 const READ_LIMIT = 2000;
@@ -27,6 +27,8 @@ interface BucketFeed {
   busy: boolean;
   /** Joins in progress: the feed is kept while any are. */
   joining: number;
+  /** Stops the store handing this bucket's committed changes over (`ChangeFeed.watch`). */
+  unwatch: (() => void) | undefined;
 }
 
 export type JoinResult =
@@ -37,8 +39,10 @@ export type JoinResult =
 /**
  * One per instance. Per watched bucket it keeps one read position in the change log and fans
  * each read out to the bucket's watchers, so a thousand watchers cost one read. SQLite: the
- * store calls `wake` after each commit. PostgreSQL (other instances write too): a poller reads
- * every watched bucket at most every 100 ms; nothing depends on LISTEN/NOTIFY.
+ * store hands over each commit's changes to the watched buckets (`committed`), read from the log
+ * only when it lacks some (a commit before the store knew of the watch, an import). PostgreSQL
+ * (other instances write too): a poller reads every watched bucket at most every 100 ms; nothing
+ * depends on LISTEN/NOTIFY.
  *
  * No gaps: a bucket's revision N+1 is numbered under the bucket row (lock on PostgreSQL, the
  * single writer on SQLite) only after N has committed, so once N+1 is visible N is too, and
@@ -52,7 +56,7 @@ export class WatchHub {
   resets = 0;
 
   constructor(private readonly store: Store) {
-    if (store.changes.onCommit) store.changes.onCommit((buckets) => this.wake(buckets));
+    if (store.changes.onCommit) store.changes.onCommit((buckets, committed) => this.committed(buckets, committed));
     else {
       this.poller = setInterval(() => this.wake([...this.feeds.keys()]), POLL_INTERVAL_MS);
       this.poller.unref();
@@ -90,6 +94,27 @@ export class WatchHub {
     }
   }
 
+  /** A commit changed `buckets`; `committed` has the changes of those the store knew were watched. */
+  private committed(buckets: string[], committed: readonly CommittedChanges[] | undefined): void {
+    const carried = new Map(committed?.map((c) => [c.bucket, c]));
+    this.wake(carried.size === 0 ? buckets : buckets.filter((bucket) => !carried.has(bucket)));
+    for (const c of carried.values()) {
+      const feed = this.feeds.get(c.bucket);
+      if (feed) void this.run(feed, () => this.deliver(c.bucket, feed, c)).catch(() => {});
+    }
+  }
+
+  /** Hands a commit's changes out, when they follow on from the feed's position; else reads the log. */
+  private async deliver(bucket: string, feed: BucketFeed, c: CommittedChanges): Promise<void> {
+    if (c.from > feed.last) return this.refresh(bucket, feed);
+    for (const [revision, group] of byRevision(c.changes)) {
+      if (revision <= feed.last) continue;
+      for (const w of feed.watchers) deliverTo(w, revision, group);
+      feed.last = revision;
+    }
+    feed.last = Math.max(feed.last, c.revision);
+  }
+
   wake(buckets: string[]): void {
     for (const bucket of buckets) {
       const feed = this.feeds.get(bucket);
@@ -117,7 +142,8 @@ export class WatchHub {
       if (!bounds) return { joined: false, gone: true };
       feed = this.feeds.get(w.bucket);
       if (!feed) {
-        feed = { last: bounds.revision, watchers: new Set(), chain: Promise.resolve(), busy: false, joining: 0 };
+        feed = { last: bounds.revision, watchers: new Set(), chain: Promise.resolve(), busy: false, joining: 0, unwatch: undefined };
+        feed.unwatch = this.store.changes.watch?.(w.bucket);
         this.feeds.set(w.bucket, feed);
       }
     }
@@ -186,7 +212,10 @@ export class WatchHub {
 
   /** A feed with no watchers and no join under way stops being read (a later join starts afresh). */
   private dropIfIdle(bucket: string, feed: BucketFeed): void {
-    if (feed.watchers.size === 0 && feed.joining === 0 && this.feeds.get(bucket) === feed) this.feeds.delete(bucket);
+    if (feed.watchers.size === 0 && feed.joining === 0 && this.feeds.get(bucket) === feed) {
+      this.feeds.delete(bucket);
+      feed.unwatch?.();
+    }
   }
 
   bounds(bucket: string) {

@@ -198,8 +198,25 @@ export interface ChangeFeed {
    * many buckets.
    */
   bound(maxBytes: number, now: number): Promise<number>;
-  /** Called after each commit with the buckets it changed (a store that only this process writes to). */
-  onCommit?(listener: (buckets: string[]) => void): void;
+  /**
+   * Called after each commit with the buckets it changed (a store that only this process writes
+   * to), and the changes it committed to the buckets `watch` names, when it has them.
+   */
+  onCommit?(listener: (buckets: string[], committed?: readonly CommittedChanges[]) => void): void;
+  /**
+   * Until the returned function is called, commits hand `onCommit`'s listeners this bucket's
+   * changes (not every commit's: one that changed the bucket without change records, an import,
+   * is left to be read from the log). Only a store with `onCommit`.
+   */
+  watch?(bucket: string): () => void;
+}
+
+/** One commit's changes to a watched bucket: its revision before them (`from`) and after (`revision`), and them, in the log's order. */
+export interface CommittedChanges {
+  bucket: string;
+  from: number;
+  revision: number;
+  changes: Change[];
 }
 
 /** Whole-store work: the sweeper's, the metrics endpoint's and `kvb db check`'s. */

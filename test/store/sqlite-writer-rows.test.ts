@@ -167,6 +167,21 @@ describe("the SQLite writer's kept rows", () => {
     expect(await store.buckets.usage(bucket)).toEqual({ keys: 1, bytes: expect.any(Number) });
   });
 
+  it("writes to two buckets sent at once, interleaved: each bucket's in order, each answered in its place", async () => {
+    const [x, y] = [await fresh(), await fresh()];
+    const results = await Promise.all([
+      store.write(x, set('k', 'x1', { ifNoneMatch: '*' })),
+      store.write(y, set('k', 'y1', { ifNoneMatch: '*' })),
+      store.write(x, set('k', 'x2', { ifMatch: [1] })),
+      store.write(y, set('k', 'y2', { ifNoneMatch: '*' })),
+      store.write(x, set('j', 'x3')),
+    ]);
+    expect(results.map((r) => ('refused' in r ? r.refused : r.revision))).toEqual([1, 1, 2, 'precondition', 3]);
+    expect((await store.getEntry(x, 'k', Date.now()))?.data.toString()).toBe('x2');
+    expect((await store.getEntry(y, 'k', Date.now()))?.data.toString()).toBe('y1');
+    expect([await store.buckets.revision(x), await store.buckets.revision(y)]).toEqual([3, 1]);
+  });
+
   it('random write sequences sent at once (batched by the writer, some keys twice) agree with the model, twice over', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(writeOp, { minLength: 1, maxLength: 12 }), async (ops) => {

@@ -16,6 +16,7 @@ import { counterEntry } from './counter.js';
 import { lastWritePerKey, prefixListing, readsOf, resolveTransaction } from './txn-resolution.js';
 import type { CommitOp, CounterOp, DeleteOp, OpOutcome, SetOp, SweepOp, WriteOp } from './write-ops.js';
 import type { BatchResult, ChangeRecord, WriteView } from './write-view.js';
+import type { ChangeKind } from '../../values/change-kind.js';
 import { compareKeys } from '../../values/key-order.js';
 
 /** Every write's answer when its bucket is gone. */
@@ -147,7 +148,7 @@ class BatchState {
   }
 
   /** Removes a key at `revision` (logged as `kind`); false (nothing logged) when it was not there. */
-  remove(op: { key: string; actor?: WriteOp['actor'] }, revision: number, kind: 'delete' | 'expire' = 'delete'): boolean {
+  remove(op: { key: string; actor?: WriteOp['actor'] }, revision: number, kind: Exclude<ChangeKind, 'set'> = 'delete'): boolean {
     const old = this.size(op.key);
     if (old === undefined) return false;
     this.usage.keys -= 1;

@@ -6,7 +6,8 @@ import { kvbMigrations } from '../kvb-migrations.js';
 import { MIGRATION_TABLE, appliedMigrations, migrateToLatest, refuseNewerDatabase } from '../migration-runner.js';
 import type { Database } from '../schema.js';
 import { type HeldLock, DatabaseInUseError, lockFileOf, takeSqliteLock } from './sqlite-lock.js';
-import { type Durability, readSettings, writeSettings } from './sqlite-settings.js';
+import type { Durability } from '../../limits.js';
+import { readSettings, writeSettings } from './sqlite-settings.js';
 
 /** Size of a file in bytes; 0 when it does not exist. */
 function fileSize(path: string): number {

@@ -2,8 +2,6 @@ import BetterSqlite3 from 'better-sqlite3';
 import type { Durability } from '../../limits.js';
 import { SERVER_AUTOCHECKPOINT_PAGES } from './sqlite-checkpointer.js';
 
-export type { Durability } from '../../limits.js';
-
 /** How much of the database file is read through a memory map. */
 const MMAP_BYTES = 256 * 1024 * 1024;
 

@@ -12,6 +12,7 @@ import type {
   BucketStore,
   ChangeFeed,
   ChangeLogBounds,
+  CommittedChanges,
   Entry,
   EntrySnapshot,
   HistoryReads,
@@ -30,7 +31,7 @@ import { SqliteConnection } from './sqlite-connection.js';
 import { stageSqliteImport } from './sqlite-import.js';
 import type { HeldLock } from './sqlite-lock.js';
 import { openSqlite } from './sqlite-open.js';
-import type { Durability } from './sqlite-settings.js';
+import type { Durability } from '../../limits.js';
 import { openSqliteSnapshot } from './sqlite-snapshot.js';
 import type { BatchReply, WriteRequest } from './sqlite-write-protocol.js';
 import { WriterThread } from './sqlite-writer-thread.js';
@@ -75,7 +76,9 @@ export class SqliteStore implements Store {
   private readonly cache = new EntryCache(25_000, 16 * 1024 * 1024, 64_000);
   /** Bucket revisions as the writer last committed them: it is the only writer, and says so in each answer. */
   private readonly knownRevisions = new Map<string, number>();
-  private readonly commitListeners: Array<(buckets: string[]) => void> = [];
+  private readonly commitListeners: Array<(buckets: string[], committed?: readonly CommittedChanges[]) => void> = [];
+  /** Watched buckets (`changes.watch`), each with how many watch it: the writer carries their changes in its answers. */
+  private readonly watched = new Map<string, number>();
   /** Undefined for a store that only reads beside a running server. */
   private writer: WriterThread | undefined;
   /** Imports apply one at a time: each attaches its staging database under the one alias. */
@@ -148,10 +151,29 @@ export class SqliteStore implements Store {
     if (!reply.failed) this.checkpointer?.committed();
   }
 
-  /** The watch feed learns of the batch once it is durable and answered: no polling on SQLite. */
+  /** The watch feed learns of the batch, with its watched buckets' changes, once it is durable and answered: no polling on SQLite. */
   private notifyCommitted(reply: BatchReply): void {
     const changed = reply.revisions.filter(([, revision]) => revision !== null).map(([bucket]) => bucket);
-    if (changed.length > 0) for (const listener of this.commitListeners) listener(changed);
+    if (changed.length > 0) for (const listener of this.commitListeners) listener(changed, reply.carried);
+  }
+
+  /** The writer learns that a bucket is watched, or no longer, in its next batch (answers before that carry none of its changes). */
+  private watch(bucket: string): () => void {
+    const count = this.watched.get(bucket) ?? 0;
+    this.watched.set(bucket, count + 1);
+    // A writer that cannot be told fails every write, and so carries nothing either.
+    if (count === 0) this.submit({ kind: 'watch', bucket, watched: true }).catch(() => {});
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const left = this.watched.get(bucket)! - 1;
+      if (left > 0) this.watched.set(bucket, left);
+      else {
+        this.watched.delete(bucket);
+        this.submit({ kind: 'watch', bucket, watched: false }).catch(() => {});
+      }
+    };
   }
 
   async getEntry(bucket: string, key: string, now: number): Promise<Entry | undefined> {
@@ -281,6 +303,7 @@ export class SqliteStore implements Store {
     onCommit: (listener) => {
       this.commitListeners.push(listener);
     },
+    watch: (bucket) => this.watch(bucket),
   };
 
   private async changeLogBounds(bucket: string): Promise<ChangeLogBounds | undefined> {

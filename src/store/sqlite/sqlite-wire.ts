@@ -107,6 +107,10 @@ const NAMES = [
   'tokenSalt',
   'defaultTtl',
   'stale',
+  'carried',
+  'watched',
+  'from',
+  'changes',
 ] as const;
 
 const NAME_INDEX = new Map<string, number>(NAMES.map((name, i) => [name, i]));

@@ -7,7 +7,7 @@
 import { KvbError } from '../../errors.js';
 import type { Actor } from '../history-types.js';
 import type { WriteOp } from '../core/write-ops.js';
-import type { BucketRecord } from '../store.js';
+import type { BucketRecord, CommittedChanges } from '../store.js';
 import { type WireEncoder, decodeAll, encodeAll } from './sqlite-wire.js';
 
 /** One write the writer runs: a key write (the shared rules), or one of the engine's own procedures. */
@@ -23,7 +23,9 @@ export type WriteRequest =
   | { kind: 'prune'; before: number; since: number; batch: number }
   | { kind: 'boundHistory'; maxBytes: number; since: number }
   /** Statements compiled by the request thread, run together (the webhook rows: webhook-store.ts); answers rows changed. */
-  | { kind: 'statements'; statements: Array<{ sql: string; values: unknown[] }> };
+  | { kind: 'statements'; statements: Array<{ sql: string; values: unknown[] }> }
+  /** Whether the request thread watches the bucket: the writer's answers carry a watched bucket's changes (`BatchReply.carried`). */
+  | { kind: 'watch'; bucket: string; watched: boolean };
 
 /** One turn of the request thread's event loop: its `WriteRequest`s, in the order they were made, encoded (`encodeRequests`). */
 export type WriteMessage = ArrayBuffer;
@@ -57,6 +59,12 @@ export interface BatchReply {
   clearCache: boolean;
   /** Each bucket's revision after it (null: the bucket was deleted). */
   revisions: Array<[bucket: string, revision: number | null]>;
+  /**
+   * The changes it committed to watched buckets (`WriteRequest` 'watch'); absent when none. A
+   * watched bucket a write changed without change records (an import) is not here: its
+   * watchers read the log.
+   */
+  carried?: CommittedChanges[];
 }
 
 export function sendError(error: unknown): SentError {

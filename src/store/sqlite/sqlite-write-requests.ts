@@ -38,9 +38,11 @@ function prepared(writer: SqliteWriter, sql: string): BetterSqlite3.Statement {
 function runWriteRequest(writer: SqliteWriter, request: WriteRequest): unknown {
   switch (request.kind) {
     case 'op':
+      // The writer runs key writes itself (`SqliteWriter.commitBatch`).
       return writer.applyWrite(request.bucket, request.op);
     case 'createBucket':
-      return void writer.conn.run('createBucket', { ...request.bucket, createdAt: request.createdAt });
+      writer.conn.run('createBucket', { ...request.bucket, createdAt: request.createdAt });
+      return void writer.createdBucket(request.bucket.id);
     case 'updateBucket':
       return writer.conn.raw.prepare(request.sql).run(...request.parameters).changes > 0;
     case 'deleteBucket':
@@ -53,6 +55,8 @@ function runWriteRequest(writer: SqliteWriter, request: WriteRequest): unknown {
       return pruneChanges(writer, request.before, request.since, request.batch);
     case 'boundHistory':
       return boundHistory(writer, request.maxBytes, request.since);
+    case 'watch':
+      return writer.watch(request.bucket, request.watched);
     case 'statements':
       return writer.atomically(() => request.statements.map((s) => prepared(writer, s.sql).run(...s.values).changes));
   }
@@ -67,20 +71,18 @@ function runWriteRequest(writer: SqliteWriter, request: WriteRequest): unknown {
 function applyImport(writer: SqliteWriter, request: Extract<WriteRequest, { kind: 'import' }>): Written | { refused: 'no_bucket' } {
   const { bucket, replace, prefix, restoreRevision, actor } = request;
   const { conn } = writer;
-  // The import recounts the bucket's usage: the batch's usage changes so far go in first.
-  writer.writeBookkeeping();
-  return writer.atomically((): Written | { refused: 'no_bucket' } => {
-    const plan = planImport({ bucket, replace, prefix, restoreRevision, actor, now: writer.batchNow }, writer.currentRevision(bucket));
-    if ('refused' in plan) return plan;
-    writer.dropCache();
+  // The import recounts the bucket's usage: the batch's writes so far go in first.
+  writer.flush();
+  const plan = planImport({ bucket, replace, prefix, restoreRevision, actor, now: writer.batchNow }, writer.currentRevision(bucket));
+  if ('refused' in plan) return plan;
+  // Its statements in a savepoint, their undo; the batch learns its revision once they are all in.
+  writer.atomically(() => {
     const before = writer.usageOf(bucket)!;
     for (const step of plan.steps) {
       switch (step.step) {
         case 'bump':
-          writer.bump(bucket);
-          break;
         case 'setRevision':
-          writer.setRevision(bucket, step.revision);
+          // The plan's revision, the batch's once the import is in (below).
           break;
         case 'statement':
           // A statement on the attached staging database is prepared afresh: it is detached after the batch.
@@ -95,23 +97,27 @@ function applyImport(writer: SqliteWriter, request: Extract<WriteRequest, { kind
           break;
       }
     }
-    return { revision: plan.revision };
   });
+  writer.dropCache();
+  writer.setRevision(bucket, plan.revision);
+  return { revision: plan.revision };
 }
 
-/** Deletes up to `batch` expired keys: per bucket, one sweep write (core/apply-batch.ts decides which still expire). */
+/**
+ * Deletes up to `batch` expired keys: per bucket, one sweep write (core/apply-batch.ts decides
+ * which still expire), each a write of its own like any other (in a batch run again after a
+ * failure, one whose row fails leaves the buckets swept before it swept).
+ */
 function sweepExpired(writer: SqliteWriter, now: number, batch: number): number {
-  // It finds the expired keys in the file: the batch's rows so far go in first, outside its savepoint.
+  // It finds the expired keys in the file: the batch's rows so far go in first.
   writer.writeRows();
-  return writer.atomically(() => {
-    const expired = writer.conn.all<{ bucket_id: string; key: Buffer }>('expiredEntries', { now, batch });
-    let deleted = 0;
-    for (const { bucket, op } of sweepsOf(expired, now)) {
-      const outcome = writer.applyWrite(bucket, op);
-      if ('swept' in outcome) deleted += outcome.swept;
-    }
-    return deleted;
-  });
+  const expired = writer.conn.all<{ bucket_id: string; key: Buffer }>('expiredEntries', { now, batch });
+  let deleted = 0;
+  for (const { bucket, op } of sweepsOf(expired, now)) {
+    const outcome = writer.applyWrite(bucket, op);
+    if ('swept' in outcome) deleted += outcome.swept;
+  }
+  return deleted;
 }
 
 /** Compacts the change log of up to `batch` revisions committed before `before` (and after `since`). */

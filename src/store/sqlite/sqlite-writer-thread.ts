@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import type { Quota } from '../quota.js';
 import { StorageUnavailableError } from '../storage-errors.js';
-import type { Durability } from './sqlite-settings.js';
+import type { Durability } from '../../limits.js';
 import {
   type BatchReply,
   type ReplyMessage,

@@ -7,7 +7,8 @@
 import { type MessagePort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import type { Quota } from '../quota.js';
 import { SqliteConnection } from './sqlite-connection.js';
-import { type Durability, openWriteConnection } from './sqlite-settings.js';
+import type { Durability } from '../../limits.js';
+import { openWriteConnection } from './sqlite-settings.js';
 import type { WriteMessage } from './sqlite-write-protocol.js';
 import { runWriteMessages } from './sqlite-write-requests.js';
 import { SqliteWriter } from './sqlite-writer.js';

@@ -11,17 +11,15 @@ const KEPT_ROW_BYTES = 16 * 1024 * 1024;
  * (sqlite-lock.ts), so a committed row stays true until the writer itself changes it.
  *
  * The running batch's rows wait apart and join the kept ones only when the batch commits (they
- * may not be in the file yet: the writer writes them at the batch's end); a write taken back
- * restores the batch's rows as they were before it; an import or a bucket delete, which change
- * rows without naming them, makes the batch read the file for every key it has not written since
- * and every kept row be forgotten; so does a batch that fails.
+ * may not be in the file yet: the writer writes them at the batch's end). A write's rows come
+ * here only once it has succeeded, so none is ever taken back one write at a time: an import or
+ * a bucket delete, which change rows without naming them, makes the batch read the file for every
+ * key it has not written since and every kept row be forgotten; so does a batch that fails.
  */
 export class WrittenRows {
   private readonly kept = new Generations<EntryRow | null>(KEPT_ROWS, KEPT_ROW_BYTES, (row) => (row ? row.value.length : 0));
   /** The running batch's rows. */
   private batch = new Map<string, EntryRow | null>();
-  /** What the running write replaced in `batch`, oldest first: [id, the batch's row before (undefined: none)]. */
-  private write: Array<[string, EntryRow | null | undefined]> = [];
   private unknown = false;
 
   /** The row as the running batch left it, known without the file; undefined: read the file. */
@@ -31,26 +29,10 @@ export class WrittenRows {
     return this.unknown ? undefined : this.kept.get(id);
   }
 
-  /** A write of the running batch starts. */
-  startWrite(): void {
-    this.write = [];
-  }
-
-  /** The running write sets the row (null: removes the key). */
+  /** A write of the running batch set the row (null: removed the key). */
   wrote(id: string, row: EntryRow | null): void {
-    this.write.push([id, this.batch.get(id)]);
     const value = row && ownBytes(row.value);
     this.batch.set(id, row && value !== row.value ? { ...row, value: value! } : row);
-  }
-
-  /** The running write was taken back: the batch's rows are as they were before it. */
-  undoWrite(): void {
-    for (let i = this.write.length - 1; i >= 0; i--) {
-      const [id, before] = this.write[i]!;
-      if (before === undefined) this.batch.delete(id);
-      else this.batch.set(id, before);
-    }
-    this.write = [];
   }
 
   /**
@@ -60,7 +42,6 @@ export class WrittenRows {
   forgetAll(): void {
     this.unknown = true;
     this.batch = new Map();
-    this.write = [];
   }
 
   /** The batch ended: committed, its rows are kept; failed, everything is forgotten (the file rolled back). */
@@ -68,7 +49,6 @@ export class WrittenRows {
     if (this.unknown || !committed) this.kept.clear();
     else for (const [id, row] of this.batch) this.kept.set(id, row);
     this.batch = new Map();
-    this.write = [];
     this.unknown = false;
   }
 }
