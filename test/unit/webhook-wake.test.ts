@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { WebhookDeliverer } from '../../src/server/webhooks/webhook-deliverer.js';
+import { GATHER_MS, WebhookDeliverer } from '../../src/server/webhooks/webhook-deliverer.js';
 import { deliveryOptions } from '../../src/server/webhooks/webhook-delivery.js';
 import type { Store } from '../../src/store/store.js';
 import type { ScannedWebhook } from '../../src/store/webhook-types.js';
@@ -131,7 +131,7 @@ describe('the webhook delivery loop wakes only when there may be work', () => {
     expect(fake.count.claim).toBe(1);
   });
 
-  it('on SQLite, a delivery after which the bucket moved on goes on to the next without a look, and one caught up waits for a commit', async () => {
+  it('on SQLite, a delivery after which the bucket moved on goes on to the next without a look after GATHER_MS, and one caught up waits for a commit', async () => {
     const fake = fakeStore(false);
     await start(fake.store);
     await fake.subscribe('b');
@@ -143,12 +143,18 @@ describe('the webhook delivery loop wakes only when there may be work', () => {
     await fake.commit('b');
     await fake.commit('b');
     await release();
-    expect(fake.hooks[0]!.position).toBe(3);
+    expect(fake.hooks[0]!.position).toBe(1);
+    // The next delivery gathers what comes in the meantime, then takes all of it at once.
+    await vi.advanceTimersByTimeAsync(GATHER_MS - 1);
+    await fake.commit('b');
+    expect(fake.count).toEqual({ all: 0, claim: 1 });
+    await vi.advanceTimersByTimeAsync(1);
+    expect(fake.hooks[0]!.position).toBe(4);
     expect(fake.count).toEqual({ all: 0, claim: 2 });
     await vi.advanceTimersByTimeAsync(60_000);
     expect(fake.count).toEqual({ all: 0, claim: 2 });
     await fake.commit('b');
-    expect(fake.hooks[0]!.position).toBe(4);
+    expect(fake.hooks[0]!.position).toBe(5);
     expect(fake.count).toEqual({ all: 0, claim: 3 });
   });
 
