@@ -8,6 +8,8 @@ import { type Batch, MAX_BATCH_EVENTS, nextBatch, resetBatch } from './webhook-b
 import { WebhookConnections } from './webhook-post.js';
 import { publicOnlyLookup } from './webhook-address.js';
 import { type WebhookLagDetail, lagDetail } from './webhook-health.js';
+import { DeliveryLease } from './webhook-lease.js';
+import type { DeliveryOptions } from './webhook-options.js';
 import { afterFailure } from './webhook-retry.js';
 import { attemptOf, postSigned } from './webhook-send.js';
 
@@ -25,27 +27,6 @@ export const GATHER_MS = 25;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Attempts kept in each subscription's delivery log. */
 export const DELIVERY_LOG_KEEP = 50;
-
-export interface DeliveryOptions {
-  /** Deliveries may reach loopback, private and link-local addresses (`--webhook-allow-private`). */
-  allowPrivate: boolean;
-  /** A delivery not answered with a 2xx within this long has failed. */
-  timeoutMs: number;
-  /** A subscription failing for longer than this is paused. */
-  retryBoundMs: number;
-  /**
-   * How often a shared store's subscriptions are looked at while it has some: other instances'
-   * commits are seen only this way (PgBouncer in transaction mode has no LISTEN). A store whose
-   * every commit is this process's (SQLite) is not polled: its commits and retries wake the loop.
-   */
-  pollMs: number;
-  /** How often a shared store with no subscription is looked at (one may be added through another instance). */
-  idlePollMs: number;
-  /** How long a lease on a subscription lasts unless renewed (an instance that dies frees its subscriptions after this). */
-  leaseMs: number;
-  /** The jitter's randomness (tests pass their own). */
-  random?: () => number;
-}
 
 /**
  * How a delivery ended: `more` (acknowledged, and the bucket has changes past it), `caught-up`
@@ -274,28 +255,35 @@ export class WebhookDeliverer {
 
   /** One delivery for one subscription (or its position moved past changes it does not want), under its lease. */
   private async deliver(seen: DeliverableWebhook): Promise<DeliveryEnd> {
-    const claim = () => {
-      const now = this.clock();
-      return this.store.webhooks.claim(seen.id, this.holder, now + this.options.leaseMs, now);
-    };
+    const lease = new DeliveryLease(this.store, this.clock, seen.id, this.holder, this.options.leaseMs);
     // Each delivery's outcome renews the lease (settle): back to back under load, the next one
-    // need not take it again while it has most of its time left, which no other holder can take.
-    const held = seen.holder === this.holder && seen.leaseUntil - this.clock() > (this.options.leaseMs * 2) / 3;
-    if (!held && !(await claim())) return STOP;
+    // need not take it again while it has enough of its time left, which no other holder can take.
+    if (seen.holder === this.holder) lease.until = seen.leaseUntil;
+    if (!this.covers(lease) && !(await lease.renew())) return STOP;
     // Renewed while the delivery lasts: a database or receiver slower than the lease must not let
     // another instance take the webhook over mid-delivery and send the same changes again (in the
     // robustness suite's pg2-webhook-kill at a load of 30, without this, a webhook was sent again
     // every lease for seconds while neither instance's acknowledgement could land).
-    const renewal = setInterval(() => void claim().catch(() => {}), this.options.leaseMs / 3);
+    const renewal = setInterval(() => void lease.renew().catch(() => {}), this.options.leaseMs / 3);
     renewal.unref();
     try {
-      return await this.deliverClaimed(seen.id);
+      return await this.deliverClaimed(seen.id, lease);
     } finally {
       clearInterval(renewal);
     }
   }
 
-  private async deliverClaimed(id: string): Promise<DeliveryEnd> {
+  /**
+   * Whether the lease, as this instance last took it, lasts through a request that takes the
+   * whole timeout and a third of a lease more, for storing its outcome (a renewal falls in that
+   * third): a batch sent on less could be acknowledged, the lease then run out before the new
+   * position is stored, and another instance send the batch again.
+   */
+  private covers(lease: DeliveryLease): boolean {
+    return lease.until - this.clock() >= this.options.timeoutMs + this.options.leaseMs / 3;
+  }
+
+  private async deliverClaimed(id: string, lease: DeliveryLease): Promise<DeliveryEnd> {
     const now = this.clock();
     // Read again under the lease: paused, rotated or moved on since the scan (or the delivery before) saw it.
     const w = await this.store.webhooks.deliverable(id);
@@ -311,7 +299,9 @@ export class WebhookDeliverer {
     this.note(w, bounds.revision - from);
     if (bounds.revision <= from) return { next: 'caught-up', webhook: w };
     const batch = w.position < bounds.watchFloor ? resetBatch(w.bucket, w, bounds) : await this.readBatch(w, bounds.revision);
-    const leaseUntil = batch.events.length > 0 ? await this.send(w, batch) : undefined;
+    // The reads may have taken a while under load: the lease must still cover the request.
+    if (batch.events.length > 0 && !this.covers(lease) && !(await lease.renew())) return STOP;
+    const leaseUntil = batch.events.length > 0 ? await this.send(w, batch, lease) : undefined;
     if (leaseUntil === null) return STOP;
     // Only a position the store took is one to go on from (a lease taken over meanwhile refuses it).
     if (batch.events.length === 0 && batch.upTo > w.position && !(await this.store.webhooks.acknowledge(w.id, this.holder, batch.upTo))) {
@@ -319,7 +309,7 @@ export class WebhookDeliverer {
     }
     this.note(w, bounds.revision - batch.upTo);
     if (batch.upTo <= from) return STOP;
-    const webhook = { ...w, position: batch.upTo, attempts: 0, failingSince: null, leaseUntil: leaseUntil ?? w.leaseUntil };
+    const webhook = { ...w, position: batch.upTo, attempts: 0, failingSince: null, leaseUntil: lease.until };
     return { next: bounds.revision > batch.upTo ? 'more' : 'caught-up', webhook };
   }
 
@@ -348,7 +338,7 @@ export class WebhookDeliverer {
    * Sends one batch, stores what came of it and logs the attempt; when the receiver acknowledged
    * it and the store took the new position, the lease's new end, else null.
    */
-  private async send(w: DeliverableWebhook, batch: Batch): Promise<number | null> {
+  private async send(w: DeliverableWebhook, batch: Batch, lease: DeliveryLease): Promise<number | null> {
     const body = `{"webhook":${JSON.stringify(w.id)},"bucket":${JSON.stringify(w.bucket)},"events":[${batch.events.join(',')}]}`;
     const started = this.clock();
     const outcome = await postSigned(w, body, this.clock, { ...this.options, agent: this.connections.agentFor(w.id, new URL(w.url)) });
@@ -357,9 +347,17 @@ export class WebhookDeliverer {
     // The outcome, the lease and the log in one write: the delivery loop's cost on the writer is
     // one transaction per request (and storing the position waits for nothing else).
     if (attempt.error === null) {
+      const sentAt = this.clock();
       const stored = await this.store.webhooks.settle(w.id, this.holder, { position: batch.upTo }, leaseUntil, attempt, DELIVERY_LOG_KEEP);
       this.stats.delivered += batch.events.length;
-      return stored ? leaseUntil : null;
+      if (stored) {
+        lease.renewed(leaseUntil);
+        return leaseUntil;
+      }
+      // Another instance took the lease over before the position was stored: it sends this batch again.
+      const timing = { requestMs: attempt.latencyMs, storeMs: this.clock() - sentAt, leaseLeftMs: lease.until - started };
+      this.log.warn({ webhook: w.id, ...timing }, 'webhook batch acknowledged, but its lease was lost before the position was stored');
+      return null;
     }
     this.stats.failed++;
     const failure = afterFailure(w, this.clock(), this.options.retryBoundMs, attempt.error, this.options.random);

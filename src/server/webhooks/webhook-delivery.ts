@@ -3,7 +3,8 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Store } from '../../store/store.js';
 import type { Clock } from '../clock.js';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig } from '../server-config.js';
-import { type DeliveryOptions, WebhookDeliverer } from './webhook-deliverer.js';
+import { WebhookDeliverer } from './webhook-deliverer.js';
+import type { DeliveryOptions } from './webhook-options.js';
 
 /** How often each instance of a shared store looks at its subscriptions while it has some (other instances' commits are seen this way). */
 export const WEBHOOK_POLL_MS = 250;
