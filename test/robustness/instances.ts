@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { WebSocket } from 'undici';
 
 /**
  * The kvb instances of one scenario: the built `bin/kvb serve`, spawned the way
@@ -66,7 +67,8 @@ export class Instance {
   async start(): Promise<void> {
     const child = spawn(
       process.execPath,
-      [KVB_BIN, 'serve', '--port', String(this.port), '--host', '127.0.0.1', '--db', this.db, ...this.args],
+      // SIGUSR1 opens the inspector on a port of the kernel's choosing (see javascriptStack).
+      ['--inspect-port=127.0.0.1:0', KVB_BIN, 'serve', '--port', String(this.port), '--host', '127.0.0.1', '--db', this.db, ...this.args],
       {
         env: { ...process.env, KVB_LOG_LEVEL: 'warn', ...this.env },
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -84,11 +86,14 @@ export class Instance {
     child.stdout!.on('data', keep);
     child.stderr!.on('data', keep);
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const timer = setTimeout(async () => {
         // What each of its threads was doing, read before the kill: where a start-up hangs.
         const threads = child.pid === undefined ? 'no pid' : threadStates(child.pid);
+        const stack = await this.javascriptStack(child);
         child.kill('SIGKILL');
-        reject(new Error(`instance ${this.name} did not start within 60 s (threads: ${threads}):\n${this.logTail()}`));
+        reject(
+          new Error(`instance ${this.name} did not start within 60 s (threads: ${threads}; main thread: ${stack}):\n${this.logTail()}`),
+        );
       }, 60_000);
       const probe = setInterval(() => {
         // KVB_LOG_LEVEL=warn hides the "listening on" line: ask /health instead.
@@ -108,6 +113,47 @@ export class Instance {
         reject(new Error(`instance ${this.name} exited while starting (${code ?? signal}):\n${this.logTail()}`));
       });
     });
+  }
+
+  /**
+   * Where the main thread's JavaScript is, for a start-up that hangs: SIGUSR1 opens the inspector
+   * (it prints its address), and Debugger.pause interrupts running JavaScript to show its frames.
+   */
+  private async javascriptStack(child: ChildProcess): Promise<string> {
+    const printed = this.output.length;
+    child.kill('SIGUSR1');
+    let address: string | undefined;
+    for (let i = 0; i < 50 && !address; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      address = /Debugger listening on (ws:\/\/\S+)/.exec(this.output.slice(printed))?.[1];
+    }
+    if (!address) return 'the inspector did not open within 5 s (native code?)';
+    const socket = new WebSocket(address);
+    const scripts = new Map<string, string>();
+    const paused = new Promise<string>((resolve) => {
+      socket.addEventListener('message', (event) => {
+        const message = JSON.parse(String(event.data)) as {
+          method?: string;
+          params?: { scriptId: string; url: string; callFrames: CallFrame[] };
+        };
+        if (message.method === 'Debugger.scriptParsed') scripts.set(message.params!.scriptId, message.params!.url);
+        if (message.method !== 'Debugger.paused') return;
+        resolve(
+          message
+            .params!.callFrames.slice(0, 20)
+            .map((f) => frameLine(f, scripts.get(f.location.scriptId)))
+            .join('\n    '),
+        );
+      });
+      socket.addEventListener('error', () => resolve('the inspector connection failed'));
+    });
+    await new Promise((resolve) => socket.addEventListener('open', resolve, { once: true }));
+    socket.send(JSON.stringify({ id: 1, method: 'Debugger.enable' }));
+    socket.send(JSON.stringify({ id: 2, method: 'Debugger.pause' }));
+    const timeout = new Promise<string>((resolve) => setTimeout(() => resolve('no pause within 5 s (native code?)'), 5000));
+    const stack = await Promise.race([paused, timeout]);
+    socket.close();
+    return stack;
   }
 
   /** kill -9, and wait until the process is gone. */
@@ -171,6 +217,15 @@ export function killAll(): void {
 }
 
 /** Each thread of a process as name:state:wchan (Linux /proc), or why they could not be read. */
+interface CallFrame {
+  functionName: string;
+  url: string;
+  location: { scriptId: string; lineNumber: number; columnNumber: number };
+}
+
+const frameLine = (f: CallFrame, url = f.url) =>
+  `${f.functionName || '(anonymous)'} ${url}:${f.location.lineNumber + 1}:${f.location.columnNumber + 1}`;
+
 function threadStates(pid: number): string {
   try {
     return readdirSync(`/proc/${pid}/task`)
