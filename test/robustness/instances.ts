@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +14,9 @@ import { WebSocket } from 'undici';
 
 /** The kvb to run: this checkout's build, or another's (KVB_ROBUSTNESS_BIN=/path/to/bin/kvb) to check another build. */
 const KVB_BIN = process.env.KVB_ROBUSTNESS_BIN || fileURLToPath(new URL('../../bin/kvb', import.meta.url));
+
+/** KVB_ROBUSTNESS_LOG_DIR=DIR: every instance's whole output (warnings and up) appended to DIR/<instance>.log. */
+const LOG_DIR = process.env.KVB_ROBUSTNESS_LOG_DIR;
 
 /** Every child this process started, so an interrupted run can kill them all (see killAll). */
 const children = new Set<ChildProcess>();
@@ -82,6 +85,7 @@ export class Instance {
     // Keep only the tail: a long soak must not grow this without bound.
     const keep = (chunk: Buffer) => {
       this.output = (this.output + chunk.toString('utf8')).slice(-20_000);
+      if (LOG_DIR) appendFileSync(join(LOG_DIR, `${this.name}.log`), chunk);
     };
     child.stdout!.on('data', keep);
     child.stderr!.on('data', keep);
