@@ -4,11 +4,19 @@ import type { FastifyBaseLogger } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebhookDeliverer } from '../../src/server/webhooks/webhook-deliverer.js';
 import { deliveryOptions } from '../../src/server/webhooks/webhook-delivery.js';
+import { StorageUnavailableError } from '../../src/store/storage-errors.js';
 import type { Change, Store } from '../../src/store/store.js';
 import type { ScannedWebhook } from '../../src/store/webhook-types.js';
 
 const settings = { webhookAllowPrivate: true, webhookTimeoutSeconds: 3, webhookRetrySeconds: 600, webhookLeaseMs: 6000 };
 const LEASE_MS = 6000;
+
+interface Options {
+  claimTaken: boolean;
+  readMs: number;
+  /** How many times storing the acknowledged position first finds the database out of reach (nothing sent). */
+  unreachable?: number;
+}
 
 /**
  * A delivery whose reads took most of its lease: the lease is renewed before the request, so
@@ -16,8 +24,9 @@ const LEASE_MS = 6000;
  * it over in between would send the batch again). `steps` records what reached the store and the
  * receiver, in order; the store's clock moves by `readMs` while the change log is read.
  */
-function setUp(options: { claimTaken: boolean; readMs: number }) {
+function setUp(options: Options) {
   let now = 1_000_000;
+  let unreachable = options.unreachable ?? 0;
   const steps: string[] = [];
   let settled!: () => void;
   const done = new Promise<void>((resolve) => (settled = resolve));
@@ -57,6 +66,10 @@ function setUp(options: { claimTaken: boolean; readMs: number }) {
         return options.claimTaken;
       },
       settle: async (_id: string, _holder: string, outcome: { position?: number }) => {
+        if (unreachable-- > 0) {
+          steps.push('settle unreachable');
+          throw new StorageUnavailableError(new Error('timeout exceeded when trying to connect'));
+        }
         steps.push(`settle ${outcome.position}`);
         hook.position = outcome.position ?? hook.position;
         settled();
@@ -73,7 +86,7 @@ describe('a webhook delivery under its lease', () => {
   let stop: (() => Promise<void>) | undefined;
   afterEach(async () => stop?.());
 
-  async function deliver(options: { claimTaken: boolean; readMs: number }) {
+  async function deliver(options: Options) {
     const fake = setUp(options);
     const receiver = http.createServer((req, res) => {
       req.resume();
@@ -111,5 +124,11 @@ describe('a webhook delivery under its lease', () => {
     const { steps, hook } = await deliver({ claimTaken: false, readMs: LEASE_MS / 2 });
     expect(steps).toEqual(['claim refused']);
     expect(hook.position).toBe(0);
+  });
+
+  it('stores an acknowledged position the database could not take at first, without sending the batch again', async () => {
+    const { steps, hook } = await deliver({ claimTaken: true, readMs: 0, unreachable: 2 });
+    expect(steps).toEqual(['request', 'settle unreachable', 'settle unreachable', 'settle 1']);
+    expect(hook.position).toBe(1);
   });
 });

@@ -343,22 +343,19 @@ export class WebhookDeliverer {
     const started = this.clock();
     const outcome = await postSigned(w, body, this.clock, { ...this.options, agent: this.connections.agentFor(w.id, new URL(w.url)) });
     const attempt = attemptOf(outcome, started, this.clock() - started, batch);
-    const leaseUntil = this.clock() + this.options.leaseMs;
     // The outcome, the lease and the log in one write: the delivery loop's cost on the writer is
     // one transaction per request (and storing the position waits for nothing else).
     if (attempt.error === null) {
-      const sentAt = this.clock();
-      const stored = await this.store.webhooks.settle(w.id, this.holder, { position: batch.upTo }, leaseUntil, attempt, DELIVERY_LOG_KEEP);
+      const answered = this.clock();
+      const leaseUntil = await lease.storeAcknowledged(batch.upTo, attempt, DELIVERY_LOG_KEEP, () => this.stopped);
       this.stats.delivered += batch.events.length;
-      if (stored) {
-        lease.renewed(leaseUntil);
-        return leaseUntil;
-      }
+      if (leaseUntil !== null) return leaseUntil;
       // Another instance took the lease over before the position was stored: it sends this batch again.
-      const timing = { requestMs: attempt.latencyMs, storeMs: this.clock() - sentAt, leaseLeftMs: lease.until - started };
+      const timing = { requestMs: attempt.latencyMs, storeMs: this.clock() - answered, leaseLeftMs: lease.until - answered };
       this.log.warn({ webhook: w.id, ...timing }, 'webhook batch acknowledged, but its lease was lost before the position was stored');
       return null;
     }
+    const leaseUntil = this.clock() + this.options.leaseMs;
     this.stats.failed++;
     const failure = afterFailure(w, this.clock(), this.options.retryBoundMs, attempt.error, this.options.random);
     await this.store.webhooks.settle(w.id, this.holder, { failure }, leaseUntil, attempt, DELIVERY_LOG_KEEP);

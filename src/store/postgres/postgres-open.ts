@@ -35,6 +35,11 @@ export interface PostgresOptions {
 /** An open, migrated database: what the store runs on. */
 export interface OpenedPostgres {
   runner: StatementRunner;
+  /**
+   * The webhook subscriptions' statements, on a pool of their own (WEBHOOK_POOL_SIZE): a
+   * delivery's lease is renewed and its outcome stored without waiting behind the requests.
+   */
+  webhookRunner: StatementRunner;
   db: Kysely<Database>;
   schema: string;
   /** One line for the start-up log: what the database offers and what kvb uses. */
@@ -44,6 +49,14 @@ export interface OpenedPostgres {
 const INT8_OID = 20;
 /** Per host of a multi-host URL without connect_timeout: how long one connection attempt may take. */
 const HOST_CONNECT_TIMEOUT_MS = 2_000;
+/**
+ * Connections for the webhook subscriptions' statements (leases, positions, the delivery log).
+ * On the request pool, under a load that kept every connection busy for seconds, a lease holder
+ * could not renew its lease or store an acknowledged position before the lease ran out: another
+ * instance took the webhook over and sent the acknowledged changes again (the robustness suite's
+ * pg2-webhook-kill). Opened only when used, and closed when idle.
+ */
+const WEBHOOK_POOL_SIZE = 2;
 /** How long a sweep or migration lease lasts unless renewed (an instance that dies frees it after this). */
 export const LEASE_MS = 30_000;
 
@@ -69,23 +82,30 @@ export async function openPostgres(options: PostgresOptions): Promise<OpenedPost
   const { connectionString, schema, hosts } = parsePostgresUrl(options.url);
   // Several hosts or target_session_attrs: kvb picks the host (node-postgres takes one).
   const selection = needsSelection(hosts) ? hostSelection(hosts, HOST_CONNECT_TIMEOUT_MS) : undefined;
-  const pool = new pg.Pool({
-    connectionString,
-    ...(selection && { Client: selection.Client }),
-    max: options.poolSize,
-    // A request waits at most this long for a connection before it is answered 503 (with
-    // several hosts, long enough to try each of them once).
-    connectionTimeoutMillis: selection ? Math.max(3_000, hosts.hosts.length * (hosts.connectTimeoutMs ?? HOST_CONNECT_TIMEOUT_MS)) : 3_000,
-    idleTimeoutMillis: 30_000,
-    // Client-side bound on any one query, so a vanished server cannot hold a request forever.
-    query_timeout: 20_000,
-    keepAlive: true,
-    types,
-  });
-  // An idle client whose connection dies emits 'error' on the pool; unhandled, that would end the process.
-  pool.on('error', (err) => options.onBackgroundError?.(err));
+  const poolOf = (max: number) => {
+    const pool = new pg.Pool({
+      connectionString,
+      ...(selection && { Client: selection.Client }),
+      max,
+      // A request waits at most this long for a connection before it is answered 503 (with
+      // several hosts, long enough to try each of them once).
+      connectionTimeoutMillis: selection
+        ? Math.max(3_000, hosts.hosts.length * (hosts.connectTimeoutMs ?? HOST_CONNECT_TIMEOUT_MS))
+        : 3_000,
+      idleTimeoutMillis: 30_000,
+      // Client-side bound on any one query, so a vanished server cannot hold a request forever.
+      query_timeout: 20_000,
+      keepAlive: true,
+      types,
+    });
+    // An idle client whose connection dies emits 'error' on the pool; unhandled, that would end the process.
+    pool.on('error', (err) => options.onBackgroundError?.(err));
+    return pool;
+  };
+  const pool = poolOf(options.poolSize);
+  const webhookPool = poolOf(WEBHOOK_POOL_SIZE);
   // Before the first connect: it stamps every connection.
-  const epochs = new ConnectionEpochs(pool);
+  const epochs = new ConnectionEpochs(pool, webhookPool);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   try {
     const { rows } = await pool.query<{ version: string }>("select current_setting('server_version') as version");
@@ -114,10 +134,12 @@ export async function openPostgres(options: PostgresOptions): Promise<OpenedPost
       `PostgreSQL ${rows[0]?.version ?? '?'}; ${selection ? `hosts ${describeHosts(hosts.hosts)} (target_session_attrs=${hosts.targetSessionAttrs}); ` : ''}named prepared statements ${named ? 'used' : 'not used'}${why}; ` +
       'kvb uses row locks on bucket rows, transactional DDL and lease rows; it does not use advisory locks, ctid, SKIP LOCKED or session settings';
     const runner = new StatementRunner(pool, epochs, named);
-    runner.hostSelector = selection?.selector;
-    return { runner, db, schema, capabilities };
+    const webhookRunner = new StatementRunner(webhookPool, epochs, named);
+    runner.hostSelector = webhookRunner.hostSelector = selection?.selector;
+    return { runner, webhookRunner, db, schema, capabilities };
   } catch (err) {
     await db.destroy().catch(() => {});
+    await webhookPool.end().catch(() => {});
     throw err;
   }
 }

@@ -79,8 +79,8 @@ export class ConnectionEpochs {
   private readonly epochs = new Map<string, number>();
   private readonly born = new WeakMap<pg.Client, number>();
 
-  constructor(pool: pg.Pool) {
-    pool.on('connect', (client) => this.born.set(client, this.epochOf(client)));
+  constructor(...pools: pg.Pool[]) {
+    for (const pool of pools) pool.on('connect', (client) => this.born.set(client, this.epochOf(client)));
   }
 
   private static host(client: pg.Client): string {

@@ -71,6 +71,7 @@ export class PostgresStore implements Store {
   quota: Quota = NO_QUOTA;
   private readonly sql: PostgresStatements;
   private readonly runner: StatementRunner;
+  private readonly webhookRunner: StatementRunner;
   private readonly db: Kysely<Database>;
   private readonly schema: string;
   private readonly writes: WriteQueue;
@@ -79,7 +80,7 @@ export class PostgresStore implements Store {
   readonly pointReads: PointReads;
 
   private constructor(opened: OpenedPostgres, batchWrites: boolean, poolSize: number) {
-    ({ runner: this.runner, db: this.db, schema: this.schema } = opened);
+    ({ runner: this.runner, webhookRunner: this.webhookRunner, db: this.db, schema: this.schema } = opened);
     const capabilities =
       opened.capabilities +
       (batchWrites
@@ -95,13 +96,13 @@ export class PostgresStore implements Store {
     this.webhooks = new SqlWebhookStore('postgres', this.schema, {
       read: async ({ statement, values }) => {
         try {
-          return (await withRetries(() => this.runner.pool.query(statement.sql, values))).rows;
+          return (await withRetries(() => this.webhookRunner.pool.query(statement.sql, values))).rows;
         } catch (err) {
           throw storageError(err);
         }
       },
       write: (statements) =>
-        this.runner.transaction(async (client) => {
+        this.webhookRunner.transaction(async (client) => {
           const changed: number[] = [];
           for (const s of statements) changed.push((await client.query(s.statement.sql, s.values)).rowCount ?? 0);
           return changed;
@@ -295,6 +296,6 @@ export class PostgresStore implements Store {
     await this.db.destroy();
     // Kysely ends the pool only if it ever used it itself; the hot path queries the pool directly,
     // so without this the idle connections kept a process (kvb db …) alive for idleTimeoutMillis.
-    if (!this.runner.pool.ended) await this.runner.pool.end();
+    for (const { pool } of [this.runner, this.webhookRunner]) if (!pool.ended) await pool.end();
   }
 }
