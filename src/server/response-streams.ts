@@ -20,10 +20,12 @@ export class ResponseStreams {
     const socket = reply.raw.socket;
     if (!socket || this.stallMs <= 0) return;
     // Socket inactivity: no byte written (or read) for stallMs. A reader that drains even slowly keeps it alive.
-    socket.setTimeout(this.stallMs, () => socket.destroy());
-    reply.raw.once('close', () => {
-      if (!socket.destroyed) socket.setTimeout(0);
-    });
+    const stalled = () => socket.destroy();
+    socket.setTimeout(this.stallMs, stalled);
+    // Only this response's listener goes: by now Node has set the keep-alive connection's idle
+    // timeout, which must stay (clearing the timer left idle connections open for good), and a
+    // listener left behind per listing grew without bound on a connection that lists often.
+    reply.raw.once('close', () => socket.removeListener('timeout', stalled));
   }
 
   /** Takes a slot for a multi-page stream, released when the response ends however it ends; 503 when none is free. */
