@@ -1,3 +1,4 @@
+import type { ChangeKind } from '../values/change-kind.js';
 import { KvbHttpError } from './client-errors.js';
 import type { CallOptions, KvbHttp } from './kvb-http.js';
 import { type Value, type ValueType, decodeJsonValue, linesOf } from './typed-values.js';
@@ -5,7 +6,7 @@ import { type Value, type ValueType, decodeJsonValue, linesOf } from './typed-va
 /** A change under the watched prefix; `revision` is the bucket revision of its commit (shared by a transaction's keys). */
 export type WatchEvent =
   | { type: 'set'; key: string; revision: number; valueType: ValueType; expiresAt: Date | null /** With `values: true`. */; value?: Value }
-  | { type: 'delete' | 'expire'; key: string; revision: number };
+  | { type: Exclude<ChangeKind, 'set'>; key: string; revision: number };
 
 export interface WatchOptions extends CallOptions {
   prefix?: string | undefined;
@@ -138,7 +139,7 @@ export async function* watchFeed(http: KvbHttp, bucket: string, options: WatchOp
 }
 
 function toEvent(line: FeedLine): WatchEvent {
-  if (line.type !== 'set') return { type: line.type as 'delete' | 'expire', key: line.key!, revision: line.rev! };
+  if (line.type !== 'set') return { type: line.type as Exclude<ChangeKind, 'set'>, key: line.key!, revision: line.rev! };
   const event: WatchEvent = {
     type: 'set',
     key: line.key!,
