@@ -98,6 +98,8 @@ class Ledger {
   readonly statuses = new Map<number, number>();
   readonly outcomes: Array<{ started: number; at: number; ok: boolean }> = [];
   readonly bad: string[] = [];
+  /** Every failed answer, in order: status and detail. */
+  readonly failures: string[] = [];
   /** 503s saying the COMMIT's answer was lost (the write may have been applied). */
   outcomeUnknown = 0;
   slowest = 0;
@@ -110,6 +112,7 @@ class Ledger {
     if (ok) return;
     const retryAfter = answer.headers.get('retry-after');
     const body = answer.text;
+    this.failures.push(`${answer.status} ${answer.headers.get('kvb-error-detail') ?? body.slice(0, 160)}`);
     if (/may or may not have been applied/.test(body)) this.outcomeUnknown++;
     // During a failover: 503 in the error envelope with Retry-After, and nothing else.
     if (answer.status !== 503 || !retryAfter || !/"message":"service_unavailable"/.test(body))
@@ -367,7 +370,16 @@ describe.skipIf(skipped)(
 
         // A write that committed without a 2xx was answered "may or may not have been applied", never a plain failure:
         // the revisions beyond the acknowledged writes (and the sweeper's expiring key and its expiry) are at most those.
-        expect(finalRev - ledger.acked.length - 2).toBeLessThanOrEqual(ledger.outcomeUnknown);
+        // Named when it fails: the committed changes no acknowledgement accounts for, from the watch feed.
+        const ackedRevs = new Set(ledger.acked.map((w) => w.rev));
+        const ackedAt = new Map(ledger.acked.flatMap((w) => w.keys.map(([key]) => [key, w.rev] as const)));
+        const unaccounted = watchers[0]!.events
+          .filter((e) => !ackedRevs.has(e.revision) && e.key !== 'expiring')
+          .map((e) => ({ ...e, ackedAt: ackedAt.get(e.key) ?? null }));
+        expect(
+          finalRev - ledger.acked.length - 2,
+          `unacknowledged changes: ${JSON.stringify(unaccounted.map((e) => `${e.type} ${e.key}@${e.revision} (acknowledged at ${e.ackedAt})`))}; non-2xx answers: ${JSON.stringify(ledger.failures.slice(-20))}`,
+        ).toBeLessThanOrEqual(ledger.outcomeUnknown);
 
         // No two acknowledged writes share a revision.
         const revs = ledger.acked.map((w) => w.rev);
