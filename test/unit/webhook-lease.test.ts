@@ -6,7 +6,7 @@ import { WebhookDeliverer } from '../../src/server/webhooks/webhook-deliverer.js
 import { deliveryOptions } from '../../src/server/webhooks/webhook-delivery.js';
 import { StorageUnavailableError } from '../../src/store/storage-errors.js';
 import type { Change, Store } from '../../src/store/store.js';
-import type { ScannedWebhook } from '../../src/store/webhook-types.js';
+import { testWebhook } from '../helpers/webhook-fixture.js';
 
 const settings = { webhookAllowPrivate: true, webhookTimeoutSeconds: 3, webhookRetrySeconds: 600, webhookLeaseMs: 6000 };
 const LEASE_MS = 6000;
@@ -30,23 +30,8 @@ function setUp(options: Options) {
   const steps: string[] = [];
   let settled!: () => void;
   const done = new Promise<void>((resolve) => (settled = resolve));
-  const hook = {
-    id: 'wh_1',
-    bucket: 'b',
-    prefix: '',
-    kinds: ['set', 'delete', 'expire'],
-    state: 'active',
-    pausedReason: null,
-    position: 0,
-    failingSince: null,
-    attempts: 0,
-    nextAttemptAt: 0,
-    createdAt: 0,
-    secret: 'whsec_x',
-    // Held by this server, renewed just now (as a delivery's outcome renews it).
-    holder: 'this-server',
-    leaseUntil: now + LEASE_MS,
-  } as unknown as ScannedWebhook;
+  // Held by this server, renewed just now (as a delivery's outcome renews it).
+  const hook = testWebhook({ prefix: '', holder: 'this-server', leaseUntil: now + LEASE_MS });
   const store = {
     flags: { shared: false },
     changes: {

@@ -7,6 +7,7 @@ import { deliveryOptions } from '../../src/server/webhooks/webhook-delivery.js';
 import { wholeRevisions } from '../../src/store/change-row.js';
 import type { Change, Store } from '../../src/store/store.js';
 import type { ScannedWebhook } from '../../src/store/webhook-types.js';
+import { testWebhook } from '../helpers/webhook-fixture.js';
 
 const log = { warn() {}, info() {} } as unknown as FastifyBaseLogger;
 const LAST = 251;
@@ -64,23 +65,7 @@ describe('a delivery reading a backlog of changes mostly outside its prefix', ()
     });
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`;
-    const hook = {
-      id: 'wh_1',
-      bucket: 'b',
-      url,
-      prefix: 'r/',
-      kinds: ['set', 'delete', 'expire'],
-      state: 'active',
-      pausedReason: null,
-      position: 0,
-      failingSince: null,
-      attempts: 0,
-      nextAttemptAt: 0,
-      createdAt: 0,
-      secret: 'whsec_x',
-      holder: null,
-      leaseUntil: 0,
-    } as unknown as ScannedWebhook;
+    const hook = testWebhook({ url, prefix: 'r/' });
     const settings = { webhookAllowPrivate: true, webhookTimeoutSeconds: 2, webhookRetrySeconds: 600 };
     const deliverer = new WebhookDeliverer(fakeStore(hook), () => Date.now(), log, deliveryOptions(settings)).start();
     stop = async () => {

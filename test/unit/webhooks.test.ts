@@ -11,22 +11,9 @@ import { WebhookConnections, postWebhook } from '../../src/server/webhooks/webho
 import { BASE_DELAY_MS, MAX_DELAY_MS, afterFailure } from '../../src/server/webhooks/webhook-retry.js';
 import { signDelivery, verifyDelivery } from '../../src/server/webhooks/webhook-signature.js';
 import { webhookUrlProblem } from '../../src/server/webhooks/webhook-url.js';
+import { testWebhook } from '../helpers/webhook-fixture.js';
 
-const hook = (over: Partial<Webhook> = {}): Webhook => ({
-  id: 'wh_1',
-  bucket: 'b',
-  url: 'https://example.com/',
-  prefix: 'p/',
-  kinds: ['set', 'delete', 'expire'],
-  state: 'active',
-  pausedReason: null,
-  position: 0,
-  failingSince: null,
-  attempts: 0,
-  nextAttemptAt: 0,
-  createdAt: 0,
-  ...over,
-});
+const hook = (over: Partial<Webhook> = {}): Webhook => testWebhook(over);
 const set = (revision: number, key: string): Change => ({
   revision,
   key,
