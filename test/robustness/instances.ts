@@ -124,12 +124,12 @@ export class Instance {
    * (it prints its address), and Debugger.pause interrupts running JavaScript to show its frames.
    */
   private async javascriptStack(child: ChildProcess): Promise<string> {
-    const printed = this.output.length;
     child.kill('SIGUSR1');
     let address: string | undefined;
     for (let i = 0; i < 50 && !address; i++) {
       await new Promise((resolve) => setTimeout(resolve, 100));
-      address = /Debugger listening on (ws:\/\/\S+)/.exec(this.output.slice(printed))?.[1];
+      // The last one printed (SIGUSR1 opened it; the kept output is a 20 KB tail, so no offset into it holds).
+      address = [...this.output.matchAll(/Debugger listening on (ws:\/\/\S+)/g)].at(-1)?.[1];
     }
     if (!address) return 'the inspector did not open within 5 s (native code?)';
     const socket = new WebSocket(address);

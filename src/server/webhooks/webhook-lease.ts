@@ -32,7 +32,7 @@ export class DeliveryLease {
   }
 
   /** A renewal stored with a delivery's outcome (settle) that asked for `until`. */
-  renewed(until: number): void {
+  private renewed(until: number): void {
     this.until = Math.max(this.until, until);
   }
 
