@@ -38,19 +38,27 @@ const PERMISSION = { set: 'write', counter: 'write', delete: 'delete' } as const
 const PLAIN_TYPE = /^(?:text\/plain|application\/json|application\/octet-stream)(?:; ?charset=utf-8)?$/;
 const DIGITS = /^\d{1,9}$/;
 
-/** What a write handed to Fastify carries: the body the lane read (or its read's error), the store's answer. */
+/** A write the lane made and handed to Fastify: the store's answer, and the bucket and caller it was made for. */
+export interface HandedWrite<O extends WriteOp> {
+  result: Promise<ResultOf<O>>;
+  target: LaneTarget;
+}
+
+/** What a write handed to Fastify carries: the body the lane read (or its read's error), the write it made. */
 const replay = Symbol('kvb.replay');
 const written = Symbol('kvb.written');
-type LaneRequest = IncomingMessage & { [replay]?: { body: Buffer; error?: unknown }; [written]?: Promise<unknown> };
+type LaneRequest = IncomingMessage & { [replay]?: { body: Buffer; error?: unknown }; [written]?: HandedWrite<WriteOp> };
 
 /**
- * The store's answer to the write the lane already made for this request (a refusal or an error),
- * taken once; undefined when the lane made none. The key route answers from it instead of writing.
+ * The write the lane already made for this request (its answer a refusal or an error), taken
+ * once; undefined when the lane made none. The key route answers from it instead of writing, and
+ * with its target: resolving the bucket and caller again could fail where the lane's did not (a
+ * shared store's bucket cache reloads every second), and must not replace the write's own answer.
  */
-export function takeWritten<O extends WriteOp>(req: IncomingMessage): Promise<ResultOf<O>> | undefined {
+export function takeWritten<O extends WriteOp>(req: IncomingMessage): HandedWrite<O> | undefined {
   const found = (req as LaneRequest)[written];
   if (found !== undefined) (req as LaneRequest)[written] = undefined;
-  return found as Promise<ResultOf<O>> | undefined;
+  return found as HandedWrite<O> | undefined;
 }
 
 /**
@@ -217,7 +225,7 @@ export class WriteLane {
     const req = taken.req as LaneRequest;
     this.counts.handedOver++;
     if (read !== undefined) req[replay] = read;
-    if (result !== undefined) req[written] = result;
+    if (result !== undefined) req[written] = { result: result as Promise<ResultOf<WriteOp>>, target: taken.target };
     this.fastify(taken.req, taken.res);
   }
 }

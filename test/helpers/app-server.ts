@@ -31,6 +31,8 @@ export interface AppServerOptions {
   db?: string;
   /** The time the app decides by (test-clock.ts); the real clock when absent. */
   clock?: Clock;
+  /** The store the app is given, made from the real one (a test's faults around it); the real one when absent. */
+  wrapStore?: (store: Store) => Store;
 }
 
 const CONSOLE_DIR = fileURLToPath(new URL('../../dist/console/', import.meta.url));
@@ -46,7 +48,7 @@ export async function startAppServer(options: AppServerOptions = {}): Promise<Ap
   let store: Store | undefined;
   try {
     store = await openStore(database.connectWith, storeOptions(config));
-    const app = await buildApp(store, config, {
+    const app = await buildApp(options.wrapStore ? options.wrapStore(store) : store, config, {
       logStream: { write: (line) => void (output += line) },
       ...(options.clock && { clock: options.clock }),
     });

@@ -11,7 +11,7 @@ import { methodNotAllowed, optionalInteger, queryOf, splitKeyPath } from '../req
 import { describeValue } from './values-reply.js';
 import { takePreread } from '../fast-lane.js';
 import { replayBody, takeWritten } from '../write-lane.js';
-import type { CounterOp, DeleteOp, SetOp } from '../../store/core/write-ops.js';
+import type { CounterOp, DeleteOp, SetOp, WriteOp } from '../../store/core/write-ops.js';
 import { counterDelta, counterOp, deleteOp, setOp } from './key-writes.js';
 import { keySchemas } from './key-schemas.js';
 import { asksForPast, readPast } from './history-routes.js';
@@ -64,11 +64,24 @@ export function keyOf(request: FastifyRequest): { bucketId: string; key: string 
   return { bucketId, key: decodeKey(encodedKey) };
 }
 
-/** The key a write names, its bucket opened for the caller. */
-async function writeTarget(buckets: ServerContext['buckets'], request: FastifyRequest) {
+/**
+ * The key a write names, its bucket opened for the caller; with `made`, the outcome of the write
+ * the write lane already made for this request (write-lane.ts), settled before anything else: its
+ * storage error or refusal is the answer. The lane made every check the route would, on its own
+ * target; making one again could fail where it did not (a shared store's bucket cache reloads
+ * every second, through the very outage that failed the write), and a write of unknown outcome
+ * would be answered as a plain refusal.
+ */
+async function writeTarget<O extends WriteOp>(buckets: ServerContext['buckets'], request: FastifyRequest) {
+  const lane = takeWritten<O>(request.raw);
+  if (lane) {
+    const outcome = await lane.result;
+    if (isRefusal(outcome)) throw refusalError(outcome);
+    return { ...lane.target, made: { outcome } };
+  }
   const { bucketId, key } = keyOf(request);
   const { bucket, principal } = await openBucket(buckets, bucketId, request);
-  return { key, bucket, principal };
+  return { key, bucket, principal, made: undefined };
 }
 
 /**
@@ -140,14 +153,14 @@ export function answerRead(
 
 /** POST and PUT: the body becomes the key's value. */
 async function setKey({ store, buckets, clock }: ServerContext, request: FastifyRequest, reply: FastifyReply) {
-  const { key, bucket, principal } = await writeTarget(buckets, request);
+  const { key, bucket, principal, made } = await writeTarget<SetOp>(buckets, request);
   authorize(bucket, principal, 'write', key);
   const ttl = optionalInteger(queryOf(request), 'ttl', 0, MAX_TTL_SECONDS);
   const condition = conditionFor(request, bucket, principal, key);
   const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
   const write = { key, bucket, ttl, condition, actor: actorOf(principal, request) };
   const op = setOp(write, body, request.headers['content-type'], clock());
-  const written = await (takeWritten<SetOp>(request.raw) ?? store.write(bucket.record.id, op));
+  const written = made ? made.outcome : await store.write(bucket.record.id, op);
   if (isRefusal(written)) throw refusalError(written);
   return describeValue(reply, { ...op.value, expiresAt: op.expiresAt, revision: written.revision })
     .code(200)
@@ -155,11 +168,11 @@ async function setKey({ store, buckets, clock }: ServerContext, request: Fastify
 }
 
 async function deleteKey({ store, buckets, clock }: ServerContext, request: FastifyRequest, reply: FastifyReply) {
-  const { key, bucket, principal } = await writeTarget(buckets, request);
+  const { key, bucket, principal, made } = await writeTarget<DeleteOp>(buckets, request);
   authorize(bucket, principal, 'delete', key);
   const condition = conditionFor(request, bucket, principal, key);
   const op = deleteOp({ key, bucket, condition, actor: actorOf(principal, request) }, clock());
-  const outcome = await (takeWritten<DeleteOp>(request.raw) ?? store.write(bucket.record.id, op));
+  const outcome = made ? made.outcome : await store.write(bucket.record.id, op);
   if (isRefusal(outcome)) throw refusalError(outcome);
   if (!outcome.deleted) throw new KvbError('not_found', 'no such key');
   return reply.code(204).header('kvb-revision', String(outcome.revision)).send();
@@ -167,13 +180,13 @@ async function deleteKey({ store, buckets, clock }: ServerContext, request: Fast
 
 /** PATCH: the body is the delta added to the key's counter. */
 async function addToCounter({ store, buckets, clock }: ServerContext, request: FastifyRequest, reply: FastifyReply) {
-  const { key, bucket, principal } = await writeTarget(buckets, request);
+  const { key, bucket, principal, made } = await writeTarget<CounterOp>(buckets, request);
   authorize(bucket, principal, 'write', key);
   const ttl = optionalInteger(queryOf(request), 'ttl', 0, MAX_TTL_SECONDS);
   const delta = counterDelta(Buffer.isBuffer(request.body) ? request.body.toString('utf8') : '');
   const condition = conditionFor(request, bucket, principal, key);
   const op = counterOp({ key, bucket, ttl, condition, actor: actorOf(principal, request) }, delta, clock());
-  const updated = await (takeWritten<CounterOp>(request.raw) ?? store.write(bucket.record.id, op));
+  const updated = made ? made.outcome : await store.write(bucket.record.id, op);
   if (isRefusal(updated)) throw refusalError(updated);
   return describeValue(reply, updated).code(200).send(updated.data);
 }
