@@ -75,6 +75,13 @@ export interface Op<I = RegisterInput | CounterInput, O = RegisterOutput | Count
   /** Infinity when indeterminate. */
   ret: number;
   outcome: Outcome;
+  /** An indeterminate operation: when its client saw the request fail without an answer. */
+  failedAt?: number;
+  /**
+   * An indeterminate operation's last moment to take effect, when one is known (set by the
+   * checkers from `RecordedHistory.lives`): it took effect before then, or never.
+   */
+  effectBy?: number;
   /** Set when outcome is 'ok'. */
   output?: O;
   /** Operations of one multi-key request share this id. */
@@ -169,4 +176,17 @@ export interface RecordedHistory {
   fenced?: FencedWrite[];
   /** The webhook scenarios: subscriptions and every request their receiver got (webhook-history.ts). */
   webhooks?: WebhookHistory;
+  /**
+   * Per instance, each of its processes: when it was spawned and when it was seen gone (a kill
+   * or a crash), in the ops' clock. Only where the store is inside the process (SQLite): what a
+   * process took committed before it was gone, or never. Not on PostgreSQL, where a COMMIT the
+   * process sent before it died can still land after.
+   */
+  lives?: Record<string, ProcessLife[]>;
+}
+
+/** One process of an instance: spawned at `started`, seen gone at `exited` (absent: still running). */
+export interface ProcessLife {
+  started: number;
+  exited?: number;
 }

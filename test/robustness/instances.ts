@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { WebSocket } from 'undici';
+import type { ProcessLife } from './history.js';
+import { now } from './recorder.js';
 
 /**
  * The kvb instances of one scenario: the built `bin/kvb serve`, spawned the way
@@ -40,6 +42,8 @@ export class Instance {
   paused = false;
   /** How many times it was started (1 after the first start). */
   starts = 0;
+  /** Each of its processes, spawned and seen gone (`now()`, the recorder's clock): see RecordedHistory.lives. */
+  readonly lives: ProcessLife[] = [];
 
   constructor(
     readonly name: string,
@@ -78,7 +82,12 @@ export class Instance {
       },
     );
     children.add(child);
-    child.once('exit', () => children.delete(child));
+    const life: ProcessLife = { started: now() };
+    this.lives.push(life);
+    child.once('exit', () => {
+      children.delete(child);
+      life.exited = now();
+    });
     this.child = child;
     this.paused = false;
     this.starts++;

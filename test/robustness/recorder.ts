@@ -72,6 +72,7 @@ export class Recorder {
         call,
         ret: outcome === 'unknown' ? Infinity : ret,
         outcome,
+        ...(outcome === 'unknown' && Number.isFinite(ret) && { failedAt: ret }),
         ...(outcome === 'ok' && draft.output !== undefined && { output: draft.output }),
         ...(group !== undefined && { group }),
         ...(status !== undefined && { status }),

@@ -274,6 +274,8 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       history: {
         ...recorder.history({ total: BANK_TOTAL, accounts: ACCOUNTS, nonNegative: true }),
         ...(webhookHistory && { webhooks: webhookHistory }),
+        // SQLite commits inside the process: what a killed process took committed before it was gone, or never.
+        ...(scenario.backend === 'sqlite' && { lives: Object.fromEntries(instances.map((i) => [i.name, i.lives.map((l) => ({ ...l }))])) }),
       },
       recorder,
       watch: { ...watchStats, watchers: watcherCount, finalRevision, caughtUp },

@@ -316,8 +316,51 @@ function mustFail(): SelftestCase[] {
 }
 
 /** Every self-test case, the ones that must pass first. */
+/**
+ * Indeterminate writes bounded by the death of the process that took them (SQLite:
+ * checkers/process-lives.ts): settled by the kill, unless the instance was spawned again before
+ * the client saw the request fail (then it may have reached the new process).
+ */
+function processLifeCases(): SelftestCase[] {
+  const killed = (restartedAt: number, seenAfter: 'a' | 'b') => {
+    const h = new Ops();
+    h.write(1, 'x', 'a', [0, 5], 1);
+    const cut = h.write(2, 'x', 'b', [6, Infinity]);
+    cut.failedAt = 8;
+    h.read(3, 'x', [10, 12], 'a', 1);
+    h.read(3, 'x', [20, 22], seenAfter, seenAfter === 'a' ? 1 : 2);
+    return { ops: h.ops, lives: { a: [{ started: -10, exited: 7.5 }, { started: restartedAt }] } };
+  };
+  const named = (name: string, expected: 'ok' | 'anomaly', parts: Partial<RecordedHistory>): SelftestCase => ({
+    name,
+    expected,
+    ...(expected === 'anomaly' && { checker: 'linearizability' }),
+    history: history(name, parts),
+  });
+  return [
+    named('register: a write cut by a kill, never applied', 'ok', killed(9, 'a')),
+    named('register: a write cut by a kill that takes effect after the process was gone', 'anomaly', killed(9, 'b')),
+    named(
+      'register: a write cut by a kill, its instance spawned again before the client saw it fail (it may have reached the new process)',
+      'ok',
+      killed(7.8, 'b'),
+    ),
+    (() => {
+      const h = new Ops();
+      h.write(1, 'x', 'a', [0, 5], 1);
+      const cut = h.write(2, 'x', 'b', [6, Infinity]);
+      cut.failedAt = 8;
+      h.read(3, 'x', [10, 12], 'b', 2);
+      return named('register: a write cut by a kill that took effect before it', 'ok', {
+        ops: h.ops,
+        lives: { a: [{ started: -10, exited: 7.5 }, { started: 9 }] },
+      });
+    })(),
+  ];
+}
+
 export function selftestCases(): SelftestCase[] {
-  return [...mustPass(), ...mustFail(), ...webhookCases()];
+  return [...mustPass(), ...mustFail(), ...processLifeCases(), ...webhookCases()];
 }
 
 /** What the checkers say of one case: the worst verdict of all (must pass), or the named checker's (must fail). */

@@ -5,6 +5,7 @@ import { checkWatchScope } from './watch-scope.js';
 import { checkFencing } from './fencing.js';
 import { type LinearizabilityOptions, checkLinearizable } from './linearizability.js';
 import { type PatchResult, patchFromFeed } from './patch.js';
+import { boundByProcessLives } from './process-lives.js';
 import { checkRevisions } from './revisions.js';
 import { checkWatch } from './watch.js';
 import { checkWebhooks } from './webhooks.js';
@@ -15,7 +16,9 @@ export { checkBank, checkFencing, checkLinearizable, checkRevisions, checkWatch,
  * Every checker that applies to a recorded run: linearizability and the revision rules when it
  * has operations, the watch rules when it has watchers, the bank invariants and fencing when it
  * ran those workloads, the webhook rules when it had subscriptions. Linearizability searches the history patched from the watch feed when that
- * feed is known complete (patch.ts); the other checkers read the history as recorded. Pure: no
+ * feed is known complete (patch.ts), its indeterminate operations bounded by the death of the
+ * process that took them where that is known (process-lives.ts); the other checkers read the
+ * history as recorded. Pure: no
  * I/O, so the runner decides what to print.
  */
 export function checkHistory(history: RecordedHistory, options: LinearizabilityOptions): Verdict[] {
@@ -23,7 +26,8 @@ export function checkHistory(history: RecordedHistory, options: LinearizabilityO
   const watchVerdicts = history.watches.length > 0 ? [...checkWatch(history.watches, history.ops), ...checkWatchScope(history)] : [];
   if (history.ops.length > 0) {
     const patch = patchFromFeed(history.ops, history.watches, watchVerdicts);
-    verdicts.push(withPatch(checkLinearizable(patch?.ops ?? history.ops, options), patch));
+    const ops = boundByProcessLives(patch?.ops ?? history.ops, history.lives);
+    verdicts.push(withPatch(checkLinearizable(ops, options), patch));
     verdicts.push(checkRevisions(history.ops));
   }
   verdicts.push(...watchVerdicts);

@@ -36,6 +36,8 @@ export type KeyStep = (state: KeyState) => KeyState | undefined;
 export interface KeyOperation {
   /** True when it must be linearized (determinate); false when it may be linearized anywhere after its call, or never. */
   readonly must: boolean;
+  /** An indeterminate operation bounded by its process's death (`Op.effectBy`): linearized by then, or never. */
+  readonly until?: number;
   readonly step: KeyStep;
   /**
    * True when it can only observe (a read, a refused condition): wherever it is accepted it leaves
@@ -62,7 +64,9 @@ export function keyOperation(op: Op, multiKeyGroups: ReadonlySet<number>, pendin
   const outcome = pending ? 'unknown' : op.outcome;
   const input = op.input;
   const inMultiKey = op.group !== undefined && multiKeyGroups.has(op.group);
-  const at: Times = { call: op.call, ret: pending ? Number.POSITIVE_INFINITY : op.ret };
+  // Cut off by a prefix (pending), an operation is open-ended there, whatever bounds it later.
+  const until = outcome === 'unknown' && !pending ? op.effectBy : undefined;
+  const at: Times = { call: op.call, ret: until ?? (pending ? Number.POSITIVE_INFINITY : op.ret) };
   if (input.f === 'read') {
     if (outcome !== 'ok') return undefined;
     return {
@@ -77,7 +81,12 @@ export function keyOperation(op: Op, multiKeyGroups: ReadonlySet<number>, pendin
     return { must: true, readOnly: true, step: refused(input, at) };
   }
   const output = outcome === 'ok' ? (op.output ?? {}) : undefined;
-  return { must: outcome === 'ok', readOnly: false, step: change(input, output, inMultiKey && outcome === 'ok', at) };
+  return {
+    must: outcome === 'ok',
+    ...(until !== undefined && { until }),
+    readOnly: false,
+    step: change(input, output, inMultiKey && outcome === 'ok', at),
+  };
 }
 
 /** An operation's call and return (Infinity: indeterminate): the server's clock read it between them. */

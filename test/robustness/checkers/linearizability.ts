@@ -22,7 +22,9 @@ import { describeOp } from './describe-op.js';
  * never) have a call and no return: the search may linearize them anywhere after their call and
  * succeeds once every determinate operation is linearized. A configuration is also skipped when
  * one with the same determinate set and state, and a subset of its indeterminate operations, was
- * explored: having fewer optional operations left can only offer fewer ways on.
+ * explored: having fewer optional operations left can only offer fewer ways on. One bounded by
+ * its process's death (`until`, process-lives.ts) has that death as its return, and is settled by
+ * then either way: linearized with its effect, or without any.
  *
  * The search is exponential in the worst case, so each key gets a budget; a key that runs out
  * makes the whole verdict `unchecked` (never ok) unless another key shows an anomaly. An anomaly
@@ -149,8 +151,9 @@ function sortedEntries(operations: readonly KeyOperation[], ops: readonly Op[]):
     const op = ops[index] as Op;
     const call: Entry = { isCall: true, index, time: op.call, match: null, prev: null, next: null };
     entries.push(call);
-    if (operation.must) {
-      const ret: Entry = { isCall: false, index, time: op.ret, match: null, prev: null, next: null };
+    if (operation.must || operation.until !== undefined) {
+      const time = operation.must ? op.ret : (operation.until as number);
+      const ret: Entry = { isCall: false, index, time, match: null, prev: null, next: null };
       call.match = ret;
       entries.push(ret);
     }
@@ -195,12 +198,14 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], allowan
   const n = operations.length;
   const hashLow = randomWords(n, 0x9e3779b9);
   const hashHigh = randomWords(n, 0x85ebca6b);
-  // Indeterminate operations get compact bit numbers of their own.
+  // Open-ended indeterminate operations get compact bit numbers of their own. Bounded ones
+  // (`until`) are settled by their bound, taking effect or not: they count with the determinate.
   const optionalBit = new Int32Array(n).fill(-1);
+  const bounded = operations.map((operation) => !operation.must && operation.until !== undefined);
   let optionalCount = 0;
   let remaining = 0;
   operations.forEach((operation, i) => {
-    if (operation.must) remaining++;
+    if (operation.must || bounded[i]) remaining++;
     else optionalBit[i] = optionalCount++;
   });
   const optional = new Uint32Array(Math.ceil(optionalCount / 32));
@@ -225,14 +230,23 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], allowan
   /**
    * The calls that may be linearized next: those before the first return still in the list.
    * Determinate ones are tried first, so indeterminate operations (which may always wait, or
-   * never happen) are taken only where the determinate ones lead nowhere.
+   * never happen) are taken only where the determinate ones lead nowhere. A bounded one is listed
+   * twice in a row: taking effect, then settled without effect (`droppedAt`).
    */
   const candidatesNow = (): Entry[] => {
     const determinate: Entry[] = [];
+    const settling: Entry[] = [];
     const optionalCalls: Entry[] = [];
-    for (let e = head.next; e?.isCall; e = e.next) (e.match === null ? optionalCalls : determinate).push(e);
-    return optionalCalls.length === 0 ? determinate : determinate.concat(optionalCalls);
+    for (let e = head.next; e?.isCall; e = e.next) {
+      if (e.match === null) optionalCalls.push(e);
+      else if (bounded[e.index]) settling.push(e, e);
+      else determinate.push(e);
+    }
+    if (settling.length === 0 && optionalCalls.length === 0) return determinate;
+    return determinate.concat(settling, optionalCalls);
   };
+  /** Whether the candidate at `i` is a bounded operation's second listing: settled without effect. */
+  const droppedAt = (i: number): boolean => i > 0 && candidates[i - 1] === candidates[i];
 
   /**
    * Takes `entry` (whose operation leads to `after`) if that configuration was not explored
@@ -302,7 +316,7 @@ function search(operations: readonly KeyOperation[], ops: readonly Op[], allowan
     }
     const entry = candidates[next];
     if (entry !== undefined) {
-      const after = (operations[entry.index] as KeyOperation).step(state);
+      const after = droppedAt(next) ? state : (operations[entry.index] as KeyOperation).step(state);
       if (after !== undefined && take(entry, after, next, false)) {
         candidates = candidatesNow();
         next = 0;
