@@ -19,9 +19,15 @@ import { testClock } from '../helpers/test-clock.js';
 const clock = testClock();
 let server: AppServer;
 let bucket: string;
+/** A write held until the test settles it: `started` resolves (through `begun`) once the store was asked for it. */
+interface HeldWrite {
+  settle: (outcome: Promise<never>) => void;
+  started: Promise<void>;
+  begun: () => void;
+}
 const faults = {
   /** The next write's outcome, settled by the test; the real write when unset. */
-  pendingWrite: undefined as { settle: (outcome: Promise<never>) => void; started: Promise<void> } | undefined,
+  pendingWrite: undefined as HeldWrite | undefined,
   bucketReadsFail: false,
 };
 
@@ -48,20 +54,20 @@ function faulty(store: Store): Store {
         faults.pendingWrite = undefined;
         return new Promise((resolve, reject) => {
           pending.settle = (outcome) => outcome.then(resolve, reject);
-          (pending as unknown as { begun: () => void }).begun();
+          pending.begun();
         });
       };
     },
   });
 }
 
-/** Holds the next write until `settle`; `started` resolves once the store was asked for it. */
-function holdNextWrite(): NonNullable<typeof faults.pendingWrite> {
+/** Holds the next write until `settle`. */
+function holdNextWrite(): HeldWrite {
   let begun!: () => void;
   const started = new Promise<void>((resolve) => {
     begun = resolve;
   });
-  const pending = { settle: (_outcome: Promise<never>) => {}, started, begun };
+  const pending: HeldWrite = { settle: () => {}, started, begun };
   faults.pendingWrite = pending;
   return pending;
 }

@@ -40,8 +40,6 @@ export class Instance {
   private child: ChildProcess | undefined;
   private output = '';
   paused = false;
-  /** How many times it was started (1 after the first start). */
-  starts = 0;
   /** Each of its processes, spawned and seen gone (`now()`, the recorder's clock): see RecordedHistory.lives. */
   readonly lives: ProcessLife[] = [];
 
@@ -90,7 +88,6 @@ export class Instance {
     });
     this.child = child;
     this.paused = false;
-    this.starts++;
     // Keep only the tail: a long soak must not grow this without bound.
     const keep = (chunk: Buffer) => {
       this.output = (this.output + chunk.toString('utf8')).slice(-20_000);
