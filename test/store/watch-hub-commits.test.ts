@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Watcher, WatchHub } from '../../src/server/watch-hub.js';
-import type { Change, Store } from '../../src/store/store.js';
+import type { Change, CommittedChanges, Store } from '../../src/store/store.js';
 import { bucketRecord, openTestStore } from '../helpers/store-backends.js';
 import { commit, deleteEntry, setEntry } from '../helpers/store-writes.js';
 
@@ -108,5 +108,34 @@ describe('watch hub on SQLite: fed the committed changes', () => {
     } finally {
       hub.closeAll('test over');
     }
+  });
+
+  it('a watch that begins or ends inside a batch: each commit carries all of its revisions of the bucket, or none', async () => {
+    const bucket = `commits-${++n}`;
+    await store.buckets.create(bucketRecord(bucket));
+    const carried: CommittedChanges[] = [];
+    store.changes.onCommit!((_buckets, committed) => carried.push(...(committed ?? []).filter((c) => c.bucket === bucket)));
+    const now = Date.now();
+    // One turn, so one message to the writer and one batch: writes, and the watch begun and ended between them.
+    const writes = [setEntry(store, bucket, 'a', text('1'), null, now)];
+    const unwatch = store.changes.watch!(bucket);
+    writes.push(setEntry(store, bucket, 'b', text('2'), null, now));
+    unwatch();
+    writes.push(setEntry(store, bucket, 'c', text('3'), null, now));
+    const unwatchAgain = store.changes.watch!(bucket);
+    writes.push(setEntry(store, bucket, 'd', text('4'), null, now));
+    await Promise.all(writes);
+    // Watched from the start of this one: it carries its changes.
+    await setEntry(store, bucket, 'e', text('5'), null, now);
+    unwatchAgain();
+    expect(carried.length).toBeGreaterThan(0);
+    for (const c of carried) {
+      const every = Array.from({ length: c.revision - c.from }, (_, i) => c.from + 1 + i);
+      expect({ from: c.from, revisions: [...new Set(c.changes.map((change) => change.revision))] }).toEqual({
+        from: c.from,
+        revisions: every,
+      });
+    }
+    expect(carried.at(-1)).toMatchObject({ from: 4, revision: 5 });
   });
 });

@@ -63,6 +63,8 @@ export class BatchWrites {
   clearCache = false;
   /** The changes to watched buckets, for the request thread's watchers: each bucket's revision before them, and them. */
   private readonly carried = new Map<string, { from: number; changes: Change[] }>();
+  /** Buckets whose watch began or ended after the batch changed them: it carries none of their changes. */
+  private readonly uncarried = new Set<string>();
 
   /**
    * `now`: the batch's commit time (ms), the change log's `committed_at`. `watched`: the buckets
@@ -104,7 +106,7 @@ export class BatchWrites {
    */
   add(bucket: string, from: number, result: BatchResult, written: WrittenKey[], rowsWritten: boolean): void {
     const { changes } = result;
-    if (this.watched.size > 0 && this.watched.has(bucket)) this.carry(bucket, from, changes);
+    if (this.watched.size > 0 && this.watched.has(bucket) && !this.uncarried.has(bucket)) this.carry(bucket, from, changes);
     for (let i = 0; i < changes.length; i++) {
       const [id, key, row] = written[i]!;
       this.touched.push(id);
@@ -114,6 +116,17 @@ export class BatchWrites {
     this.revisionIs(bucket, result.revision!, false);
     this.addUsage(bucket, result.usage);
     for (const { revision, operation } of result.operations) this.operations.push([bucket, revision, operation, this.now]);
+  }
+
+  /**
+   * The bucket's watch began or ended while the batch runs. If the batch changed it already, it
+   * carries none of its changes: carried in part, the commit would claim the whole batch's
+   * revisions, and the watch feed would skip those it left out. Its watchers read the log.
+   */
+  watchChanged(bucket: string): void {
+    if (!this.revisions.has(bucket)) return;
+    this.carried.delete(bucket);
+    this.uncarried.add(bucket);
   }
 
   private carry(bucket: string, from: number, changes: ChangeRecord[]): void {

@@ -256,6 +256,7 @@ export class SqliteWriter {
   watch(bucket: string, watched: boolean): void {
     if (watched) this.watched.add(bucket);
     else this.watched.delete(bucket);
+    this.batch.watchChanged(bucket);
   }
 
   /** Runs several statements as one unit: a transaction, or a savepoint inside the running batch. */
