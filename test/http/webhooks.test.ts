@@ -129,6 +129,36 @@ describe('webhooks', () => {
     }
   });
 
+  it("takes its changes from those the bucket's commits carried (SQLite), reading the change log only on a store whose commits do not", async () => {
+    const receiver = await startReceiver();
+    const changes = server.store.changes;
+    const read = changes.read;
+    let reads = 0;
+    changes.read = (...args) => {
+      reads++;
+      return read.apply(changes, args);
+    };
+    try {
+      const { id } = await add({ url: receiver.url, prefix: 'carried/' });
+      // The first delivery follows the look that started watching the bucket: from then on its commits carry their changes.
+      const first = await set('carried/0', 'v');
+      await expect.poll(async () => (await hook(id)).position).toBe(first);
+      const before = reads;
+      const revisions = [first];
+      for (let round = 0; round < 4; round++) {
+        revisions.push(...(await Promise.all(Array.from({ length: 10 }, (_, i) => set(`carried/${round}-${i}`, `value ${i}`)))));
+        await expect.poll(async () => (await hook(id)).position).toBe(Math.max(...revisions));
+      }
+      expect(receiver.acknowledged().map((e) => e.rev)).toEqual([...revisions].sort((a, b) => a - b));
+      expect(receiver.acknowledged().at(-1)).toMatchObject({ key: 'carried/3-9', value: 'value 9' });
+      expect(reads > before).toBe(changes.watch === undefined);
+      expect(await remove(id)).toMatchObject({ status: 204 });
+    } finally {
+      changes.read = read;
+      await receiver.close();
+    }
+  });
+
   it('retries after 500s and timeouts with backoff, then delivers and logs each attempt', async () => {
     const receiver = await startReceiver((n) => (n === 0 ? 500 : n === 1 ? 'hang' : 200));
     try {

@@ -3,7 +3,7 @@ import type { Webhook } from '../../store/webhook-types.js';
 import { exportedValue } from '../../values/export-format.js';
 
 /** Most changes in one delivery, and about the most bytes of its events (a single revision bigger than that still goes whole). */
-export const MAX_BATCH_EVENTS = 100;
+export const MAX_BATCH_EVENTS = 250;
 export const MAX_BATCH_BYTES = 256 * 1024;
 
 /** What to do next for a subscription: send these events and then stand at `upTo`, or (no events) just stand there. */
@@ -13,6 +13,14 @@ export interface Batch {
   firstRevision: number;
   /** The position once the batch is acknowledged. */
   upTo: number;
+}
+
+/** A change whose event is made already (the changes commits carried: made once, for every webhook of the bucket). */
+export interface CarriedEvent {
+  revision: number;
+  key: string;
+  kind: Change['kind'];
+  event: string;
 }
 
 /** One change as delivered: the watch feed's event with values, and an idempotency id. */
@@ -43,7 +51,13 @@ export function resetBatch(bucket: string, w: Webhook, bounds: ChangeLogBounds):
  * nothing more up to there): the changes under the prefix and of the kinds asked for, whole
  * revisions at a time, up to the bounds.
  */
-export function nextBatch(bucket: string, w: Webhook, rows: Change[], readUpTo: number, complete: boolean): Batch {
+export function nextBatch(
+  bucket: string,
+  w: Webhook,
+  rows: ReadonlyArray<Change | CarriedEvent>,
+  readUpTo: number,
+  complete: boolean,
+): Batch {
   const kinds = new Set<string>(w.kinds);
   const events: string[] = [];
   let bytes = 0;
@@ -54,7 +68,7 @@ export function nextBatch(bucket: string, w: Webhook, rows: Change[], readUpTo: 
     const own: string[] = [];
     for (; i < rows.length && rows[i]!.revision === revision; i++) {
       const c = rows[i]!;
-      if (c.key.startsWith(w.prefix) && kinds.has(c.kind)) own.push(changeEvent(bucket, c));
+      if (c.key.startsWith(w.prefix) && kinds.has(c.kind)) own.push('event' in c ? c.event : changeEvent(bucket, c));
     }
     const size = own.reduce((n, e) => n + e.length, 0);
     if (events.length > 0 && own.length > 0 && (events.length + own.length > MAX_BATCH_EVENTS || bytes + size > MAX_BATCH_BYTES)) {

@@ -12,6 +12,7 @@ import { DeliveryLease } from './webhook-lease.js';
 import type { DeliveryOptions } from './webhook-options.js';
 import { afterFailure } from './webhook-retry.js';
 import { attemptOf, postSigned } from './webhook-send.js';
+import { CarriedTails } from './webhook-tail.js';
 
 /** Rows of the change log read per delivery at most (whole revisions), and first. */
 const READ_LIMIT = 1000;
@@ -76,6 +77,8 @@ export class WebhookDeliverer {
   private readonly moved = new Map<string, { bucket: string; moved: boolean }>();
   /** Each webhook's kept connection (deliveries back to back reuse it). */
   private readonly connections: WebhookConnections;
+  /** On SQLite, the latest changes of the buckets with active webhooks, as the commits carried them. */
+  private readonly tails: CarriedTails | undefined;
   /** The next wake (a retry due, a lease running out, a poll) and when it is. */
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
@@ -97,6 +100,7 @@ export class WebhookDeliverer {
   ) {
     this.holder = store.flags.shared ? `${process.pid}@${hostname()}/${randomUUID()}` : 'this-server';
     this.connections = new WebhookConnections(options.allowPrivate ? undefined : publicOnlyLookup);
+    this.tails = CarriedTails.of(store.changes);
   }
 
   /**
@@ -106,8 +110,9 @@ export class WebhookDeliverer {
    * every poll. With no subscription, a commit costs a look-up in an empty map.
    */
   start(): this {
-    this.store.changes.onCommit?.((buckets) => {
+    this.store.changes.onCommit?.((buckets, committed) => {
       if (this.stopped) return;
+      this.tails?.committed(buckets, committed);
       for (const d of this.moved.values()) if (!d.moved && buckets.includes(d.bucket)) d.moved = true;
       // During a look, whatever the bucket: that look may have read the revisions before this commit.
       if (this.scanning) return this.kick();
@@ -172,7 +177,9 @@ export class WebhookDeliverer {
     const all = await this.store.webhooks.all();
     const ids = new Set(all.map((w) => w.id));
     for (const id of this.stats.seen.keys()) if (!ids.has(id)) this.stats.seen.delete(id);
-    this.connections.keepOnly(new Set(all.filter((w) => w.state === 'active').map((w) => w.id)));
+    const active = all.filter((w) => w.state === 'active');
+    this.connections.keepOnly(new Set(active.map((w) => w.id)));
+    this.tails?.keep(active);
     const wakeOn = new Map<string, Map<string, DeliverableWebhook>>();
     let next = this.store.changes.onCommit
       ? Number.POSITIVE_INFINITY
@@ -298,7 +305,10 @@ export class WebhookDeliverer {
     const from = w.position;
     this.note(w, bounds.revision - from);
     if (bounds.revision <= from) return { next: 'caught-up', webhook: w };
-    const batch = w.position < bounds.watchFloor ? resetBatch(w.bucket, w, bounds) : await this.readBatch(w, bounds.revision);
+    const batch =
+      w.position < bounds.watchFloor
+        ? resetBatch(w.bucket, w, bounds)
+        : (this.fromTail(w, bounds.revision) ?? (await this.readBatch(w, bounds.revision)));
     // The reads may have taken a while under load: the lease must still cover the request.
     if (batch.events.length > 0 && !this.covers(lease) && !(await lease.renew())) return STOP;
     const leaseUntil = batch.events.length > 0 ? await this.send(w, batch, lease) : undefined;
@@ -309,8 +319,15 @@ export class WebhookDeliverer {
     }
     this.note(w, bounds.revision - batch.upTo);
     if (batch.upTo <= from) return STOP;
+    this.tails?.advanced({ id: w.id, bucket: w.bucket, position: batch.upTo });
     const webhook = { ...w, position: batch.upTo, attempts: 0, failingSince: null, leaseUntil: lease.until };
     return { next: bounds.revision > batch.upTo ? 'more' : 'caught-up', webhook };
+  }
+
+  /** The next batch after the position from the changes the commits carried, when they hold every one up to `upTo`. */
+  private fromTail(w: DeliverableWebhook, upTo: number): Batch | undefined {
+    const changes = this.tails?.between(w.bucket, w.position, upTo);
+    return changes && nextBatch(w.bucket, w, changes, upTo, true);
   }
 
   /**
@@ -378,6 +395,7 @@ export class WebhookDeliverer {
     await this.scanning;
     await Promise.all(this.inFlight.values());
     this.connections.close();
+    this.tails?.keep([]);
     const held = (await this.store.webhooks.all().catch(() => [])).filter((w) => w.holder === this.holder);
     await Promise.all(held.map((w) => this.store.webhooks.release(w.id, this.holder).catch(() => {})));
   }
