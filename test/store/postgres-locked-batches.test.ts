@@ -43,33 +43,34 @@ for (const { name, base, missing } of TARGETS) {
       /**
        * Runs `first` while another transaction has changed the bucket row and holds it; once the
        * store's statement waits on that row (pg_stat_activity), `rest` are sent, then the other
-       * transaction commits. Returns the answers of all.
+       * transaction commits. Returns the answers of all, and the statement of the store's that waited.
        */
       async function behindAnotherWriter<T>(bucket: string, first: () => Promise<T>, rest: Array<() => Promise<T>>): Promise<T[]> {
+        return (await waitingBehindAnotherWriter(bucket, first, rest)).answers;
+      }
+
+      async function waitingBehindAnotherWriter<T>(bucket: string, first: () => Promise<T>, rest: Array<() => Promise<T>>) {
         return withAdminClient(async (other) => {
           await other.query('begin');
           // Same values, a new row version: the store's optimistic statement finds it changed.
           await other.query(`update "${own.schema}".buckets set revision = revision where id = $1`, [bucket]);
           const head = first();
           // Asked on a connection of its own: pg_stat_activity stays as first read for a whole transaction.
-          await expect
-            .poll(
-              () =>
-                withAdminClient(
-                  async (client) =>
-                    (
-                      await client.query<{ n: string }>(
-                        `select count(*) as n from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'`,
-                        [own.schema],
-                      )
-                    ).rows[0]!.n,
-                ),
-              { timeout: 10_000 },
-            )
-            .toBe('1');
+          const waiting = () =>
+            withAdminClient(
+              async (client) =>
+                (
+                  await client.query<{ query: string }>(
+                    `select query from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'`,
+                    [own.schema],
+                  )
+                ).rows,
+            );
+          await expect.poll(async () => (await waiting()).length, { timeout: 10_000 }).toBe(1);
+          const [{ query: waited }] = (await waiting()) as [{ query: string }];
           const tail = rest.map((write) => write());
           await other.query('commit');
-          return Promise.all([head, ...tail]);
+          return { answers: await Promise.all([head, ...tail]), waited };
         });
       }
 
@@ -97,6 +98,22 @@ for (const { name, base, missing } of TARGETS) {
             }>,
         );
         expect(record).toEqual({ usage_keys: '4', revision: '10' });
+      });
+
+      it('a bucket whose batch lost its try goes straight to the lock next time: one wait, not a lost try and a second wait', async () => {
+        const bucket = `contended-${++n}`;
+        await store.buckets.create(bucketRecord(bucket));
+        const set = (i: number) => () => setEntry(store, bucket, `k${i}`, text(`v${i}`), null, NOW);
+        const lost = await waitingBehindAnotherWriter(bucket, set(0), [set(1)]);
+        // Not contended yet: the optimistic statement is what waits (and then loses).
+        expect(lost.waited).toMatch(/^with s as/);
+        expect(lost.answers).toEqual([{ revision: 1 }, { revision: 2 }]);
+        const next = await waitingBehindAnotherWriter(bucket, set(2), [set(3), set(4)]);
+        expect(next.waited).toMatch(/^select 1 from "[^"]+"\."buckets" where id = \$1 for update$/);
+        expect(next.answers).toEqual([{ revision: 3 }, { revision: 4 }, { revision: 5 }]);
+        const log = await changeLog(bucket);
+        expect(log.map((c) => c.revision)).toEqual([1, 2, 3, 4, 5]);
+        expect(new Set(log.slice(2).map((c) => c.tx)).size).toBe(1);
       });
 
       it('a mix (a transaction first, SETs queued): one transaction, through the rules', async () => {

@@ -92,31 +92,46 @@ interface BatchRow {
  * Runs a batch (one `BucketBatch` per bucket); resolves or rejects each write. A bucket that lost
  * its optimistic try to another writer runs again holding its row's lock, and `more` hands over
  * that bucket's writes queued since (up to `size` in all), taken in after the lock: they would
- * otherwise wait for that lock again, one batch later.
+ * otherwise wait for that lock again, one batch later. The buckets in `lockFirst` (another
+ * instance writes them too) skip the optimistic try: it would wait for the other writer's lock
+ * and then lose, and the batch would wait for the lock a second time. Returns the buckets that
+ * lost their optimistic try.
  */
 export async function runBatches(
   backend: BatchBackend,
   batches: BucketBatch[],
   more: (bucket: string, room: number) => QueuedWrite[] = () => [],
   size = 0,
-): Promise<void> {
-  let outcomes: Array<OpOutcome[] | undefined>;
-  try {
-    outcomes = await backend.retrying(() => optimistic(backend, batches));
-  } catch (err) {
-    for (const { writes } of batches) for (const write of writes) write.reject(err);
-    return;
+  lockFirst: ReadonlySet<string> = new Set(),
+): Promise<string[]> {
+  const tried = batches.filter((b) => !lockFirst.has(b.bucket));
+  const done = new Map<BucketBatch, OpOutcome[]>();
+  const lost: string[] = [];
+  let toRun = batches;
+  if (tried.length > 0) {
+    try {
+      const outcomes = await backend.retrying(() => optimistic(backend, tried));
+      for (const [i, batch] of tried.entries()) {
+        const outcome = outcomes[i];
+        if (outcome) done.set(batch, outcome);
+        else lost.push(batch.bucket);
+      }
+    } catch (err) {
+      for (const { writes } of tried) for (const write of writes) write.reject(err);
+      toRun = batches.filter((b) => lockFirst.has(b.bucket));
+    }
   }
   await Promise.all(
-    batches.map(async (batch, i) => {
+    toRun.map(async (batch) => {
       try {
-        const done = outcomes[i] ?? (await backend.retrying(() => underLock(backend, batch, size, more)));
-        for (const [j, write] of batch.writes.entries()) write.resolve(done[j]!);
+        const outcomes = done.get(batch) ?? (await backend.retrying(() => underLock(backend, batch, size, more)));
+        for (const [j, write] of batch.writes.entries()) write.resolve(outcomes[j]!);
       } catch (err) {
         for (const write of batch.writes) write.reject(err);
       }
     }),
   );
+  return lost;
 }
 
 /** Each batch's plain SETs when every write of every batch is one that `setsFresh` gives what the rules would, else undefined. */

@@ -1,6 +1,13 @@
 import type { OpOutcome, ResultOf, WriteOp } from '../core/write-ops.js';
 import { type BatchBackend, type BucketBatch, type QueuedWrite, runBatches } from './postgres-batch.js';
 
+/**
+ * How long a bucket whose batch lost its optimistic try to another instance goes straight to its
+ * row's lock: while two instances write one bucket, nearly every try loses, after waiting for the
+ * other's lock. Past it, a try again finds out whether the other still writes.
+ */
+export const CONTENDED_MS = 1000;
+
 /** A prefix delete whose listing is out of date by the time its batch reads the bucket. */
 export const STALE_LISTING = Symbol('stale listing');
 
@@ -12,13 +19,16 @@ export const STALE_LISTING = Symbol('stale listing');
  * run in memory and written in one statement, one commit for all its buckets, each write with its
  * own revision, so revisions and the change log are exactly those of one transaction per write.
  * Across instances each bucket row's version (and, when it changed, its lock) orders batches; a
- * bucket that waited for the lock takes in its writes queued meanwhile (runBatches' `more`).
+ * bucket that waited for the lock takes in its writes queued meanwhile (runBatches' `more`), and
+ * for CONTENDED_MS after it lost a try its batches take the lock first.
  */
 export class WriteQueue {
   /** Per bucket, writes waiting for a batch; the buckets with one running; how many run. */
   private readonly queues = new Map<string, QueuedWrite[]>();
   private readonly writing = new Set<string>();
   private running = 0;
+  /** Buckets another instance writes too, and until when their batches take the row's lock first. */
+  private readonly contended = new Map<string, number>();
   private scheduled = false;
 
   constructor(
@@ -68,13 +78,33 @@ export class WriteQueue {
       if (batch.length === 0) return;
       for (const { bucket } of batch) this.writing.add(bucket);
       this.running++;
-      void runBatches(this.backend, batch, (bucket, room) => this.take(bucket, room), this.batchSize).finally(() => {
-        for (const { bucket } of batch) this.writing.delete(bucket);
-        this.running--;
-        // The writes queued while it ran all arrived before now: they go at once.
-        this.start();
-      });
+      const more = (bucket: string, room: number) => this.take(bucket, room);
+      void runBatches(this.backend, batch, more, this.batchSize, this.lockFirst(batch))
+        .then((lost) => {
+          const now = Date.now();
+          for (const bucket of lost) this.contended.set(bucket, now + CONTENDED_MS);
+          if (this.contended.size > 1024) for (const [bucket, until] of this.contended) if (until <= now) this.contended.delete(bucket);
+        })
+        .finally(() => {
+          for (const { bucket } of batch) this.writing.delete(bucket);
+          this.running--;
+          // The writes queued while it ran all arrived before now: they go at once.
+          this.start();
+        });
     }
+  }
+
+  /** The batch's buckets still contended (forgetting those whose time is up). */
+  private lockFirst(batch: BucketBatch[]): Set<string> {
+    const now = Date.now();
+    const first = new Set<string>();
+    for (const { bucket } of batch) {
+      const until = this.contended.get(bucket);
+      if (until === undefined) continue;
+      if (until > now) first.add(bucket);
+      else this.contended.delete(bucket);
+    }
+    return first;
   }
 
   /** The queued writes, up to `batchSize`, of the buckets not in a running batch, in the order the buckets queued. */
