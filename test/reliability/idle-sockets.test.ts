@@ -1,5 +1,5 @@
 import { type Socket, connect } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { type RunningServer, startServer } from '../helpers/server.js';
 
 describe('slow and idle clients', () => {
@@ -38,7 +38,10 @@ describe('slow and idle clients', () => {
   });
 
   it('a request whose headers never finish is cut off by the headers timeout', { timeout: 60_000 }, async () => {
-    const { hostname, port } = new URL(server.url);
+    // A server of its own with a short headers timeout (15 s by default): the same cut, sooner.
+    const short = await startServer({ env: { KVB_HEADERS_TIMEOUT_MS: '1000' } });
+    onTestFinished(() => short.stop());
+    const { hostname, port } = new URL(short.url);
     const closed = await new Promise<boolean>((resolve) => {
       const socket = connect(Number(port), hostname, () => socket.write('GET /health HTTP/1.1\r\nHost: x\r\n'));
       socket.resume(); // read (and drop) the 400 so that 'close' can fire
