@@ -40,7 +40,9 @@ describe('slow and idle clients', () => {
   it('a request whose headers never finish is cut off by the headers timeout', { timeout: 60_000 }, async () => {
     // A server of its own with a short headers timeout (15 s by default): the same cut, sooner.
     const short = await startServer({ env: { KVB_HEADERS_TIMEOUT_MS: '1000' } });
-    onTestFinished(() => short.stop());
+    onTestFinished(async () => {
+      await short.stop();
+    });
     const { hostname, port } = new URL(short.url);
     const closed = await new Promise<boolean>((resolve) => {
       const socket = connect(Number(port), hostname, () => socket.write('GET /health HTTP/1.1\r\nHost: x\r\n'));

@@ -4,7 +4,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../../store/store.js';
 import type { DeliverableWebhook, Webhook } from '../../store/webhook-types.js';
 import type { Clock } from '../clock.js';
-import { type Batch, MAX_BATCH_EVENTS, nextBatch, resetBatch } from './webhook-batch.js';
+import { type Batch, resetBatch } from './webhook-batch.js';
+import { batchAfter } from './webhook-next-batch.js';
 import { WebhookConnections } from './webhook-post.js';
 import { publicOnlyLookup } from './webhook-address.js';
 import { type WebhookLagDetail, lagDetail } from './webhook-health.js';
@@ -14,9 +15,6 @@ import { afterFailure } from './webhook-retry.js';
 import { attemptOf, postSigned } from './webhook-send.js';
 import { CarriedTails } from './webhook-tail.js';
 
-/** Rows of the change log read per delivery at most (whole revisions), and first. */
-const READ_LIMIT = 1000;
-const FIRST_READ_LIMIT = 2 * MAX_BATCH_EVENTS;
 /**
  * How long a caught-up webhook whose bucket moved during its delivery waits before the next one,
  * so that the changes of that time go together: under a steady stream of writes each request
@@ -308,7 +306,7 @@ export class WebhookDeliverer {
     const batch =
       w.position < bounds.watchFloor
         ? resetBatch(w.bucket, w, bounds)
-        : (this.fromTail(w, bounds.revision) ?? (await this.readBatch(w, bounds.revision)));
+        : await batchAfter(this.store.changes, this.tails, w, bounds.revision);
     // The reads may have taken a while under load: the lease must still cover the request.
     if (batch.events.length > 0 && !this.covers(lease) && !(await lease.renew())) return STOP;
     const leaseUntil = batch.events.length > 0 ? await this.send(w, batch, lease) : undefined;
@@ -322,33 +320,6 @@ export class WebhookDeliverer {
     this.tails?.advanced({ id: w.id, bucket: w.bucket, position: batch.upTo });
     const webhook = { ...w, position: batch.upTo, attempts: 0, failingSince: null, leaseUntil: lease.until };
     return { next: bounds.revision > batch.upTo ? 'more' : 'caught-up', webhook };
-  }
-
-  /** The next batch after the position from the changes the commits carried, when they hold every one up to `upTo`. */
-  private fromTail(w: DeliverableWebhook, upTo: number): Batch | undefined {
-    const changes = this.tails?.between(w.bucket, w.position, upTo);
-    return changes && nextBatch(w.bucket, w, changes, upTo, true);
-  }
-
-  /**
-   * The next batch after the position: first from about what one request holds, and only when
-   * that does not fill one (a prefix or kinds that leave most changes out), from READ_LIMIT rows.
-   * Under load a backlog of thousands of changes waits; reading READ_LIMIT rows with their values
-   * for every request of MAX_BATCH_EVENTS was most of what a delivery cost.
-   */
-  private async readBatch(w: DeliverableWebhook, upTo: number): Promise<Batch> {
-    let batch: Batch | undefined;
-    for (const limit of [FIRST_READ_LIMIT, READ_LIMIT]) {
-      const rows = await this.store.changes.read(w.bucket, w.position, upTo, limit);
-      // Only an empty read says nothing is left up to `upTo`: fewer rows than the limit do not, as
-      // a read that stopped inside a revision leaves that revision out (whole revisions). Taking
-      // them for the end moved the position past changes never sent.
-      const last = rows.at(-1)?.revision;
-      batch = nextBatch(w.bucket, w, rows, upTo, last === undefined);
-      const full = batch.events.length >= MAX_BATCH_EVENTS || batch.upTo < (last ?? 0);
-      if (last === undefined || last >= upTo || full) break;
-    }
-    return batch!;
   }
 
   /**
