@@ -26,9 +26,9 @@ export interface TailedWebhook {
 
 /**
  * The latest changes of each bucket with an active webhook, as a store whose commits carry them
- * (SQLite, `ChangeFeed.watch`) hands them over, each as its event's text: a delivery whose changes are all here takes its
- * batch from them instead of reading the change log, which under SET load was the largest part of
- * what a delivery cost the request thread. Only commits that follow on from each other are kept,
+ * (SQLite, `ChangeFeed.watch`) hands them over, each as its event's text: a delivery whose
+ * changes are all here takes its batch from them instead of reading the change log, which under
+ * SET load was the largest part of what a delivery cost the request thread. Only commits that follow on from each other are kept,
  * so the changes of every revision from `start` to `last` are all here: a commit to the bucket
  * that came without its changes (an import, or one before the writer knew of the watch) empties
  * the tail, and the next carried commit starts it again. Bounded: what every active webhook of the
