@@ -130,10 +130,20 @@ export async function rotator(ctx: WorkloadContext, credentials: CredentialHisto
     if (seen === undefined || seen.generation <= generation) continue;
     // Each new generation took effect after the earliest unconfirmed call and before this answer (or the read that showed it).
     const ret = ex.answer?.status === 204 && seen.generation === generation + 1 ? answeredAt : seen.at;
-    for (let g = generation + 1; g <= seen.generation; g++)
-      credentials.rotations.push({ generation: g, instance: instance.name, call: pendingCall, ret });
-    generation = seen.generation;
+    record(seen.generation, pendingCall, ret);
     pendingCall = undefined;
+  }
+  // A rotation sent to a stopped instance may take effect after the read that followed it (which the
+  // instance answered first) and before the run ended: the faults are healed now, so this read shows it.
+  if (pendingCall === undefined) return;
+  // Unread, it may have taken effect at any time after its call: the checker then excuses refusals after it.
+  const seen = await policyGeneration(instance, ctx.bucket);
+  if (seen === undefined) record(generation + 1, pendingCall, Number.POSITIVE_INFINITY);
+  else if (seen.generation > generation) record(seen.generation, pendingCall, seen.at);
+
+  function record(seenGeneration: number, call: number, ret: number): void {
+    for (let g = generation + 1; g <= seenGeneration; g++) credentials.rotations.push({ generation: g, instance: instance.name, call, ret });
+    generation = seenGeneration;
   }
 }
 
