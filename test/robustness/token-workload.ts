@@ -142,7 +142,8 @@ export async function rotator(ctx: WorkloadContext, credentials: CredentialHisto
   else if (seen.generation > generation) record(seen.generation, pendingCall, seen.at);
 
   function record(seenGeneration: number, call: number, ret: number): void {
-    for (let g = generation + 1; g <= seenGeneration; g++) credentials.rotations.push({ generation: g, instance: instance.name, call, ret });
+    for (let g = generation + 1; g <= seenGeneration; g++)
+      credentials.rotations.push({ generation: g, instance: instance.name, call, ret });
     generation = seenGeneration;
   }
 }
