@@ -107,43 +107,57 @@ export async function tokenClient(ctx: WorkloadContext, index: number, credentia
   });
 }
 
-/** Rotates the signing key every 2 to 3 s, recording each generation it made and when it took effect. */
+/**
+ * Rotates the signing key every 2 to 3 s, recording each generation it made and when it took
+ * effect. A `PATCH` whose answer was lost may still take effect much later (its update waiting
+ * behind a stopped instance's transaction on the bucket row), after the reads that followed it and
+ * after later rotations were sent, so a generation the policy shows is not credited to the last
+ * `PATCH`: each new generation is credited to the earliest `PATCH` not yet credited (they apply in
+ * the order sent, one at a time from this one client), whose call is then a bound it cannot have
+ * taken effect before, whichever of the outstanding ones made it.
+ */
 export async function rotator(ctx: WorkloadContext, credentials: CredentialHistory): Promise<void> {
   const instance = ctx.instances[0]!;
   const random = ctx.random.fork();
   // The bucket's signing key was set before the run (a generation already); rotations count from there.
   let generation = (await policyGeneration(instance, ctx.bucket))?.generation ?? 0;
-  /** The earliest call of a rotation not yet seen in the policy (its PATCH had no answer). */
-  let pendingCall: number | undefined;
+  /** The calls of the rotations sent and not yet seen in the policy, oldest first. */
+  const outstanding: number[] = [];
+  let lastCall = Number.NEGATIVE_INFINITY;
   while (ctx.running()) {
     await sleep(random.int(2000, 3000));
     if (!ctx.running()) break;
     const call = now();
+    lastCall = call;
     const ex = await send(bucketUrl(instance, ctx.bucket), {
       method: 'PATCH',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ signing_key: `sk-${random.int(0, 2 ** 31)}` }),
     });
     const answeredAt = now();
-    pendingCall ??= call;
+    const status = ex.answer?.status;
+    // A refusal other than a 5xx wrote nothing: it makes no generation.
+    if (status === undefined || status === 204 || status >= 500) outstanding.push(call);
     const seen = await policyGeneration(instance, ctx.bucket);
     if (seen === undefined || seen.generation <= generation) continue;
-    // Each new generation took effect after the earliest unconfirmed call and before this answer (or the read that showed it).
-    const ret = ex.answer?.status === 204 && seen.generation === generation + 1 ? answeredAt : seen.at;
-    record(seen.generation, pendingCall, ret);
-    pendingCall = undefined;
+    // Took effect before this answer when it is the one rotation outstanding, else before the read that showed it.
+    const only = status === 204 && outstanding.length === 1 && seen.generation === generation + 1;
+    record(seen.generation, only ? answeredAt : seen.at);
   }
-  // A rotation sent to a stopped instance may take effect after the read that followed it (which the
-  // instance answered first) and before the run ended: the faults are healed now, so this read shows it.
-  if (pendingCall === undefined) return;
-  // Unread, it may have taken effect at any time after its call: the checker then excuses refusals after it.
+  // A rotation sent to a stopped instance may take effect after every read that followed it and
+  // before the run ended: the faults are healed now, so this read shows it.
+  if (outstanding.length === 0) return;
   const seen = await policyGeneration(instance, ctx.bucket);
-  if (seen === undefined) record(generation + 1, pendingCall, Number.POSITIVE_INFINITY);
-  else if (seen.generation > generation) record(seen.generation, pendingCall, seen.at);
+  // Unread, it may have taken effect at any time after its call: the checker then excuses refusals after it.
+  if (seen === undefined) record(generation + 1, Number.POSITIVE_INFINITY);
+  else if (seen.generation > generation) record(seen.generation, seen.at);
 
-  function record(seenGeneration: number, call: number, ret: number): void {
-    for (let g = generation + 1; g <= seenGeneration; g++)
+  function record(seenGeneration: number, ret: number): void {
+    for (let g = generation + 1; g <= seenGeneration; g++) {
+      // Every generation is one of this client's rotations; were there more, the last call still bounds them.
+      const call = outstanding.shift() ?? lastCall;
       credentials.rotations.push({ generation: g, instance: instance.name, call, ret });
+    }
     generation = seenGeneration;
   }
 }
