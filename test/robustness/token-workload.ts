@@ -154,7 +154,7 @@ export async function rotator(ctx: WorkloadContext, credentials: CredentialHisto
 
   function record(seenGeneration: number, ret: number): void {
     for (let g = generation + 1; g <= seenGeneration; g++) {
-      // Every generation is one of this client's rotations; were there more, the last call still bounds them.
+      // Every generation is one of this client's rotations, so none is missing; were one, the latest call stands in.
       const call = outstanding.shift() ?? lastCall;
       credentials.rotations.push({ generation: g, instance: instance.name, call, ret });
     }
